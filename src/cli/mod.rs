@@ -1,0 +1,29 @@
+//! clap commands. Each subcommand lives in its own file.
+
+use clap::{Parser, Subcommand};
+
+pub mod dump;
+pub mod mount;
+
+#[derive(Parser, Debug)]
+#[command(name = "commitfs", version, about = "Kafka partition logs as a FUSE filesystem")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Mount a data directory (Kafka log.dir) on a mountpoint.
+    Mount(mount::MountArgs),
+    /// Print the contents of .log, .index and .timeindex files, as kafka-dump-log does.
+    Dump(dump::DumpArgs),
+}
+
+/// Runs a command and returns the process exit code.
+pub fn run(cli: Cli) -> i32 {
+    match cli.command {
+        Command::Mount(args) => mount::run(args),
+        Command::Dump(args) => dump::run(args),
+    }
+}

@@ -1,0 +1,10 @@
+//! The `commitfs` command: `mount`, `dump`, `check`.
+
+mod cli;
+
+use clap::Parser;
+
+fn main() {
+    let cli = cli::Cli::parse();
+    std::process::exit(cli::run(cli));
+}

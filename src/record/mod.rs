@@ -1,0 +1,38 @@
+//! The RecordBatch v2 codec: varints, the 61-byte header, CRC-32C, records.
+//! Pure: no I/O, so it can be fuzzed and property-tested on its own.
+
+pub mod batch;
+pub mod records;
+pub mod varint;
+
+pub use batch::{
+    Batch, BatchHeader, BatchIter, Compression, Frame, HEADER_LEN, LOG_OVERHEAD, TimestampType,
+    compute_crc, peek_frame,
+};
+pub use records::{Header, NewRecord, Record, batch_size, decode_records, encode_batch};
+
+/// Everything the codec can refuse. Never a panic: every input maps to one of these.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum RecordError {
+    #[error("truncated batch: needed {needed} bytes, only {available} available")]
+    Truncated { needed: usize, available: usize },
+    #[error(
+        "legacy message format (magic {magic}) at offset {base_offset} is not supported; only RecordBatch v2 (magic 2) is"
+    )]
+    UnsupportedMagic {
+        magic: i8,
+        base_offset: i64,
+        /// Size of the legacy entry, so a reader can step over it.
+        size: usize,
+    },
+    #[error("CRC mismatch in batch at offset {base_offset}: stored {stored:#010x}, computed {computed:#010x}")]
+    CrcMismatch {
+        base_offset: i64,
+        stored: u32,
+        computed: u32,
+    },
+    #[error("{} compression not yet supported", .0.name())]
+    UnsupportedCompression(Compression),
+    #[error("corrupt batch: {0}")]
+    Corrupt(String),
+}

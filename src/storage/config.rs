@@ -1,0 +1,329 @@
+//! Topic-level configs with Kafka's names, defaults and validators.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A refused config, worded as Kafka's `ConfigException`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("Invalid value {value} for configuration {name}: {reason}")]
+    InvalidValue {
+        name: String,
+        value: String,
+        reason: String,
+    },
+    #[error("Unknown topic config name: {0}")]
+    UnknownName(String),
+}
+
+/// Codec applied to appended batches (`compression.type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompressionType {
+    /// Kafka's default: keep what the producer sent. Our producer (the mount)
+    /// sends uncompressed batches, so this writes uncompressed.
+    Producer,
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl CompressionType {
+    pub fn name(self) -> &'static str {
+        match self {
+            CompressionType::Producer => "producer",
+            CompressionType::None => "none",
+            CompressionType::Gzip => "gzip",
+            CompressionType::Snappy => "snappy",
+            CompressionType::Lz4 => "lz4",
+            CompressionType::Zstd => "zstd",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "producer" => CompressionType::Producer,
+            "none" | "uncompressed" => CompressionType::None,
+            "gzip" => CompressionType::Gzip,
+            "snappy" => CompressionType::Snappy,
+            "lz4" => CompressionType::Lz4,
+            "zstd" => CompressionType::Zstd,
+            _ => return None,
+        })
+    }
+}
+
+/// The effective configuration of one partition log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    pub segment_bytes: i32,
+    pub segment_ms: i64,
+    pub segment_jitter_ms: i64,
+    pub segment_index_bytes: i32,
+    pub index_interval_bytes: i32,
+    pub retention_ms: i64,
+    pub retention_bytes: i64,
+    /// `i64::MAX` means off, as in Kafka.
+    pub flush_messages: i64,
+    /// `i64::MAX` means off, as in Kafka.
+    pub flush_ms: i64,
+    pub max_message_bytes: i32,
+    pub file_delete_delay_ms: i64,
+    pub compression_type: CompressionType,
+    /// Console-producer properties used by the mount's `log` endpoint.
+    pub parse_key: bool,
+    pub key_separator: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 60 * 60 * 1000,
+            segment_jitter_ms: 0,
+            segment_index_bytes: 10 * 1024 * 1024,
+            index_interval_bytes: 4096,
+            retention_ms: 7 * 24 * 60 * 60 * 1000,
+            retention_bytes: -1,
+            flush_messages: i64::MAX,
+            flush_ms: i64::MAX,
+            max_message_bytes: 1024 * 1024 + 12,
+            file_delete_delay_ms: 60_000,
+            compression_type: CompressionType::Producer,
+            parse_key: false,
+            key_separator: "\t".to_string(),
+        }
+    }
+}
+
+/// Every config name a partition understands, in the order `config/` lists them.
+pub const CONFIG_NAMES: &[&str] = &[
+    "segment.bytes",
+    "segment.ms",
+    "segment.jitter.ms",
+    "segment.index.bytes",
+    "index.interval.bytes",
+    "retention.ms",
+    "retention.bytes",
+    "flush.messages",
+    "flush.ms",
+    "max.message.bytes",
+    "file.delete.delay.ms",
+    "compression.type",
+    "parse.key",
+    "key.separator",
+];
+
+fn invalid(name: &str, value: &str, reason: impl fmt::Display) -> ConfigError {
+    ConfigError::InvalidValue {
+        name: name.to_string(),
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn parse_long(name: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
+    let v: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| invalid(name, value, "Expected value to be a 64-bit integer (long), but it was a java.lang.String"))?;
+    if v < min {
+        return Err(invalid(name, value, format!("Value must be at least {min}")));
+    }
+    Ok(v)
+}
+
+fn parse_int(name: &str, value: &str, min: i64) -> Result<i32, ConfigError> {
+    let v: i32 = value
+        .trim()
+        .parse()
+        .map_err(|_| invalid(name, value, "Expected value to be a 32-bit integer, but it was a java.lang.String"))?;
+    if (v as i64) < min {
+        return Err(invalid(name, value, format!("Value must be at least {min}")));
+    }
+    Ok(v)
+}
+
+impl LogConfig {
+    /// Validates and applies one `name=value`, leaving `self` untouched on error.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
+        let value = value.trim_end_matches(['\n', '\r']);
+        match name {
+            "segment.bytes" => self.segment_bytes = parse_int(name, value, 1_048_576)?,
+            "segment.ms" => self.segment_ms = parse_long(name, value, 1)?,
+            "segment.jitter.ms" => self.segment_jitter_ms = parse_long(name, value, 0)?,
+            "segment.index.bytes" => self.segment_index_bytes = parse_int(name, value, 4)?,
+            "index.interval.bytes" => self.index_interval_bytes = parse_int(name, value, 0)?,
+            "retention.ms" => self.retention_ms = parse_long(name, value, -1)?,
+            "retention.bytes" => self.retention_bytes = parse_long(name, value, i64::MIN)?,
+            "flush.messages" => self.flush_messages = parse_long(name, value, 1)?,
+            "flush.ms" => self.flush_ms = parse_long(name, value, 0)?,
+            "max.message.bytes" => self.max_message_bytes = parse_int(name, value, 0)?,
+            "file.delete.delay.ms" => self.file_delete_delay_ms = parse_long(name, value, 0)?,
+            "compression.type" => {
+                self.compression_type = CompressionType::parse(value.trim()).ok_or_else(|| {
+                    invalid(
+                        name,
+                        value,
+                        "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer",
+                    )
+                })?
+            }
+            "parse.key" => {
+                self.parse_key = match value.trim() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(invalid(name, value, "Expected value to be either true or false")),
+                }
+            }
+            "key.separator" => {
+                if value.is_empty() {
+                    return Err(invalid(name, value, "Value must not be empty"));
+                }
+                self.key_separator = unescape(value);
+            }
+            _ => return Err(ConfigError::UnknownName(name.to_string())),
+        }
+        Ok(())
+    }
+
+    /// The effective value of `name` as text, or `None` for an unknown name.
+    pub fn get(&self, name: &str) -> Option<String> {
+        Some(match name {
+            "segment.bytes" => self.segment_bytes.to_string(),
+            "segment.ms" => self.segment_ms.to_string(),
+            "segment.jitter.ms" => self.segment_jitter_ms.to_string(),
+            "segment.index.bytes" => self.segment_index_bytes.to_string(),
+            "index.interval.bytes" => self.index_interval_bytes.to_string(),
+            "retention.ms" => self.retention_ms.to_string(),
+            "retention.bytes" => self.retention_bytes.to_string(),
+            "flush.messages" => self.flush_messages.to_string(),
+            "flush.ms" => self.flush_ms.to_string(),
+            "max.message.bytes" => self.max_message_bytes.to_string(),
+            "file.delete.delay.ms" => self.file_delete_delay_ms.to_string(),
+            "compression.type" => self.compression_type.name().to_string(),
+            "parse.key" => self.parse_key.to_string(),
+            "key.separator" => escape(&self.key_separator),
+            _ => return None,
+        })
+    }
+
+    /// Applies `overrides` on top of `self`, stopping at the first bad one.
+    pub fn with_overrides(&self, overrides: &BTreeMap<String, String>) -> Result<LogConfig, ConfigError> {
+        let mut c = self.clone();
+        for (k, v) in overrides {
+            c.set(k, v)?;
+        }
+        Ok(c)
+    }
+
+    /// Entries an offset index holds: `segment.index.bytes` rounded down to 8.
+    pub fn offset_index_max_bytes(&self) -> u64 {
+        (self.segment_index_bytes as u64 / 8) * 8
+    }
+
+    /// Entries a time index holds: `segment.index.bytes` rounded down to 12.
+    pub fn time_index_max_bytes(&self) -> u64 {
+        (self.segment_index_bytes as u64 / 12) * 12
+    }
+}
+
+/// Properties-file escapes for the separator, so a tab survives a text file.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\t', "\\t").replace('\n', "\\n")
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('t') => out.push('\t'),
+                Some('n') => out.push('\n'),
+                Some('\\') => out.push('\\'),
+                Some(o) => {
+                    out.push('\\');
+                    out.push(o)
+                }
+                None => out.push('\\'),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Reads a Java-style properties text (`name=value` lines, `#` comments).
+pub fn parse_properties(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .map(str::trim_start)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        .filter_map(|l| l.split_once('=').map(|(k, v)| (k.trim().to_string(), v.to_string())))
+        .collect()
+}
+
+/// Writes `name=value` lines in name order.
+pub fn format_properties(props: &BTreeMap<String, String>) -> String {
+    props.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kafka_defaults() {
+        let c = LogConfig::default();
+        assert_eq!(c.segment_bytes, 1_073_741_824);
+        assert_eq!(c.offset_index_max_bytes(), 10_485_760);
+        assert_eq!(c.time_index_max_bytes(), 10_485_756);
+        assert_eq!(c.max_message_bytes, 1_048_588);
+        for name in CONFIG_NAMES {
+            let v = c.get(name).unwrap();
+            let mut d = LogConfig::default();
+            d.set(name, &v).unwrap();
+            assert_eq!(d, c, "{name} round-trips");
+        }
+    }
+
+    #[test]
+    fn kafka_wording_for_refusals() {
+        let mut c = LogConfig::default();
+        let e = c.set("segment.bytes", "16384").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Invalid value 16384 for configuration segment.bytes: Value must be at least 1048576"
+        );
+        assert!(c.set("segment.bytes", "abc").is_err());
+        assert!(c.set("retention.ms", "-2").is_err());
+        c.set("retention.ms", "-1").unwrap();
+        assert!(c.set("flush.messages", "0").is_err());
+        assert!(c.set("compression.type", "brotli").is_err());
+        assert_eq!(
+            c.set("no.such", "1").unwrap_err().to_string(),
+            "Unknown topic config name: no.such"
+        );
+        assert_eq!(c.segment_bytes, 1 << 30, "a refusal changes nothing");
+    }
+
+    #[test]
+    fn separator_escapes_round_trip() {
+        let mut c = LogConfig::default();
+        assert_eq!(c.get("key.separator").unwrap(), "\\t");
+        c.set("key.separator", ":").unwrap();
+        assert_eq!(c.key_separator, ":");
+        c.set("key.separator", "\\t").unwrap();
+        assert_eq!(c.key_separator, "\t");
+    }
+
+    #[test]
+    fn properties_round_trip() {
+        let mut m = BTreeMap::new();
+        m.insert("segment.bytes".to_string(), "1048576".to_string());
+        m.insert("key.separator".to_string(), "\\t".to_string());
+        assert_eq!(parse_properties(&format_properties(&m)), m);
+    }
+}

@@ -1,0 +1,81 @@
+//! The storage layer's errors. The FUSE edge maps each to an errno.
+
+use std::io;
+use std::path::PathBuf;
+
+use super::config::ConfigError;
+use crate::record::RecordError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("invalid partition name {0:?}: {1}")]
+    InvalidPartitionName(String, &'static str),
+    #[error("partition {0} already exists")]
+    PartitionExists(String),
+    #[error("partition {0} does not exist")]
+    NoSuchPartition(String),
+    #[error("the record is {size} bytes when serialized, larger than max.message.bytes ({max})")]
+    RecordTooLarge { size: usize, max: usize },
+    #[error("the batch is {size} bytes, larger than segment.bytes ({max})")]
+    BatchLargerThanSegment { size: usize, max: usize },
+    #[error("offset {offset} is out of range [{log_start_offset}, {log_end_offset})")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
+    #[error("corrupt log {path} at position {position}: {reason}")]
+    Corrupt {
+        path: PathBuf,
+        position: u64,
+        reason: String,
+    },
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error("the data directory is open read-only")]
+    ReadOnly,
+    #[error("the data directory {0} is locked by another process")]
+    Locked(PathBuf),
+    #[error("no such file {0:?} in the partition directory")]
+    NoSuchFile(String),
+    #[error("an append needs at least one record")]
+    EmptyAppend,
+}
+
+impl StorageError {
+    pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        StorageError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// The OS error behind this one, if any (ENOSPC, EIO, ...).
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            StorageError::Io { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+}
+
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;
+
+/// Adds the path to an `io::Result`.
+pub(crate) trait IoContext<T> {
+    fn at(self, path: &std::path::Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn at(self, path: &std::path::Path) -> Result<T> {
+        self.map_err(|e| StorageError::io(path, e))
+    }
+}

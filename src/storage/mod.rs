@@ -1,0 +1,15 @@
+//! Kafka-exact partition storage: segments named by base offset, RecordBatch v2
+//! `.log` files, sparse memory-mapped `.index`/`.timeindex`, roll, flush,
+//! recovery and retention. No FUSE here: this is a library.
+
+pub mod config;
+pub mod error;
+mod log;
+mod manager;
+pub mod names;
+
+pub use config::{CONFIG_NAMES, CompressionType, ConfigError, LogConfig};
+pub use error::{Result, StorageError};
+pub use log::{AppendInfo, FileKind, PartitionFile, PartitionLog, PartitionStatus};
+pub use manager::{LogManager, OpenOptions};
+pub use names::{parse_partition_name, segment_file_name};
