@@ -37,7 +37,11 @@ impl Compression {
             2 => Compression::Snappy,
             3 => Compression::Lz4,
             4 => Compression::Zstd,
-            other => return Err(RecordError::Corrupt(format!("unknown compression codec id {other}"))),
+            other => {
+                return Err(RecordError::Corrupt(format!(
+                    "unknown compression codec id {other}"
+                )));
+            }
         })
     }
 
@@ -126,7 +130,9 @@ pub fn peek_frame(buf: &[u8]) -> Result<Frame, RecordError> {
         )));
     }
     if base_offset < 0 {
-        return Err(RecordError::Corrupt(format!("negative base offset {base_offset}")));
+        return Err(RecordError::Corrupt(format!(
+            "negative base offset {base_offset}"
+        )));
     }
     Ok(Frame {
         base_offset,
@@ -193,7 +199,12 @@ impl BatchHeader {
                 header.record_count
             )));
         }
-        if header.base_offset.checked_add(header.last_offset_delta as i64).is_none() {
+        // `next_offset` is last + 1, so that must fit too.
+        if header
+            .base_offset
+            .checked_add(header.last_offset_delta as i64 + 1)
+            .is_none()
+        {
             return Err(RecordError::Corrupt("last offset overflows".into()));
         }
         Compression::from_id((header.attributes & 0x7) as u8)?;
@@ -250,8 +261,9 @@ impl BatchHeader {
 }
 
 /// CRC-32C of a batch's bytes from `attributes` to the end.
+/// A slice too short to hold `attributes` gets the CRC of nothing rather than a panic.
 pub fn compute_crc(batch: &[u8]) -> u32 {
-    crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..])
+    crc32c::crc32c(batch.get(ATTRIBUTES_OFFSET..).unwrap_or(&[]))
 }
 
 /// One whole v2 batch borrowed from a buffer.

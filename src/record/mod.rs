@@ -25,7 +25,9 @@ pub enum RecordError {
         /// Size of the legacy entry, so a reader can step over it.
         size: usize,
     },
-    #[error("CRC mismatch in batch at offset {base_offset}: stored {stored:#010x}, computed {computed:#010x}")]
+    #[error(
+        "CRC mismatch in batch at offset {base_offset}: stored {stored:#010x}, computed {computed:#010x}"
+    )]
     CrcMismatch {
         base_offset: i64,
         stored: u32,

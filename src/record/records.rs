@@ -1,11 +1,11 @@
 //! Records inside a v2 batch: decoding, and encoding whole batches.
 
+use super::RecordError;
 use super::batch::{
     ATTRIBUTES_OFFSET, Batch, CRC_OFFSET, Compression, HEADER_LEN, LOG_OVERHEAD, NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID, NO_SEQUENCE,
+    NO_PRODUCER_ID, NO_SEQUENCE, TimestampType,
 };
 use super::varint::{get_varint, get_varlong, put_varint, put_varlong, varint_size, varlong_size};
-use super::RecordError;
 
 /// A record header: Kafka header keys are strings, values are bytes or null.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,7 +91,12 @@ pub fn batch_size(records: &[NewRecord]) -> usize {
 ///
 /// What commitfs writes: leader epoch 0, CreateTime, no producer id, epoch or
 /// sequence, and one timestamp for all records of the append.
-pub fn encode_batch(buf: &mut Vec<u8>, base_offset: i64, timestamp: i64, records: &[NewRecord]) -> usize {
+pub fn encode_batch(
+    buf: &mut Vec<u8>,
+    base_offset: i64,
+    timestamp: i64,
+    records: &[NewRecord],
+) -> usize {
     assert!(!records.is_empty(), "a batch holds at least one record");
     let start = buf.len();
     buf.reserve(batch_size(records));
@@ -173,7 +178,8 @@ pub fn decode_records(batch: &Batch, section: &[u8]) -> Result<Vec<Record>, Reco
         let mut p = 0usize;
         let attributes = *body
             .first()
-            .ok_or_else(|| RecordError::Corrupt("empty record".into()))? as i8;
+            .ok_or_else(|| RecordError::Corrupt("empty record".into()))?
+            as i8;
         p += 1;
         let timestamp_delta = get_varlong(body, &mut p)?;
         let offset_delta = get_varint(body, &mut p)?;
@@ -181,7 +187,9 @@ pub fn decode_records(batch: &Batch, section: &[u8]) -> Result<Vec<Record>, Reco
         let value = get_bytes(body, &mut p)?;
         let header_count = get_varint(body, &mut p)?;
         if header_count < 0 {
-            return Err(RecordError::Corrupt(format!("negative header count {header_count}")));
+            return Err(RecordError::Corrupt(format!(
+                "negative header count {header_count}"
+            )));
         }
         let mut headers = Vec::with_capacity((header_count as usize).min(body.len()));
         for _ in 0..header_count {
@@ -198,14 +206,30 @@ pub fn decode_records(batch: &Batch, section: &[u8]) -> Result<Vec<Record>, Reco
                 body.len() - p
             )));
         }
+        // A garbled offsetDelta near the top of the offset space must not overflow.
+        let offset = h
+            .base_offset
+            .checked_add(offset_delta as i64)
+            .ok_or_else(|| {
+                RecordError::Corrupt(format!(
+                    "offset delta {offset_delta} overflows base offset {}",
+                    h.base_offset
+                ))
+            })?;
+        // As Kafka's DefaultRecordBatch: with LogAppendTime every record carries the
+        // broker's append time (maxTimestamp), not its own delta.
+        let timestamp = match h.timestamp_type() {
+            TimestampType::LogAppendTime => h.max_timestamp,
+            TimestampType::CreateTime => h.base_timestamp.wrapping_add(timestamp_delta),
+        };
         let sequence = if h.base_sequence < 0 {
             -1
         } else {
             ((h.base_sequence as i64 + offset_delta as i64) % (i32::MAX as i64 + 1)) as i32
         };
         out.push(Record {
-            offset: h.base_offset + offset_delta as i64,
-            timestamp: h.base_timestamp.wrapping_add(timestamp_delta),
+            offset,
+            timestamp,
             attributes,
             key,
             value,

@@ -46,7 +46,9 @@ fn read_raw(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64, Record
     let mut value: u64 = 0;
     for i in 0..max_bytes {
         let Some(&b) = buf.get(*pos) else {
-            return Err(RecordError::Corrupt("varint runs past the end of the record".into()));
+            return Err(RecordError::Corrupt(
+                "varint runs past the end of the record".into(),
+            ));
         };
         *pos += 1;
         value |= ((b & 0x7f) as u64) << (7 * i);
@@ -54,7 +56,9 @@ fn read_raw(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64, Record
             return Ok(value);
         }
     }
-    Err(RecordError::Corrupt(format!("varint longer than {max_bytes} bytes")))
+    Err(RecordError::Corrupt(format!(
+        "varint longer than {max_bytes} bytes"
+    )))
 }
 
 #[cfg(test)]
