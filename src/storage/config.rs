@@ -124,23 +124,37 @@ fn invalid(name: &str, value: &str, reason: impl fmt::Display) -> ConfigError {
 }
 
 fn parse_long(name: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
-    let v: i64 = value
-        .trim()
-        .parse()
-        .map_err(|_| invalid(name, value, "Expected value to be a 64-bit integer (long), but it was a java.lang.String"))?;
+    let v: i64 = value.trim().parse().map_err(|_| {
+        invalid(
+            name,
+            value,
+            "Expected value to be a 64-bit integer (long), but it was a java.lang.String",
+        )
+    })?;
     if v < min {
-        return Err(invalid(name, value, format!("Value must be at least {min}")));
+        return Err(invalid(
+            name,
+            value,
+            format!("Value must be at least {min}"),
+        ));
     }
     Ok(v)
 }
 
 fn parse_int(name: &str, value: &str, min: i64) -> Result<i32, ConfigError> {
-    let v: i32 = value
-        .trim()
-        .parse()
-        .map_err(|_| invalid(name, value, "Expected value to be a 32-bit integer, but it was a java.lang.String"))?;
+    let v: i32 = value.trim().parse().map_err(|_| {
+        invalid(
+            name,
+            value,
+            "Expected value to be a 32-bit integer, but it was a java.lang.String",
+        )
+    })?;
     if (v as i64) < min {
-        return Err(invalid(name, value, format!("Value must be at least {min}")));
+        return Err(invalid(
+            name,
+            value,
+            format!("Value must be at least {min}"),
+        ));
     }
     Ok(v)
 }
@@ -174,7 +188,13 @@ impl LogConfig {
                 self.parse_key = match value.trim() {
                     "true" => true,
                     "false" => false,
-                    _ => return Err(invalid(name, value, "Expected value to be either true or false")),
+                    _ => {
+                        return Err(invalid(
+                            name,
+                            value,
+                            "Expected value to be either true or false",
+                        ));
+                    }
                 }
             }
             "key.separator" => {
@@ -210,7 +230,10 @@ impl LogConfig {
     }
 
     /// Applies `overrides` on top of `self`, stopping at the first bad one.
-    pub fn with_overrides(&self, overrides: &BTreeMap<String, String>) -> Result<LogConfig, ConfigError> {
+    pub fn with_overrides(
+        &self,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<LogConfig, ConfigError> {
         let mut c = self.clone();
         for (k, v) in overrides {
             c.set(k, v)?;
@@ -231,7 +254,9 @@ impl LogConfig {
 
 /// Properties-file escapes for the separator, so a tab survives a text file.
 fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('\t', "\\t").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('\t', "\\t")
+        .replace('\n', "\\n")
 }
 
 fn unescape(s: &str) -> String {
@@ -261,7 +286,10 @@ pub fn parse_properties(text: &str) -> BTreeMap<String, String> {
     text.lines()
         .map(str::trim_start)
         .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
-        .filter_map(|l| l.split_once('=').map(|(k, v)| (k.trim().to_string(), v.to_string())))
+        .filter_map(|l| {
+            l.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+        })
         .collect()
 }
 

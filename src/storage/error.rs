@@ -32,6 +32,8 @@ pub enum StorageError {
         log_start_offset: i64,
         log_end_offset: i64,
     },
+    #[error("offset {0} holds no record (a gap or a control record)")]
+    RecordNotFound(i64),
     #[error("corrupt log {path} at position {position}: {reason}")]
     Corrupt {
         path: PathBuf,

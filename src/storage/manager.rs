@@ -1,12 +1,27 @@
 //! The data directory (Kafka's `log.dir`): partitions, checkpoints, the
 //! clean-shutdown marker and the lock.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions as FsOpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
+use log::{error, info};
+use parking_lot::{Mutex, RwLock};
+
+use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
-use super::error::Result;
-use super::log::PartitionLog;
+use super::error::{IoContext, Result, StorageError};
+use super::log::{LoadContext, PartitionLog};
+use super::names::parse_partition_name;
+
+/// Written at a clean close, deleted at start-up (Kafka's `CleanShutdownFileHandler`).
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+/// Held with `flock` while the directory is open, as Kafka's `.lock`.
+pub const LOCK_FILE: &str = ".lock";
 
 #[derive(Clone, Debug, Default)]
 pub struct OpenOptions {
@@ -16,53 +31,234 @@ pub struct OpenOptions {
 }
 
 pub struct LogManager {
-    _private: (),
+    dir: PathBuf,
+    defaults: LogConfig,
+    read_only: bool,
+    checkpoints: Arc<Checkpoints>,
+    partitions: RwLock<BTreeMap<String, Arc<PartitionLog>>>,
+    /// Serialises partition creation and deletion.
+    admin: Mutex<()>,
+    /// Released at close, so the directory can be opened again.
+    lock: Mutex<Option<File>>,
+    closed: AtomicBool,
 }
 
 impl LogManager {
     /// Opens (creating if missing) a data directory: takes the lock, loads every
     /// partition, recovering them if the clean-shutdown marker is absent.
-    pub fn open(_dir: &Path, _defaults: LogConfig, _opts: OpenOptions) -> Result<LogManager> {
-        todo!()
+    pub fn open(dir: &Path, defaults: LogConfig, opts: OpenOptions) -> Result<LogManager> {
+        let started = Instant::now();
+        if !opts.read_only {
+            fs::create_dir_all(dir).at(dir)?;
+        }
+        let dir = fs::canonicalize(dir).at(dir)?;
+        let lock = if opts.read_only {
+            None
+        } else {
+            Some(take_lock(&dir)?)
+        };
+        let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean = marker.exists();
+        if clean && !opts.read_only {
+            // Gone before loading starts, so a crash while loading counts as unclean.
+            fs::remove_file(&marker).at(&marker)?;
+            File::open(&dir).and_then(|d| d.sync_all()).at(&dir)?;
+        }
+        let checkpoints = Arc::new(Checkpoints::load(&dir, opts.read_only));
+        let mut names: Vec<PathBuf> = fs::read_dir(&dir)
+            .at(&dir)?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| parse_partition_name(n).is_ok())
+            })
+            .map(|e| e.path())
+            .collect();
+        names.sort();
+        if clean {
+            info!(
+                "Skipping recovery of {} logs from {} since clean shutdown file was found",
+                names.len(),
+                dir.display()
+            );
+        } else {
+            info!(
+                "Recovering {} logs from {} since no clean shutdown file was found",
+                names.len(),
+                dir.display()
+            );
+        }
+        let ctx = LoadContext {
+            defaults: &defaults,
+            checkpoints: &checkpoints,
+            clean_shutdown: clean,
+            writable: !opts.read_only,
+        };
+        let mut partitions = BTreeMap::new();
+        for path in &names {
+            let log = PartitionLog::load(path, &ctx)?;
+            partitions.insert(log.name().to_string(), log);
+        }
+        info!(
+            "Loaded {} logs in {} ms from {}",
+            partitions.len(),
+            started.elapsed().as_millis(),
+            dir.display()
+        );
+        Ok(LogManager {
+            dir,
+            defaults,
+            read_only: opts.read_only,
+            checkpoints,
+            partitions: RwLock::new(partitions),
+            admin: Mutex::new(()),
+            lock: Mutex::new(lock),
+            closed: AtomicBool::new(false),
+        })
     }
+
     pub fn dir(&self) -> &Path {
-        todo!()
+        &self.dir
     }
     pub fn defaults(&self) -> &LogConfig {
-        todo!()
+        &self.defaults
     }
     pub fn read_only(&self) -> bool {
-        todo!()
+        self.read_only
     }
+
     /// All partitions, sorted by name.
     pub fn partitions(&self) -> Vec<Arc<PartitionLog>> {
-        todo!()
+        self.partitions.read().values().cloned().collect()
     }
-    pub fn partition(&self, _name: &str) -> Option<Arc<PartitionLog>> {
-        todo!()
+
+    pub fn partition(&self, name: &str) -> Option<Arc<PartitionLog>> {
+        self.partitions.read().get(name).cloned()
     }
+
     /// Creates `<topic>-<partition>`; `InvalidPartitionName` or `PartitionExists`.
-    pub fn create_partition(&self, _name: &str) -> Result<Arc<PartitionLog>> {
-        todo!()
+    pub fn create_partition(&self, name: &str) -> Result<Arc<PartitionLog>> {
+        parse_partition_name(name)?;
+        if self.read_only {
+            return Err(StorageError::ReadOnly);
+        }
+        let _admin = self.admin.lock();
+        let path = self.dir.join(name);
+        if self.partitions.read().contains_key(name) || path.exists() {
+            return Err(StorageError::PartitionExists(name.to_string()));
+        }
+        let ctx = LoadContext {
+            defaults: &self.defaults,
+            checkpoints: &self.checkpoints,
+            clean_shutdown: true,
+            writable: true,
+        };
+        let log = PartitionLog::create(&path, &ctx)?;
+        self.partitions
+            .write()
+            .insert(name.to_string(), log.clone());
+        Ok(log)
     }
+
     /// Deletes a partition and all its files.
-    pub fn delete_partition(&self, _name: &str) -> Result<()> {
-        todo!()
+    pub fn delete_partition(&self, name: &str) -> Result<()> {
+        if self.read_only {
+            return Err(StorageError::ReadOnly);
+        }
+        let _admin = self.admin.lock();
+        let log = self
+            .partitions
+            .write()
+            .remove(name)
+            .ok_or_else(|| StorageError::NoSuchPartition(name.to_string()))?;
+        log.delete()
     }
+
     pub fn flush_all(&self) -> Result<()> {
-        todo!()
+        for p in self.partitions() {
+            p.flush()?;
+        }
+        Ok(())
     }
+
     /// One retention pass over every partition.
-    pub fn run_retention(&self, _now_ms: i64) -> Result<()> {
-        todo!()
+    pub fn run_retention(&self, now_ms: i64) -> Result<()> {
+        let mut first_error = None;
+        for p in self.partitions() {
+            if let Err(e) = p.apply_retention(now_ms) {
+                error!("Retention of {} failed: {e}", p.name());
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
+
     /// `flush.ms` flushes due by `now_ms`.
-    pub fn run_scheduled_flushes(&self, _now_ms: i64) -> Result<()> {
-        todo!()
+    pub fn run_scheduled_flushes(&self, now_ms: i64) -> Result<()> {
+        let mut first_error = None;
+        for p in self.partitions() {
+            if let Err(e) = p.maybe_flush_on_time(now_ms) {
+                error!("Scheduled flush of {} failed: {e}", p.name());
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
+
     /// Flushes and closes every partition, writes the checkpoints and the
-    /// clean-shutdown marker. Idempotent.
+    /// clean-shutdown marker. Idempotent. The marker is written only when
+    /// everything before it succeeded, so a failed close counts as unclean.
     pub fn close(&self) -> Result<()> {
-        todo!()
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let mut first_error = None;
+        for p in self.partitions() {
+            if let Err(e) = p.close() {
+                error!("Error closing log {}: {e}", p.name());
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        if self.read_only {
+            self.lock.lock().take();
+            return Ok(());
+        }
+        self.checkpoints.write_all()?;
+        write_atomically(
+            &self.dir.join(CLEAN_SHUTDOWN_FILE),
+            br#"{"version":0,"brokerEpoch":0}"#,
+        )?;
+        info!(
+            "Shutdown complete: wrote the clean shutdown file in {}",
+            self.dir.display()
+        );
+        self.lock.lock().take();
+        Ok(())
     }
+}
+
+fn take_lock(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let f = FsOpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .at(&path)?;
+    // SAFETY: plain syscall on an owned fd.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(StorageError::Locked(dir.to_path_buf()));
+        }
+        return Err(StorageError::io(&path, err));
+    }
+    Ok(f)
 }

@@ -2,14 +2,18 @@
 //! `.log` files, sparse memory-mapped `.index`/`.timeindex`, roll, flush,
 //! recovery and retention. No FUSE here: this is a library.
 
+pub mod checkpoint;
 pub mod config;
 pub mod error;
+pub mod index;
 mod log;
 mod manager;
 pub mod names;
+pub mod segment;
 
 pub use config::{CONFIG_NAMES, CompressionType, ConfigError, LogConfig};
 pub use error::{Result, StorageError};
+pub use log::PROPERTIES_FILE;
 pub use log::{AppendInfo, FileKind, PartitionFile, PartitionLog, PartitionStatus};
-pub use manager::{LogManager, OpenOptions};
+pub use manager::{CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogManager, OpenOptions};
 pub use names::{parse_partition_name, segment_file_name};

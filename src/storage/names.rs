@@ -68,16 +68,36 @@ mod tests {
 
     #[test]
     fn partition_names() {
-        assert_eq!(parse_partition_name("orders-0").unwrap(), ("orders".into(), 0));
-        assert_eq!(parse_partition_name("a-b.c_d-12").unwrap(), ("a-b.c_d".into(), 12));
+        assert_eq!(
+            parse_partition_name("orders-0").unwrap(),
+            ("orders".into(), 0)
+        );
+        assert_eq!(
+            parse_partition_name("a-b.c_d-12").unwrap(),
+            ("a-b.c_d".into(), 12)
+        );
         assert_eq!(parse_partition_name("__consumer_offsets-49").unwrap().1, 49);
         let long = "t".repeat(249);
         assert!(parse_partition_name(&format!("{long}-0")).is_ok());
         for bad in [
-            "", "-0", ".-0", "..-0", "orders", "orders-", "orders-01", "orders--1", "a/b-0",
-            "ördërs-0", "orders-x", "orders-+1", "orders-99999999999",
+            "",
+            "-0",
+            ".-0",
+            "..-0",
+            "orders",
+            "orders-",
+            "orders-01",
+            "orders--1",
+            "a/b-0",
+            "ördërs-0",
+            "orders-x",
+            "orders-+1",
+            "orders-99999999999",
         ] {
-            assert!(parse_partition_name(bad).is_err(), "{bad:?} must be refused");
+            assert!(
+                parse_partition_name(bad).is_err(),
+                "{bad:?} must be refused"
+            );
         }
         assert!(parse_partition_name(&format!("{}-0", "t".repeat(250))).is_err());
     }
@@ -85,8 +105,14 @@ mod tests {
     #[test]
     fn segment_names() {
         assert_eq!(segment_file_name(680, "log"), "00000000000000000680.log");
-        assert_eq!(parse_segment_file_name("00000000000000000680.timeindex"), Some((680, "timeindex")));
+        assert_eq!(
+            parse_segment_file_name("00000000000000000680.timeindex"),
+            Some((680, "timeindex"))
+        );
         assert_eq!(parse_segment_file_name("680.log"), None);
-        assert_eq!(parse_segment_file_name("00000000000000000680.log.deleted"), Some((680, "log.deleted")));
+        assert_eq!(
+            parse_segment_file_name("00000000000000000680.log.deleted"),
+            Some((680, "log.deleted"))
+        );
     }
 }

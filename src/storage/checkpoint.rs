@@ -1,0 +1,222 @@
+//! Kafka's offset checkpoint files (`recovery-point-offset-checkpoint`,
+//! `log-start-offset-checkpoint`): a `0` version line, a count line, then
+//! `topic partition offset` lines. Written to `.tmp`, fsynced, renamed.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use log::warn;
+use parking_lot::Mutex;
+
+use super::error::{IoContext, Result};
+
+pub const RECOVERY_POINT_FILE: &str = "recovery-point-offset-checkpoint";
+pub const LOG_START_OFFSET_FILE: &str = "log-start-offset-checkpoint";
+
+/// (topic, partition) -> offset.
+pub type OffsetMap = BTreeMap<(String, u32), i64>;
+
+/// Parses a checkpoint; `None` when the text is not one.
+pub fn parse(text: &str) -> Option<OffsetMap> {
+    let mut lines = text.lines();
+    if lines.next()?.trim() != "0" {
+        return None;
+    }
+    let count: usize = lines.next()?.trim().parse().ok()?;
+    let mut map = OffsetMap::new();
+    for _ in 0..count {
+        let mut parts = lines.next()?.split_whitespace();
+        let topic = parts.next()?.to_string();
+        let partition: u32 = parts.next()?.parse().ok()?;
+        let offset: i64 = parts.next()?.parse().ok()?;
+        if parts.next().is_some() {
+            return None;
+        }
+        map.insert((topic, partition), offset);
+    }
+    Some(map)
+}
+
+pub fn format(map: &OffsetMap) -> String {
+    let mut s = format!("0\n{}\n", map.len());
+    for ((topic, partition), offset) in map {
+        s.push_str(&format!("{topic} {partition} {offset}\n"));
+    }
+    s
+}
+
+/// Reads a checkpoint file; a missing one is empty, a garbled one is logged and empty.
+pub fn read(path: &Path) -> OffsetMap {
+    match fs::read_to_string(path) {
+        Ok(text) => parse(&text).unwrap_or_else(|| {
+            warn!("Ignoring malformed checkpoint file {}", path.display());
+            OffsetMap::new()
+        }),
+        Err(_) => OffsetMap::new(),
+    }
+}
+
+/// Atomically replaces a file: write `.tmp`, fsync, rename, fsync the directory.
+pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
+    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+    {
+        let mut f = File::create(&tmp).at(&tmp)?;
+        f.write_all(contents).at(&tmp)?;
+        f.sync_all().at(&tmp)?;
+    }
+    fs::rename(&tmp, path).at(path)?;
+    if let Some(dir) = path.parent() {
+        File::open(dir).and_then(|d| d.sync_all()).at(dir)?;
+    }
+    Ok(())
+}
+
+/// The data directory's two checkpoints, shared by its partitions.
+pub struct Checkpoints {
+    dir: PathBuf,
+    read_only: bool,
+    recovery_points: Mutex<OffsetMap>,
+    log_start_offsets: Mutex<OffsetMap>,
+    /// Serialises file writes so an older map never overwrites a newer one.
+    write_lock: Mutex<()>,
+}
+
+impl Checkpoints {
+    pub fn load(dir: &Path, read_only: bool) -> Checkpoints {
+        Checkpoints {
+            dir: dir.to_path_buf(),
+            read_only,
+            recovery_points: Mutex::new(read(&dir.join(RECOVERY_POINT_FILE))),
+            log_start_offsets: Mutex::new(read(&dir.join(LOG_START_OFFSET_FILE))),
+            write_lock: Mutex::new(()),
+        }
+    }
+
+    pub fn recovery_point(&self, topic: &str, partition: u32) -> Option<i64> {
+        self.recovery_points
+            .lock()
+            .get(&(topic.to_string(), partition))
+            .copied()
+    }
+
+    pub fn log_start_offset(&self, topic: &str, partition: u32) -> Option<i64> {
+        self.log_start_offsets
+            .lock()
+            .get(&(topic.to_string(), partition))
+            .copied()
+    }
+
+    pub fn set_recovery_point(&self, topic: &str, partition: u32, offset: i64) -> Result<()> {
+        self.update(
+            &self.recovery_points,
+            RECOVERY_POINT_FILE,
+            topic,
+            partition,
+            Some(offset),
+        )
+    }
+
+    pub fn set_log_start_offset(&self, topic: &str, partition: u32, offset: i64) -> Result<()> {
+        self.update(
+            &self.log_start_offsets,
+            LOG_START_OFFSET_FILE,
+            topic,
+            partition,
+            Some(offset),
+        )
+    }
+
+    /// Forgets a deleted partition.
+    pub fn remove(&self, topic: &str, partition: u32) -> Result<()> {
+        self.update(
+            &self.recovery_points,
+            RECOVERY_POINT_FILE,
+            topic,
+            partition,
+            None,
+        )?;
+        self.update(
+            &self.log_start_offsets,
+            LOG_START_OFFSET_FILE,
+            topic,
+            partition,
+            None,
+        )
+    }
+
+    fn update(
+        &self,
+        map: &Mutex<OffsetMap>,
+        file: &str,
+        topic: &str,
+        partition: u32,
+        offset: Option<i64>,
+    ) -> Result<()> {
+        let _w = self.write_lock.lock();
+        let text = {
+            let mut m = map.lock();
+            let key = (topic.to_string(), partition);
+            let changed = match offset {
+                Some(o) => m.insert(key, o) != Some(o),
+                None => m.remove(&key).is_some(),
+            };
+            if !changed {
+                return Ok(());
+            }
+            format(&m)
+        };
+        if self.read_only {
+            return Ok(());
+        }
+        write_atomically(&self.dir.join(file), text.as_bytes())
+    }
+
+    /// Rewrites both files (at close).
+    pub fn write_all(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        let _w = self.write_lock.lock();
+        let rp = format(&self.recovery_points.lock());
+        let ls = format(&self.log_start_offsets.lock());
+        write_atomically(&self.dir.join(RECOVERY_POINT_FILE), rp.as_bytes())?;
+        write_atomically(&self.dir.join(LOG_START_OFFSET_FILE), ls.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kafka_text_format_round_trips() {
+        let text = "0\n2\norders 0 680\nmy.topic-x 3 12\n";
+        let map = parse(text).unwrap();
+        assert_eq!(map[&("orders".to_string(), 0)], 680);
+        assert_eq!(map[&("my.topic-x".to_string(), 3)], 12);
+        assert_eq!(parse(&format(&map)).unwrap(), map);
+        assert!(parse("1\n0\n").is_none());
+        assert!(
+            parse("0\n2\norders 0 680\n").is_none(),
+            "count larger than the lines"
+        );
+    }
+
+    #[test]
+    fn writes_are_atomic_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Checkpoints::load(dir.path(), false);
+        c.set_recovery_point("t", 0, 42).unwrap();
+        let text = fs::read_to_string(dir.path().join(RECOVERY_POINT_FILE)).unwrap();
+        assert_eq!(text, "0\n1\nt 0 42\n");
+        assert!(
+            !dir.path()
+                .join(format!("{RECOVERY_POINT_FILE}.tmp"))
+                .exists()
+        );
+        let again = Checkpoints::load(dir.path(), false);
+        assert_eq!(again.recovery_point("t", 0), Some(42));
+    }
+}

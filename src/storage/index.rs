@@ -1,0 +1,600 @@
+//! Kafka's sparse indexes: `.index` (8-byte entries: relative offset u32,
+//! position u32) and `.timeindex` (12-byte entries: timestamp i64, relative
+//! offset u32), both big-endian and memory-mapped.
+//!
+//! An active index is preallocated to `segment.index.bytes` (rounded down to a
+//! whole entry) and trimmed to its entries when the segment becomes inactive.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use memmap2::{MmapMut, MmapOptions};
+
+use super::error::{IoContext, Result};
+
+pub const OFFSET_ENTRY: usize = 8;
+pub const TIME_ENTRY: usize = 12;
+
+/// How an index's bytes are kept.
+enum Backing {
+    /// A shared mapping of the file: what we write reaches the file.
+    File(File),
+    /// A private copy of a file we must not change (read-only data dir).
+    CopyOnWrite(File),
+    /// Built in memory only (a read-only data dir whose index had to be rebuilt).
+    Memory,
+}
+
+/// The mapped bytes of one index file plus its entry count.
+struct IndexFile {
+    path: PathBuf,
+    backing: Backing,
+    mmap: Option<MmapMut>,
+    entry_size: usize,
+    entries: usize,
+}
+
+impl IndexFile {
+    /// Maps `path`, taking every whole entry of its length as an entry (as Kafka
+    /// does); callers sanity-check or count the real entries afterwards.
+    fn open(path: &Path, entry_size: usize, writable: bool) -> Result<Self> {
+        let file = if writable {
+            OpenOptions::new().read(true).write(true).open(path)
+        } else {
+            File::open(path)
+        }
+        .at(path)?;
+        let len = file.metadata().at(path)?.len() as usize;
+        let mut idx = IndexFile {
+            path: path.to_path_buf(),
+            backing: if writable {
+                Backing::File(file)
+            } else {
+                Backing::CopyOnWrite(file)
+            },
+            mmap: None,
+            entry_size,
+            entries: len / entry_size,
+        };
+        idx.remap(len)?;
+        Ok(idx)
+    }
+
+    /// A fresh empty index file preallocated to `max_bytes`.
+    fn create(path: &Path, entry_size: usize, max_bytes: u64) -> Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .at(path)?;
+        preallocate(&file, max_bytes).at(path)?;
+        let mut idx = IndexFile {
+            path: path.to_path_buf(),
+            backing: Backing::File(file),
+            mmap: None,
+            entry_size,
+            entries: 0,
+        };
+        idx.remap(max_bytes as usize)?;
+        Ok(idx)
+    }
+
+    fn in_memory(path: &Path, entry_size: usize, max_bytes: u64) -> Result<Self> {
+        let mut idx = IndexFile {
+            path: path.to_path_buf(),
+            backing: Backing::Memory,
+            mmap: None,
+            entry_size,
+            entries: 0,
+        };
+        idx.remap(max_bytes as usize)?;
+        Ok(idx)
+    }
+
+    fn remap(&mut self, len: usize) -> Result<()> {
+        self.mmap = None;
+        if len == 0 {
+            return Ok(());
+        }
+        let map = match &self.backing {
+            // SAFETY: index files belong to this process (the data dir is locked);
+            // nothing else truncates them while they are mapped.
+            Backing::File(f) => unsafe { MmapOptions::new().len(len).map_mut(f) },
+            Backing::CopyOnWrite(f) => unsafe { MmapOptions::new().len(len).map_copy(f) },
+            Backing::Memory => MmapOptions::new().len(len).map_anon(),
+        };
+        self.mmap = Some(map.at(&self.path)?);
+        Ok(())
+    }
+
+    fn capacity(&self) -> usize {
+        self.mmap.as_ref().map_or(0, |m| m.len()) / self.entry_size
+    }
+
+    fn entry_bytes(&self, i: usize) -> &[u8] {
+        let m = self.mmap.as_ref().expect("an index with entries is mapped");
+        &m[i * self.entry_size..(i + 1) * self.entry_size]
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let at = self.entries * self.entry_size;
+        let m = self.mmap.as_mut().expect("an index with room is mapped");
+        m[at..at + self.entry_size].copy_from_slice(bytes);
+        self.entries += 1;
+    }
+
+    /// Changes the file (and mapping) length; a shrink drops entries past it.
+    fn resize(&mut self, len: u64) -> Result<()> {
+        self.mmap = None;
+        match &self.backing {
+            Backing::File(f) => {
+                if len > f.metadata().at(&self.path)?.len() {
+                    preallocate(f, len).at(&self.path)?;
+                } else {
+                    f.set_len(len).at(&self.path)?;
+                }
+            }
+            Backing::CopyOnWrite(_) | Backing::Memory => {
+                // Never touch the file: rebuild a private copy at the new size.
+                let old: Vec<u8> = (0..self.entries)
+                    .flat_map(|i| self.entry_bytes_owned(i))
+                    .collect();
+                self.backing = Backing::Memory;
+                self.remap(len as usize)?;
+                if let Some(m) = self.mmap.as_mut() {
+                    let n = old.len().min(m.len());
+                    m[..n].copy_from_slice(&old[..n]);
+                }
+            }
+        }
+        if matches!(self.backing, Backing::File(_)) {
+            self.remap(len as usize)?;
+        }
+        self.entries = self.entries.min(len as usize / self.entry_size);
+        Ok(())
+    }
+
+    fn entry_bytes_owned(&self, i: usize) -> Vec<u8> {
+        self.mmap
+            .as_ref()
+            .map(|m| m[i * self.entry_size..(i + 1) * self.entry_size].to_vec())
+            .unwrap_or_default()
+    }
+
+    fn trim(&mut self) -> Result<()> {
+        let len = (self.entries * self.entry_size) as u64;
+        if self.file_len()? != len {
+            self.resize(len)?;
+        }
+        Ok(())
+    }
+
+    fn file_len(&self) -> Result<u64> {
+        match &self.backing {
+            Backing::File(f) | Backing::CopyOnWrite(f) => Ok(f.metadata().at(&self.path)?.len()),
+            Backing::Memory => Ok(self.mmap.as_ref().map_or(0, |m| m.len()) as u64),
+        }
+    }
+
+    /// Forgets every entry and zeroes the mapping.
+    fn reset(&mut self) {
+        if let Some(m) = self.mmap.as_mut() {
+            m.fill(0);
+        }
+        self.entries = 0;
+    }
+
+    fn flush(&self) -> Result<()> {
+        if let (Backing::File(_), Some(m)) = (&self.backing, &self.mmap) {
+            m.flush().at(&self.path)?;
+        }
+        Ok(())
+    }
+
+    fn is_shared_file(&self) -> bool {
+        matches!(self.backing, Backing::File(_))
+    }
+}
+
+/// Allocates real blocks where the filesystem can (so a later write through the
+/// mapping cannot hit a full disk as SIGBUS), and falls back to a sparse length.
+fn preallocate(file: &File, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let current = file.metadata()?.len();
+    if len > current {
+        // SAFETY: plain syscall on an owned fd.
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
+        if rc != 0 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
+                return Err(err);
+            }
+        }
+    }
+    file.set_len(len)
+}
+
+/// Kafka's warm-section trick: most lookups hit the tail, so search the last
+/// 8 KiB worth of entries first and keep those pages hot.
+const WARM_BYTES: usize = 8192;
+
+fn largest_lower_bound(
+    entries: usize,
+    entry_size: usize,
+    target: i64,
+    key: impl Fn(usize) -> i64,
+) -> Option<usize> {
+    if entries == 0 || key(0) > target {
+        return None;
+    }
+    let warm_entries = WARM_BYTES / entry_size;
+    let first_hot = entries.saturating_sub(warm_entries);
+    let (mut lo, mut hi) = if key(first_hot) <= target {
+        (first_hot, entries - 1)
+    } else {
+        (0, first_hot)
+    };
+    // Invariant: key(lo) <= target; the answer is in [lo, hi].
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if key(mid) <= target {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Some(lo)
+}
+
+/// `.index`: relative offset -> file position, for the batch's last offset.
+pub struct OffsetIndex {
+    base_offset: i64,
+    file: IndexFile,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OffsetPosition {
+    pub offset: i64,
+    pub position: u32,
+}
+
+impl OffsetIndex {
+    pub fn open(path: &Path, base_offset: i64, writable: bool) -> Result<Self> {
+        Ok(OffsetIndex {
+            base_offset,
+            file: IndexFile::open(path, OFFSET_ENTRY, writable)?,
+        })
+    }
+
+    pub fn create(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
+        Ok(OffsetIndex {
+            base_offset,
+            file: IndexFile::create(path, OFFSET_ENTRY, max_bytes)?,
+        })
+    }
+
+    pub fn in_memory(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
+        Ok(OffsetIndex {
+            base_offset,
+            file: IndexFile::in_memory(path, OFFSET_ENTRY, max_bytes)?,
+        })
+    }
+
+    pub fn entries(&self) -> usize {
+        self.file.entries
+    }
+
+    pub fn entry(&self, i: usize) -> OffsetPosition {
+        let b = self.file.entry_bytes(i);
+        OffsetPosition {
+            offset: self.base_offset + u32::from_be_bytes(b[0..4].try_into().unwrap()) as i64,
+            position: u32::from_be_bytes(b[4..8].try_into().unwrap()),
+        }
+    }
+
+    pub fn last_entry(&self) -> Option<OffsetPosition> {
+        self.entries().checked_sub(1).map(|i| self.entry(i))
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.file.entries >= self.file.capacity()
+    }
+
+    /// The largest entry with offset <= `target`, or (base offset, 0).
+    pub fn lookup(&self, target: i64) -> OffsetPosition {
+        match largest_lower_bound(self.entries(), OFFSET_ENTRY, target, |i| {
+            self.entry(i).offset
+        }) {
+            Some(i) => self.entry(i),
+            None => OffsetPosition {
+                offset: self.base_offset,
+                position: 0,
+            },
+        }
+    }
+
+    pub fn append(&mut self, offset: i64, position: u32) {
+        debug_assert!(!self.is_full());
+        let mut e = [0u8; OFFSET_ENTRY];
+        e[0..4].copy_from_slice(&((offset - self.base_offset) as u32).to_be_bytes());
+        e[4..8].copy_from_slice(&position.to_be_bytes());
+        self.file.push(&e);
+    }
+
+    /// Every entry in order, for checks and dumps.
+    pub fn all_entries(&self) -> Vec<OffsetPosition> {
+        (0..self.entries()).map(|i| self.entry(i)).collect()
+    }
+
+    /// Kafka's `OffsetIndex.sanityCheck`, plus what an untrimmed file after a
+    /// crash looks like (zeroed tail entries), plus entries that do not fit the
+    /// log. Returns why the index cannot be trusted.
+    pub fn check(&self, log_size: u64) -> std::result::Result<(), String> {
+        let len = self.file.file_len().map_err(|e| e.to_string())?;
+        if len % OFFSET_ENTRY as u64 != 0 {
+            return Err(format!(
+                "index file size {len} is not a multiple of {OFFSET_ENTRY}"
+            ));
+        }
+        let mut prev: Option<OffsetPosition> = None;
+        for i in 0..self.entries() {
+            let e = self.entry(i);
+            // The first batch of a segment is never indexed, so a real entry never
+            // points at position 0: a zero entry is preallocated space.
+            if e.position == 0 {
+                return Err(format!(
+                    "entry {i} has position 0 (an untrimmed or zero-filled index)"
+                ));
+            }
+            if e.offset <= self.base_offset {
+                return Err(format!(
+                    "entry {i} has offset {} at or below the base offset",
+                    e.offset
+                ));
+            }
+            if e.position as u64 >= log_size {
+                return Err(format!(
+                    "entry {i} points at position {} past the end of the log ({log_size} bytes)",
+                    e.position
+                ));
+            }
+            if let Some(p) = prev
+                && (e.offset <= p.offset || e.position <= p.position)
+            {
+                return Err(format!("entry {i} (offset {}) does not increase", e.offset));
+            }
+            prev = Some(e);
+        }
+        Ok(())
+    }
+
+    pub fn reset(&mut self) {
+        self.file.reset()
+    }
+    pub fn trim(&mut self) -> Result<()> {
+        self.file.trim()
+    }
+    pub fn resize(&mut self, len: u64) -> Result<()> {
+        self.file.resize(len)
+    }
+    pub fn flush(&self) -> Result<()> {
+        self.file.flush()
+    }
+    pub fn file_len(&self) -> Result<u64> {
+        self.file.file_len()
+    }
+    pub fn is_shared_file(&self) -> bool {
+        self.file.is_shared_file()
+    }
+}
+
+/// `.timeindex`: max timestamp so far -> relative offset of that timestamp.
+pub struct TimeIndex {
+    base_offset: i64,
+    file: IndexFile,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimestampOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+}
+
+impl TimeIndex {
+    pub fn open(path: &Path, base_offset: i64, writable: bool) -> Result<Self> {
+        Ok(TimeIndex {
+            base_offset,
+            file: IndexFile::open(path, TIME_ENTRY, writable)?,
+        })
+    }
+
+    pub fn create(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
+        Ok(TimeIndex {
+            base_offset,
+            file: IndexFile::create(path, TIME_ENTRY, max_bytes)?,
+        })
+    }
+
+    pub fn in_memory(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
+        Ok(TimeIndex {
+            base_offset,
+            file: IndexFile::in_memory(path, TIME_ENTRY, max_bytes)?,
+        })
+    }
+
+    pub fn entries(&self) -> usize {
+        self.file.entries
+    }
+
+    pub fn entry(&self, i: usize) -> TimestampOffset {
+        let b = self.file.entry_bytes(i);
+        TimestampOffset {
+            timestamp: i64::from_be_bytes(b[0..8].try_into().unwrap()),
+            offset: self.base_offset + u32::from_be_bytes(b[8..12].try_into().unwrap()) as i64,
+        }
+    }
+
+    /// The last entry, or Kafka's "unknown": (-1, base offset).
+    pub fn last_entry(&self) -> TimestampOffset {
+        match self.entries().checked_sub(1) {
+            Some(i) => self.entry(i),
+            None => TimestampOffset {
+                timestamp: -1,
+                offset: self.base_offset,
+            },
+        }
+    }
+
+    /// Kafka keeps one slot free for the entry written when the segment rolls.
+    pub fn is_full(&self) -> bool {
+        self.file.entries + 1 >= self.file.capacity()
+    }
+
+    /// Adds an entry only when the timestamp grows (Kafka's `maybeAppend`).
+    /// `skip_full_check` is for the final entry of a segment becoming inactive.
+    pub fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) {
+        if !skip_full_check && self.is_full() {
+            return;
+        }
+        if self.file.entries >= self.file.capacity() {
+            return;
+        }
+        let last = self.last_entry();
+        if timestamp > last.timestamp && offset >= last.offset {
+            let mut e = [0u8; TIME_ENTRY];
+            e[0..8].copy_from_slice(&timestamp.to_be_bytes());
+            e[8..12].copy_from_slice(&((offset - self.base_offset) as u32).to_be_bytes());
+            self.file.push(&e);
+        }
+    }
+
+    /// The entry with the largest timestamp <= `target`, or (-1, base offset).
+    pub fn lookup(&self, target: i64) -> TimestampOffset {
+        match largest_lower_bound(self.entries(), TIME_ENTRY, target, |i| {
+            self.entry(i).timestamp
+        }) {
+            Some(i) => self.entry(i),
+            None => TimestampOffset {
+                timestamp: -1,
+                offset: self.base_offset,
+            },
+        }
+    }
+
+    pub fn all_entries(&self) -> Vec<TimestampOffset> {
+        (0..self.entries()).map(|i| self.entry(i)).collect()
+    }
+
+    /// Kafka's `TimeIndex.sanityCheck` plus strict growth of every entry, which
+    /// also catches a zero-padded tail.
+    pub fn check(&self, next_offset: i64) -> std::result::Result<(), String> {
+        let len = self.file.file_len().map_err(|e| e.to_string())?;
+        if len % TIME_ENTRY as u64 != 0 {
+            return Err(format!(
+                "time index file size {len} is not a multiple of {TIME_ENTRY}"
+            ));
+        }
+        let mut prev: Option<TimestampOffset> = None;
+        for i in 0..self.entries() {
+            let e = self.entry(i);
+            if e.offset >= next_offset {
+                return Err(format!(
+                    "entry {i} has offset {} past the log end {next_offset}",
+                    e.offset
+                ));
+            }
+            if let Some(p) = prev
+                && (e.timestamp <= p.timestamp || e.offset < p.offset)
+            {
+                return Err(format!(
+                    "entry {i} (timestamp {}, offset {}) does not grow (an untrimmed or damaged time index)",
+                    e.timestamp, e.offset
+                ));
+            }
+            prev = Some(e);
+        }
+        Ok(())
+    }
+
+    pub fn reset(&mut self) {
+        self.file.reset()
+    }
+    pub fn trim(&mut self) -> Result<()> {
+        self.file.trim()
+    }
+    pub fn resize(&mut self, len: u64) -> Result<()> {
+        self.file.resize(len)
+    }
+    pub fn flush(&self) -> Result<()> {
+        self.file.flush()
+    }
+    pub fn file_len(&self) -> Result<u64> {
+        self.file.file_len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_finds_largest_lower_bound_in_warm_and_cold_sections() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000100.index");
+        let mut idx = OffsetIndex::create(&path, 100, 80_000).unwrap();
+        for i in 1..=5000u32 {
+            idx.append(100 + (i as i64) * 10, i * 100);
+        }
+        assert_eq!(idx.lookup(50).position, 0);
+        assert_eq!(idx.lookup(109).position, 0);
+        assert_eq!(idx.lookup(110).position, 100);
+        assert_eq!(idx.lookup(115).position, 100);
+        assert_eq!(idx.lookup(100 + 2500 * 10 + 3).position, 250_000);
+        assert_eq!(idx.lookup(100 + 4999 * 10).position, 499_900);
+        assert_eq!(idx.lookup(i64::MAX).position, 500_000);
+        idx.trim().unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 5000 * 8);
+        idx.check(10_000_000).unwrap();
+    }
+
+    #[test]
+    fn zero_padding_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.index");
+        let mut idx = OffsetIndex::create(&path, 0, 800).unwrap();
+        idx.append(5, 4200);
+        idx.append(9, 8400);
+        idx.flush().unwrap();
+        drop(idx);
+        let reopened = OffsetIndex::open(&path, 0, true).unwrap();
+        assert_eq!(
+            reopened.entries(),
+            100,
+            "Kafka counts entries from the file length"
+        );
+        assert!(reopened.check(100_000).unwrap_err().contains("position 0"));
+    }
+
+    #[test]
+    fn time_index_appends_only_when_the_timestamp_grows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.timeindex");
+        let mut idx = TimeIndex::create(&path, 0, 120).unwrap();
+        idx.maybe_append(10, 3, false);
+        idx.maybe_append(10, 5, false);
+        idx.maybe_append(12, 7, false);
+        assert_eq!(idx.entries(), 2);
+        assert_eq!(idx.lookup(11).offset, 3);
+        assert_eq!(idx.lookup(9).timestamp, -1);
+        idx.check(8).unwrap();
+        for t in 13..100 {
+            idx.maybe_append(t, t, false);
+        }
+        assert_eq!(idx.entries(), 9, "one slot is kept for the final entry");
+        idx.maybe_append(1000, 1000, true);
+        assert_eq!(idx.entries(), 10);
+    }
+}

@@ -1,0 +1,793 @@
+//! One segment: a `.log` of RecordBatches plus its `.index` and `.timeindex`
+//! (Kafka's `LogSegment`).
+//!
+//! The `.log` is written with `pwrite` through the page cache. Readers see only
+//! bytes below the published `size`, so they never see a half-written batch.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use log::{error, info};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+
+use super::error::{IoContext, Result, StorageError};
+use super::index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
+use super::names::segment_file_name;
+use crate::record::{Batch, BatchHeader, HEADER_LEN, LOG_OVERHEAD, Record, peek_frame};
+
+/// Bytes read at a time when scanning a segment.
+const SCAN_CHUNK: usize = 64 * 1024;
+/// Bytes read at a time when recovering a whole segment.
+const RECOVERY_CHUNK: usize = 8 * 1024 * 1024;
+
+/// Index sizing for one segment, from the partition's config.
+#[derive(Clone, Copy, Debug)]
+pub struct IndexSettings {
+    pub offset_index_max_bytes: u64,
+    pub time_index_max_bytes: u64,
+    pub index_interval_bytes: u64,
+}
+
+pub(crate) struct Indexes {
+    pub offset: OffsetIndex,
+    pub time: TimeIndex,
+}
+
+/// State only the appender touches (under the partition's writer lock).
+#[derive(Clone, Copy, Debug, Default)]
+struct AppendState {
+    bytes_since_last_index_entry: u64,
+    /// (max timestamp so far, offset of that batch's last record); -1 = unknown.
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+    /// The first batch's max timestamp, which `segment.ms` counts from.
+    rolling_based_timestamp: Option<i64>,
+    /// Whether `max_timestamp` is known (sealed segments load it lazily).
+    timestamps_known: bool,
+}
+
+/// What recovering a segment found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryResult {
+    /// Batches kept.
+    pub batches: u64,
+    /// Bytes cut from the end of the `.log`.
+    pub truncated_bytes: u64,
+    /// The offset after the last kept batch.
+    pub next_offset: Option<i64>,
+}
+
+pub struct LogSegment {
+    pub base_offset: i64,
+    dir: PathBuf,
+    log_path: PathBuf,
+    log: File,
+    /// Published size: every byte below it belongs to a whole, indexed batch.
+    size: AtomicU64,
+    /// Bytes that have been fsynced.
+    flushed_size: AtomicU64,
+    indexes: RwLock<Option<Indexes>>,
+    state: Mutex<AppendState>,
+    settings: IndexSettings,
+    writable: bool,
+    active: AtomicBool,
+}
+
+impl LogSegment {
+    pub fn log_path(dir: &Path, base_offset: i64) -> PathBuf {
+        dir.join(segment_file_name(base_offset, "log"))
+    }
+    pub fn index_path(&self) -> PathBuf {
+        self.dir.join(segment_file_name(self.base_offset, "index"))
+    }
+    pub fn time_index_path(&self) -> PathBuf {
+        self.dir
+            .join(segment_file_name(self.base_offset, "timeindex"))
+    }
+    pub fn path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// Creates a new, empty, active segment with preallocated indexes.
+    pub fn create(dir: &Path, base_offset: i64, settings: IndexSettings) -> Result<LogSegment> {
+        let log_path = Self::log_path(dir, base_offset);
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&log_path)
+            .at(&log_path)?;
+        let mut seg = LogSegment::from_parts(dir, base_offset, log, 0, settings, true);
+        let created = (|| {
+            let offset = OffsetIndex::create(
+                &seg.index_path(),
+                base_offset,
+                settings.offset_index_max_bytes,
+            )?;
+            let time = TimeIndex::create(
+                &seg.time_index_path(),
+                base_offset,
+                settings.time_index_max_bytes,
+            )?;
+            Ok::<_, StorageError>(Indexes { offset, time })
+        })();
+        match created {
+            Ok(ix) => {
+                *seg.indexes.get_mut() = Some(ix);
+                seg.state.get_mut().timestamps_known = true;
+                seg.active.store(true, Ordering::Relaxed);
+                Ok(seg)
+            }
+            Err(e) => {
+                // A roll that cannot create its files leaves nothing behind.
+                seg.delete_files();
+                Err(e)
+            }
+        }
+    }
+
+    /// Opens an existing segment without reading its indexes (they load on first use).
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        settings: IndexSettings,
+        writable: bool,
+    ) -> Result<LogSegment> {
+        let log_path = Self::log_path(dir, base_offset);
+        let log = if writable {
+            OpenOptions::new().read(true).write(true).open(&log_path)
+        } else {
+            File::open(&log_path)
+        }
+        .at(&log_path)?;
+        let size = log.metadata().at(&log_path)?.len();
+        Ok(LogSegment::from_parts(
+            dir,
+            base_offset,
+            log,
+            size,
+            settings,
+            writable,
+        ))
+    }
+
+    fn from_parts(
+        dir: &Path,
+        base_offset: i64,
+        log: File,
+        size: u64,
+        settings: IndexSettings,
+        writable: bool,
+    ) -> Self {
+        LogSegment {
+            base_offset,
+            dir: dir.to_path_buf(),
+            log_path: Self::log_path(dir, base_offset),
+            log,
+            size: AtomicU64::new(size),
+            flushed_size: AtomicU64::new(size),
+            indexes: RwLock::new(None),
+            state: Mutex::new(AppendState {
+                max_timestamp: -1,
+                offset_of_max_timestamp: base_offset,
+                ..Default::default()
+            }),
+            settings,
+            writable,
+            active: AtomicBool::new(false),
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size.load(Ordering::Acquire)
+    }
+
+    pub fn log_file(&self) -> &File {
+        &self.log
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    // ---- indexes -------------------------------------------------------------
+
+    /// The indexes, loading (and if needed rebuilding) them on first use.
+    pub(crate) fn indexes(&self) -> Result<RwLockReadGuard<'_, Option<Indexes>>> {
+        {
+            let g = self.indexes.read();
+            if g.is_some() {
+                return Ok(g);
+            }
+        }
+        {
+            let mut g = self.indexes.write();
+            if g.is_none() {
+                *g = Some(self.load_indexes()?);
+            }
+        }
+        Ok(self.indexes.read())
+    }
+
+    /// Maps the index files, checks them against the log and rebuilds them
+    /// from the `.log` if they are missing or cannot be trusted.
+    fn load_indexes(&self) -> Result<Indexes> {
+        let index_path = self.index_path();
+        let time_path = self.time_index_path();
+        let size = self.size();
+        if !index_path.exists() {
+            error!(
+                "Could not find offset index file corresponding to log file {}, recovering segment and rebuilding index files...",
+                self.log_path.display()
+            );
+            return self.rebuild_indexes();
+        }
+        let loaded = (|| -> Result<std::result::Result<Indexes, String>> {
+            let offset = OffsetIndex::open(&index_path, self.base_offset, self.writable)?;
+            if let Err(why) = offset.check(size) {
+                return Ok(Err(format!("offset index {}: {why}", index_path.display())));
+            }
+            if !time_path.exists() {
+                return Ok(Err(format!(
+                    "time index {} is missing",
+                    time_path.display()
+                )));
+            }
+            let time = TimeIndex::open(&time_path, self.base_offset, self.writable)?;
+            let next = self.next_offset_upper_bound(&offset)?;
+            if let Err(why) = time.check(next) {
+                return Ok(Err(format!("time index {}: {why}", time_path.display())));
+            }
+            Ok(Ok(Indexes { offset, time }))
+        })()?;
+        match loaded {
+            Ok(ix) => {
+                let last = ix.time.last_entry();
+                let mut st = self.state.lock();
+                if !st.timestamps_known {
+                    st.max_timestamp = last.timestamp;
+                    st.offset_of_max_timestamp = last.offset;
+                    st.timestamps_known = true;
+                }
+                Ok(ix)
+            }
+            Err(why) => {
+                error!(
+                    "Found a corrupted index file corresponding to log file {} due to {why}, recovering segment and rebuilding index files...",
+                    self.log_path.display()
+                );
+                self.rebuild_indexes()
+            }
+        }
+    }
+
+    /// The offset after the last batch, found from the last index entry plus a
+    /// short scan (an upper bound for checks when the log is damaged).
+    fn next_offset_upper_bound(&self, offset: &OffsetIndex) -> Result<i64> {
+        let start = offset.last_entry().map(|e| e.position as u64).unwrap_or(0);
+        let mut next = self.base_offset;
+        self.scan(start, |_, h| {
+            next = h.next_offset();
+            true
+        })?;
+        Ok(next.max(
+            offset
+                .last_entry()
+                .map_or(self.base_offset, |e| e.offset + 1),
+        ))
+    }
+
+    /// Builds both indexes from the `.log` with Kafka's rule, byte for byte what
+    /// the appends would have written. Sealed segments get the final time index
+    /// entry and trimmed files; the active one keeps its preallocation.
+    fn rebuild_indexes(&self) -> Result<Indexes> {
+        let mut ix = self.fresh_indexes()?;
+        let mut st = AppendState {
+            max_timestamp: -1,
+            offset_of_max_timestamp: self.base_offset,
+            timestamps_known: true,
+            ..Default::default()
+        };
+        let interval = self.settings.index_interval_bytes;
+        let size = self.size();
+        self.scan(0, |pos, h| {
+            if pos + h.size() as u64 > size {
+                return false;
+            }
+            index_batch(&mut ix, &mut st, interval, pos, h);
+            true
+        })?;
+        if !self.is_active() {
+            ix.time
+                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true);
+            ix.offset.trim()?;
+            ix.time.trim()?;
+        }
+        *self.state.lock() = st;
+        Ok(ix)
+    }
+
+    /// Empty indexes at the preallocated size: on disk, or in memory when the
+    /// data directory must not be written.
+    fn fresh_indexes(&self) -> Result<Indexes> {
+        let s = self.settings;
+        if self.writable {
+            Ok(Indexes {
+                offset: OffsetIndex::create(
+                    &self.index_path(),
+                    self.base_offset,
+                    s.offset_index_max_bytes,
+                )?,
+                time: TimeIndex::create(
+                    &self.time_index_path(),
+                    self.base_offset,
+                    s.time_index_max_bytes,
+                )?,
+            })
+        } else {
+            info!(
+                "Rebuilding the indexes of {} in memory only: the data directory is read-only",
+                self.log_path.display()
+            );
+            Ok(Indexes {
+                offset: OffsetIndex::in_memory(
+                    &self.index_path(),
+                    self.base_offset,
+                    s.offset_index_max_bytes,
+                )?,
+                time: TimeIndex::in_memory(
+                    &self.time_index_path(),
+                    self.base_offset,
+                    s.time_index_max_bytes,
+                )?,
+            })
+        }
+    }
+
+    /// Prepares a segment loaded from disk to take appends: preallocates its
+    /// indexes again and restores the append counters (Kafka's `resizeIndexes`
+    /// on the active segment).
+    pub fn activate(&self) -> Result<()> {
+        self.active.store(true, Ordering::Relaxed);
+        let guard = self.indexes()?;
+        drop(guard);
+        let mut g = self.indexes.write();
+        let ix = g.as_mut().expect("indexes were just loaded");
+        ix.offset.resize(self.settings.offset_index_max_bytes)?;
+        ix.time.resize(self.settings.time_index_max_bytes)?;
+        let size = self.size();
+        let mut st = self.state.lock();
+        st.bytes_since_last_index_entry =
+            size - ix.offset.last_entry().map_or(0, |e| e.position as u64);
+        drop(st);
+        drop(g);
+        let first = self.first_batch_header()?;
+        self.state.lock().rolling_based_timestamp = first.map(|h| h.max_timestamp);
+        Ok(())
+    }
+
+    // ---- appends -------------------------------------------------------------
+
+    /// Kafka's `shouldRoll`, minus the size test which the caller knows best.
+    pub fn should_roll(
+        &self,
+        batch_size: u64,
+        max_timestamp: i64,
+        segment_bytes: u64,
+        segment_ms: i64,
+    ) -> Result<bool> {
+        let size = self.size();
+        if size + batch_size > segment_bytes {
+            return Ok(true);
+        }
+        {
+            let g = self.indexes()?;
+            let ix = g.as_ref().expect("loaded");
+            if ix.offset.is_full() || ix.time.is_full() {
+                return Ok(true);
+            }
+        }
+        let st = self.state.lock();
+        if size > 0
+            && let Some(first) = st.rolling_based_timestamp
+            && max_timestamp.saturating_sub(first) > segment_ms
+        {
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Whether `last_offset` still fits a u32 relative offset.
+    pub fn can_convert_to_relative(&self, last_offset: i64) -> bool {
+        let rel = last_offset - self.base_offset;
+        (0..=u32::MAX as i64).contains(&rel)
+    }
+
+    /// Appends one encoded batch. On a failed write the file is cut back, so no
+    /// partial batch stays in the `.log`.
+    pub fn append(&self, batch: &[u8]) -> Result<()> {
+        let header = BatchHeader::parse(batch)?;
+        let pos = self.size();
+        if let Err(e) = self.log.write_all_at(batch, pos) {
+            if let Err(t) = self.log.set_len(pos) {
+                error!(
+                    "Could not cut {} back to {pos} after a failed write: {t}",
+                    self.log_path.display()
+                );
+            }
+            return Err(StorageError::io(&self.log_path, e));
+        }
+        let mut g = self.indexes.write();
+        if g.is_none() {
+            drop(g);
+            drop(self.indexes()?);
+            g = self.indexes.write();
+        }
+        let ix = g.as_mut().expect("loaded");
+        let mut st = self.state.lock();
+        if st.rolling_based_timestamp.is_none() {
+            st.rolling_based_timestamp = Some(header.max_timestamp);
+        }
+        index_batch(
+            ix,
+            &mut st,
+            self.settings.index_interval_bytes,
+            pos,
+            &header,
+        );
+        drop(st);
+        drop(g);
+        self.size.store(pos + batch.len() as u64, Ordering::Release);
+        Ok(())
+    }
+
+    /// Makes the segment inactive: final time index entry, trimmed indexes.
+    pub fn seal(&self) -> Result<()> {
+        if !self.active.swap(false, Ordering::Relaxed) {
+            return Ok(());
+        }
+        let mut g = self.indexes.write();
+        if let Some(ix) = g.as_mut() {
+            let st = *self.state.lock();
+            if st.max_timestamp >= 0 {
+                ix.time
+                    .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true);
+            }
+            if self.writable {
+                ix.offset.trim()?;
+                ix.time.trim()?;
+                ix.offset.flush()?;
+                ix.time.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// fsync of the `.log` and msync of the indexes.
+    pub fn flush(&self) -> Result<bool> {
+        let size = self.size();
+        if self.flushed_size.load(Ordering::Acquire) == size && !self.is_active() {
+            return Ok(false);
+        }
+        self.log.sync_data().at(&self.log_path)?;
+        if let Some(ix) = self.indexes.read().as_ref() {
+            ix.offset.flush()?;
+            ix.time.flush()?;
+        }
+        self.flushed_size.store(size, Ordering::Release);
+        Ok(true)
+    }
+
+    // ---- reads ---------------------------------------------------------------
+
+    /// Walks batch headers from `start`, calling `f(position, header)` until it
+    /// returns false, the published end is reached, or a batch cannot be read.
+    /// Returns the bytes read from the file.
+    pub fn scan(&self, start: u64, mut f: impl FnMut(u64, &BatchHeader) -> bool) -> Result<u64> {
+        let end = self.size();
+        let mut buf = vec![
+            0u8;
+            SCAN_CHUNK
+                .min((end.saturating_sub(start)) as usize)
+                .max(HEADER_LEN)
+        ];
+        let mut buf_start = start;
+        let mut buf_len = 0usize;
+        let mut pos = start;
+        let mut read = 0u64;
+        while pos + HEADER_LEN as u64 <= end {
+            if pos + HEADER_LEN as u64 > buf_start + buf_len as u64 {
+                buf_start = pos;
+                let want = buf.len().min((end - pos) as usize);
+                buf_len = self.read_at(&mut buf[..want], pos)?;
+                read += buf_len as u64;
+                if buf_len < HEADER_LEN {
+                    break;
+                }
+            }
+            let off = (pos - buf_start) as usize;
+            let Ok(h) = BatchHeader::parse(&buf[off..buf_len]) else {
+                break;
+            };
+            if !f(pos, &h) {
+                break;
+            }
+            pos += h.size() as u64;
+        }
+        Ok(read)
+    }
+
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.log.read_at(&mut buf[done..], pos + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(StorageError::io(&self.log_path, e)),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Reads the whole batch at `pos` and checks its CRC.
+    pub fn read_batch(&self, pos: u64, size: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; size];
+        let n = self.read_at(&mut buf, pos)?;
+        if n < size {
+            return Err(self.corrupt(pos, format!("batch of {size} bytes is cut short at {n}")));
+        }
+        Batch::parse(&buf)?.verify_crc()?;
+        Ok(buf)
+    }
+
+    fn corrupt(&self, pos: u64, reason: String) -> StorageError {
+        StorageError::Corrupt {
+            path: self.log_path.clone(),
+            position: pos,
+            reason,
+        }
+    }
+
+    /// The index entry to start a scan for `offset` from.
+    pub fn lookup(&self, offset: i64) -> Result<OffsetPosition> {
+        let g = self.indexes()?;
+        Ok(g.as_ref().expect("loaded").offset.lookup(offset))
+    }
+
+    /// Finds the batch holding `offset`: (position, header). Reads at most
+    /// about one index interval of headers.
+    pub fn find_batch(
+        &self,
+        offset: i64,
+        bytes_read: &AtomicU64,
+    ) -> Result<Option<(u64, BatchHeader)>> {
+        let start = self.lookup(offset)?.position as u64;
+        let mut found = None;
+        let read = self.scan(start, |pos, h| {
+            if h.last_offset() >= offset {
+                if h.base_offset <= offset {
+                    found = Some((pos, *h));
+                }
+                return false;
+            }
+            true
+        })?;
+        bytes_read.fetch_add(read, Ordering::Relaxed);
+        Ok(found)
+    }
+
+    /// Record `offset`, or `None` if no record of this segment has it (a gap).
+    pub fn read_record(&self, offset: i64, bytes_read: &AtomicU64) -> Result<Option<Record>> {
+        let Some((pos, h)) = self.find_batch(offset, bytes_read)? else {
+            return Ok(None);
+        };
+        let bytes = self.read_batch(pos, h.size())?;
+        bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let batch = Batch::parse(&bytes)?;
+        Ok(batch.records()?.into_iter().find(|r| r.offset == offset))
+    }
+
+    /// First record at or after `min_offset` whose timestamp is >= `timestamp`.
+    pub fn find_offset_by_timestamp(&self, timestamp: i64, min_offset: i64) -> Result<Option<i64>> {
+        let start_offset = {
+            let g = self.indexes()?;
+            let ix = g.as_ref().expect("loaded");
+            let t: TimestampOffset = ix.time.lookup(timestamp);
+            ix.offset.lookup(t.offset.max(min_offset)).position as u64
+        };
+        let mut candidate = None;
+        self.scan(start_offset, |pos, h| {
+            if h.max_timestamp >= timestamp && h.last_offset() >= min_offset {
+                candidate = Some((pos, *h));
+                return false;
+            }
+            true
+        })?;
+        let Some((pos, h)) = candidate else {
+            return Ok(None);
+        };
+        let bytes = self.read_batch(pos, h.size())?;
+        let batch = Batch::parse(&bytes)?;
+        Ok(batch
+            .records()?
+            .into_iter()
+            .find(|r| r.timestamp >= timestamp && r.offset >= min_offset)
+            .map(|r| r.offset))
+    }
+
+    /// The largest timestamp in the segment (from the time index), for retention.
+    pub fn largest_timestamp(&self) -> Result<i64> {
+        drop(self.indexes()?);
+        let st = self.state.lock();
+        if st.max_timestamp >= 0 {
+            return Ok(st.max_timestamp);
+        }
+        // Kafka falls back to the file's modification time.
+        let mtime = self.log.metadata().at(&self.log_path)?.modified().ok();
+        Ok(mtime
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(-1, |d| d.as_millis() as i64))
+    }
+
+    pub fn first_batch_header(&self) -> Result<Option<BatchHeader>> {
+        let mut first = None;
+        self.scan(0, |_, h| {
+            first = Some(*h);
+            false
+        })?;
+        Ok(first)
+    }
+
+    /// The offset after the last batch (clean load: index tail plus a short scan).
+    pub fn read_next_offset(&self) -> Result<i64> {
+        let start = {
+            let g = self.indexes()?;
+            g.as_ref()
+                .expect("loaded")
+                .offset
+                .last_entry()
+                .map_or(0, |e| e.position as u64)
+        };
+        let mut next = self.base_offset;
+        self.scan(start, |_, h| {
+            next = h.next_offset();
+            true
+        })?;
+        Ok(next)
+    }
+
+    // ---- recovery --------------------------------------------------------------
+
+    /// Kafka's `LogSegment.recover`: validates every batch (framing, CRC,
+    /// offsets), cuts the `.log` at the first bad or torn one and rebuilds both
+    /// indexes from what remains.
+    pub fn recover(&self, min_offset: i64) -> Result<RecoveryResult> {
+        let file_size = self.log.metadata().at(&self.log_path)?.len();
+        let mut valid: u64 = 0;
+        let mut expected_min = min_offset.max(self.base_offset);
+        let mut batches = 0u64;
+        let mut next_offset = None;
+        let mut buf: Vec<u8> = Vec::new();
+        let mut buf_start: u64 = 0;
+        'outer: while valid < file_size {
+            // Make sure the whole batch at `valid` is in `buf`.
+            let mut need = LOG_OVERHEAD + 5;
+            loop {
+                let have = (buf_start + buf.len() as u64).saturating_sub(valid) as usize;
+                if valid < buf_start || have < need {
+                    let want = need.max(RECOVERY_CHUNK).min((file_size - valid) as usize);
+                    if want < need {
+                        break 'outer; // torn: the file ends inside this batch
+                    }
+                    buf.resize(want, 0);
+                    let n = self.read_at(&mut buf, valid)?;
+                    buf.truncate(n);
+                    buf_start = valid;
+                    if n < need {
+                        break 'outer;
+                    }
+                    continue;
+                }
+                let off = (valid - buf_start) as usize;
+                match peek_frame(&buf[off..]) {
+                    Ok(frame) if frame.size > need => need = frame.size,
+                    Ok(_) => break,
+                    Err(_) => break 'outer,
+                }
+            }
+            let off = (valid - buf_start) as usize;
+            let batch = match Batch::parse(&buf[off..]) {
+                Ok(b) => b,
+                Err(_) => break,
+            };
+            let h = batch.header;
+            if batch.verify_crc().is_err()
+                || h.base_offset < expected_min
+                || !self.can_convert_to_relative(h.last_offset())
+            {
+                break;
+            }
+            expected_min = h.next_offset();
+            next_offset = Some(h.next_offset());
+            batches += 1;
+            valid += batch.size() as u64;
+        }
+        let truncated = file_size - valid;
+        if truncated > 0 {
+            if !self.writable {
+                return Err(self.corrupt(
+                    valid,
+                    format!("{truncated} invalid bytes at the end, not repaired (read-only)"),
+                ));
+            }
+            self.log.set_len(valid).at(&self.log_path)?;
+        }
+        self.size.store(valid, Ordering::Release);
+        self.flushed_size.store(0, Ordering::Release);
+        let ix = self.rebuild_indexes()?;
+        *self.indexes.write() = Some(ix);
+        if self.is_active() {
+            let first = self.first_batch_header()?;
+            self.state.lock().rolling_based_timestamp = first.map(|h| h.max_timestamp);
+        }
+        Ok(RecoveryResult {
+            batches,
+            truncated_bytes: truncated,
+            next_offset,
+        })
+    }
+
+    /// Marks the segment active before recovery, so its rebuilt indexes stay
+    /// preallocated.
+    pub fn mark_active(&self) {
+        self.active.store(true, Ordering::Relaxed);
+    }
+
+    /// Index entries for checks and tools.
+    pub fn index_entries(&self) -> Result<(Vec<OffsetPosition>, Vec<TimestampOffset>)> {
+        let g = self.indexes()?;
+        let ix = g.as_ref().expect("loaded");
+        Ok((ix.offset.all_entries(), ix.time.all_entries()))
+    }
+
+    /// Removes the segment's files (best effort; readers holding the segment
+    /// keep their open descriptor).
+    pub fn delete_files(&self) {
+        for p in [
+            self.log_path.clone(),
+            self.index_path(),
+            self.time_index_path(),
+        ] {
+            if let Err(e) = std::fs::remove_file(&p)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                error!("Could not delete {}: {e}", p.display());
+            }
+        }
+        let txn = self
+            .dir
+            .join(segment_file_name(self.base_offset, "txnindex"));
+        let _ = std::fs::remove_file(txn);
+    }
+}
+
+/// Kafka's per-batch index rule (`LogSegment.append` and `recover`):
+/// index the batch (its last offset, its start position) only when more than
+/// `index.interval.bytes` have gone by since the last entry, then count its bytes.
+fn index_batch(ix: &mut Indexes, st: &mut AppendState, interval: u64, pos: u64, h: &BatchHeader) {
+    if h.max_timestamp > st.max_timestamp {
+        st.max_timestamp = h.max_timestamp;
+        st.offset_of_max_timestamp = h.last_offset();
+    }
+    if st.bytes_since_last_index_entry > interval {
+        ix.offset.append(h.last_offset(), pos as u32);
+        ix.time
+            .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, false);
+        st.bytes_since_last_index_entry = 0;
+    }
+    st.bytes_since_last_index_entry += h.size() as u64;
+}
