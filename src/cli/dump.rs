@@ -1,11 +1,629 @@
+//! `commitfs dump`: kafka-dump-log (Kafka's `DumpLogSegments`) for `.log`,
+//! `.index` and `.timeindex` files, with the same output so the two can be diffed.
+//!
+//! An inspection tool: it reads whatever bytes it is given, never panics on
+//! them, and reports what it cannot decode instead of stopping.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+
 use clap::Args;
+use commitfs::record::{Batch, Record, RecordError, peek_frame};
 
 #[derive(Args, Debug)]
 pub struct DumpArgs {
-    pub files: Vec<std::path::PathBuf>,
+    /// Decode every record, not only batch headers.
+    #[arg(long)]
+    pub deep_iteration: bool,
+    /// Print record keys and payloads (implies --deep-iteration).
+    #[arg(long)]
+    pub print_data_log: bool,
+    /// For index files, print only the mismatches against the log, not the entries.
+    #[arg(long)]
+    pub verify_index_only: bool,
+    /// Files to dump, comma-separated (kafka-dump-log's spelling).
+    #[arg(long = "files", value_delimiter = ',', value_name = "FILES")]
+    pub files_opt: Vec<PathBuf>,
+    /// .log, .index or .timeindex files.
+    #[arg(value_name = "FILE", required_unless_present = "files_opt")]
+    pub files: Vec<PathBuf>,
 }
 
-pub fn run(_args: DumpArgs) -> i32 {
-    eprintln!("not yet implemented");
-    2
+pub fn run(args: DumpArgs) -> i32 {
+    let stdout = io::stdout();
+    let mut dump = Dump {
+        deep: args.deep_iteration || args.print_data_log,
+        print_data: args.print_data_log,
+        verify_only: args.verify_index_only,
+        out: BufWriter::new(stdout.lock()),
+        reports: Reports::default(),
+        unreadable: false,
+    };
+    let files: Vec<PathBuf> = args.files_opt.into_iter().chain(args.files).collect();
+    let result = files
+        .iter()
+        .try_for_each(|f| dump.file(f))
+        .and_then(|()| dump.finish());
+    match result {
+        Ok(()) if dump.unreadable => 1,
+        Ok(()) => 0,
+        // `dump ... | head` is a normal way to use it.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("commitfs dump: {e}");
+            1
+        }
+    }
+}
+
+/// Problems found while dumping, printed to stderr after every file as Kafka does.
+#[derive(Default)]
+struct Reports {
+    /// (file, [(index offset, log offset)])
+    index_mismatches: Vec<(String, Vec<(i64, i64)>)>,
+    /// (file, [(index timestamp, log timestamp)])
+    time_mismatches: Vec<(String, Vec<(i64, i64)>)>,
+    /// (file, [(index timestamp, previous index timestamp)])
+    time_out_of_order: Vec<(String, Vec<(i64, i64)>)>,
+    /// (file, [(indexed offset, offset found in the log)])
+    time_offset_not_found: Vec<(String, Vec<(i64, i64)>)>,
+    /// (file, [(offset, next offset)])
+    non_consecutive: Vec<(String, Vec<(i64, i64)>)>,
+}
+
+fn push_report(list: &mut Vec<(String, Vec<(i64, i64)>)>, file: &Path, pair: (i64, i64)) {
+    let name = absolute(file);
+    match list.last_mut() {
+        Some((f, pairs)) if *f == name => pairs.push(pair),
+        _ => list.push((name, vec![pair])),
+    }
+}
+
+fn absolute(path: &Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
+struct Dump<W: Write> {
+    deep: bool,
+    print_data: bool,
+    verify_only: bool,
+    out: W,
+    reports: Reports,
+    unreadable: bool,
+}
+
+impl<W: Write> Dump<W> {
+    fn file(&mut self, path: &Path) -> io::Result<()> {
+        writeln!(self.out, "Dumping {}", path.display())?;
+        let name = file_name(path);
+        let suffix = name.rfind('.').map(|i| &name[i..]).unwrap_or("");
+        let result = match suffix {
+            ".log" => self.log(path),
+            ".index" => self.index(path),
+            ".timeindex" => self.time_index(path),
+            _ => {
+                self.out.flush()?;
+                eprintln!("Ignoring unknown file {}", path.display());
+                Ok(())
+            }
+        };
+        match result {
+            Err(DumpError::Read(e)) => {
+                self.unreadable = true;
+                self.out.flush()?;
+                eprintln!("Could not read {}: {e}", path.display());
+                Ok(())
+            }
+            Err(DumpError::Write(e)) => Err(e),
+            Ok(()) => Ok(()),
+        }
+    }
+
+    fn log(&mut self, path: &Path) -> Result<(), DumpError> {
+        writeln!(self.out, "Log starting offset: {}", base_offset_of(path))?;
+        let bytes = read(path).map_err(DumpError::Read)?;
+        let mut walk = Walk::new(&bytes);
+        // Kafka tracks this across the whole file, starting from "none yet".
+        let mut last_offset: Option<i64> = None;
+        for entry in walk.by_ref() {
+            match entry {
+                Entry::Batch { position, batch } => {
+                    self.batch_line(position, &batch)?;
+                    if self.deep {
+                        self.records(path, &batch, &mut last_offset)?;
+                    }
+                }
+                Entry::Legacy {
+                    position,
+                    magic,
+                    offset,
+                    size,
+                } => {
+                    writeln!(
+                        self.out,
+                        "offset: {offset} position: {position} size: {size} magic: {magic} \
+                         legacy message format (magic {magic}) is not supported, skipped"
+                    )?;
+                    last_offset = Some(offset);
+                }
+            }
+        }
+        let trailing = bytes.len() - walk.valid_bytes;
+        if trailing > 0 {
+            writeln!(
+                self.out,
+                "Found {trailing} invalid bytes at the end of {}",
+                file_name(path)
+            )?;
+        }
+        Ok(())
+    }
+
+    fn batch_line(&mut self, position: usize, batch: &Batch) -> io::Result<()> {
+        let h = &batch.header;
+        let delete_horizon = if h.has_delete_horizon() {
+            format!("OptionalLong[{}]", h.base_timestamp)
+        } else {
+            "OptionalLong.empty".to_string()
+        };
+        writeln!(
+            self.out,
+            "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} \
+             producerId: {} producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} \
+             isControl: {} deleteHorizonMs: {} position: {} {}: {} size: {} magic: {} \
+             compresscodec: {} crc: {} isvalid: {}",
+            h.base_offset,
+            h.last_offset(),
+            h.record_count,
+            h.base_sequence,
+            h.last_sequence(),
+            h.producer_id,
+            h.producer_epoch,
+            h.partition_leader_epoch,
+            h.is_transactional(),
+            h.is_control(),
+            delete_horizon,
+            position,
+            h.timestamp_type().name(),
+            h.max_timestamp,
+            batch.size(),
+            h.magic,
+            h.compression().name(),
+            h.crc,
+            batch.is_valid(),
+        )
+    }
+
+    fn records(
+        &mut self,
+        path: &Path,
+        batch: &Batch,
+        last_offset: &mut Option<i64>,
+    ) -> io::Result<()> {
+        let records = match batch.records() {
+            Ok(records) => records,
+            Err(e) => {
+                writeln!(self.out, "| records could not be decoded: {e}")?;
+                // Carry on as if they had been, so the next batch is not reported as a gap.
+                *last_offset = Some(batch.header.last_offset());
+                return Ok(());
+            }
+        };
+        let ts_name = batch.header.timestamp_type().name();
+        for r in &records {
+            if let Some(last) = *last_offset
+                && r.offset != last.wrapping_add(1)
+            {
+                push_report(&mut self.reports.non_consecutive, path, (last, r.offset));
+            }
+            *last_offset = Some(r.offset);
+
+            let header_keys: Vec<&str> = r.headers.iter().map(|h| h.key.as_str()).collect();
+            write!(
+                self.out,
+                "| offset: {} {ts_name}: {} keySize: {} valueSize: {} sequence: {} headerKeys: [{}]",
+                r.offset,
+                r.timestamp,
+                size_of(&r.key),
+                size_of(&r.value),
+                r.sequence,
+                header_keys.join(","),
+            )?;
+            if batch.header.is_control() {
+                write!(self.out, " {}", control_record(r))?;
+            } else if self.print_data {
+                if let Some(key) = &r.key {
+                    write!(self.out, " key: {}", String::from_utf8_lossy(key))?;
+                }
+                if let Some(value) = &r.value {
+                    write!(self.out, " payload: {}", String::from_utf8_lossy(value))?;
+                }
+            }
+            writeln!(self.out)?;
+        }
+        Ok(())
+    }
+
+    fn index(&mut self, path: &Path) -> Result<(), DumpError> {
+        let base = base_offset_of(path);
+        let bytes = read(path).map_err(DumpError::Read)?;
+        let entries = bytes.len() / 8;
+        if entries == 0 {
+            writeln!(self.out, "{} is empty.", path.display())?;
+            return Ok(());
+        }
+        let log = SiblingLog::open(path)?;
+        let starts = log.as_ref().map(|l| l.batch_starts());
+        for i in 0..entries {
+            let e = &bytes[i * 8..i * 8 + 8];
+            let relative = u32::from_be_bytes(e[0..4].try_into().unwrap());
+            let position = u32::from_be_bytes(e[4..8].try_into().unwrap());
+            // A preallocated (untrimmed) index is zero-filled past its last entry.
+            if relative == 0 && i > 0 {
+                break;
+            }
+            let offset = base.wrapping_add(relative as i64);
+            if let Some(starts) = &starts {
+                // -1: no batch starts at that position.
+                let found = starts.get(&(position as usize)).copied().unwrap_or(-1);
+                if found != offset {
+                    push_report(&mut self.reports.index_mismatches, path, (offset, found));
+                }
+            }
+            if !self.verify_only {
+                writeln!(self.out, "offset: {offset} position: {position}")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn time_index(&mut self, path: &Path) -> Result<(), DumpError> {
+        let base = base_offset_of(path);
+        let bytes = read(path).map_err(DumpError::Read)?;
+        let log = SiblingLog::open(path)?;
+        let entries_in_log = log.as_ref().map(|l| {
+            let entries = l.entries();
+            let ascending = ascending(&entries);
+            (entries, ascending)
+        });
+        let mut prev_timestamp = -1i64;
+        for i in 0..bytes.len() / 12 {
+            let e = &bytes[i * 12..i * 12 + 12];
+            let timestamp = i64::from_be_bytes(e[0..8].try_into().unwrap());
+            let relative = u32::from_be_bytes(e[8..12].try_into().unwrap());
+            if relative == 0 && i > 0 {
+                break;
+            }
+            let offset = base.wrapping_add(relative as i64);
+            if let Some((log_entries, ascending)) = &entries_in_log {
+                match find_by_last_offset(log_entries, *ascending, offset) {
+                    None => {
+                        push_report(&mut self.reports.time_offset_not_found, path, (offset, -1))
+                    }
+                    Some(e) if e.last_offset() != offset => push_report(
+                        &mut self.reports.time_offset_not_found,
+                        path,
+                        (offset, e.last_offset()),
+                    ),
+                    Some(e) => {
+                        if let Some(max) = e.max_timestamp()
+                            && max != timestamp
+                        {
+                            push_report(&mut self.reports.time_mismatches, path, (timestamp, max));
+                        }
+                        if prev_timestamp >= timestamp {
+                            push_report(
+                                &mut self.reports.time_out_of_order,
+                                path,
+                                (timestamp, prev_timestamp),
+                            );
+                        }
+                    }
+                }
+            }
+            if !self.verify_only {
+                writeln!(self.out, "timestamp: {timestamp} offset: {offset}")?;
+            }
+            prev_timestamp = timestamp;
+        }
+        Ok(())
+    }
+
+    /// The reports, in Kafka's order and wording. Kafka prepends to its offset
+    /// index and gap lists, so those come out last-found first; kept for diffing.
+    fn finish(&mut self) -> io::Result<()> {
+        self.out.flush()?;
+        let err = io::stderr();
+        let mut err = err.lock();
+        let r = &self.reports;
+        for (file, pairs) in &r.index_mismatches {
+            writeln!(err, "Mismatches in :{file}")?;
+            for (index, log) in pairs.iter().rev() {
+                writeln!(err, "  Index offset: {index}, log offset: {log}")?;
+            }
+        }
+        for (file, pairs) in &r.time_mismatches {
+            writeln!(err, "Found timestamp mismatch in :{file}")?;
+            for (index, log) in pairs {
+                writeln!(err, "  Index timestamp: {index}, log timestamp: {log}")?;
+            }
+        }
+        for (file, pairs) in &r.time_out_of_order {
+            writeln!(err, "Found out of order timestamp in :{file}")?;
+            for (index, prev) in pairs {
+                writeln!(
+                    err,
+                    "  Index timestamp: {index}, Previously indexed timestamp: {prev}"
+                )?;
+            }
+        }
+        for (_, pairs) in &r.time_offset_not_found {
+            writeln!(
+                err,
+                "The following indexed offsets are not found in the log."
+            )?;
+            for (index, log) in pairs {
+                writeln!(err, "Indexed offset: {index}, found log offset: {log}")?;
+            }
+        }
+        for (file, pairs) in &r.non_consecutive {
+            writeln!(err, "Non-consecutive offsets in {file}")?;
+            for (first, second) in pairs.iter().rev() {
+                writeln!(err, "  {first} is followed by {second}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+enum DumpError {
+    /// The file being dumped could not be read: reported, and the dump goes on.
+    Read(io::Error),
+    /// stdout failed: nothing more can be shown.
+    Write(io::Error),
+}
+
+impl From<io::Error> for DumpError {
+    fn from(e: io::Error) -> Self {
+        DumpError::Write(e)
+    }
+}
+
+fn size_of(b: &Option<Vec<u8>>) -> i64 {
+    b.as_ref().map_or(-1, |b| b.len() as i64)
+}
+
+/// What `DumpLogSegments` prints for a control record: the end-transaction
+/// marker for ABORT/COMMIT, the type otherwise.
+fn control_record(r: &Record) -> String {
+    let Some(key) = r.key.as_deref().filter(|k| k.len() >= 4) else {
+        return format!(
+            "controlType: invalid (key of {} bytes, at least 4 needed)",
+            size_of(&r.key)
+        );
+    };
+    let type_id = i16::from_be_bytes([key[2], key[3]]);
+    let name = match type_id {
+        0 => "ABORT",
+        1 => "COMMIT",
+        2 => "LEADER_CHANGE",
+        3 => "SNAPSHOT_HEADER",
+        4 => "SNAPSHOT_FOOTER",
+        5 => "KRAFT_VERSION",
+        6 => "KRAFT_VOTERS",
+        _ => "UNKNOWN",
+    };
+    if !(0..=1).contains(&type_id) {
+        return format!("controlType: {name}({type_id})");
+    }
+    match r.value.as_deref().filter(|v| v.len() >= 6) {
+        Some(v) => format!(
+            "endTxnMarker: {name} coordinatorEpoch: {}",
+            i32::from_be_bytes([v[2], v[3], v[4], v[5]])
+        ),
+        None => format!(
+            "endTxnMarker: {name} invalid (value of {} bytes, at least 6 needed)",
+            size_of(&r.value)
+        ),
+    }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// Base offset from a segment file name (`00000000000000000042.log`), 0 if it is not one.
+fn base_offset_of(path: &Path) -> i64 {
+    let name = file_name(path);
+    let stem = name.split('.').next().unwrap_or("");
+    if !stem.is_empty() && stem.bytes().all(|b| b.is_ascii_digit()) {
+        stem.parse().unwrap_or(0)
+    } else {
+        0
+    }
+}
+
+/// File contents: mapped, since segments run to a GiB; read when mapping is not possible.
+enum Contents {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl Deref for Contents {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Contents::Mapped(m) => m,
+            Contents::Read(v) => v,
+        }
+    }
+}
+
+fn read(path: &Path) -> io::Result<Contents> {
+    let file = File::open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(io::Error::other("is a directory"));
+    }
+    if meta.len() == 0 || !meta.is_file() {
+        return std::fs::read(path).map(Contents::Read);
+    }
+    // SAFETY: read-only map; a file truncated underneath us could fault, the same
+    // risk Kafka's own tool takes with its mapped indexes.
+    match unsafe { memmap2::Mmap::map(&file) } {
+        Ok(m) => Ok(Contents::Mapped(m)),
+        Err(_) => std::fs::read(path).map(Contents::Read),
+    }
+}
+
+/// One entry of a log: a v2 batch, or a legacy message (set) stepped over.
+enum Entry<'a> {
+    Batch {
+        position: usize,
+        batch: Batch<'a>,
+    },
+    Legacy {
+        position: usize,
+        magic: i8,
+        offset: i64,
+        size: usize,
+    },
+}
+
+impl Entry<'_> {
+    fn position(&self) -> usize {
+        match self {
+            Entry::Batch { position, .. } | Entry::Legacy { position, .. } => *position,
+        }
+    }
+
+    fn last_offset(&self) -> i64 {
+        match self {
+            Entry::Batch { batch, .. } => batch.header.last_offset(),
+            // A legacy wrapper's offset is that of its last inner message.
+            Entry::Legacy { offset, .. } => *offset,
+        }
+    }
+
+    /// The largest record timestamp, as Kafka computes it for its time index
+    /// check; the header's when the records cannot be decoded; None for legacy.
+    fn max_timestamp(&self) -> Option<i64> {
+        match self {
+            Entry::Batch { batch, .. } => Some(match batch.records() {
+                Ok(records) => records.iter().map(|r| r.timestamp).fold(-1, i64::max),
+                Err(_) => batch.header.max_timestamp,
+            }),
+            Entry::Legacy { .. } => None,
+        }
+    }
+}
+
+/// Walks a log as Kafka's FileRecords does, stepping over legacy entries, and
+/// stopping at the first thing that is not a whole entry.
+struct Walk<'a> {
+    buf: &'a [u8],
+    valid_bytes: usize,
+}
+
+impl<'a> Walk<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Walk {
+            buf,
+            valid_bytes: 0,
+        }
+    }
+}
+
+impl<'a> Iterator for Walk<'a> {
+    type Item = Entry<'a>;
+
+    fn next(&mut self) -> Option<Entry<'a>> {
+        let position = self.valid_bytes;
+        let rest = self.buf.get(position..).filter(|r| !r.is_empty())?;
+        let entry = match peek_frame(rest) {
+            Ok(_) => Entry::Batch {
+                position,
+                batch: Batch::parse(rest).ok()?,
+            },
+            Err(RecordError::UnsupportedMagic {
+                magic,
+                base_offset,
+                size,
+            }) if size <= rest.len() => Entry::Legacy {
+                position,
+                magic,
+                offset: base_offset,
+                size,
+            },
+            Err(_) => return None,
+        };
+        self.valid_bytes += match &entry {
+            Entry::Batch { batch, .. } => batch.size(),
+            Entry::Legacy { size, .. } => *size,
+        };
+        Some(entry)
+    }
+}
+
+/// The `.log` next to an index file, if there is one.
+struct SiblingLog {
+    bytes: Contents,
+}
+
+impl SiblingLog {
+    fn open(index: &Path) -> Result<Option<SiblingLog>, DumpError> {
+        let name = file_name(index);
+        let stem = name.split('.').next().unwrap_or("");
+        let log = index.with_file_name(format!("{stem}.log"));
+        if !log.is_file() {
+            return Ok(None);
+        }
+        match read(&log) {
+            Ok(bytes) => Ok(Some(SiblingLog { bytes })),
+            Err(e) => Err(DumpError::Read(io::Error::new(
+                e.kind(),
+                format!("{}: {e}", log.display()),
+            ))),
+        }
+    }
+
+    fn entries(&self) -> Vec<Entry<'_>> {
+        Walk::new(&self.bytes).collect()
+    }
+
+    /// Position of each entry → its last offset.
+    fn batch_starts(&self) -> HashMap<usize, i64> {
+        Walk::new(&self.bytes)
+            .map(|e| (e.position(), e.last_offset()))
+            .collect()
+    }
+}
+
+/// The first entry whose last offset is at least `offset`, as Kafka's
+/// `batches.find(_.lastOffset >= offset)`; a binary search when offsets ascend.
+fn find_by_last_offset<'e, 'a>(
+    entries: &'e [Entry<'a>],
+    ascending: bool,
+    offset: i64,
+) -> Option<&'e Entry<'a>> {
+    if ascending {
+        let i = entries.partition_point(|e| e.last_offset() < offset);
+        entries.get(i)
+    } else {
+        entries.iter().find(|e| e.last_offset() >= offset)
+    }
+}
+
+fn ascending(entries: &[Entry]) -> bool {
+    entries
+        .windows(2)
+        .all(|w| w[0].last_offset() <= w[1].last_offset())
 }

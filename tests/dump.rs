@@ -1,0 +1,623 @@
+//! `commitfs dump`, run as a process, against logs and indexes written here
+//! and against Kafka bytes from tests/fixtures/kafka.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use commitfs::record::{Batch, NewRecord, compute_crc, encode_batch};
+
+struct Output {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn dump(args: &[&str], files: &[&Path]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_commitfs"))
+        .arg("dump")
+        .args(args)
+        .args(files)
+        .output()
+        .expect("running commitfs");
+    let o = Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    };
+    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
+    o
+}
+
+fn lines(s: &str) -> Vec<&str> {
+    s.lines().collect()
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    [env!("CARGO_MANIFEST_DIR"), "tests/fixtures/kafka", rel]
+        .iter()
+        .collect()
+}
+
+fn crc_of(batch: &[u8]) -> u32 {
+    Batch::parse(batch).unwrap().header.crc
+}
+
+fn fix_crc(batch: &mut [u8]) {
+    let crc = compute_crc(batch);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+const T: i64 = 1_700_000_000_000;
+
+/// Three batches: [0,1] with keys and headers, [2] a tombstone, [3,4,5] values only.
+fn sample_log() -> (Vec<u8>, Vec<usize>) {
+    let mut log = Vec::new();
+    let mut starts = Vec::new();
+    let h: &[(&str, Option<&[u8]>)] = &[("a", Some(b"1")), ("b", None)];
+    starts.push(log.len());
+    encode_batch(
+        &mut log,
+        0,
+        T,
+        &[
+            NewRecord {
+                key: Some(b"k1"),
+                value: Some(b"hello"),
+                headers: h,
+            },
+            NewRecord::value(b"world"),
+        ],
+    );
+    starts.push(log.len());
+    encode_batch(
+        &mut log,
+        2,
+        T + 10,
+        &[NewRecord {
+            key: Some(b"k3"),
+            value: None,
+            headers: &[],
+        }],
+    );
+    starts.push(log.len());
+    encode_batch(
+        &mut log,
+        3,
+        T + 20,
+        &[
+            NewRecord::value(b"x"),
+            NewRecord::value(b"yy"),
+            NewRecord::value(b""),
+        ],
+    );
+    starts.push(log.len());
+    (log, starts)
+}
+
+fn batch_line(
+    base: i64,
+    last: i64,
+    count: i32,
+    position: usize,
+    ts: i64,
+    size: usize,
+    crc: u32,
+) -> String {
+    format!(
+        "baseOffset: {base} lastOffset: {last} count: {count} baseSequence: -1 lastSequence: -1 \
+         producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false \
+         isControl: false deleteHorizonMs: OptionalLong.empty position: {position} \
+         CreateTime: {ts} size: {size} magic: 2 compresscodec: none crc: {crc} isvalid: true"
+    )
+}
+
+fn write_sample(dir: &Path) -> (PathBuf, Vec<usize>) {
+    let (log, starts) = sample_log();
+    let path = dir.join("00000000000000000000.log");
+    std::fs::write(&path, &log).unwrap();
+    (path, starts)
+}
+
+fn expected_batch_lines(log: &[u8], starts: &[usize]) -> Vec<String> {
+    let crc = |i: usize| crc_of(&log[starts[i]..]);
+    let size = |i: usize| starts[i + 1] - starts[i];
+    vec![
+        batch_line(0, 1, 2, starts[0], T, size(0), crc(0)),
+        batch_line(2, 2, 1, starts[1], T + 10, size(1), crc(1)),
+        batch_line(3, 5, 3, starts[2], T + 20, size(2), crc(2)),
+    ]
+}
+
+#[test]
+fn log_batches_exact_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, starts) = write_sample(dir.path());
+    let log = std::fs::read(&path).unwrap();
+    let o = dump(&[], &[&path]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let mut want = vec![
+        format!("Dumping {}", path.display()),
+        "Log starting offset: 0".to_string(),
+    ];
+    want.extend(expected_batch_lines(&log, &starts));
+    assert_eq!(lines(&o.stdout), want);
+    assert_eq!(o.stderr, "");
+    // The first batch is at 0 and the sizes add up to the file.
+    assert_eq!(starts[0], 0);
+    assert_eq!(*starts.last().unwrap(), log.len());
+}
+
+#[test]
+fn log_deep_iteration_and_print_data_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, starts) = write_sample(dir.path());
+    let log = std::fs::read(&path).unwrap();
+    let b = expected_batch_lines(&log, &starts);
+    let rec = |o: i64, ts: i64, k: i32, v: i32, hk: &str| {
+        format!(
+            "| offset: {o} CreateTime: {ts} keySize: {k} valueSize: {v} sequence: -1 headerKeys: [{hk}]"
+        )
+    };
+
+    let o = dump(&["--deep-iteration"], &[&path]);
+    assert_eq!(o.code, 0);
+    let deep = vec![
+        b[0].clone(),
+        rec(0, T, 2, 5, "a,b"),
+        rec(1, T, -1, 5, ""),
+        b[1].clone(),
+        rec(2, T + 10, 2, -1, ""),
+        b[2].clone(),
+        rec(3, T + 20, -1, 1, ""),
+        rec(4, T + 20, -1, 2, ""),
+        rec(5, T + 20, -1, 0, ""),
+    ];
+    assert_eq!(lines(&o.stdout)[2..], deep[..]);
+    assert_eq!(o.stderr, "");
+
+    // Kafka prints the key before the payload, and neither when null.
+    let o = dump(&["--print-data-log"], &[&path]);
+    assert_eq!(o.code, 0);
+    let with_data = vec![
+        b[0].clone(),
+        rec(0, T, 2, 5, "a,b") + " key: k1 payload: hello",
+        rec(1, T, -1, 5, "") + " payload: world",
+        b[1].clone(),
+        rec(2, T + 10, 2, -1, "") + " key: k3",
+        b[2].clone(),
+        rec(3, T + 20, -1, 1, "") + " payload: x",
+        rec(4, T + 20, -1, 2, "") + " payload: yy",
+        rec(5, T + 20, -1, 0, "") + " payload: ",
+    ];
+    assert_eq!(lines(&o.stdout)[2..], with_data[..]);
+}
+
+#[test]
+fn log_starting_offset_comes_from_the_file_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = sample_log();
+    let named = dir.path().join("00000000000000001234.log");
+    std::fs::write(&named, &log).unwrap();
+    let other = dir.path().join("segment.log");
+    std::fs::write(&other, &log).unwrap();
+    let o = dump(&[], &[&named, &other]);
+    assert_eq!(o.code, 0);
+    let l = lines(&o.stdout);
+    assert_eq!(l[1], "Log starting offset: 1234");
+    assert_eq!(l[5], format!("Dumping {}", other.display()));
+    assert_eq!(l[6], "Log starting offset: 0");
+    assert_eq!(l.len(), 10);
+}
+
+#[test]
+fn trailing_garbage_and_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, starts) = sample_log();
+    log.extend_from_slice(b"0123456789");
+    let path = dir.path().join("00000000000000000000.log");
+    std::fs::write(&path, &log).unwrap();
+    let o = dump(&[], &[&path]);
+    assert_eq!(o.code, 0);
+    let l = lines(&o.stdout);
+    assert_eq!(l.len(), 2 + 3 + 1);
+    assert_eq!(
+        l[5],
+        "Found 10 invalid bytes at the end of 00000000000000000000.log"
+    );
+
+    // The last batch torn mid-way: the first two still print.
+    let torn = &log[..starts[2] + 30];
+    std::fs::write(&path, torn).unwrap();
+    let o = dump(&["--deep-iteration"], &[&path]);
+    assert_eq!(o.code, 0);
+    let l = lines(&o.stdout);
+    assert!(l[2].starts_with("baseOffset: 0 lastOffset: 1 "));
+    assert!(l[5].starts_with("baseOffset: 2 lastOffset: 2 "));
+    assert_eq!(
+        *l.last().unwrap(),
+        "Found 30 invalid bytes at the end of 00000000000000000000.log"
+    );
+
+    // A zero-filled (preallocated) tail is invalid bytes too.
+    let mut zeros = log[..starts[3]].to_vec();
+    zeros.extend_from_slice(&[0; 100]);
+    std::fs::write(&path, &zeros).unwrap();
+    let o = dump(&[], &[&path]);
+    assert_eq!(
+        *lines(&o.stdout).last().unwrap(),
+        "Found 100 invalid bytes at the end of 00000000000000000000.log"
+    );
+}
+
+#[test]
+fn corrupt_crc_prints_isvalid_false() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, starts) = sample_log();
+    // Flip a byte of the first batch's value "hello".
+    let at = log[..starts[1]]
+        .windows(5)
+        .position(|w| w == b"hello")
+        .unwrap();
+    log[at] = b'j';
+    let path = dir.path().join("00000000000000000000.log");
+    std::fs::write(&path, &log).unwrap();
+    let o = dump(&["--print-data-log"], &[&path]);
+    assert_eq!(o.code, 0);
+    let l = lines(&o.stdout);
+    assert!(l[2].ends_with("isvalid: false"), "{}", l[2]);
+    assert!(l[3].ends_with("key: k1 payload: jello"), "{}", l[3]);
+    assert!(l[5].ends_with("isvalid: true"));
+}
+
+#[test]
+fn fixture_sarama_uncompressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("00000000000000000000.log");
+    std::fs::copy(fixture("sarama-record-test/uncompressed_record.bin"), &path).unwrap();
+    let o = dump(&["--print-data-log"], &[&path]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // sarama leaves maxTimestamp at 0; crc is the stored 0x547961fd. baseSequence
+    // is 0, so the record's sequence is 0; key 1..4, value 5..7, and one header
+    // whose key {8,9,10} is "\x08\t\n" (so the line breaks where Kafka's would).
+    let want = format!(
+        "Dumping {}\n\
+         Log starting offset: 0\n\
+         baseOffset: 0 lastOffset: 0 count: 1 baseSequence: 0 lastSequence: 0 producerId: 0 \
+         producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: false isControl: false \
+         deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 0 size: 82 magic: 2 \
+         compresscodec: none crc: 1417241085 isvalid: true\n\
+         | offset: 0 CreateTime: 1479847795005 keySize: 4 valueSize: 3 sequence: 0 \
+         headerKeys: [\u{8}\t\n] key: \u{1}\u{2}\u{3}\u{4} payload: \u{5}\u{6}\u{7}\n",
+        path.display()
+    );
+    assert_eq!(o.stdout, want);
+}
+
+#[test]
+fn fixture_compressed_and_legacy_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("00000000000000000000.log");
+    std::fs::copy(
+        fixture("segmentio-kafka-go/v1-v1c-v2-v2c-v2b-v2b-v2b-v2bc-v1b-v1bc.records.bin"),
+        &path,
+    )
+    .unwrap();
+    let o = dump(&["--deep-iteration"], &[&path]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let l = lines(&o.stdout);
+    assert_eq!(
+        l[2],
+        "offset: 0 position: 0 size: 72 magic: 1 legacy message format (magic 1) is not supported, skipped"
+    );
+    assert!(l[5].starts_with("offset: 3 position: 250 size: 106 magic: 1 "));
+    assert!(l[6].starts_with("baseOffset: 4 lastOffset: 4 count: 1 "));
+    assert!(l[6].contains(" position: 356 CreateTime: 1633286986079 size: 106 "));
+    assert!(l[7].starts_with("| offset: 4 CreateTime: 1633286986079 keySize: 5 valueSize: 33 "));
+    assert!(l[10].contains(" position: 568 ") && l[10].contains(" compresscodec: gzip "));
+    assert_eq!(
+        l[11],
+        "| records could not be decoded: gzip compression not yet supported"
+    );
+    assert!(
+        l.last()
+            .unwrap()
+            .starts_with("offset: 19 position: 1517 size: 130 magic: 1 ")
+    );
+    assert!(!o.stdout.contains("invalid bytes"));
+    // Undecodable batches count as covering their offsets: no false gaps.
+    assert!(!o.stderr.contains("Non-consecutive"), "{}", o.stderr);
+}
+
+#[test]
+fn non_consecutive_offsets_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("00000000000000000000.log");
+    // The 4th kafka-python vector restarts at offset 0.
+    std::fs::copy(
+        fixture("kafka-python-tests/record_batch_data_v2.bin"),
+        &path,
+    )
+    .unwrap();
+    let o = dump(&["--deep-iteration"], &[&path]);
+    assert_eq!(o.code, 0);
+    assert_eq!(
+        lines(&o.stderr),
+        vec![
+            format!(
+                "Non-consecutive offsets in {}",
+                std::path::absolute(&path).unwrap().display()
+            ),
+            "  3 is followed by 0".to_string(),
+        ]
+    );
+    assert!(
+        lines(&o.stdout)
+            .last()
+            .unwrap()
+            .ends_with("headerKeys: [hkey]")
+    );
+}
+
+#[test]
+fn control_batch_end_txn_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Vec::new();
+    let key = [0u8, 0, 0, 1]; // version 0, COMMIT
+    let value = [0u8, 0, 0, 0, 0, 7]; // version 0, coordinatorEpoch 7
+    encode_batch(&mut log, 0, T, &[NewRecord::keyed(&key, &value)]);
+    log[22] |= 0x30; // transactional + control
+    log[43..51].copy_from_slice(&42i64.to_be_bytes()); // producerId
+    fix_crc(&mut log);
+    let path = dir.path().join("00000000000000000000.log");
+    std::fs::write(&path, &log).unwrap();
+    let o = dump(&["--print-data-log"], &[&path]);
+    let l = lines(&o.stdout);
+    assert!(
+        l[2].contains(" producerId: 42 ")
+            && l[2].contains(" isTransactional: true isControl: true "),
+        "{}",
+        l[2]
+    );
+    // Control records never print key or payload.
+    assert_eq!(
+        l[3],
+        format!(
+            "| offset: 0 CreateTime: {T} keySize: 4 valueSize: 6 sequence: -1 headerKeys: [] \
+             endTxnMarker: COMMIT coordinatorEpoch: 7"
+        )
+    );
+}
+
+#[test]
+fn log_append_time_and_delete_horizon() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Vec::new();
+    encode_batch(&mut log, 0, T, &[NewRecord::value(b"v")]);
+    log[22] |= 0x48; // LogAppendTime + delete horizon
+    log[35..43].copy_from_slice(&(T + 5).to_be_bytes()); // maxTimestamp
+    fix_crc(&mut log);
+    let path = dir.path().join("00000000000000000000.log");
+    std::fs::write(&path, &log).unwrap();
+    let o = dump(&["--deep-iteration"], &[&path]);
+    let l = lines(&o.stdout);
+    assert!(
+        l[2].contains(&format!(
+            " deleteHorizonMs: OptionalLong[{T}] position: 0 LogAppendTime: {} ",
+            T + 5
+        )),
+        "{}",
+        l[2]
+    );
+    assert!(l[3].starts_with(&format!("| offset: 0 LogAppendTime: {} ", T + 5)));
+}
+
+fn index_bytes(entries: &[(u32, u32)], zero_fill: usize) -> Vec<u8> {
+    let mut b = Vec::new();
+    for (rel, pos) in entries {
+        b.extend_from_slice(&rel.to_be_bytes());
+        b.extend_from_slice(&pos.to_be_bytes());
+    }
+    b.extend(std::iter::repeat_n(0u8, zero_fill * 8));
+    b
+}
+
+/// Segment at base offset 100 with the sample batches (offsets 100..=105).
+fn segment_100(dir: &Path) -> (PathBuf, Vec<usize>) {
+    let mut log = Vec::new();
+    let mut starts = Vec::new();
+    for (i, (base, n)) in [(100i64, 2usize), (102, 1), (103, 3)].iter().enumerate() {
+        starts.push(log.len());
+        let values: Vec<Vec<u8>> = (0..*n).map(|j| vec![b'a'; 10 + j]).collect();
+        let records: Vec<NewRecord> = values.iter().map(|v| NewRecord::value(v)).collect();
+        encode_batch(&mut log, *base, T + 10 * i as i64, &records);
+    }
+    let path = dir.join("00000000000000000100.log");
+    std::fs::write(&path, &log).unwrap();
+    (path, starts)
+}
+
+#[test]
+fn offset_index_entries_and_mismatches() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, starts) = segment_100(dir.path());
+    let index = dir.path().join("00000000000000000100.index");
+    let (p1, p2) = (starts[1] as u32, starts[2] as u32);
+    // Good: batch [102] at p1 (relative 2), batch [103..105] at p2 (relative 5).
+    // Bad: relative 3 at p1 (its last offset is 102), relative 4 at p2 + 1 (not a batch start).
+    // Then a preallocated zero tail that must not be printed.
+    let entries = [(2, p1), (3, p1), (4, p2 + 1), (5, p2)];
+    std::fs::write(&index, index_bytes(&entries, 50)).unwrap();
+
+    let o = dump(&[], &[&index]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        lines(&o.stdout),
+        vec![
+            format!("Dumping {}", index.display()),
+            format!("offset: 102 position: {p1}"),
+            format!("offset: 103 position: {p1}"),
+            format!("offset: 104 position: {}", p2 + 1),
+            format!("offset: 105 position: {p2}"),
+        ]
+    );
+    let abs = std::path::absolute(&index).unwrap();
+    // Kafka's list is last-found first.
+    let report = vec![
+        format!("Mismatches in :{}", abs.display()),
+        "  Index offset: 104, log offset: -1".to_string(),
+        "  Index offset: 103, log offset: 102".to_string(),
+    ];
+    assert_eq!(lines(&o.stderr), report);
+
+    let o = dump(&["--verify-index-only"], &[&index]);
+    assert_eq!(o.code, 0);
+    assert_eq!(
+        lines(&o.stdout),
+        vec![format!("Dumping {}", index.display())]
+    );
+    assert_eq!(lines(&o.stderr), report);
+
+    // All entries right: no report at all.
+    std::fs::write(&index, index_bytes(&[(2, p1), (5, p2)], 3)).unwrap();
+    let o = dump(&[], &[&index]);
+    assert_eq!(lines(&o.stdout).len(), 3);
+    assert_eq!(o.stderr, "");
+}
+
+#[test]
+fn empty_and_logless_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("00000000000000000000.index");
+    std::fs::write(&index, b"").unwrap();
+    let o = dump(&[], &[&index]);
+    assert_eq!(
+        lines(&o.stdout),
+        vec![
+            format!("Dumping {}", index.display()),
+            format!("{} is empty.", index.display()),
+        ]
+    );
+    // No .log beside it: entries print, nothing to check against.
+    std::fs::write(&index, index_bytes(&[(7, 4096)], 0)).unwrap();
+    let o = dump(&[], &[&index]);
+    assert_eq!(o.code, 0);
+    assert_eq!(lines(&o.stdout)[1], "offset: 7 position: 4096");
+    assert_eq!(o.stderr, "");
+}
+
+fn time_index_bytes(entries: &[(i64, u32)], zero_fill: usize) -> Vec<u8> {
+    let mut b = Vec::new();
+    for (ts, rel) in entries {
+        b.extend_from_slice(&ts.to_be_bytes());
+        b.extend_from_slice(&rel.to_be_bytes());
+    }
+    b.extend(std::iter::repeat_n(0u8, zero_fill * 12));
+    b
+}
+
+#[test]
+fn time_index_entries_and_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    segment_100(dir.path());
+    let path = dir.path().join("00000000000000000100.timeindex");
+    // Batch max timestamps: [100,101] T, [102] T+10, [103..105] T+20.
+    std::fs::write(&path, time_index_bytes(&[(T + 10, 2), (T + 20, 5)], 10)).unwrap();
+    let o = dump(&[], &[&path]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        lines(&o.stdout),
+        vec![
+            format!("Dumping {}", path.display()),
+            format!("timestamp: {} offset: 102", T + 10),
+            format!("timestamp: {} offset: 105", T + 20),
+        ]
+    );
+    assert_eq!(o.stderr, "");
+
+    // Wrong timestamp for 102; 104 is not a batch's last offset; 105 out of order.
+    std::fs::write(
+        &path,
+        time_index_bytes(&[(T + 15, 2), (T + 30, 4), (T + 20, 5)], 0),
+    )
+    .unwrap();
+    let o = dump(&["--verify-index-only"], &[&path]);
+    assert_eq!(o.code, 0);
+    assert_eq!(
+        lines(&o.stdout),
+        vec![format!("Dumping {}", path.display())]
+    );
+    let abs = std::path::absolute(&path).unwrap();
+    assert_eq!(
+        lines(&o.stderr),
+        vec![
+            format!("Found timestamp mismatch in :{}", abs.display()),
+            format!("  Index timestamp: {}, log timestamp: {}", T + 15, T + 10),
+            format!("Found out of order timestamp in :{}", abs.display()),
+            format!(
+                "  Index timestamp: {}, Previously indexed timestamp: {}",
+                T + 20,
+                T + 30
+            ),
+            "The following indexed offsets are not found in the log.".to_string(),
+            "Indexed offset: 104, found log offset: 105".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn garbage_files_never_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    // Deterministic noise, plus shapes that look almost right.
+    let mut noise = Vec::new();
+    let mut x: u32 = 0x1234_5678;
+    for _ in 0..4096 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        noise.push(x as u8);
+    }
+    let (log, _) = sample_log();
+    let mut bad_magic = log.clone();
+    bad_magic[16] = 9;
+    let mut huge_len = log.clone();
+    huge_len[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
+    for (i, content) in [noise.clone(), bad_magic, huge_len, vec![0xff; 61]]
+        .iter()
+        .enumerate()
+    {
+        let stem = format!("{:020}", i);
+        for suffix in ["log", "index", "timeindex"] {
+            let p = dir.path().join(format!("{stem}.{suffix}"));
+            std::fs::write(&p, content).unwrap();
+        }
+        for suffix in ["log", "index", "timeindex"] {
+            let p = dir.path().join(format!("{stem}.{suffix}"));
+            let o = dump(&["--print-data-log"], &[&p]);
+            assert_eq!(o.code, 0, "{}: {}", p.display(), o.stderr);
+        }
+    }
+}
+
+#[test]
+fn unreadable_files_exit_1_and_others_still_dump() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = write_sample(dir.path());
+    let missing = dir.path().join("00000000000000000099.log");
+    let o = dump(&[], &[&missing, &path]);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr
+            .contains(&format!("Could not read {}", missing.display()))
+    );
+    assert!(o.stdout.contains(&format!("Dumping {}", path.display())));
+    assert_eq!(lines(&o.stdout).len(), 2 + 2 + 3);
+
+    let odd = dir.path().join("notes.txt");
+    std::fs::write(&odd, "hi").unwrap();
+    let o = dump(&[], &[&odd]);
+    assert_eq!(o.code, 0);
+    assert_eq!(
+        lines(&o.stderr),
+        vec![format!("Ignoring unknown file {}", odd.display())]
+    );
+}
