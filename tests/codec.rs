@@ -309,20 +309,23 @@ fn summarize(rel: &str) -> Vec<(usize, i64, i64, String)> {
             Entry::V2 { position, batch } => {
                 assert_eq!(batch.verify_crc(), Ok(()), "{rel} at {position}");
                 let h = batch.header;
-                match h.compression() {
-                    Compression::None => {
-                        let records = batch.records().unwrap_or_else(|e| panic!("{rel}: {e}"));
-                        assert_eq!(records.len(), h.record_count as usize, "{rel}");
-                        for (i, r) in records.iter().enumerate() {
-                            assert_eq!(r.offset, h.base_offset + i as i64, "{rel}");
-                            assert!(r.timestamp <= h.max_timestamp || h.max_timestamp == 0);
-                        }
+                // Decompression is being wired in: until a codec is, records() must
+                // say so; once it is, compressed batches must decode like the rest.
+                let records = match batch.records() {
+                    Ok(records) => Some(records),
+                    Err(RecordError::UnsupportedCompression(c)) => {
+                        assert_ne!(c, Compression::None, "{rel}");
+                        assert_eq!(c, h.compression(), "{rel}");
+                        None
                     }
-                    c => assert_eq!(
-                        batch.records(),
-                        Err(RecordError::UnsupportedCompression(c)),
-                        "{rel}"
-                    ),
+                    Err(e) => panic!("{rel} at {position}: {e}"),
+                };
+                if let Some(records) = records {
+                    assert_eq!(records.len(), h.record_count as usize, "{rel}");
+                    for (i, r) in records.iter().enumerate() {
+                        assert_eq!(r.offset, h.base_offset + i as i64, "{rel}");
+                        assert!(r.timestamp <= h.max_timestamp || h.max_timestamp == 0);
+                    }
                 }
                 (
                     *position,
@@ -544,7 +547,9 @@ fn sarama_uncompressed_record() {
 }
 
 #[test]
-fn sarama_compressed_records_are_unsupported_but_valid() {
+fn sarama_compressed_records_are_valid_and_decode_or_are_unsupported() {
+    let plain = fixture("sarama-record-test/uncompressed_record.bin");
+    let plain_records = Batch::parse(&plain).unwrap().records().unwrap();
     for (rel, codec) in [
         ("sarama-record-test/gzipped_record.bin", Compression::Gzip),
         (
@@ -562,10 +567,53 @@ fn sarama_compressed_records_are_unsupported_but_valid() {
         assert_eq!(batch.size(), buf.len(), "{rel}");
         assert_eq!(batch.header.compression(), codec, "{rel}");
         assert_eq!(batch.header.record_count, 1, "{rel}");
-        let err = batch.records().unwrap_err();
-        assert_eq!(err, RecordError::UnsupportedCompression(codec), "{rel}");
-        assert!(err.to_string().contains(codec.name()));
+        match batch.records() {
+            // sarama compresses the same record as its uncompressed vector.
+            Ok(records) => assert_eq!(records, plain_records, "{rel}"),
+            Err(err) => {
+                assert_eq!(err, RecordError::UnsupportedCompression(codec), "{rel}");
+                assert!(err.to_string().contains(codec.name()));
+            }
+        }
     }
+}
+
+#[test]
+fn segmentio_gzip_values_when_decompressed() {
+    let buf = fixture("segmentio-kafka-go/v2c-v2c.records.bin");
+    let mut got = Vec::new();
+    for item in BatchIter::new(&buf) {
+        let (_, batch) = item.unwrap();
+        assert_eq!(batch.header.compression(), Compression::Gzip);
+        match batch.records() {
+            Ok(records) => got.extend(records.into_iter().map(|r| {
+                (
+                    r.offset,
+                    String::from_utf8(r.key.unwrap()).unwrap(),
+                    String::from_utf8(r.value.unwrap()).unwrap(),
+                )
+            })),
+            Err(e) => {
+                assert_eq!(e, RecordError::UnsupportedCompression(Compression::Gzip));
+                return;
+            }
+        }
+    }
+    let v = |c: char| {
+        format!(
+            "{{\"count\":0,\"filler\":\"{}\"}}",
+            c.to_string().repeat(10)
+        )
+    };
+    assert_eq!(
+        got,
+        vec![
+            (0, "alpha".into(), v('a')),
+            (1, "beta".into(), v('b')),
+            (2, "gamma".into(), v('c')),
+            (3, "delta".into(), v('d')),
+        ]
+    );
 }
 
 #[test]

