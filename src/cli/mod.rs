@@ -2,11 +2,16 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod check;
 pub mod dump;
 pub mod mount;
 
 #[derive(Parser, Debug)]
-#[command(name = "commitfs", version, about = "Kafka partition logs as a FUSE filesystem")]
+#[command(
+    name = "commitfs",
+    version,
+    about = "Kafka partition logs as a FUSE filesystem"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -18,6 +23,8 @@ pub enum Command {
     Mount(mount::MountArgs),
     /// Print the contents of .log, .index and .timeindex files, as kafka-dump-log does.
     Dump(dump::DumpArgs),
+    /// Check every segment, index and checkpoint of an unmounted data directory.
+    Check(check::CheckArgs),
 }
 
 /// Runs a command and returns the process exit code.
@@ -25,5 +32,6 @@ pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Mount(args) => mount::run(args),
         Command::Dump(args) => dump::run(args),
+        Command::Check(args) => check::run(args),
     }
 }

@@ -16,7 +16,7 @@ use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
 use super::error::{IoContext, Result, StorageError};
 use super::log::{LoadContext, PartitionLog};
-use super::names::parse_partition_name;
+use super::names::{parse_partition_name, validate_new_partition_name};
 
 /// Written at a clean close, deleted at start-up (Kafka's `CleanShutdownFileHandler`).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -140,7 +140,7 @@ impl LogManager {
 
     /// Creates `<topic>-<partition>`; `InvalidPartitionName` or `PartitionExists`.
     pub fn create_partition(&self, name: &str) -> Result<Arc<PartitionLog>> {
-        parse_partition_name(name)?;
+        validate_new_partition_name(name)?;
         if self.read_only {
             return Err(StorageError::ReadOnly);
         }
@@ -261,4 +261,19 @@ fn take_lock(dir: &Path) -> Result<File> {
         return Err(StorageError::io(&path, err));
     }
     Ok(f)
+}
+
+/// Whether another process holds the data directory (a live mount).
+pub fn is_locked(dir: &Path) -> bool {
+    let Ok(f) = File::open(dir.join(LOCK_FILE)) else {
+        return false;
+    };
+    // SAFETY: plain syscalls on an owned fd.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+    if rc == 0 {
+        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+        false
+    } else {
+        true
+    }
 }

@@ -2,6 +2,7 @@
 //! `.log` files, sparse memory-mapped `.index`/`.timeindex`, roll, flush,
 //! recovery and retention. No FUSE here: this is a library.
 
+pub mod check;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
@@ -15,5 +16,5 @@ pub use config::{CONFIG_NAMES, CompressionType, ConfigError, LogConfig};
 pub use error::{Result, StorageError};
 pub use log::PROPERTIES_FILE;
 pub use log::{AppendInfo, FileKind, PartitionFile, PartitionLog, PartitionStatus};
-pub use manager::{CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogManager, OpenOptions};
+pub use manager::{CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogManager, OpenOptions, is_locked};
 pub use names::{parse_partition_name, segment_file_name};

@@ -43,6 +43,19 @@ pub fn parse_partition_name(name: &str) -> Result<(String, u32)> {
     Ok((topic.to_string(), p))
 }
 
+/// The stricter rule for names a user creates: `orders--1` parses as topic
+/// `orders-` partition 1, but reads as a negative partition, so refuse it.
+pub fn validate_new_partition_name(name: &str) -> Result<(String, u32)> {
+    let (topic, partition) = parse_partition_name(name)?;
+    if topic.ends_with('-') {
+        return Err(StorageError::InvalidPartitionName(
+            name.to_string(),
+            "the partition number cannot be negative (a topic ending in '-' reads as one)",
+        ));
+    }
+    Ok((topic, partition))
+}
+
 /// `00000000000000000680` for base offset 680.
 pub fn offset_file_stem(offset: i64) -> String {
     format!("{offset:020}")
@@ -87,7 +100,6 @@ mod tests {
             "orders",
             "orders-",
             "orders-01",
-            "orders--1",
             "a/b-0",
             "ördërs-0",
             "orders-x",
@@ -100,6 +112,12 @@ mod tests {
             );
         }
         assert!(parse_partition_name(&format!("{}-0", "t".repeat(250))).is_err());
+        assert_eq!(
+            parse_partition_name("orders--1").unwrap(),
+            ("orders-".into(), 1)
+        );
+        assert!(validate_new_partition_name("orders--1").is_err());
+        assert!(validate_new_partition_name("orders-1").is_ok());
     }
 
     #[test]

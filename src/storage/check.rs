@@ -1,0 +1,565 @@
+//! Offline consistency check of a data directory (`commitfs check`): reads
+//! every file and changes nothing. Each problem names a file, a position and
+//! what is wrong. `repair` then does what recovery would do.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::checkpoint::{self, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
+use super::config::{LogConfig, parse_properties};
+use super::error::{IoContext, Result};
+use super::index::{OFFSET_ENTRY, TIME_ENTRY};
+use super::log::PROPERTIES_FILE;
+use super::manager::{CLEAN_SHUTDOWN_FILE, LogManager, OpenOptions};
+use super::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
+use crate::record::{Batch, BatchHeader, LOG_OVERHEAD, RecordError, peek_frame};
+
+const CHUNK: usize = 8 * 1024 * 1024;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub file: PathBuf,
+    pub position: u64,
+    pub what: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: position {}: {}",
+            self.file.display(),
+            self.position,
+            self.what
+        )
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct CheckReport {
+    pub partitions: usize,
+    pub segments: usize,
+    pub batches: u64,
+    pub problems: Vec<Problem>,
+    /// Partitions with at least one problem in their segments or indexes.
+    damaged: BTreeMap<String, i64>,
+}
+
+impl CheckReport {
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    fn problem(&mut self, file: &Path, position: u64, what: impl Into<String>) {
+        self.problems.push(Problem {
+            file: file.to_path_buf(),
+            position,
+            what: what.into(),
+        });
+    }
+}
+
+/// What one `.log` holds, as far as it is valid.
+struct LogScan {
+    /// (position, header) of every valid batch.
+    batches: Vec<(u64, BatchHeader)>,
+}
+
+/// Checks every partition of `dir` (or only `only`), with `defaults` as the
+/// mount-wide configs the partitions were written with.
+pub fn check_data_dir(dir: &Path, defaults: &LogConfig, only: Option<&str>) -> Result<CheckReport> {
+    let mut report = CheckReport::default();
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .at(dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| parse_partition_name(n).is_ok())
+        .filter(|n| only.is_none_or(|o| o == n))
+        .collect();
+    names.sort();
+    if let Some(o) = only
+        && names.is_empty()
+    {
+        report.problem(&dir.join(o), 0, "no such partition directory");
+    }
+    let mut log_ends = BTreeMap::new();
+    for name in &names {
+        let end = check_partition(&dir.join(name), defaults, &mut report)?;
+        log_ends.insert(name.clone(), end);
+        report.partitions += 1;
+    }
+    check_checkpoints(dir, &log_ends, &mut report);
+    Ok(report)
+}
+
+fn check_partition(
+    pdir: &Path,
+    defaults: &LogConfig,
+    report: &mut CheckReport,
+) -> Result<(i64, i64)> {
+    let name = pdir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
+    let mut config = defaults.clone();
+    if let Ok(text) = fs::read_to_string(pdir.join(PROPERTIES_FILE)) {
+        for (k, v) in parse_properties(&text) {
+            if let Err(e) = config.set(&k, &v) {
+                report.problem(&pdir.join(PROPERTIES_FILE), 0, e.to_string());
+            }
+        }
+    }
+    let mut bases: Vec<i64> = fs::read_dir(pdir)
+        .at(pdir)?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let n = e.file_name();
+            let (b, s) = parse_segment_file_name(n.to_str()?)?;
+            (s == "log").then_some(b)
+        })
+        .collect();
+    bases.sort_unstable();
+    let first_base = bases.first().copied().unwrap_or(0);
+    let mut expected_next: Option<i64> = None;
+    let last = bases.len().saturating_sub(1);
+    for (i, &base) in bases.iter().enumerate() {
+        report.segments += 1;
+        let log_path = pdir.join(segment_file_name(base, "log"));
+        let problems_before = report.problems.len();
+        let scan = scan_log(&log_path, base, &mut expected_next, report)?;
+        report.batches += scan.batches.len() as u64;
+        check_indexes(pdir, base, &scan, &config, i == last, report)?;
+        if report.problems.len() > problems_before {
+            report.damaged.entry(name.clone()).or_insert(base);
+        }
+    }
+    Ok((first_base, expected_next.unwrap_or(first_base)))
+}
+
+fn scan_log(
+    path: &Path,
+    base: i64,
+    expected_next: &mut Option<i64>,
+    report: &mut CheckReport,
+) -> Result<LogScan> {
+    let f = File::open(path).at(path)?;
+    let size = f.metadata().at(path)?.len();
+    let mut batches = Vec::new();
+    let mut pos = 0u64;
+    let mut buf = Vec::new();
+    let mut buf_start = 0u64;
+    while pos < size {
+        let need_header = 61u64.min(size - pos) as usize;
+        let bytes = read_window(
+            &f,
+            path,
+            &mut buf,
+            &mut buf_start,
+            pos,
+            need_header.max(LOG_OVERHEAD + 5),
+            size,
+        )?;
+        let frame = match peek_frame(bytes) {
+            Ok(fr) => fr,
+            Err(e) => {
+                report.problem(
+                    path,
+                    pos,
+                    format!("{} invalid bytes at the end: {}", size - pos, describe(&e)),
+                );
+                break;
+            }
+        };
+        if pos + frame.size as u64 > size {
+            report.problem(
+                path,
+                pos,
+                format!(
+                    "torn batch: {} bytes declared, {} present",
+                    frame.size,
+                    size - pos
+                ),
+            );
+            break;
+        }
+        let bytes = read_window(&f, path, &mut buf, &mut buf_start, pos, frame.size, size)?;
+        let batch = match Batch::parse(bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                report.problem(path, pos, describe(&e));
+                break;
+            }
+        };
+        let h = batch.header;
+        if let Err(e) = batch.verify_crc() {
+            report.problem(path, pos, describe(&e));
+            break;
+        }
+        if batches.is_empty() && h.base_offset != base {
+            report.problem(
+                path,
+                pos,
+                format!(
+                    "first batch has base offset {} but the file is named for {base}",
+                    h.base_offset
+                ),
+            );
+        }
+        if let Some(next) = *expected_next
+            && h.base_offset != next
+        {
+            let how = if h.base_offset < next {
+                "goes backwards"
+            } else {
+                "leaves a gap"
+            };
+            report.problem(
+                path,
+                pos,
+                format!("batch base offset {} {how}: expected {next}", h.base_offset),
+            );
+        }
+        if h.last_offset() - base > u32::MAX as i64 {
+            report.problem(path, pos, "offset does not fit a relative offset");
+        }
+        *expected_next = Some(h.next_offset());
+        batches.push((pos, h));
+        pos += frame.size as u64;
+    }
+    Ok(LogScan { batches })
+}
+
+fn describe(e: &RecordError) -> String {
+    e.to_string()
+}
+
+/// Returns `len` bytes at `pos`, reading big chunks so a segment is read once.
+fn read_window<'a>(
+    f: &File,
+    path: &Path,
+    buf: &'a mut Vec<u8>,
+    buf_start: &mut u64,
+    pos: u64,
+    len: usize,
+    size: u64,
+) -> Result<&'a [u8]> {
+    let len = len.min((size - pos) as usize);
+    if pos < *buf_start || pos + len as u64 > *buf_start + buf.len() as u64 {
+        let want = len.max(CHUNK).min((size - pos) as usize);
+        buf.resize(want, 0);
+        let mut done = 0;
+        while done < want {
+            let n = f.read_at(&mut buf[done..], pos + done as u64).at(path)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        buf.truncate(done);
+        *buf_start = pos;
+    }
+    let off = (pos - *buf_start) as usize;
+    Ok(&buf[off..(off + len).min(buf.len())])
+}
+
+/// Compares the index files with what Kafka's rule gives for the valid batches.
+fn check_indexes(
+    pdir: &Path,
+    base: i64,
+    scan: &LogScan,
+    config: &LogConfig,
+    active: bool,
+    report: &mut CheckReport,
+) -> Result<()> {
+    let interval = config.index_interval_bytes.max(0) as u64;
+    let mut expected_offsets = Vec::new();
+    let mut since = 0u64;
+    let (mut max_ts, mut max_ts_offset) = (-1i64, base);
+    for (pos, h) in &scan.batches {
+        if h.max_timestamp > max_ts {
+            max_ts = h.max_timestamp;
+            max_ts_offset = h.last_offset();
+        }
+        if since > interval {
+            expected_offsets.push((h.last_offset(), *pos));
+            since = 0;
+        }
+        since += h.size() as u64;
+    }
+
+    let index_path = pdir.join(segment_file_name(base, "index"));
+    match fs::read(&index_path) {
+        Err(_) => report.problem(&index_path, 0, "offset index file is missing"),
+        Ok(bytes) => {
+            if bytes.len() % OFFSET_ENTRY != 0 {
+                report.problem(
+                    &index_path,
+                    bytes.len() as u64,
+                    format!(
+                        "size {} is not a whole number of 8-byte entries",
+                        bytes.len()
+                    ),
+                );
+            }
+            let entries: Vec<(i64, u64)> = bytes
+                .chunks_exact(OFFSET_ENTRY)
+                .map(|c| {
+                    (
+                        base + u32::from_be_bytes(c[0..4].try_into().unwrap()) as i64,
+                        u32::from_be_bytes(c[4..8].try_into().unwrap()) as u64,
+                    )
+                })
+                .collect();
+            let real = if active {
+                // The active index is preallocated: its entries end at the first zero one.
+                entries.iter().take_while(|e| e.1 != 0).count()
+            } else {
+                entries.len()
+            };
+            if active && entries[real..].iter().any(|e| *e != (base, 0)) {
+                report.problem(
+                    &index_path,
+                    (real * OFFSET_ENTRY) as u64,
+                    "non-zero bytes after the last entry",
+                );
+            }
+            let positions: BTreeMap<u64, i64> = scan
+                .batches
+                .iter()
+                .map(|(p, h)| (*p, h.last_offset()))
+                .collect();
+            for (i, &(offset, position)) in entries[..real].iter().enumerate() {
+                let at = (i * OFFSET_ENTRY) as u64;
+                match positions.get(&position) {
+                    None => report.problem(
+                        &index_path,
+                        at,
+                        format!("entry (offset {offset}, position {position}) does not point at a batch in the log"),
+                    ),
+                    Some(&last) if last != offset => report.problem(
+                        &index_path,
+                        at,
+                        format!("entry offset {offset} but the batch at position {position} ends at offset {last}"),
+                    ),
+                    _ => {}
+                }
+            }
+            if entries[..real] != expected_offsets[..] {
+                let first_diff = entries[..real]
+                    .iter()
+                    .zip(&expected_offsets)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(real.min(expected_offsets.len()));
+                report.problem(
+                    &index_path,
+                    (first_diff * OFFSET_ENTRY) as u64,
+                    format!(
+                        "{real} entries where the index rule (index.interval.bytes={interval}) gives {}; first difference at entry {first_diff}",
+                        expected_offsets.len()
+                    ),
+                );
+            }
+        }
+    }
+
+    let time_path = pdir.join(segment_file_name(base, "timeindex"));
+    match fs::read(&time_path) {
+        Err(_) => report.problem(&time_path, 0, "time index file is missing"),
+        Ok(bytes) => {
+            if bytes.len() % TIME_ENTRY != 0 {
+                report.problem(
+                    &time_path,
+                    bytes.len() as u64,
+                    format!(
+                        "size {} is not a whole number of 12-byte entries",
+                        bytes.len()
+                    ),
+                );
+            }
+            let entries: Vec<(i64, i64)> = bytes
+                .chunks_exact(TIME_ENTRY)
+                .map(|c| {
+                    (
+                        i64::from_be_bytes(c[0..8].try_into().unwrap()),
+                        base + u32::from_be_bytes(c[8..12].try_into().unwrap()) as i64,
+                    )
+                })
+                .collect();
+            let real = if active {
+                let mut n = 0;
+                while n < entries.len() && entries[n] != (0, base) {
+                    n += 1;
+                }
+                n
+            } else {
+                entries.len()
+            };
+            let next = scan.batches.last().map_or(base, |(_, h)| h.next_offset());
+            // Each entry is (max timestamp so far, last offset of the batch that
+            // holds it). Entries appear at index points and when a segment is
+            // closed, so reopened segments legitimately hold extra ones: check
+            // every entry against its batch rather than against one sequence.
+            let batch_max: BTreeMap<i64, i64> = scan
+                .batches
+                .iter()
+                .map(|(_, h)| (h.last_offset(), h.max_timestamp))
+                .collect();
+            for i in 0..real {
+                let (t, o) = entries[i];
+                let at = (i * TIME_ENTRY) as u64;
+                if o < base || o >= next.max(base + 1) {
+                    report.problem(
+                        &time_path,
+                        at,
+                        format!("entry offset {o} is outside the segment [{base}, {next})"),
+                    );
+                } else if batch_max.get(&o) != Some(&t) {
+                    report.problem(
+                        &time_path,
+                        at,
+                        format!("entry (timestamp {t}, offset {o}) does not match the batch ending at offset {o}"),
+                    );
+                }
+                if i > 0 && (t <= entries[i - 1].0 || o < entries[i - 1].1) {
+                    report.problem(
+                        &time_path,
+                        at,
+                        format!("entry (timestamp {t}, offset {o}) does not grow"),
+                    );
+                }
+            }
+            // A sealed segment ends with the entry written when it became inactive.
+            if !active && max_ts >= 0 && entries.last() != Some(&(max_ts, max_ts_offset)) {
+                report.problem(
+                    &time_path,
+                    bytes.len() as u64,
+                    format!("the last entry is not the segment's largest timestamp {max_ts} at offset {max_ts_offset}"),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_checkpoints(
+    dir: &Path,
+    log_ends: &BTreeMap<String, (i64, i64)>,
+    report: &mut CheckReport,
+) {
+    for file in [RECOVERY_POINT_FILE, LOG_START_OFFSET_FILE] {
+        let path = dir.join(file);
+        let Ok(text) = fs::read_to_string(&path) else {
+            continue;
+        };
+        let Some(map) = checkpoint::parse(&text) else {
+            report.problem(&path, 0, "not a valid offset checkpoint file");
+            continue;
+        };
+        for ((topic, partition), offset) in map {
+            let name = format!("{topic}-{partition}");
+            let Some(&(start, end)) = log_ends.get(&name) else {
+                continue;
+            };
+            if offset > end {
+                report.problem(
+                    &path,
+                    0,
+                    format!("{name}: offset {offset} is past the log end offset {end}"),
+                );
+            }
+            if file == LOG_START_OFFSET_FILE && offset < start {
+                report.problem(
+                    &path,
+                    0,
+                    format!("{name}: log start offset {offset} is below the first segment {start}"),
+                );
+            }
+        }
+    }
+}
+
+/// What `repair` changed.
+#[derive(Clone, Debug, Default)]
+pub struct RepairReport {
+    pub actions: Vec<String>,
+}
+
+/// Does what recovery would do for every damaged partition: recovery from
+/// the first damaged segment (truncating at the first bad batch, dropping
+/// later segments) and index rebuilds. Returns what it removed.
+pub fn repair_data_dir(
+    dir: &Path,
+    defaults: &LogConfig,
+    report: &CheckReport,
+) -> Result<RepairReport> {
+    let mut out = RepairReport::default();
+    if report.damaged.is_empty() {
+        return Ok(out);
+    }
+    let before = sizes(dir)?;
+    // Make recovery start at the first damaged segment of each damaged partition,
+    // and drop damaged index files so they are rebuilt from the log.
+    let rp_path = dir.join(RECOVERY_POINT_FILE);
+    let mut rps = checkpoint::read(&rp_path);
+    for (name, base) in &report.damaged {
+        let (topic, partition) = parse_partition_name(name)?;
+        let rp = rps.entry((topic, partition)).or_insert(*base);
+        *rp = (*rp).min(*base);
+    }
+    checkpoint::write_atomically(&rp_path, checkpoint::format(&rps).as_bytes())?;
+    for p in &report.problems {
+        if let Some(name) = p.file.file_name().and_then(|n| n.to_str())
+            && let Some((_, suffix)) = parse_segment_file_name(name)
+            && (suffix == "index" || suffix == "timeindex")
+            && p.file.exists()
+        {
+            fs::remove_file(&p.file).at(&p.file)?;
+            out.actions.push(format!(
+                "removed {} to rebuild it from the log",
+                p.file.display()
+            ));
+        }
+    }
+    let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+    if marker.exists() {
+        fs::remove_file(&marker).at(&marker)?;
+    }
+    // Opening takes the lock, so a mounted directory is refused here too.
+    let mgr = LogManager::open(dir, defaults.clone(), OpenOptions::default())?;
+    mgr.close()?;
+    let after = sizes(dir)?;
+    for (path, size) in &before {
+        match after.get(path) {
+            None => out
+                .actions
+                .push(format!("deleted {} ({size} bytes)", path.display())),
+            Some(a) if a < size && path.extension().is_some_and(|e| e == "log") => {
+                out.actions.push(format!(
+                    "truncated {} by {} bytes",
+                    path.display(),
+                    size - a
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+fn sizes(dir: &Path) -> Result<BTreeMap<PathBuf, u64>> {
+    let mut out = BTreeMap::new();
+    for e in fs::read_dir(dir).at(dir)?.filter_map(|e| e.ok()) {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            for f in fs::read_dir(e.path()).at(&e.path())?.filter_map(|f| f.ok()) {
+                if let Ok(m) = f.metadata() {
+                    out.insert(f.path(), m.len());
+                }
+            }
+        }
+    }
+    Ok(out)
+}
