@@ -1,0 +1,316 @@
+//! A real mount of a fresh data directory, driven through `sh -c`.
+//!
+//! The daemon runs in the foreground with its stderr in a file next to the
+//! data directory, so tests can grep its log. The guard always unmounts and
+//! reaps the daemon, even when the test panics.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_commitfs");
+const MOUNT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why mount tests cannot run here, if they cannot.
+fn fuse_unavailable() -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse is missing".to_string());
+    }
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("mount tests mount with mount(2) and need root".to_string());
+    }
+    None
+}
+
+/// Returns true when the test should go on. In CI a missing FUSE is a failure.
+pub fn fuse_or_skip() -> bool {
+    match fuse_unavailable() {
+        None => true,
+        Some(why) if std::env::var_os("CI").is_some() => {
+            panic!("mount tests cannot run: {why} (CI is set, so this is a failure, not a skip)")
+        }
+        Some(why) => {
+            eprintln!("skipping mount test: {why}");
+            false
+        }
+    }
+}
+
+/// Mounts a fresh data dir, or returns from the test when FUSE is unavailable.
+#[macro_export]
+macro_rules! mount {
+    ($($opt:expr),* $(,)?) => {{
+        if !$crate::harness::fuse_or_skip() {
+            return;
+        }
+        $crate::harness::Mount::new(&[$($opt),*])
+    }};
+}
+
+/// Mount points as /proc/self/mountinfo lists them (octal escapes decoded).
+pub fn mounted(path: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines().any(|l| {
+        l.split(' ')
+            .nth(4)
+            .is_some_and(|mp| unescape(mp) == path.as_os_str().to_string_lossy())
+    })
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = Vec::new();
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push(u8::from_str_radix(&s[i + 1..i + 4], 8).unwrap_or(b'?'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+pub struct Mount {
+    _tmp: tempfile::TempDir,
+    pub data: PathBuf,
+    pub mnt: PathBuf,
+    pub log_path: PathBuf,
+    pub opts: Vec<String>,
+    child: Option<Child>,
+}
+
+impl Mount {
+    pub fn new(opts: &[&str]) -> Mount {
+        let tmp = tempfile::Builder::new()
+            .prefix("commitfs-mt-")
+            .tempdir()
+            .expect("tempdir");
+        let root = tmp.path().canonicalize().expect("canonical tempdir");
+        let mut m = Mount {
+            data: root.join("data"),
+            mnt: root.join("mnt"),
+            log_path: root.join("daemon.log"),
+            opts: opts.iter().map(|s| s.to_string()).collect(),
+            _tmp: tmp,
+            child: None,
+        };
+        m.start();
+        m
+    }
+
+    /// The daemon command line for this data dir and mountpoint.
+    pub fn command(&self, mnt: &Path) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("mount").arg("--foreground");
+        for o in &self.opts {
+            c.arg("-o").arg(o);
+        }
+        c.arg(&self.data).arg(mnt);
+        c
+    }
+
+    fn start(&mut self) {
+        assert!(self.child.is_none(), "a daemon is already running");
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .expect("daemon log");
+        let mut child = self
+            .command(&self.mnt)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn commitfs");
+        let deadline = Instant::now() + MOUNT_TIMEOUT;
+        while !mounted(&self.mnt) {
+            if let Some(st) = child.try_wait().expect("try_wait") {
+                panic!("commitfs exited with {st} before mounting:\n{}", self.log());
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "commitfs did not mount within {MOUNT_TIMEOUT:?}:\n{}",
+                    self.log()
+                );
+            }
+            sleep(Duration::from_millis(20));
+        }
+        self.child = Some(child);
+    }
+
+    /// Runs `sh -c cmd` in the mountpoint.
+    pub fn sh(&self, cmd: &str) -> Output {
+        self.sh_in(&self.mnt, cmd)
+    }
+
+    pub fn sh_in(&self, dir: &Path, cmd: &str) -> Output {
+        Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run sh")
+    }
+
+    /// `sh -c cmd` that must succeed; returns its stdout.
+    pub fn ok(&self, cmd: &str) -> String {
+        let out = self.sh(cmd);
+        assert!(
+            out.status.success(),
+            "`{cmd}` failed with {}:\nstdout: {}\nstderr: {}\ndaemon log:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.log_tail()
+        );
+        String::from_utf8(out.stdout).expect("utf-8 stdout")
+    }
+
+    /// `sh -c cmd` that must fail with `errtext` on stderr; returns stderr.
+    pub fn fails(&self, cmd: &str, errtext: &str) -> String {
+        let out = self.sh(cmd);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            !out.status.success(),
+            "`{cmd}` should have failed; stdout: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            err.contains(errtext),
+            "`{cmd}` should fail with {errtext:?}, got: {err}"
+        );
+        err
+    }
+
+    /// The daemon's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    fn log_tail(&self) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// A `key: value` line of a partition's `status`.
+    pub fn status(&self, partition: &str, key: &str) -> i64 {
+        let text = self.ok(&format!("cat {partition}/status"));
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+            .unwrap_or_else(|| panic!("no {key} in status:\n{text}"))
+            .trim()
+            .parse()
+            .expect("numeric status value")
+    }
+
+    /// Kills the daemon with SIGKILL and clears the dead mount it leaves.
+    pub fn kill9(&mut self) {
+        let mut child = self.child.take().expect("daemon running");
+        let _ = child.kill();
+        let _ = child.wait();
+        force_unmount(&self.mnt);
+    }
+
+    /// Sends `signal` and waits for the daemon to exit; returns its status.
+    pub fn signal_and_wait(&mut self, signal: i32) -> ExitStatus {
+        let child = self.child.take().expect("daemon running");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        wait_exit(child)
+    }
+
+    /// `umount` the mountpoint and wait for the daemon to exit 0.
+    pub fn unmount_clean(&mut self) {
+        let out = Command::new("umount")
+            .arg(&self.mnt)
+            .output()
+            .expect("umount");
+        assert!(
+            out.status.success(),
+            "umount failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let child = self.child.take().expect("daemon running");
+        let st = wait_exit(child);
+        assert!(
+            st.success(),
+            "daemon exited with {st} after umount:\n{}",
+            self.log_tail()
+        );
+        assert!(!mounted(&self.mnt));
+    }
+
+    pub fn remount(&mut self) {
+        self.start();
+    }
+}
+
+fn wait_exit(mut child: Child) -> ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            return st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let st = child.wait().expect("wait");
+            panic!("the daemon did not exit within 10 s (killed: {st})");
+        }
+        sleep(Duration::from_millis(20));
+    }
+}
+
+fn force_unmount(mnt: &Path) {
+    for _ in 0..50 {
+        if !mounted(mnt) {
+            return;
+        }
+        let ok = Command::new("umount")
+            .arg(mnt)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(mnt)
+                .stderr(Stdio::null())
+                .status();
+        }
+        sleep(Duration::from_millis(20));
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if mounted(&self.mnt) {
+                let _ = Command::new("umount")
+                    .arg(&self.mnt)
+                    .stderr(Stdio::null())
+                    .status();
+            }
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline && child.try_wait().ok().flatten().is_none() {
+                sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        force_unmount(&self.mnt);
+    }
+}

@@ -1,0 +1,141 @@
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::harness::mounted;
+use crate::mount;
+
+#[test]
+fn clean_umount_then_remount_skips_recovery() {
+    let mut m = mount!();
+    m.ok("mkdir t-0 && printf 'a\\nb\\n' >> t-0/log");
+    m.unmount_clean();
+    assert!(m.data.join(".kafka_cleanshutdown").exists());
+    let before = m.log().len();
+    m.remount();
+    let log = m.log()[before..].to_string();
+    assert!(log.contains("Skipping recovery of"), "{log}");
+    assert!(
+        !log.contains("since no clean shutdown file was found"),
+        "{log}"
+    );
+    assert_eq!(m.ok("cat t-0/offset/1"), "b");
+    assert_eq!(m.status("t-0", "recovery_point"), 2);
+}
+
+#[test]
+fn sigterm_and_sigint_unmount_cleanly() {
+    let mut m = mount!();
+    m.ok("mkdir t-0 && echo a >> t-0/log");
+    let st = m.signal_and_wait(libc::SIGTERM);
+    assert!(st.success(), "exit status {st}");
+    assert!(!mounted(&m.mnt));
+    assert!(m.data.join(".kafka_cleanshutdown").exists());
+    m.remount();
+    assert_eq!(m.ok("cat t-0/offset/0"), "a");
+    let st = m.signal_and_wait(libc::SIGINT);
+    assert!(st.success(), "exit status {st}");
+    assert!(!mounted(&m.mnt));
+    assert!(m.data.join(".kafka_cleanshutdown").exists());
+}
+
+#[test]
+fn second_mount_of_a_data_dir_is_refused() {
+    let m = mount!();
+    let other = m.mnt.parent().unwrap().join("mnt2");
+    let out = m
+        .command(&other)
+        .stdin(Stdio::null())
+        .output()
+        .expect("second mount");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("locked"), "{err}");
+    assert!(!mounted(&other));
+    // The first mount is unharmed.
+    m.ok("mkdir t-0");
+}
+
+/// Unmounts and waits for the daemon's clean-shutdown marker even if the test fails.
+struct DaemonGuard<'a>(&'a Path, &'a Path);
+
+impl Drop for DaemonGuard<'_> {
+    fn drop(&mut self) {
+        if mounted(self.1) {
+            let _ = Command::new("umount").arg(self.1).status();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline && !self.0.join(".kafka_cleanshutdown").exists() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if mounted(self.1) {
+            let _ = Command::new("umount").arg("-l").arg(self.1).status();
+        }
+    }
+}
+
+#[test]
+fn default_mode_daemonises_and_returns_when_mounted() {
+    if !crate::harness::fuse_or_skip() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let (data, mnt) = (root.join("data"), root.join("mnt"));
+    let st = Command::new(env!("CARGO_BIN_EXE_commitfs"))
+        .args(["mount", "-o", "segment.bytes=1048576"])
+        .arg(&data)
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    let _guard = DaemonGuard(&data, &mnt);
+    assert!(st.success());
+    // Live at once: the next command can use it.
+    assert!(mounted(&mnt));
+    std::fs::create_dir(mnt.join("t-0")).unwrap();
+    std::fs::write(mnt.join("t-0/log"), "x\n").unwrap();
+    assert_eq!(std::fs::read(mnt.join("t-0/offset/0")).unwrap(), b"x");
+    assert!(data.join("commitfs.log").exists());
+    let st = Command::new("umount").arg(&mnt).status().unwrap();
+    assert!(st.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !data.join(".kafka_cleanshutdown").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon did not shut down cleanly"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // Bad options fail in the foreground process, with Kafka's wording.
+    let out = Command::new(env!("CARGO_BIN_EXE_commitfs"))
+        .args(["mount", "-o", "segment.bytes=16384"])
+        .arg(&data)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains(
+        "Invalid value 16384 for configuration segment.bytes: Value must be at least 1048576"
+    ));
+    assert!(!mounted(&mnt));
+}
+
+#[test]
+fn read_only_mount() {
+    let mut m = mount!();
+    m.ok("mkdir t-0 && echo a >> t-0/log");
+    m.unmount_clean();
+    m.opts.push("ro".to_string());
+    m.remount();
+    assert_eq!(m.ok("cat t-0/offset/0"), "a");
+    m.fails("echo b >> t-0/log", "Read-only file system");
+    m.fails("mkdir t-1", "Read-only file system");
+    m.fails("echo x > t-0/roll", "Read-only file system");
+    m.fails(
+        "echo 2097152 > t-0/config/segment.bytes",
+        "Read-only file system",
+    );
+    m.fails("rmdir t-0", "Read-only file system");
+    assert_eq!(m.status("t-0", "log_end_offset"), 1);
+}

@@ -1,0 +1,137 @@
+//! Per-open-file state.
+//!
+//! Generated files are snapshotted at open, so that one `cat` sees one
+//! consistent text however the kernel splits its reads. A `log` handle keeps
+//! the line a write boundary cut, until its newline or the close.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::node::{Control, NodeKey};
+use crate::record::NewRecord;
+use crate::storage::PartitionLog;
+
+pub enum Handle {
+    /// Bytes fixed at open: `status`, `offset/N`, and `config/<name>` for reading.
+    Snapshot(Vec<u8>),
+    /// A raw partition file, read with positioned reads through storage.
+    Raw {
+        partition: Arc<PartitionLog>,
+        name: Arc<str>,
+    },
+    Log {
+        partition: Arc<PartitionLog>,
+        /// Bytes after the last newline seen on this handle.
+        partial: Vec<u8>,
+    },
+    Control {
+        partition: Arc<PartitionLog>,
+        control: Control,
+    },
+    Config {
+        partition: Arc<PartitionLog>,
+        name: &'static str,
+        /// What a read on the same handle returns.
+        snapshot: Vec<u8>,
+    },
+}
+
+pub struct OpenFile {
+    pub key: NodeKey,
+    pub handle: Handle,
+}
+
+#[derive(Default)]
+pub struct HandleTable {
+    next: AtomicU64,
+    open: Mutex<HashMap<u64, Arc<Mutex<OpenFile>>>>,
+}
+
+impl HandleTable {
+    pub fn insert(&self, f: OpenFile) -> u64 {
+        let fh = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        self.open.lock().insert(fh, Arc::new(Mutex::new(f)));
+        fh
+    }
+
+    pub fn get(&self, fh: u64) -> Option<Arc<Mutex<OpenFile>>> {
+        self.open.lock().get(&fh).cloned()
+    }
+
+    pub fn remove(&self, fh: u64) -> Option<Arc<Mutex<OpenFile>>> {
+        self.open.lock().remove(&fh)
+    }
+
+    /// Every open handle, emptying the table (used at shutdown).
+    pub fn drain(&self) -> Vec<Arc<Mutex<OpenFile>>> {
+        self.open.lock().drain().map(|(_, f)| f).collect()
+    }
+}
+
+/// Splits `buf` into its complete lines (newlines dropped) and the unterminated rest.
+pub fn split_lines(buf: &[u8]) -> (Vec<&[u8]>, &[u8]) {
+    match buf.iter().rposition(|&b| b == b'\n') {
+        None => (Vec::new(), buf),
+        Some(last) => (
+            buf[..last].split(|&b| b == b'\n').collect(),
+            &buf[last + 1..],
+        ),
+    }
+}
+
+/// Lines as records, the way Kafka's console producer reads them: the whole
+/// line is the value, or with `parse.key` the text before the first separator
+/// is the key. Errors with Kafka's message when a line has no separator.
+pub fn to_records<'a>(
+    lines: &[&'a [u8]],
+    parse_key: bool,
+    separator: &[u8],
+) -> Result<Vec<NewRecord<'a>>, String> {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| {
+            if !parse_key || separator.is_empty() {
+                return Ok(NewRecord::value(line));
+            }
+            match line.windows(separator.len()).position(|w| w == separator) {
+                Some(at) => Ok(NewRecord::keyed(&line[..at], &line[at + separator.len()..])),
+                None => Err(format!(
+                    "No key separator found on line number {}: '{}'",
+                    i + 1,
+                    String::from_utf8_lossy(line)
+                )),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_and_rest() {
+        assert_eq!(
+            split_lines(b"a\nb\nc\n"),
+            (vec![&b"a"[..], b"b", b"c"], &b""[..])
+        );
+        assert_eq!(split_lines(b"a\nbc"), (vec![&b"a"[..]], &b"bc"[..]));
+        assert_eq!(split_lines(b"abc"), (vec![], &b"abc"[..]));
+        assert_eq!(split_lines(b"\n\n"), (vec![&b""[..], b""], &b""[..]));
+    }
+
+    #[test]
+    fn keys() {
+        let r = to_records(&[b"k\tv\tw"], true, b"\t").unwrap();
+        assert_eq!(r[0].key, Some(&b"k"[..]));
+        assert_eq!(r[0].value, Some(&b"v\tw"[..]));
+        let r = to_records(&[b"k\tv"], false, b"\t").unwrap();
+        assert_eq!(r[0].key, None);
+        let e = to_records(&[b"a:b", b"c"], true, b":").unwrap_err();
+        assert_eq!(e, "No key separator found on line number 2: 'c'");
+    }
+}

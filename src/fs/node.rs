@@ -1,0 +1,187 @@
+//! The kinds of node in the tree, their names, and the text of generated files.
+
+use std::sync::Arc;
+
+use crate::storage::PartitionStatus;
+
+/// Identity of a node. Partition names are shared (`Arc<str>`) because every
+/// node below a partition carries its name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NodeKey {
+    Root,
+    Partition(Arc<str>),
+    /// A file of the partition directory as storage lists it (segments, side files).
+    Raw(Arc<str>, Arc<str>),
+    Log(Arc<str>),
+    OffsetDir(Arc<str>),
+    Offset(Arc<str>, i64),
+    Control(Arc<str>, Control),
+    Status(Arc<str>),
+    ConfigDir(Arc<str>),
+    Config(Arc<str>, &'static str),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Control {
+    Roll,
+    Flush,
+}
+
+impl Control {
+    pub fn name(self) -> &'static str {
+        match self {
+            Control::Roll => "roll",
+            Control::Flush => "flush",
+        }
+    }
+}
+
+pub const LOG: &str = "log";
+pub const OFFSET: &str = "offset";
+pub const ROLL: &str = "roll";
+pub const FLUSH: &str = "flush";
+pub const CONFIG: &str = "config";
+pub const STATUS: &str = "status";
+
+/// The generated entries of a partition directory, listed after its raw files.
+pub const SPECIAL_NAMES: &[&str] = &[LOG, OFFSET, ROLL, FLUSH, CONFIG, STATUS];
+
+impl NodeKey {
+    /// The partition this node lives in, if any.
+    pub fn partition(&self) -> Option<&Arc<str>> {
+        match self {
+            NodeKey::Root => None,
+            NodeKey::Partition(p)
+            | NodeKey::Raw(p, _)
+            | NodeKey::Log(p)
+            | NodeKey::OffsetDir(p)
+            | NodeKey::Offset(p, _)
+            | NodeKey::Control(p, _)
+            | NodeKey::Status(p)
+            | NodeKey::ConfigDir(p)
+            | NodeKey::Config(p, _) => Some(p),
+        }
+    }
+
+    pub fn is_dir(&self) -> bool {
+        matches!(
+            self,
+            NodeKey::Root | NodeKey::Partition(_) | NodeKey::OffsetDir(_) | NodeKey::ConfigDir(_)
+        )
+    }
+
+    /// The special child `name` of partition `p`, if `name` is one.
+    pub fn special(p: &Arc<str>, name: &str) -> Option<NodeKey> {
+        let p = p.clone();
+        Some(match name {
+            LOG => NodeKey::Log(p),
+            OFFSET => NodeKey::OffsetDir(p),
+            ROLL => NodeKey::Control(p, Control::Roll),
+            FLUSH => NodeKey::Control(p, Control::Flush),
+            CONFIG => NodeKey::ConfigDir(p),
+            STATUS => NodeKey::Status(p),
+            _ => return None,
+        })
+    }
+
+    /// The path below the mountpoint, for log lines.
+    pub fn path(&self) -> String {
+        match self {
+            NodeKey::Root => "/".to_string(),
+            NodeKey::Partition(p) => p.to_string(),
+            NodeKey::Raw(p, f) => format!("{p}/{f}"),
+            NodeKey::Log(p) => format!("{p}/{LOG}"),
+            NodeKey::OffsetDir(p) => format!("{p}/{OFFSET}"),
+            NodeKey::Offset(p, n) => format!("{p}/{OFFSET}/{n}"),
+            NodeKey::Control(p, c) => format!("{p}/{}", c.name()),
+            NodeKey::Status(p) => format!("{p}/{STATUS}"),
+            NodeKey::ConfigDir(p) => format!("{p}/{CONFIG}"),
+            NodeKey::Config(p, n) => format!("{p}/{CONFIG}/{n}"),
+        }
+    }
+
+    /// Nodes whose permission bits say "writable" (a root caller ignores the
+    /// bits, so `open` enforces this itself).
+    pub fn writable(&self) -> bool {
+        matches!(
+            self,
+            NodeKey::Log(_) | NodeKey::Control(..) | NodeKey::Config(..)
+        )
+    }
+
+    /// Nodes that can be opened for reading.
+    pub fn readable(&self) -> bool {
+        !matches!(self, NodeKey::Log(_) | NodeKey::Control(..))
+    }
+}
+
+/// An offset as a file name: canonical decimal only, so that each offset has
+/// exactly one name (`007`, `+7`, `7e0` would otherwise alias `7`).
+pub fn parse_offset_name(name: &str) -> Option<i64> {
+    let b = name.as_bytes();
+    if b.is_empty() || !b.iter().all(u8::is_ascii_digit) || (b.len() > 1 && b[0] == b'0') {
+        return None;
+    }
+    name.parse().ok()
+}
+
+/// The text of `status`.
+pub fn status_text(s: &PartitionStatus) -> String {
+    format!(
+        "log_start_offset: {}\nlog_end_offset: {}\nrecovery_point: {}\nsegments: {}\n\
+         size_bytes: {}\nactive_segment: {}\nlookup_bytes_read: {}\nfsyncs: {}\n",
+        s.log_start_offset,
+        s.log_end_offset,
+        s.recovery_point,
+        s.segments,
+        s.size_bytes,
+        s.active_segment,
+        s.lookup_bytes_read,
+        s.fsyncs
+    )
+}
+
+/// The value written to a config file, as `LogConfig::set` should see it: the
+/// shell's trailing newline dropped; surrounding blanks dropped too except for
+/// `key.separator`, where a blank can be the value.
+pub fn config_value<'a>(name: &str, data: &'a [u8]) -> Result<&'a str, std::str::Utf8Error> {
+    let s = std::str::from_utf8(data)?;
+    let s = s.strip_suffix('\n').unwrap_or(s);
+    let s = s.strip_suffix('\r').unwrap_or(s);
+    Ok(if name == "key.separator" { s } else { s.trim() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_names_are_canonical() {
+        assert_eq!(parse_offset_name("0"), Some(0));
+        assert_eq!(parse_offset_name("680"), Some(680));
+        for bad in [
+            "",
+            "007",
+            "00",
+            "+1",
+            "-1",
+            "1e3",
+            " 1",
+            "1 ",
+            "0x10",
+            "99999999999999999999",
+        ] {
+            assert_eq!(parse_offset_name(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn config_values() {
+        assert_eq!(
+            config_value("segment.bytes", b"1048576\n").unwrap(),
+            "1048576"
+        );
+        assert_eq!(config_value("segment.bytes", b" 5 \r\n").unwrap(), "5");
+        assert_eq!(config_value("key.separator", b" \n").unwrap(), " ");
+    }
+}
