@@ -23,7 +23,7 @@ use super::config::{LogConfig, format_properties, parse_properties};
 use super::error::{IoContext, Result, StorageError};
 use super::names::{parse_partition_name, parse_segment_file_name};
 use super::segment::{IndexSettings, LogSegment};
-use crate::record::{NewRecord, Record, batch_size, encode_batch};
+use crate::record::{NewRecord, Record, TimestampType, batch_size, encode_batch};
 
 /// Per-partition config overrides, in Java properties format.
 pub const PROPERTIES_FILE: &str = "commitfs.properties";
@@ -37,6 +37,17 @@ pub struct AppendInfo {
     pub batches: usize,
     /// Bytes added to the log.
     pub bytes: u64,
+}
+
+/// A record plus where it sits in the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordEntry {
+    pub record: Record,
+    pub batch_base_offset: i64,
+    /// File position of the record's batch in its segment's `.log`.
+    pub position: u64,
+    pub segment_base_offset: i64,
+    pub timestamp_type: TimestampType,
 }
 
 /// What `status` shows.
@@ -438,6 +449,11 @@ impl PartitionLog {
     /// Record `offset`, found through the sparse index.
     /// `OffsetOutOfRange` outside [log start, LEO).
     pub fn read(&self, offset: i64) -> Result<Record> {
+        self.read_entry(offset).map(|e| e.record)
+    }
+
+    /// Record `offset` with where it sits: its batch and file position.
+    pub fn read_entry(&self, offset: i64) -> Result<RecordEntry> {
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         if offset < start || offset >= end {
             return Err(StorageError::OffsetOutOfRange {
@@ -449,8 +465,16 @@ impl PartitionLog {
         let seg = self
             .segment_for(offset)
             .ok_or(StorageError::RecordNotFound(offset))?;
-        seg.read_record(offset, &self.lookup_bytes_read)?
-            .ok_or(StorageError::RecordNotFound(offset))
+        let (record, position, header) = seg
+            .read_record(offset, &self.lookup_bytes_read)?
+            .ok_or(StorageError::RecordNotFound(offset))?;
+        Ok(RecordEntry {
+            record,
+            batch_base_offset: header.base_offset,
+            position,
+            segment_base_offset: seg.base_offset,
+            timestamp_type: header.timestamp_type(),
+        })
     }
 
     pub fn log_start_offset(&self) -> i64 {

@@ -15,6 +15,6 @@ pub mod segment;
 pub use config::{CONFIG_NAMES, CompressionType, ConfigError, LogConfig};
 pub use error::{Result, StorageError};
 pub use log::PROPERTIES_FILE;
-pub use log::{AppendInfo, FileKind, PartitionFile, PartitionLog, PartitionStatus};
+pub use log::{AppendInfo, FileKind, PartitionFile, PartitionLog, PartitionStatus, RecordEntry};
 pub use manager::{CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogManager, OpenOptions, is_locked};
 pub use names::{parse_partition_name, segment_file_name};

@@ -9,7 +9,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use log::{error, info};
+use log::{error, info, warn};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use super::error::{IoContext, Result, StorageError};
@@ -581,14 +581,27 @@ impl LogSegment {
     }
 
     /// Record `offset`, or `None` if no record of this segment has it (a gap).
-    pub fn read_record(&self, offset: i64, bytes_read: &AtomicU64) -> Result<Option<Record>> {
+    /// Control records (transaction markers) hold no user record, so they
+    /// count as absent too.
+    pub fn read_record(
+        &self,
+        offset: i64,
+        bytes_read: &AtomicU64,
+    ) -> Result<Option<(Record, u64, BatchHeader)>> {
         let Some((pos, h)) = self.find_batch(offset, bytes_read)? else {
             return Ok(None);
         };
+        if h.is_control() {
+            return Ok(None);
+        }
         let bytes = self.read_batch(pos, h.size())?;
         bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         let batch = Batch::parse(&bytes)?;
-        Ok(batch.records()?.into_iter().find(|r| r.offset == offset))
+        Ok(batch
+            .records()?
+            .into_iter()
+            .find(|r| r.offset == offset)
+            .map(|r| (r, pos, h)))
     }
 
     /// First record at or after `min_offset` whose timestamp is >= `timestamp`.
@@ -718,13 +731,15 @@ impl LogSegment {
         }
         let truncated = file_size - valid;
         if truncated > 0 {
-            if !self.writable {
-                return Err(self.corrupt(
-                    valid,
-                    format!("{truncated} invalid bytes at the end, not repaired (read-only)"),
-                ));
+            if self.writable {
+                self.log.set_len(valid).at(&self.log_path)?;
+            } else {
+                // Never write a read-only data dir: the bad tail is just not served.
+                warn!(
+                    "Ignoring {truncated} invalid bytes at the end of {} (read-only, not truncated)",
+                    self.log_path.display()
+                );
             }
-            self.log.set_len(valid).at(&self.log_path)?;
         }
         self.size.store(valid, Ordering::Release);
         self.flushed_size.store(0, Ordering::Release);
@@ -757,6 +772,9 @@ impl LogSegment {
     /// Removes the segment's files (best effort; readers holding the segment
     /// keep their open descriptor).
     pub fn delete_files(&self) {
+        if !self.writable {
+            return; // a read-only data dir only drops the segment from view
+        }
         for p in [
             self.log_path.clone(),
             self.index_path(),
