@@ -23,6 +23,7 @@ use super::config::{LogConfig, format_properties, parse_properties};
 use super::error::{IoContext, Result, StorageError};
 use super::names::{parse_partition_name, parse_segment_file_name};
 use super::segment::{IndexSettings, LogSegment};
+use super::stream::{STREAM_LENGTHS_FILE, Stream};
 use crate::record::{NewRecord, Record, TimestampType, batch_size, encode_batch};
 
 /// Per-partition config overrides, in Java properties format.
@@ -110,6 +111,7 @@ pub struct PartitionLog {
     last_flush_ms: AtomicI64,
     flush_lock: Mutex<()>,
     deleted: AtomicBool,
+    stream: Mutex<Stream>,
     self_ref: Weak<PartitionLog>,
 }
 
@@ -157,6 +159,7 @@ impl PartitionLog {
         config: LogConfig,
         segments: BTreeMap<i64, Arc<LogSegment>>,
         offsets: (i64, i64, i64),
+        stream: Stream,
     ) -> Result<Arc<PartitionLog>> {
         let name = dir
             .file_name()
@@ -190,6 +193,7 @@ impl PartitionLog {
             last_flush_ms: AtomicI64::new(now_ms()),
             flush_lock: Mutex::new(()),
             deleted: AtomicBool::new(false),
+            stream: Mutex::new(stream),
             self_ref: me.clone(),
         }))
     }
@@ -207,7 +211,15 @@ impl PartitionLog {
         };
         let mut segments = BTreeMap::new();
         segments.insert(0, Arc::new(seg));
-        let log = Self::new_arc(dir, ctx, BTreeMap::new(), config, segments, (0, 0, 0))?;
+        let log = Self::new_arc(
+            dir,
+            ctx,
+            BTreeMap::new(),
+            config,
+            segments,
+            (0, 0, 0),
+            Stream::load(dir, Some(0)),
+        )?;
         log.checkpoints
             .set_recovery_point(&log.topic, log.partition, 0)?;
         log.checkpoints
@@ -276,9 +288,18 @@ impl PartitionLog {
         if let Some(active) = segments.values().last() {
             active.mark_active();
         }
+        // Stream lengths of segments that recovery may change are recomputed.
+        let mut invalid_from = None;
         if !ctx.clean_shutdown {
+            invalid_from = Some(
+                segments
+                    .range(..=recovery_point)
+                    .next_back()
+                    .map_or(i64::MIN, |(b, _)| *b),
+            );
             recover_segments(&name, &mut segments, recovery_point)?;
         }
+        let stream = Stream::load(dir, invalid_from);
         let log_end = match segments.values().last() {
             Some(active) => {
                 active.activate()?;
@@ -298,6 +319,7 @@ impl PartitionLog {
             config,
             segments,
             (log_start, log_end, recovery_point),
+            stream,
         )?;
         info!(
             "Completed load of log {} with {} segments, local-log-start-offset {log_start} and log-end-offset {log_end}",
@@ -475,6 +497,32 @@ impl PartitionLog {
             segment_base_offset: seg.base_offset,
             timestamp_type: header.timestamp_type(),
         })
+    }
+
+    /// Length of the consumer stream (`value\n` per record from the log start).
+    pub fn stream_len(&self) -> Result<u64> {
+        let segs = self.segment_list();
+        let mut stream = self.stream.lock();
+        let len = stream.len(&segs, self.log_start_offset())?;
+        self.save_stream(&mut stream, &segs);
+        Ok(len)
+    }
+
+    /// Reads the consumer stream at `pos`; returns the bytes copied.
+    pub fn read_stream(&self, pos: u64, buf: &mut [u8]) -> Result<usize> {
+        let segs = self.segment_list();
+        let mut stream = self.stream.lock();
+        let n = stream.read(&segs, self.log_start_offset(), pos, buf)?;
+        self.save_stream(&mut stream, &segs);
+        Ok(n)
+    }
+
+    fn save_stream(&self, stream: &mut Stream, segs: &[Arc<LogSegment>]) {
+        if self.deleted.load(Ordering::Acquire) {
+            return;
+        }
+        let live: Vec<i64> = segs.iter().map(|s| s.base_offset).collect();
+        stream.save(&self.dir, &live, self.writable);
     }
 
     pub fn log_start_offset(&self) -> i64 {
@@ -871,7 +919,10 @@ fn read_full_at(f: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize>
 
 /// Files of ours and transient files that the tree does not show.
 fn is_hidden(name: &str) -> bool {
-    name == PROPERTIES_FILE || name.ends_with(".tmp") || name.starts_with('.')
+    name == PROPERTIES_FILE
+        || name == STREAM_LENGTHS_FILE
+        || name.ends_with(".tmp")
+        || name.starts_with('.')
 }
 
 fn read_overrides(dir: &Path) -> BTreeMap<String, String> {

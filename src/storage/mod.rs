@@ -11,6 +11,7 @@ mod log;
 mod manager;
 pub mod names;
 pub mod segment;
+mod stream;
 
 pub use config::{CONFIG_NAMES, CompressionType, ConfigError, LogConfig};
 pub use error::{Result, StorageError};

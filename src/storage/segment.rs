@@ -675,6 +675,52 @@ impl LogSegment {
 
     // ---- recovery --------------------------------------------------------------
 
+    /// Calls `f(position, batch)` for each whole batch from `start` up to the
+    /// published size, reading in large chunks, until `f` returns false.
+    /// Batches are not CRC-checked here; a batch that cannot be framed ends the walk.
+    pub fn for_each_batch(
+        &self,
+        start: u64,
+        mut f: impl FnMut(u64, &Batch) -> Result<bool>,
+    ) -> Result<()> {
+        let end = self.size();
+        let mut pos = start;
+        let mut buf: Vec<u8> = Vec::new();
+        let mut buf_start = start;
+        while pos + HEADER_LEN as u64 <= end {
+            let have = (buf_start + buf.len() as u64).saturating_sub(pos) as usize;
+            let off = (pos - buf_start) as usize;
+            let need = if have >= LOG_OVERHEAD + 5 {
+                match peek_frame(&buf[off..]) {
+                    Ok(fr) => fr.size,
+                    Err(_) => break,
+                }
+            } else {
+                HEADER_LEN
+            };
+            if have < need {
+                let want = need.max(SCAN_CHUNK).min((end - pos) as usize);
+                if want < need {
+                    break;
+                }
+                buf.resize(want, 0);
+                let n = self.read_at(&mut buf, pos)?;
+                buf.truncate(n);
+                buf_start = pos;
+                if n < need {
+                    break;
+                }
+                continue;
+            }
+            let batch = Batch::parse(&buf[off..])?;
+            if !f(pos, &batch)? {
+                break;
+            }
+            pos += batch.size() as u64;
+        }
+        Ok(())
+    }
+
     /// Kafka's `LogSegment.recover`: validates every batch (framing, CRC,
     /// offsets), cuts the `.log` at the first bad or torn one and rebuilds both
     /// indexes from what remains.

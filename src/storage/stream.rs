@@ -1,0 +1,311 @@
+//! The consumer view of a partition (`cat log`): every record from the log
+//! start offset, its value bytes then `\n`, in offset order, control records
+//! skipped — what `kafka-console-consumer --from-beginning` prints.
+//!
+//! Positions count from the current log start offset: when retention or
+//! delete-records moves the start, the stream (and its size) shrinks from
+//! the front.
+//!
+//! Nothing here scans a sealed segment at mount time. A segment's stream
+//! length is computed once (on first need), then kept in a small file in the
+//! partition directory; a sparse map from stream position to batch, built on
+//! first read of a segment, makes a read at any position one lookup plus a
+//! short scan.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use log::warn;
+
+use super::checkpoint::write_atomically;
+use super::error::Result;
+use super::segment::LogSegment;
+use crate::record::Batch;
+
+/// Per-segment stream lengths: `base_offset length` lines.
+pub const STREAM_LENGTHS_FILE: &str = "commitfs.streamlen";
+/// A map point roughly every this many `.log` bytes.
+const MAP_INTERVAL: u64 = 64 * 1024;
+/// Segment maps kept in memory at once; lengths are kept for all.
+const MAX_MAPS: usize = 64;
+
+/// A point of the sparse map: a batch start.
+#[derive(Clone, Copy, Debug)]
+struct MapPoint {
+    stream_pos: u64,
+    file_pos: u64,
+    base_offset: i64,
+}
+
+/// Sparse map of one segment, extended as the segment grows.
+struct SegmentMap {
+    points: Vec<MapPoint>,
+    /// Stream bytes of the batches covered so far.
+    len: u64,
+    /// File bytes covered so far.
+    covered: u64,
+    since_point: u64,
+    last_used: u64,
+}
+
+impl SegmentMap {
+    fn new(base_offset: i64) -> Self {
+        SegmentMap {
+            points: vec![MapPoint {
+                stream_pos: 0,
+                file_pos: 0,
+                base_offset,
+            }],
+            len: 0,
+            covered: 0,
+            since_point: 0,
+            last_used: 0,
+        }
+    }
+
+    /// Brings the map up to the segment's published end.
+    fn extend(&mut self, seg: &LogSegment) -> Result<()> {
+        if self.covered >= seg.size() {
+            return Ok(());
+        }
+        seg.for_each_batch(self.covered, |pos, batch| {
+            if self.since_point >= MAP_INTERVAL {
+                self.points.push(MapPoint {
+                    stream_pos: self.len,
+                    file_pos: pos,
+                    base_offset: batch.header.base_offset,
+                });
+                self.since_point = 0;
+            }
+            self.len += batch_stream_len(batch)?;
+            self.covered = pos + batch.size() as u64;
+            self.since_point += batch.size() as u64;
+            Ok(true)
+        })
+    }
+
+    fn point_for_stream_pos(&self, pos: u64) -> MapPoint {
+        let i = self.points.partition_point(|p| p.stream_pos <= pos);
+        self.points[i.saturating_sub(1)]
+    }
+
+    fn point_for_offset(&self, offset: i64) -> MapPoint {
+        let i = self.points.partition_point(|p| p.base_offset <= offset);
+        self.points[i.saturating_sub(1)]
+    }
+}
+
+/// Stream bytes of one batch: each record's value plus `\n`; none for control batches.
+pub fn batch_stream_len(batch: &Batch) -> Result<u64> {
+    if batch.header.is_control() {
+        return Ok(0);
+    }
+    Ok(batch
+        .records()?
+        .iter()
+        .map(|r| r.value.as_ref().map_or(0, |v| v.len() as u64) + 1)
+        .sum())
+}
+
+/// The stream state of one partition (under the partition's stream lock).
+pub(crate) struct Stream {
+    /// Known lengths of sealed segments (persisted).
+    sealed: BTreeMap<i64, u64>,
+    dirty: bool,
+    maps: BTreeMap<i64, SegmentMap>,
+    /// (log start offset, first segment base) -> bytes of that segment's
+    /// records below the log start offset.
+    prefix: Option<((i64, i64), u64)>,
+    clock: u64,
+}
+
+impl Stream {
+    /// Loads the persisted lengths, dropping those of segments at or after
+    /// `invalid_from` (segments recovery may have changed).
+    pub fn load(dir: &Path, invalid_from: Option<i64>) -> Stream {
+        let mut sealed = BTreeMap::new();
+        if let Ok(text) = fs::read_to_string(dir.join(STREAM_LENGTHS_FILE)) {
+            for line in text.lines() {
+                let mut it = line.split_whitespace();
+                if let (Some(Ok(b)), Some(Ok(l))) = (
+                    it.next().map(str::parse::<i64>),
+                    it.next().map(str::parse::<u64>),
+                ) {
+                    sealed.insert(b, l);
+                }
+            }
+        }
+        let before = sealed.len();
+        if let Some(from) = invalid_from {
+            sealed.retain(|b, _| *b < from);
+        }
+        Stream {
+            dirty: sealed.len() != before,
+            sealed,
+            maps: BTreeMap::new(),
+            prefix: None,
+            clock: 0,
+        }
+    }
+
+    fn map(&mut self, seg: &LogSegment) -> Result<&mut SegmentMap> {
+        self.clock += 1;
+        let clock = self.clock;
+        if !self.maps.contains_key(&seg.base_offset) && self.maps.len() >= MAX_MAPS {
+            let oldest = self
+                .maps
+                .iter()
+                .min_by_key(|(_, m)| m.last_used)
+                .map(|(b, _)| *b)
+                .expect("non-empty");
+            self.maps.remove(&oldest);
+        }
+        let map = self
+            .maps
+            .entry(seg.base_offset)
+            .or_insert_with(|| SegmentMap::new(seg.base_offset));
+        map.last_used = clock;
+        map.extend(seg)?;
+        Ok(map)
+    }
+
+    /// A segment's stream length: persisted for sealed segments, else computed.
+    fn segment_len(&mut self, seg: &LogSegment) -> Result<u64> {
+        if !seg.is_active()
+            && let Some(l) = self.sealed.get(&seg.base_offset)
+        {
+            return Ok(*l);
+        }
+        let len = self.map(seg)?.len;
+        if !seg.is_active() {
+            self.sealed.insert(seg.base_offset, len);
+            self.dirty = true;
+        }
+        Ok(len)
+    }
+
+    /// Bytes of the first segment's records below the log start offset.
+    fn prefix(&mut self, first: &LogSegment, log_start: i64) -> Result<u64> {
+        if log_start <= first.base_offset {
+            return Ok(0);
+        }
+        let key = (log_start, first.base_offset);
+        if let Some((k, v)) = self.prefix
+            && k == key
+        {
+            return Ok(v);
+        }
+        let point = self.map(first)?.point_for_offset(log_start);
+        let mut bytes = point.stream_pos;
+        first.for_each_batch(point.file_pos, |_, batch| {
+            if batch.header.base_offset >= log_start {
+                return Ok(false);
+            }
+            if !batch.header.is_control() {
+                for r in batch.records()? {
+                    if r.offset >= log_start {
+                        break;
+                    }
+                    bytes += r.value.as_ref().map_or(0, |v| v.len() as u64) + 1;
+                }
+            }
+            Ok(true)
+        })?;
+        self.prefix = Some((key, bytes));
+        Ok(bytes)
+    }
+
+    /// The stream's length from the log start offset.
+    pub fn len(&mut self, segments: &[Arc<LogSegment>], log_start: i64) -> Result<u64> {
+        let mut total = 0;
+        for seg in segments {
+            total += self.segment_len(seg)?;
+        }
+        let prefix = match segments.first() {
+            Some(first) => self.prefix(first, log_start)?,
+            None => 0,
+        };
+        Ok(total.saturating_sub(prefix))
+    }
+
+    /// Copies stream bytes at `pos` into `buf`; returns how many.
+    pub fn read(
+        &mut self,
+        segments: &[Arc<LogSegment>],
+        log_start: i64,
+        pos: u64,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        let Some(first) = segments.first() else {
+            return Ok(0);
+        };
+        let mut p = pos + self.prefix(first, log_start)?;
+        let mut filled = 0;
+        for seg in segments {
+            if filled == buf.len() {
+                break;
+            }
+            let len = self.segment_len(seg)?;
+            if p >= len {
+                p -= len;
+                continue;
+            }
+            let point = self.map(seg)?.point_for_stream_pos(p);
+            let mut s = point.stream_pos;
+            seg.for_each_batch(point.file_pos, |_, batch| {
+                if batch.header.is_control() {
+                    return Ok(true);
+                }
+                for r in batch.records()? {
+                    let value = r.value.as_deref().unwrap_or(&[]);
+                    let rec_len = value.len() as u64 + 1;
+                    if s + rec_len <= p {
+                        s += rec_len;
+                        continue;
+                    }
+                    // Copy the part of `value\n` from p onwards.
+                    let from = (p - s) as usize;
+                    if from < value.len() {
+                        let n = (value.len() - from).min(buf.len() - filled);
+                        buf[filled..filled + n].copy_from_slice(&value[from..from + n]);
+                        filled += n;
+                    }
+                    if filled == buf.len() {
+                        return Ok(false);
+                    }
+                    buf[filled] = b'\n';
+                    filled += 1;
+                    s += rec_len;
+                    p = s;
+                }
+                Ok(filled < buf.len())
+            })?;
+            p = 0;
+        }
+        Ok(filled)
+    }
+
+    /// Forgets segments that are gone and persists new sealed lengths.
+    pub fn save(&mut self, dir: &Path, live: &[i64], writable: bool) {
+        let before = self.sealed.len();
+        self.sealed.retain(|b, _| live.binary_search(b).is_ok());
+        self.maps.retain(|b, _| live.binary_search(b).is_ok());
+        if self.sealed.len() != before {
+            self.dirty = true;
+        }
+        if !self.dirty || !writable {
+            return;
+        }
+        let text: String = self
+            .sealed
+            .iter()
+            .map(|(b, l)| format!("{b} {l}\n"))
+            .collect();
+        match write_atomically(&dir.join(STREAM_LENGTHS_FILE), text.as_bytes()) {
+            Ok(()) => self.dirty = false,
+            Err(e) => warn!("Could not save stream lengths in {}: {e}", dir.display()),
+        }
+    }
+}
