@@ -494,3 +494,63 @@ proptest! {
         mgr.close().unwrap();
     }
 }
+
+#[test]
+fn index_damage_that_passes_the_open_checks_is_caught_on_first_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path(), &small_segments());
+    let log = mgr.create_partition("t-0").unwrap();
+    fill(&log, 69, 10, 1506);
+    drop(log);
+    mgr.close().unwrap();
+    let idx = seg_path(tmp.path(), "t-0", 0, "index");
+    let good = fs::read(&idx).unwrap();
+    // Entry 0 (offset 19 at 15211) now points inside batch 0: increasing and in
+    // range, so only its first use can tell.
+    let mut bad = good.clone();
+    bad[4..8].copy_from_slice(&15_000u32.to_be_bytes());
+    fs::write(&idx, &bad).unwrap();
+    let mgr = open(tmp.path(), &small_segments());
+    let log = mgr.partition("t-0").unwrap();
+    assert_eq!(log.read(25).unwrap().value.unwrap(), value(25, 1506));
+    assert_eq!(fs::read(&idx).unwrap(), good, "rebuilt byte-identical");
+    drop(log);
+    mgr.close().unwrap();
+}
+
+#[test]
+fn decreasing_or_out_of_range_index_entries_are_rebuilt() {
+    for damage in ["decreasing", "past-end", "ragged"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mgr = open(tmp.path(), &small_segments());
+        let log = mgr.create_partition("t-0").unwrap();
+        fill(&log, 69, 10, 1506);
+        drop(log);
+        mgr.close().unwrap();
+        let idx = seg_path(tmp.path(), "t-0", 0, "index");
+        let good = fs::read(&idx).unwrap();
+        let mut bad = good.clone();
+        match damage {
+            "decreasing" => bad[8..12].copy_from_slice(&1u32.to_be_bytes()),
+            "past-end" => bad[20..24].copy_from_slice(&u32::MAX.to_be_bytes()),
+            _ => bad.truncate(good.len() - 5),
+        }
+        fs::write(&idx, &bad).unwrap();
+        let mgr = open(tmp.path(), &small_segments());
+        let log = mgr.partition("t-0").unwrap();
+        for off in [0, 11, 300, 679] {
+            assert_eq!(
+                log.read(off).unwrap().value.unwrap(),
+                value(off as usize, 1506),
+                "{damage}"
+            );
+        }
+        assert_eq!(
+            fs::read(&idx).unwrap(),
+            good,
+            "{damage}: rebuilt byte-identical"
+        );
+        drop(log);
+        mgr.close().unwrap();
+    }
+}

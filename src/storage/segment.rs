@@ -565,19 +565,46 @@ impl LogSegment {
         offset: i64,
         bytes_read: &AtomicU64,
     ) -> Result<Option<(u64, BatchHeader)>> {
-        let start = self.lookup(offset)?.position as u64;
-        let mut found = None;
-        let read = self.scan(start, |pos, h| {
-            if h.last_offset() >= offset {
-                if h.base_offset <= offset {
-                    found = Some((pos, *h));
+        for attempt in 0..2 {
+            let entry = self.lookup(offset)?;
+            let start = entry.position as u64;
+            let mut found = None;
+            // An index entry must point at the start of the batch that ends at
+            // its offset; anything else means the index is damaged.
+            let mut entry_ok = start == 0;
+            let mut first = true;
+            let read = self.scan(start, |pos, h| {
+                if first {
+                    first = false;
+                    entry_ok |= h.last_offset() == entry.offset;
+                    if !entry_ok {
+                        return false;
+                    }
                 }
-                return false;
+                if h.last_offset() >= offset {
+                    if h.base_offset <= offset {
+                        found = Some((pos, *h));
+                    }
+                    return false;
+                }
+                true
+            })?;
+            bytes_read.fetch_add(read, Ordering::Relaxed);
+            if entry_ok || attempt == 1 {
+                return Ok(found);
             }
-            true
-        })?;
-        bytes_read.fetch_add(read, Ordering::Relaxed);
-        Ok(found)
+            error!(
+                "Found a corrupted index file corresponding to log file {}: entry (offset {}, position {}) does not point at its batch, rebuilding index files...",
+                self.log_path.display(),
+                entry.offset,
+                entry.position
+            );
+            // Rebuild under the write lock: the files are recreated underneath
+            // the old mapping, which nobody may touch meanwhile.
+            let mut g = self.indexes.write();
+            *g = Some(self.rebuild_indexes()?);
+        }
+        unreachable!("the loop returns on its second pass")
     }
 
     /// Record `offset`, or `None` if no record of this segment has it (a gap).
@@ -789,8 +816,9 @@ impl LogSegment {
         }
         self.size.store(valid, Ordering::Release);
         self.flushed_size.store(0, Ordering::Release);
-        let ix = self.rebuild_indexes()?;
-        *self.indexes.write() = Some(ix);
+        let mut g = self.indexes.write();
+        *g = Some(self.rebuild_indexes()?);
+        drop(g);
         if self.is_active() {
             let first = self.first_batch_header()?;
             self.state.lock().rolling_based_timestamp = first.map(|h| h.max_timestamp);
