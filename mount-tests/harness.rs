@@ -227,10 +227,25 @@ impl Mount {
 
     /// Sends `signal` and waits for the daemon to exit; returns its status.
     pub fn signal_and_wait(&mut self, signal: i32) -> ExitStatus {
-        let child = self.child.take().expect("daemon running");
+        self.signal(signal);
+        self.wait()
+    }
+
+    pub fn signal(&self, signal: i32) {
+        let child = self.child.as_ref().expect("daemon running");
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, signal) };
-        wait_exit(child)
+    }
+
+    /// Whether the daemon has exited (reaping it if so).
+    pub fn exited(&mut self) -> bool {
+        let child = self.child.as_mut().expect("daemon running");
+        child.try_wait().expect("try_wait").is_some()
+    }
+
+    /// Waits (10 s at most) for the daemon to exit.
+    pub fn wait(&mut self) -> ExitStatus {
+        wait_exit(self.child.take().expect("daemon running"))
     }
 
     /// `umount` the mountpoint and wait for the daemon to exit 0.

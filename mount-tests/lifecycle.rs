@@ -40,6 +40,39 @@ fn sigterm_and_sigint_unmount_cleanly() {
 }
 
 #[test]
+fn sigterm_with_open_files_detaches_then_exits_at_last_close() {
+    let mut m = mount!();
+    m.ok("mkdir t-0 && echo a >> t-0/log");
+    let held = std::fs::File::open(m.mnt.join("t-0/offset/0")).unwrap();
+    m.signal(libc::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while mounted(&m.mnt) {
+        assert!(Instant::now() < deadline, "still mounted after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!m.exited(), "the daemon left while a file was still open");
+    drop(held);
+    let st = m.wait();
+    assert!(st.success(), "exit status {st}");
+    assert!(m.data.join(".kafka_cleanshutdown").exists());
+    assert!(m.log().contains("detached it lazily"), "{}", m.log());
+
+    // A second signal does not wait for open files.
+    m.remount();
+    let held = std::fs::File::open(m.mnt.join("t-0/status")).unwrap();
+    m.signal(libc::SIGTERM);
+    while mounted(&m.mnt) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    m.signal(libc::SIGTERM);
+    let st = m.wait();
+    assert!(st.success(), "exit status {st}");
+    assert!(m.data.join(".kafka_cleanshutdown").exists());
+    drop(held);
+}
+
+#[test]
 fn second_mount_of_a_data_dir_is_refused() {
     let m = mount!();
     let other = m.mnt.parent().unwrap().join("mnt2");

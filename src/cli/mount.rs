@@ -367,6 +367,8 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Option<std::fs::File>) -> 
         let _ = writeln!(r, "ok");
     }
 
+    let mut detached = false;
+    let mut forced = false;
     loop {
         let mut sig: libc::c_int = 0;
         // SAFETY: waits on the blocked set.
@@ -381,16 +383,36 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Option<std::fs::File>) -> 
             libc::SIGTERM => "SIGTERM",
             _ => "SIGHUP",
         };
+        if detached {
+            // Open descriptors keep a lazily detached session alive; a second
+            // signal stops waiting for them (they get ENOTCONN at our exit).
+            warn!("Received {name} again: shutting down without waiting for open files");
+            forced = true;
+            break;
+        }
         info!("Received {name}, unmounting {}", mnt.display());
         if let Err(e) = unmounter.unmount() {
-            // EBUSY while a descriptor is open: detach now, the session ends
+            // EBUSY while a descriptor is open: detach now; the session ends
             // when the last one closes.
             warn!(
-                "unmount of {} failed ({e}); detaching it lazily",
+                "unmount of {} failed ({e}); detached it lazily: the daemon exits when the last open file \
+                 on it is closed, or at the next signal",
                 mnt.display()
             );
             lazy_unmount(&mnt);
+            detached = true;
         }
+    }
+
+    if forced {
+        drop(stop_tx);
+        let _ = sched.join();
+        manager
+            .close()
+            .map_err(|e| format!("closing {} failed: {e}", data.display()))?;
+        info!("Shutdown of {} complete (forced)", data.display());
+        // The session thread still blocks on /dev/fuse: leave without it.
+        std::process::exit(0);
     }
 
     let result = match session_thread.join() {
