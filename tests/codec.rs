@@ -55,6 +55,31 @@ fn encode_owned(base_offset: i64, timestamp: i64, records: &[Owned]) -> Vec<u8> 
     buf
 }
 
+fn encode_owned_with(
+    base_offset: i64,
+    timestamp: i64,
+    records: &[Owned],
+    codec: Compression,
+) -> Vec<u8> {
+    let headers = header_refs(records);
+    let new = new_records(records, &headers);
+    let mut buf = Vec::new();
+    let size = encode_batch_compressed(&mut buf, base_offset, timestamp, &new, codec);
+    assert_eq!(size, buf.len());
+    buf
+}
+
+const CODECS: [Compression; 4] = [
+    Compression::Gzip,
+    Compression::Snappy,
+    Compression::Lz4,
+    Compression::Zstd,
+];
+
+fn codec() -> impl Strategy<Value = Compression> {
+    prop::sample::select(CODECS.to_vec())
+}
+
 fn payload(max: usize) -> impl Strategy<Value = Option<Vec<u8>>> {
     prop::option::of(prop_oneof![
         3 => prop::collection::vec(any::<u8>(), 0..64),
@@ -248,6 +273,56 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(config(96))]
+
+    #[test]
+    fn compressed_encode_then_decode_round_trips(
+        codec in codec(),
+        base_offset in 0..i64::MAX / 2,
+        timestamp in any::<i64>(),
+        records in prop::collection::vec(owned_record(4096), 1..50),
+    ) {
+        let buf = encode_owned_with(base_offset, timestamp, &records, codec);
+        let plain = encode_owned(base_offset, timestamp, &records);
+
+        let batch = Batch::parse(&buf).unwrap();
+        prop_assert_eq!(batch.size(), buf.len());
+        prop_assert_eq!(batch.verify_crc(), Ok(()));
+        let h = batch.header;
+        prop_assert_eq!(h.compression(), codec);
+        prop_assert_eq!(h.attributes, codec.id() as i16);
+        prop_assert_eq!(h.record_count as usize, records.len());
+        prop_assert_eq!(h.last_offset(), base_offset + records.len() as i64 - 1);
+        prop_assert_eq!((h.base_timestamp, h.max_timestamp), (timestamp, timestamp));
+        // Only the records section differs from the uncompressed encoding:
+        // the header fields other than length, CRC and attributes are the same.
+        prop_assert_eq!(&buf[..8], &plain[..8]);
+        prop_assert_eq!(&buf[12..17], &plain[12..17]);
+        prop_assert_eq!(&buf[23..HEADER_LEN], &plain[23..HEADER_LEN]);
+        prop_assert_eq!(
+            decompress(codec, batch.records_section()).unwrap(),
+            &plain[HEADER_LEN..]
+        );
+
+        let plain_records = Batch::parse(&plain).unwrap().records().unwrap();
+        prop_assert_eq!(batch.records().unwrap(), plain_records);
+    }
+
+    #[test]
+    fn compress_then_decompress_round_trips(
+        codec in codec(),
+        data in prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..100_000),
+            // Long runs: compressible, and several snappy / lz4 blocks.
+            (any::<u8>(), 0usize..300_000).prop_map(|(b, n)| vec![b; n]),
+        ],
+    ) {
+        let c = compress(codec, &data).unwrap();
+        prop_assert_eq!(decompress(codec, &c).unwrap(), data);
+    }
+}
+
 #[test]
 fn known_batch_size_figure() {
     let value = vec![b'x'; 1506];
@@ -309,23 +384,14 @@ fn summarize(rel: &str) -> Vec<(usize, i64, i64, String)> {
             Entry::V2 { position, batch } => {
                 assert_eq!(batch.verify_crc(), Ok(()), "{rel} at {position}");
                 let h = batch.header;
-                // Decompression is being wired in: until a codec is, records() must
-                // say so; once it is, compressed batches must decode like the rest.
-                let records = match batch.records() {
-                    Ok(records) => Some(records),
-                    Err(RecordError::UnsupportedCompression(c)) => {
-                        assert_ne!(c, Compression::None, "{rel}");
-                        assert_eq!(c, h.compression(), "{rel}");
-                        None
-                    }
-                    Err(e) => panic!("{rel} at {position}: {e}"),
-                };
-                if let Some(records) = records {
-                    assert_eq!(records.len(), h.record_count as usize, "{rel}");
-                    for (i, r) in records.iter().enumerate() {
-                        assert_eq!(r.offset, h.base_offset + i as i64, "{rel}");
-                        assert!(r.timestamp <= h.max_timestamp || h.max_timestamp == 0);
-                    }
+                // Compressed or not, every batch must decode.
+                let records = batch
+                    .records()
+                    .unwrap_or_else(|e| panic!("{rel} at {position}: {e}"));
+                assert_eq!(records.len(), h.record_count as usize, "{rel}");
+                for (i, r) in records.iter().enumerate() {
+                    assert_eq!(r.offset, h.base_offset + i as i64, "{rel}");
+                    assert!(r.timestamp <= h.max_timestamp || h.max_timestamp == 0);
                 }
                 (
                     *position,
@@ -547,18 +613,27 @@ fn sarama_uncompressed_record() {
 }
 
 #[test]
-fn sarama_compressed_records_are_valid_and_decode_or_are_unsupported() {
+fn sarama_compressed_records_decode() {
     let plain = fixture("sarama-record-test/uncompressed_record.bin");
     let plain_records = Batch::parse(&plain).unwrap().records().unwrap();
-    for (rel, codec) in [
-        ("sarama-record-test/gzipped_record.bin", Compression::Gzip),
+    for (rel, codec, section_start) in [
+        // gzip member header.
+        (
+            "sarama-record-test/gzipped_record.bin",
+            Compression::Gzip,
+            &[0x1f, 0x8b, 0x08][..],
+        ),
+        // sarama writes snappy-java's framing, as Kafka's Java client does.
         (
             "sarama-record-test/snappy_compressed_record.bin",
             Compression::Snappy,
+            &b"\x82SNAPPY\0\0\0\0\x01\0\0\0\x01"[..],
         ),
+        // LZ4 frame magic; FLG 0x64 = version 1, independent blocks, content checksum.
         (
             "sarama-record-test/lz4_compressed_record.bin",
             Compression::Lz4,
+            &[0x04, 0x22, 0x4d, 0x18, 0x64, 0x40][..],
         ),
     ] {
         let buf = fixture(rel);
@@ -567,51 +642,122 @@ fn sarama_compressed_records_are_valid_and_decode_or_are_unsupported() {
         assert_eq!(batch.size(), buf.len(), "{rel}");
         assert_eq!(batch.header.compression(), codec, "{rel}");
         assert_eq!(batch.header.record_count, 1, "{rel}");
-        match batch.records() {
-            // sarama compresses the same record as its uncompressed vector.
-            Ok(records) => assert_eq!(records, plain_records, "{rel}"),
-            Err(err) => {
-                assert_eq!(err, RecordError::UnsupportedCompression(codec), "{rel}");
-                assert!(err.to_string().contains(codec.name()));
-            }
-        }
+        assert!(batch.records_section().starts_with(section_start), "{rel}");
+        // The section inflates to the uncompressed vector's records, byte for byte.
+        assert_eq!(
+            decompress(codec, batch.records_section()).unwrap(),
+            &plain[HEADER_LEN..],
+            "{rel}"
+        );
+        let records = batch.records().unwrap();
+        assert_eq!(records, plain_records, "{rel}");
+        // sarama's vector, as in `sarama_uncompressed_record`.
+        let r = &records[0];
+        assert_eq!((r.offset, r.timestamp), (0, 1479847795005), "{rel}");
+        assert_eq!(r.key.as_deref(), Some(&[1u8, 2, 3, 4][..]), "{rel}");
+        assert_eq!(r.value.as_deref(), Some(&[5u8, 6, 7][..]), "{rel}");
+        assert_eq!(
+            r.headers,
+            vec![Header {
+                key: "\u{8}\u{9}\u{a}".into(),
+                value: Some(vec![11, 12])
+            }],
+            "{rel}"
+        );
     }
 }
 
-#[test]
-fn segmentio_gzip_values_when_decompressed() {
-    let buf = fixture("segmentio-kafka-go/v2c-v2c.records.bin");
+/// (offset, timestamp, key, value) of every record in the fixture's v2 batches.
+fn v2_values(rel: &str) -> Vec<(i64, i64, String, String)> {
+    let buf = fixture(rel);
+    let (entries, err) = walk_mixed(&buf);
+    assert_eq!(err, None, "{rel}");
     let mut got = Vec::new();
-    for item in BatchIter::new(&buf) {
-        let (_, batch) = item.unwrap();
-        assert_eq!(batch.header.compression(), Compression::Gzip);
-        match batch.records() {
-            Ok(records) => got.extend(records.into_iter().map(|r| {
-                (
+    for e in entries {
+        if let Entry::V2 { batch, .. } = e {
+            for r in batch.records().unwrap() {
+                got.push((
                     r.offset,
+                    r.timestamp,
                     String::from_utf8(r.key.unwrap()).unwrap(),
                     String::from_utf8(r.value.unwrap()).unwrap(),
-                )
-            })),
-            Err(e) => {
-                assert_eq!(e, RecordError::UnsupportedCompression(Compression::Gzip));
-                return;
+                ));
             }
         }
     }
+    got
+}
+
+#[test]
+fn segmentio_gzip_values() {
     let v = |c: char| {
         format!(
             "{{\"count\":0,\"filler\":\"{}\"}}",
             c.to_string().repeat(10)
         )
     };
+    let rec = |o: i64, t: i64, k: &str, c: char| (o, t, k.to_string(), v(c));
     assert_eq!(
-        got,
+        v2_values("segmentio-kafka-go/v2c-v2c.records.bin"),
         vec![
-            (0, "alpha".into(), v('a')),
-            (1, "beta".into(), v('b')),
-            (2, "gamma".into(), v('c')),
-            (3, "delta".into(), v('d')),
+            rec(0, 1633414684500, "alpha", 'a'),
+            rec(1, 1633414684528, "beta", 'b'),
+            rec(2, 1633414694417, "gamma", 'c'),
+            rec(3, 1633414695120, "delta", 'd'),
+        ]
+    );
+    let mixed = v2_values("segmentio-kafka-go/v2c-v2-v2c.records.bin");
+    assert_eq!(mixed.len(), 6);
+    assert_eq!(mixed[0], rec(0, 1633414998643, "alpha", 'a'));
+    assert_eq!(mixed[1], rec(1, 1633414998669, "beta", 'b'));
+    assert_eq!(
+        mixed[2..4].iter().map(|r| r.0).collect::<Vec<_>>(),
+        vec![2, 3]
+    );
+    assert_eq!(mixed[4], rec(4, 1633415023097, "epsilon", 'e'));
+    assert_eq!(mixed[5], rec(5, 1633415024052, "zeta", 'f'));
+    // Each pair of keys was produced twice, uncompressed then gzip; the v1 entries
+    // around them are skipped.
+    assert_eq!(
+        v2_values("segmentio-kafka-go/v1-v1c-v2-v2c-v2b-v2b-v2b-v2bc-v1b-v1bc.records.bin")
+            .into_iter()
+            .map(|(o, _, k, _)| (o, k))
+            .collect::<Vec<_>>(),
+        [
+            (4, "gamma"),
+            (5, "delta"),
+            (6, "gamma"),
+            (7, "delta"),
+            (8, "epsilon"),
+            (9, "zeta"),
+            (10, "epsilon"),
+            (11, "zeta"),
+            (12, "eta"),
+            (13, "theta"),
+            (14, "eta"),
+            (15, "theta"),
+        ]
+        .map(|(o, k)| (o, k.to_string()))
+        .to_vec()
+    );
+    for rel in [
+        "segmentio-kafka-go/v2bc-v1-v1c.records.bin",
+        "segmentio-kafka-go/v2bc-v1.records.bin",
+    ] {
+        assert_eq!(
+            v2_values(rel),
+            vec![
+                rec(0, 1633407550377, "alpha", 'a'),
+                rec(1, 1633407550403, "beta", 'b')
+            ],
+            "{rel}"
+        );
+    }
+    assert_eq!(
+        v2_values("segmentio-kafka-go/v2bc-v1c.records.bin"),
+        vec![
+            rec(0, 1633405558246, "alpha", 'a'),
+            rec(1, 1633405558271, "beta", 'b')
         ]
     );
 }
@@ -676,6 +822,262 @@ fn legacy_fixtures_give_unsupported_magic() {
         })
         .collect();
     assert_eq!(offsets, vec![1, 2, 3, 4, 5]);
+}
+
+// ---------------------------------------------------------------------------
+// Compressed batches: the stream formats Kafka writes, and what Kafka's readers accept
+
+/// Rebuilds `batch` with another records section and codec, as another writer would.
+fn with_section(batch: &[u8], codec_id: u8, section: &[u8]) -> Vec<u8> {
+    let mut out = batch[..HEADER_LEN].to_vec();
+    out[22] = (out[22] & !0x7) | codec_id;
+    out.extend_from_slice(section);
+    let length = (out.len() - 12) as i32;
+    out[8..12].copy_from_slice(&length.to_be_bytes());
+    fix_crc(&mut out);
+    out
+}
+
+/// About 200 KiB of records section: several snappy (32 KiB) and lz4 (64 KiB) blocks.
+fn big_records() -> Vec<Owned> {
+    (0..50u32)
+        .map(|i| Owned {
+            key: Some(i.to_be_bytes().to_vec()),
+            value: Some(
+                (0..4000u32)
+                    .map(|j| (j.wrapping_mul(2654435761) >> (i % 24)) as u8)
+                    .collect(),
+            ),
+            headers: vec![(format!("h{i}"), Some(vec![i as u8; 3]))],
+        })
+        .collect()
+}
+
+#[test]
+fn written_streams_have_kafkas_framing() {
+    let records = big_records();
+    let plain = encode_owned(100, 1_700_000_000_000, &records);
+    let raw = &plain[HEADER_LEN..];
+    assert!(raw.len() > 200_000);
+    for codec in CODECS {
+        let buf = encode_owned_with(100, 1_700_000_000_000, &records, codec);
+        let section = Batch::parse(&buf).unwrap().records_section();
+        match codec {
+            Compression::Gzip => assert_eq!(section[..3], [0x1f, 0x8b, 0x08]),
+            Compression::Zstd => assert_eq!(section[..4], [0x28, 0xb5, 0x2f, 0xfd]),
+            Compression::Lz4 => {
+                // KafkaLZ4BlockOutputStream: FLG 0x60 (version 1, independent blocks,
+                // no checksums, no content size), BD 0x40 (64 KiB blocks), and the
+                // frame ends with the end mark alone (no content checksum).
+                assert_eq!(section[..6], [0x04, 0x22, 0x4d, 0x18, 0x60, 0x40]);
+                assert_eq!(section[section.len() - 4..], [0, 0, 0, 0]);
+            }
+            Compression::Snappy => {
+                // snappy-java's SnappyOutputStream: header, then 32 KiB blocks, each
+                // behind its big-endian compressed length.
+                assert_eq!(&section[..16], b"\x82SNAPPY\0\0\0\0\x01\0\0\0\x01");
+                let mut pos = 16;
+                let mut inflated = Vec::new();
+                while pos < section.len() {
+                    let len = u32::from_be_bytes(section[pos..pos + 4].try_into().unwrap());
+                    pos += 4;
+                    let block = snap::raw::Decoder::new()
+                        .decompress_vec(&section[pos..pos + len as usize])
+                        .unwrap();
+                    pos += len as usize;
+                    inflated.push(block);
+                }
+                assert_eq!(pos, section.len());
+                assert_eq!(inflated.len(), raw.len().div_ceil(32 * 1024));
+                assert!(
+                    inflated[..inflated.len() - 1]
+                        .iter()
+                        .all(|b| b.len() == 32 * 1024)
+                );
+                assert_eq!(inflated.concat(), raw);
+            }
+            Compression::None => unreachable!(),
+        }
+        assert_eq!(decompress(codec, section).unwrap(), raw, "{codec:?}");
+    }
+}
+
+#[test]
+fn raw_snappy_and_concatenated_streams_are_read() {
+    let records = big_records();
+    let plain = encode_owned(0, 5, &records);
+    let raw = &plain[HEADER_LEN..];
+    let want = Batch::parse(&plain).unwrap().records().unwrap();
+    let decode = |buf: &[u8]| {
+        let batch = Batch::parse(buf).unwrap();
+        assert!(batch.is_valid());
+        batch.records().unwrap()
+    };
+
+    // One raw snappy block, no framing: snappy-java's reader falls back to it.
+    let section = snap::raw::Encoder::new().compress_vec(raw).unwrap();
+    assert_eq!(decode(&with_section(&plain, 2, &section)), want);
+
+    // Two snappy-java streams back to back: the second header stands where a
+    // block length would.
+    let (a, b) = raw.split_at(70_001);
+    let mut section = compress(Compression::Snappy, a).unwrap();
+    section.extend(compress(Compression::Snappy, b).unwrap());
+    assert_eq!(decode(&with_section(&plain, 2, &section)), want);
+
+    // Two gzip members, as Java's GZIPInputStream reads them; two zstd frames,
+    // as zstd-jni reads them.
+    for codec in [Compression::Gzip, Compression::Zstd] {
+        let mut section = compress(codec, a).unwrap();
+        section.extend(compress(codec, b).unwrap());
+        assert_eq!(
+            decode(&with_section(&plain, codec.id(), &section)),
+            want,
+            "{codec:?}"
+        );
+    }
+
+    // Kafka's LZ4 reader stops at the first frame's end mark and ignores the rest.
+    let mut section = compress(Compression::Lz4, a).unwrap();
+    section.extend(compress(Compression::Lz4, b).unwrap());
+    assert_eq!(decompress(Compression::Lz4, &section).unwrap(), a);
+}
+
+#[test]
+fn decompression_is_capped() {
+    let data = vec![0u8; 1 << 20];
+    for codec in CODECS {
+        let c = compress(codec, &data).unwrap();
+        assert!(c.len() < data.len() / 10, "{codec:?}");
+        assert_eq!(
+            compression::decompress_with_limit(codec, &c, data.len()).unwrap(),
+            data
+        );
+        assert_eq!(
+            compression::decompress_with_limit(codec, &c, data.len() - 1),
+            Err(RecordError::DecompressedTooLarge {
+                codec,
+                limit: data.len() - 1
+            }),
+            "{codec:?}"
+        );
+    }
+}
+
+#[test]
+fn forged_snappy_lengths_are_refused_before_allocating() {
+    let mut plain = Vec::new();
+    encode_batch(&mut plain, 0, 0, &[NewRecord::value(b"v")]);
+    // A raw block whose length varint claims 4 GiB - 1.
+    let forged_raw = [0xff, 0xff, 0xff, 0xff, 0x0f, 0x00];
+    // The same inside snappy-java's framing.
+    let mut forged_framed = b"\x82SNAPPY\0\0\0\0\x01\0\0\0\x01".to_vec();
+    forged_framed.extend_from_slice(&(forged_raw.len() as u32).to_be_bytes());
+    forged_framed.extend_from_slice(&forged_raw);
+    for section in [&forged_raw[..], &forged_framed[..]] {
+        let err = Batch::parse(&with_section(&plain, 2, section))
+            .unwrap()
+            .records()
+            .unwrap_err();
+        assert_eq!(
+            err,
+            RecordError::DecompressedTooLarge {
+                codec: Compression::Snappy,
+                limit: MAX_DECOMPRESSED_SIZE
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "snappy records section decompresses to more than 67108864 bytes"
+        );
+    }
+}
+
+#[test]
+fn compressed_garbage_and_wrong_counts_are_errors() {
+    let mut plain = Vec::new();
+    encode_batch(
+        &mut plain,
+        0,
+        0,
+        &[NewRecord::value(b"one"), NewRecord::value(b"two")],
+    );
+    for codec in CODECS {
+        // Not a stream of this codec at all.
+        let garbage = with_section(&plain, codec.id(), b"definitely not compressed data");
+        let err = Batch::parse(&garbage).unwrap().records().unwrap_err();
+        assert!(
+            matches!(&err, RecordError::Decompress { codec: c, .. } if *c == codec),
+            "{codec:?}: {err:?}"
+        );
+        assert!(err.to_string().starts_with(codec.name()), "{err}");
+
+        // A truncated stream, whatever was cut: trailer, checksum, end mark, data.
+        let mut buf = Vec::new();
+        encode_batch_compressed(&mut buf, 0, 0, &[NewRecord::value(&[7; 5000])], codec);
+        for cut in 1..=10 {
+            let section = &buf[HEADER_LEN..buf.len() - cut];
+            let truncated = with_section(&buf, codec.id(), section);
+            let got = Batch::parse(&truncated).unwrap().records();
+            assert!(
+                matches!(got, Err(RecordError::Decompress { .. })),
+                "{codec:?} cut {cut}: {got:?}"
+            );
+        }
+
+        // A count the inflated section cannot hold.
+        let mut buf = Vec::new();
+        encode_batch_compressed(&mut buf, 0, 0, &[NewRecord::value(b"x")], codec);
+        buf[57..61].copy_from_slice(&1000i32.to_be_bytes());
+        fix_crc(&mut buf);
+        match Batch::parse(&buf).unwrap().records() {
+            Err(RecordError::Corrupt(m)) => assert!(m.contains("claims 1000 records"), "{m}"),
+            other => panic!("{codec:?}: {other:?}"),
+        }
+
+        // An empty batch with nothing behind its header carries no records.
+        let mut empty = with_section(&plain, codec.id(), &[]);
+        empty[57..61].copy_from_slice(&0i32.to_be_bytes());
+        fix_crc(&mut empty);
+        assert_eq!(Batch::parse(&empty).unwrap().records(), Ok(vec![]));
+    }
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn garbage_sections_never_panic(
+        codec in codec(),
+        section in prop::collection::vec(any::<u8>(), 0..300),
+        count in 0i32..5,
+    ) {
+        let _ = decompress(codec, &section);
+        let mut plain = Vec::new();
+        encode_batch(&mut plain, 0, 0, &[NewRecord::value(b"v")]);
+        let mut buf = with_section(&plain, codec.id(), &section);
+        buf[57..61].copy_from_slice(&count.to_be_bytes());
+        fix_crc(&mut buf);
+        poke(&buf);
+    }
+
+    #[test]
+    fn flipped_bytes_in_compressed_batches_never_panic(
+        codec in codec(),
+        records in prop::collection::vec(owned_record(256), 1..6),
+        flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..6),
+    ) {
+        let mut buf = encode_owned_with(7, 1_700_000_000_000, &records, codec);
+        for (i, x) in &flips {
+            let at = HEADER_LEN + i.index(buf.len() - HEADER_LEN);
+            buf[at] ^= x;
+        }
+        fix_crc(&mut buf);
+        poke(&buf);
+        for len in (0..buf.len()).step_by(7) {
+            poke(&buf[..len]);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -927,6 +1329,121 @@ mod kafka_protocol_cross_check {
             prop_assert_eq!(theirs.len(), records.len());
             prop_assert!(theirs.iter().all(|t| !t.control && !t.transactional));
         }
+    }
+
+    fn their_codec(codec: Compression) -> kafka_protocol::records::Compression {
+        use kafka_protocol::records::Compression as K;
+        match codec {
+            Compression::None => K::None,
+            Compression::Gzip => K::Gzip,
+            Compression::Snappy => K::Snappy,
+            Compression::Lz4 => K::Lz4,
+            Compression::Zstd => K::Zstd,
+        }
+    }
+
+    /// kafka-protocol keeps headers in a map, so give each key a unique prefix.
+    fn unique_header_keys(records: &mut [Owned]) {
+        for r in records {
+            for (i, (k, _)) in r.headers.iter_mut().enumerate() {
+                *k = format!("{i}:{k}");
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config(64))]
+
+        #[test]
+        fn our_compressed_batches_decode_the_same_in_kafka_protocol(
+            codec in codec(),
+            base_offset in 0..i64::MAX / 2,
+            timestamp in any::<i64>(),
+            mut records in prop::collection::vec(owned_record(2048), 1..30),
+        ) {
+            unique_header_keys(&mut records);
+            let buf = encode_owned_with(base_offset, timestamp, &records, codec);
+            let theirs = decode_theirs(&buf);
+            let ours = Batch::parse(&buf).unwrap().records().unwrap();
+            assert_same(&ours, &theirs);
+            prop_assert_eq!(theirs.len(), records.len());
+        }
+
+        /// The other direction: batches kafka-protocol compresses (its lz4 is the C
+        /// library's frame writer, its snappy writes snappy-java's framing) decode with ours.
+        #[test]
+        fn kafka_protocol_compressed_batches_decode_the_same_in_ours(
+            codec in codec(),
+            base_offset in 0..i64::MAX / 2,
+            timestamp in 0..i64::MAX / 2,
+            mut records in prop::collection::vec(owned_record(2048), 1..30),
+        ) {
+            use kafka_protocol::indexmap::IndexMap;
+            use kafka_protocol::protocol::StrBytes;
+            use kafka_protocol::records::{RecordBatchEncoder, RecordEncodeOptions};
+            unique_header_keys(&mut records);
+            let theirs: Vec<kafka_protocol::records::Record> = records
+                .iter()
+                .enumerate()
+                .map(|(i, r)| kafka_protocol::records::Record {
+                    transactional: false,
+                    control: false,
+                    delete_horizon: false,
+                    partition_leader_epoch: 0,
+                    producer_id: -1,
+                    producer_epoch: -1,
+                    timestamp_type: kafka_protocol::records::TimestampType::Creation,
+                    offset: base_offset + i as i64,
+                    // kafka-protocol starts a new batch wherever offset - sequence
+                    // changes; this keeps one batch with baseSequence -1.
+                    sequence: i as i32 - 1,
+                    timestamp,
+                    key: r.key.clone().map(Into::into),
+                    value: r.value.clone().map(Into::into),
+                    headers: r
+                        .headers
+                        .iter()
+                        .map(|(k, v)| (StrBytes::from_string(k.clone()), v.clone().map(Into::into)))
+                        .collect::<IndexMap<_, _>>(),
+                })
+                .collect();
+            let mut buf = Vec::new();
+            RecordBatchEncoder::encode(
+                &mut buf,
+                &theirs,
+                &RecordEncodeOptions { version: 2, compression: their_codec(codec) },
+            )
+            .unwrap();
+            let batch = Batch::parse(&buf).unwrap();
+            prop_assert_eq!(batch.size(), buf.len());
+            prop_assert_eq!(batch.verify_crc(), Ok(()));
+            prop_assert_eq!(batch.header.compression(), codec);
+            assert_same(&batch.records().unwrap(), &theirs);
+        }
+    }
+
+    #[test]
+    fn compressed_fixture_batches_decode_the_same() {
+        let mut checked = Vec::new();
+        for rel in V2_FILES.iter().chain(MIXED_FILES) {
+            let buf = fixture(rel);
+            let (entries, _) = walk_mixed(&buf);
+            for e in entries {
+                if let Entry::V2 { batch, .. } = e {
+                    if batch.header.compression() == Compression::None {
+                        continue;
+                    }
+                    assert_same(&batch.records().unwrap(), &decode_theirs(batch.bytes()));
+                    checked.push(batch.header.compression());
+                }
+            }
+        }
+        let count = |c| checked.iter().filter(|&&x| x == c).count();
+        assert_eq!(
+            CODECS.map(count),
+            [12, 1, 1, 0],
+            "gzip, snappy, lz4, zstd batches"
+        );
     }
 
     #[test]

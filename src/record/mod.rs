@@ -2,6 +2,7 @@
 //! Pure: no I/O, so it can be fuzzed and property-tested on its own.
 
 pub mod batch;
+pub mod compression;
 pub mod records;
 pub mod varint;
 
@@ -9,7 +10,10 @@ pub use batch::{
     Batch, BatchHeader, BatchIter, Compression, Frame, HEADER_LEN, LOG_OVERHEAD, TimestampType,
     compute_crc, peek_frame,
 };
-pub use records::{Header, NewRecord, Record, batch_size, decode_records, encode_batch};
+pub use compression::{MAX_DECOMPRESSED_SIZE, compress, decompress};
+pub use records::{
+    Header, NewRecord, Record, batch_size, decode_records, encode_batch, encode_batch_compressed,
+};
 
 /// Everything the codec can refuse. Never a panic: every input maps to one of these.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -33,8 +37,13 @@ pub enum RecordError {
         stored: u32,
         computed: u32,
     },
+    /// Kept for callers that match on it; every codec id Kafka defines is now decoded.
     #[error("{} compression not yet supported", .0.name())]
     UnsupportedCompression(Compression),
+    #[error("{} records section does not decompress: {reason}", .codec.name())]
+    Decompress { codec: Compression, reason: String },
+    #[error("{} records section decompresses to more than {limit} bytes", .codec.name())]
+    DecompressedTooLarge { codec: Compression, limit: usize },
     #[error("corrupt batch: {0}")]
     Corrupt(String),
 }

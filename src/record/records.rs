@@ -5,6 +5,7 @@ use super::batch::{
     ATTRIBUTES_OFFSET, Batch, CRC_OFFSET, Compression, HEADER_LEN, LOG_OVERHEAD, NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID, NO_SEQUENCE, TimestampType,
 };
+use super::compression::{compress, decompress};
 use super::varint::{get_varint, get_varlong, put_varint, put_varlong, varint_size, varlong_size};
 
 /// A record header: Kafka header keys are strings, values are bytes or null.
@@ -97,15 +98,29 @@ pub fn encode_batch(
     timestamp: i64,
     records: &[NewRecord],
 ) -> usize {
+    encode_batch_compressed(buf, base_offset, timestamp, records, Compression::None)
+}
+
+/// As [`encode_batch`], with the records section compressed by `codec` in the
+/// stream format Kafka's Java producer uses; the CRC covers the compressed bytes.
+pub fn encode_batch_compressed(
+    buf: &mut Vec<u8>,
+    base_offset: i64,
+    timestamp: i64,
+    records: &[NewRecord],
+    codec: Compression,
+) -> usize {
     assert!(!records.is_empty(), "a batch holds at least one record");
     let start = buf.len();
-    buf.reserve(batch_size(records));
+    if codec == Compression::None {
+        buf.reserve(batch_size(records));
+    }
     buf.extend_from_slice(&base_offset.to_be_bytes());
     buf.extend_from_slice(&0i32.to_be_bytes()); // batchLength, patched below
     buf.extend_from_slice(&0i32.to_be_bytes()); // partitionLeaderEpoch
     buf.push(2); // magic
     buf.extend_from_slice(&0u32.to_be_bytes()); // crc, patched below
-    buf.extend_from_slice(&0i16.to_be_bytes()); // attributes: none, CreateTime
+    buf.extend_from_slice(&(codec.id() as i16).to_be_bytes()); // attributes: codec, CreateTime
     buf.extend_from_slice(&((records.len() - 1) as i32).to_be_bytes());
     buf.extend_from_slice(&timestamp.to_be_bytes()); // baseTimestamp
     buf.extend_from_slice(&timestamp.to_be_bytes()); // maxTimestamp
@@ -113,6 +128,7 @@ pub fn encode_batch(
     buf.extend_from_slice(&NO_PRODUCER_EPOCH.to_be_bytes());
     buf.extend_from_slice(&NO_SEQUENCE.to_be_bytes());
     buf.extend_from_slice(&(records.len() as i32).to_be_bytes());
+    let records_start = buf.len();
     for (i, r) in records.iter().enumerate() {
         put_varint(buf, r.body_size(i as i32) as i32);
         buf.push(0); // record attributes
@@ -125,6 +141,13 @@ pub fn encode_batch(
             put_bytes(buf, Some(k.as_bytes()));
             put_bytes(buf, *v);
         }
+    }
+    if codec != Compression::None {
+        let raw = buf.split_off(records_start);
+        // Compressing into memory has no I/O to fail; only a codec bug could get here.
+        let compressed = compress(codec, &raw)
+            .unwrap_or_else(|e| panic!("compressing {} bytes: {e}", raw.len()));
+        buf.extend_from_slice(&compressed);
     }
     let size = buf.len() - start;
     let batch_length = (size - LOG_OVERHEAD) as i32;
@@ -145,25 +168,42 @@ fn put_bytes(buf: &mut Vec<u8>, b: Option<&[u8]>) {
 }
 
 impl<'a> Batch<'a> {
-    /// Decodes every record of the batch.
-    ///
-    /// Compressed batches are reported as unsupported until a codec is wired in:
-    /// the records section is handed to `decode_records` either way, so adding
-    /// decompression only changes where that section comes from.
+    /// Decodes every record of the batch, decompressing the records section first
+    /// if the batch is compressed.
     pub fn records(&self) -> Result<Vec<Record>, RecordError> {
+        let section = self.records_section();
         match self.header.compression() {
-            Compression::None => decode_records(self, self.records_section()),
-            other => Err(RecordError::UnsupportedCompression(other)),
+            Compression::None => decode_records(self, section),
+            // Not a valid stream in any codec, but it carries nothing either; only
+            // a writer that compresses nothing at all produces it.
+            _ if section.is_empty() && self.header.record_count == 0 => Ok(Vec::new()),
+            codec => {
+                let raw = decompress(codec, section)?;
+                let count = self.header.record_count as usize;
+                if raw.len() / MIN_RECORD_SIZE < count {
+                    return Err(RecordError::Corrupt(format!(
+                        "batch {} claims {count} records but its {} records section inflates to only {} bytes",
+                        self.header.base_offset,
+                        codec.name(),
+                        raw.len()
+                    )));
+                }
+                decode_records(self, &raw)
+            }
         }
     }
 }
+
+/// Smallest encoded record: length, attributes, timestampDelta, offsetDelta, key
+/// length, value length and header count, one byte each.
+const MIN_RECORD_SIZE: usize = 7;
 
 /// Decodes `count` records from an (uncompressed) records section.
 pub fn decode_records(batch: &Batch, section: &[u8]) -> Result<Vec<Record>, RecordError> {
     let h = &batch.header;
     let count = h.record_count as usize;
-    // Each record takes at least 7 bytes, so a garbled count cannot make us allocate wildly.
-    let mut out = Vec::with_capacity(count.min(section.len() / 7 + 1));
+    // A garbled count must not make us allocate wildly.
+    let mut out = Vec::with_capacity(count.min(section.len() / MIN_RECORD_SIZE + 1));
     let mut pos = 0usize;
     for _ in 0..count {
         let length = get_varint(section, &mut pos)?;
