@@ -109,3 +109,24 @@ fn rmdir_deletes_and_mkdir_recreates() {
     assert_eq!(m.status("t-0", "log_end_offset"), 0);
     m.fails("cat t-0/offset/0", "No such file or directory");
 }
+
+#[test]
+fn large_writes_split_into_requests_keep_every_line_whole() {
+    let m = mount!();
+    m.ok("mkdir t-0");
+    let src = m.data.parent().unwrap().join("lines.txt");
+    let text: String = (0..300_000).map(|i| format!("line-{i:06}\n")).collect();
+    std::fs::write(&src, &text).unwrap();
+    // One 3.6 MB write(2): the kernel cuts it into 1 MiB requests mid-line.
+    m.ok(&format!(
+        "dd if={} of=t-0/log bs=4M oflag=append conv=notrunc status=none",
+        src.display()
+    ));
+    assert_eq!(m.status("t-0", "log_end_offset"), 300_000);
+    for i in [0, 87_381, 87_382, 174_762, 299_999] {
+        assert_eq!(
+            m.ok(&format!("cat t-0/offset/{i}")),
+            format!("line-{i:06}")
+        );
+    }
+}

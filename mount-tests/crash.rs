@@ -12,10 +12,13 @@ fn kill9_then_remount_recovers() {
     let sealed = m.data.join("t-0/00000000000000000680.index");
     let before = std::fs::read(&sealed).expect("sealed index");
     assert_eq!(before.len(), 67 * 8);
+    let sealed_time = m.data.join("t-0/00000000000000000000.timeindex");
+    let before_time = std::fs::read(&sealed_time).expect("sealed time index");
 
     m.kill9();
     assert!(!m.data.join(".kafka_cleanshutdown").exists());
     std::fs::remove_file(&sealed).unwrap();
+    std::fs::remove_file(&sealed_time).unwrap();
     m.remount();
 
     let log = m.log();
@@ -43,6 +46,11 @@ fn kill9_then_remount_recovers() {
         std::fs::read(&sealed).expect("rebuilt index"),
         before,
         "rebuilt index differs"
+    );
+    assert_eq!(
+        std::fs::read(&sealed_time).expect("rebuilt time index"),
+        before_time,
+        "rebuilt time index differs"
     );
     // And the log goes on from where it was.
     m.ok("echo after >> t-0/log");
