@@ -18,7 +18,7 @@ fn value(i: usize) -> Vec<u8> {
     let len = (i * 7919) % 3000;
     let mut v = format!("{i}:").into_bytes();
     v.resize(len.max(v.len()), b'a' + (i % 26) as u8);
-    if i % 97 == 0 {
+    if i.is_multiple_of(97) {
         v.clear();
     }
     v

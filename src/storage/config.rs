@@ -41,6 +41,19 @@ impl CompressionType {
         }
     }
 
+    /// The codec appended batches get. `producer` keeps what the producer
+    /// sent, and the mount's producer sends uncompressed batches.
+    pub fn codec(self) -> crate::record::Compression {
+        use crate::record::Compression;
+        match self {
+            CompressionType::Producer | CompressionType::None => Compression::None,
+            CompressionType::Gzip => Compression::Gzip,
+            CompressionType::Snappy => Compression::Snappy,
+            CompressionType::Lz4 => Compression::Lz4,
+            CompressionType::Zstd => Compression::Zstd,
+        }
+    }
+
     fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "producer" => CompressionType::Producer,

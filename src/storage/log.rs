@@ -24,7 +24,7 @@ use super::error::{IoContext, Result, StorageError};
 use super::names::{parse_partition_name, parse_segment_file_name};
 use super::segment::{IndexSettings, LogSegment};
 use super::stream::{STREAM_LENGTHS_FILE, Stream};
-use crate::record::{NewRecord, Record, TimestampType, batch_size, encode_batch};
+use crate::record::{NewRecord, Record, TimestampType, batch_size, encode_batch_compressed};
 
 /// Per-partition config overrides, in Java properties format.
 pub const PROPERTIES_FILE: &str = "commitfs.properties";
@@ -358,6 +358,7 @@ impl PartitionLog {
         }
         let config = self.config();
         let groups = pack_batches(records, &config)?;
+        let codec = config.compression_type.codec();
         let timestamp = now_ms();
         let mut w = self.writer.lock();
         if w.closed {
@@ -370,7 +371,7 @@ impl PartitionLog {
             let recs = &records[range.clone()];
             let last = base + recs.len() as i64 - 1;
             w.buf.clear();
-            encode_batch(&mut w.buf, base, timestamp, recs);
+            encode_batch_compressed(&mut w.buf, base, timestamp, recs, codec);
             self.maybe_roll(&config, w.buf.len() as u64, timestamp, last)?;
             let seg = self
                 .active_segment()
