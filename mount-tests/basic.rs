@@ -124,9 +124,6 @@ fn large_writes_split_into_requests_keep_every_line_whole() {
     ));
     assert_eq!(m.status("t-0", "log_end_offset"), 300_000);
     for i in [0, 87_381, 87_382, 174_762, 299_999] {
-        assert_eq!(
-            m.ok(&format!("cat t-0/offset/{i}")),
-            format!("line-{i:06}")
-        );
+        assert_eq!(m.ok(&format!("cat t-0/offset/{i}")), format!("line-{i:06}"));
     }
 }

@@ -54,7 +54,7 @@ fn sigterm_with_open_files_detaches_then_exits_at_last_close() {
     assert!(!m.exited(), "the daemon left while a file was still open");
     drop(held);
     let st = m.wait();
-    assert!(st.success(), "exit status {st}");
+    assert!(st.success(), "exit status {st}:\n{}", m.log());
     assert!(m.data.join(".kafka_cleanshutdown").exists());
     assert!(m.log().contains("detached it lazily"), "{}", m.log());
 

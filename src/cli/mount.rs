@@ -417,6 +417,13 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Option<std::fs::File>) -> 
 
     let result = match session_thread.join() {
         Ok(Ok(())) => Ok(()),
+        // A loop that had just taken a request (often the RELEASE that let a
+        // lazily detached mount go) when the kernel tore the connection down
+        // reads ECONNABORTED: the same end as ENODEV, only raced.
+        Ok(Err(e)) if e.raw_os_error() == Some(libc::ECONNABORTED) => {
+            info!("The FUSE connection was closed while a request was being read");
+            Ok(())
+        }
         Ok(Err(e)) => Err(format!("the FUSE session ended with an error: {e}")),
         Err(_) => Err("the FUSE session thread panicked".to_string()),
     };
