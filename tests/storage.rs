@@ -590,3 +590,29 @@ fn compression_type_compresses_appended_batches() {
         mgr.close().unwrap();
     }
 }
+
+#[test]
+fn overrides_can_be_reset_to_the_default() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path(), &small_segments());
+    let log = mgr.create_partition("t-0").unwrap();
+    log.set_config("segment.bytes", "2097152").unwrap();
+    assert_eq!(log.config().segment_bytes, 2_097_152);
+    log.reset_config("segment.bytes").unwrap();
+    assert_eq!(
+        log.config().segment_bytes,
+        1_048_576,
+        "back to the mount-wide default"
+    );
+    assert!(log.overrides().is_empty());
+    assert!(log.reset_config("no.such").is_err());
+    let f = log.file("00000000000000000000.index").unwrap();
+    assert_eq!(f.size, 10_485_760);
+    assert!(
+        log.file("commitfs.properties").is_err(),
+        "hidden files are not served"
+    );
+    assert!(log.file("../x").is_err());
+    drop(log);
+    mgr.close().unwrap();
+}

@@ -642,6 +642,30 @@ impl PartitionLog {
         Ok(out)
     }
 
+    /// One file from [`PartitionLog::files`], without listing the directory.
+    pub fn file(&self, name: &str) -> Result<PartitionFile> {
+        let path = self.file_path(name)?;
+        let meta = fs::metadata(&path).at(&path)?;
+        let (kind, size) = match parse_segment_file_name(name) {
+            Some((base, "log")) => (
+                FileKind::Log,
+                self.segments
+                    .read()
+                    .get(&base)
+                    .map_or(meta.len(), |s| s.size()),
+            ),
+            Some((_, "index")) => (FileKind::Index, meta.len()),
+            Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
+            _ => (FileKind::Other, meta.len()),
+        };
+        Ok(PartitionFile {
+            name: name.to_string(),
+            size,
+            kind,
+            mtime: meta.modified().unwrap_or(UNIX_EPOCH),
+        })
+    }
+
     fn file_path(&self, name: &str) -> Result<PathBuf> {
         if name.is_empty() || name.contains('/') || name == "." || name == ".." || is_hidden(name) {
             return Err(StorageError::NoSuchFile(name.to_string()));
@@ -701,6 +725,28 @@ impl PartitionLog {
         *self.overrides.lock() = overrides;
         *self.config.write() = Arc::new(config);
         info!("Updated config {name}={value} for partition {}", self.name);
+        Ok(())
+    }
+
+    /// Removes an override, so the mount-wide default applies again.
+    pub fn reset_config(&self, name: &str) -> Result<()> {
+        if !self.writable {
+            return Err(StorageError::ReadOnly);
+        }
+        if self.defaults.get(name).is_none() {
+            return Err(super::config::ConfigError::UnknownName(name.to_string()).into());
+        }
+        let _w = self.writer.lock();
+        let mut overrides = self.overrides.lock().clone();
+        if overrides.remove(name).is_none() {
+            return Ok(());
+        }
+        let config = self.defaults.with_overrides(&overrides)?;
+        let path = self.dir.join(PROPERTIES_FILE);
+        write_atomically(&path, format_properties(&overrides).as_bytes())?;
+        *self.overrides.lock() = overrides;
+        *self.config.write() = Arc::new(config);
+        info!("Removed config override {name} for partition {}", self.name);
         Ok(())
     }
 
