@@ -616,3 +616,28 @@ fn overrides_can_be_reset_to_the_default() {
     drop(log);
     mgr.close().unwrap();
 }
+
+#[test]
+fn root_files_show_kafka_files_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(tmp.path().join("meta.properties"), "version=1\n").unwrap();
+    let mgr = open(tmp.path(), &LogConfig::default());
+    mgr.create_partition("t-0").unwrap();
+    let names: Vec<String> = mgr
+        .root_files()
+        .unwrap()
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    assert!(names.contains(&"meta.properties".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"recovery-point-offset-checkpoint".to_string()),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.starts_with('.')), "{names:?}");
+    let mut buf = [0u8; 64];
+    let n = mgr.read_root_file("meta.properties", 0, &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"version=1\n");
+    assert!(mgr.read_root_file(".lock", 0, &mut buf).is_err());
+    mgr.close().unwrap();
+}

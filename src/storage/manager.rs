@@ -15,7 +15,7 @@ use parking_lot::{Mutex, RwLock};
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
 use super::error::{IoContext, Result, StorageError};
-use super::log::{LoadContext, PartitionLog};
+use super::log::{FileKind, LoadContext, PartitionFile, PartitionLog};
 use super::names::{parse_partition_name, validate_new_partition_name};
 
 /// Written at a clean close, deleted at start-up (Kafka's `CleanShutdownFileHandler`).
@@ -176,6 +176,57 @@ impl LogManager {
         log.delete()
     }
 
+    /// Kafka's files in the data-directory root (`meta.properties`, the
+    /// checkpoints, ...), sorted by name. Dot files and `*.tmp` are not shown.
+    pub fn root_files(&self) -> Result<Vec<PartitionFile>> {
+        let mut out = Vec::new();
+        for e in fs::read_dir(&self.dir)
+            .at(&self.dir)?
+            .filter_map(|e| e.ok())
+        {
+            let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if is_hidden_root_file(&name) {
+                continue;
+            }
+            let Ok(meta) = e.metadata() else { continue };
+            if !meta.is_file() {
+                continue;
+            }
+            out.push(PartitionFile {
+                name,
+                size: meta.len(),
+                kind: FileKind::Other,
+                mtime: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Positioned read of a file from [`LogManager::root_files`].
+    pub fn read_root_file(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        if name.contains('/') || is_hidden_root_file(name) {
+            return Err(StorageError::NoSuchFile(name.to_string()));
+        }
+        let path = self.dir.join(name);
+        if !path.is_file() {
+            return Err(StorageError::NoSuchFile(name.to_string()));
+        }
+        let f = File::open(&path).at(&path)?;
+        let mut done = 0;
+        while done < buf.len() {
+            let n = std::os::unix::fs::FileExt::read_at(&f, &mut buf[done..], offset + done as u64)
+                .at(&path)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        Ok(done)
+    }
+
     pub fn flush_all(&self) -> Result<()> {
         for p in self.partitions() {
             p.flush()?;
@@ -240,6 +291,11 @@ impl LogManager {
         self.lock.lock().take();
         Ok(())
     }
+}
+
+/// The daemon's own files and transient ones are not part of the tree.
+fn is_hidden_root_file(name: &str) -> bool {
+    name.starts_with('.') || name.ends_with(".tmp") || name == "commitfs.log"
 }
 
 fn take_lock(dir: &Path) -> Result<File> {
