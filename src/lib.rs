@@ -5,6 +5,25 @@
 //! - [`record`]: the RecordBatch v2 codec (pure, no I/O);
 //! - [`storage`]: segments, indexes, partition logs, recovery, retention;
 //! - [`fs`]: the FUSE tree over `storage`.
+//!
+//! The storage library on its own:
+//!
+//! ```
+//! use commitfs::record::NewRecord;
+//! use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let mgr = LogManager::open(dir.path(), LogConfig::default(), OpenOptions::default())?;
+//! let log = mgr.create_partition("orders-0")?;
+//! let info = log.append(&[NewRecord::value(b"hello"), NewRecord::keyed(b"k", b"world")])?;
+//! assert_eq!((info.first_offset, info.last_offset, info.batches), (0, 1, 1));
+//! assert_eq!(log.read(1)?.key.as_deref(), Some(&b"k"[..]));
+//! assert_eq!(log.stream_len()?, "hello\nworld\n".len() as u64);
+//! drop(log);
+//! mgr.close()?; // flushes, trims indexes, writes .kafka_cleanshutdown
+//! assert!(dir.path().join(".kafka_cleanshutdown").exists());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod fs;
 pub mod record;
