@@ -641,3 +641,30 @@ fn root_files_show_kafka_files_only() {
     assert!(mgr.read_root_file(".lock", 0, &mut buf).is_err());
     mgr.close().unwrap();
 }
+
+#[test]
+fn a_lookup_reads_one_index_interval_and_one_batch_and_repeats_read_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path(), &small_segments());
+    let log = mgr.create_partition("t-0").unwrap();
+    fill(&log, 300, 10, 1506);
+    let before = log.status().lookup_bytes_read;
+    let r = log.read(2_000).unwrap();
+    assert_eq!(r.value.unwrap(), value(2_000, 1506));
+    let first = log.status().lookup_bytes_read - before;
+    // At most one index interval of headers plus the batch itself.
+    assert!(
+        first <= 4096 + 2 * 61 + 15_211,
+        "{first} bytes for one lookup"
+    );
+    assert!(first >= 15_211, "the batch itself is read");
+    log.read(2_000).unwrap();
+    log.read(2_005).unwrap();
+    assert_eq!(
+        log.status().lookup_bytes_read - before,
+        first,
+        "same batch: no new reads"
+    );
+    drop(log);
+    mgr.close().unwrap();
+}

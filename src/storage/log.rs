@@ -24,7 +24,9 @@ use super::error::{IoContext, Result, StorageError};
 use super::names::{parse_partition_name, parse_segment_file_name};
 use super::segment::{IndexSettings, LogSegment};
 use super::stream::{STREAM_LENGTHS_FILE, Stream};
-use crate::record::{NewRecord, Record, TimestampType, batch_size, encode_batch_compressed};
+use crate::record::{
+    BatchHeader, NewRecord, Record, TimestampType, batch_size, encode_batch_compressed,
+};
 
 /// Per-partition config overrides, in Java properties format.
 pub const PROPERTIES_FILE: &str = "commitfs.properties";
@@ -112,7 +114,17 @@ pub struct PartitionLog {
     flush_lock: Mutex<()>,
     deleted: AtomicBool,
     stream: Mutex<Stream>,
+    /// The last batch decoded for a lookup. Batches never change once
+    /// written, and the offset range check runs before it is used.
+    recent_batch: Mutex<Option<Arc<CachedBatch>>>,
     self_ref: Weak<PartitionLog>,
+}
+
+struct CachedBatch {
+    segment_base_offset: i64,
+    position: u64,
+    header: BatchHeader,
+    records: Vec<Record>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -194,6 +206,7 @@ impl PartitionLog {
             flush_lock: Mutex::new(()),
             deleted: AtomicBool::new(false),
             stream: Mutex::new(stream),
+            recent_batch: Mutex::new(None),
             self_ref: me.clone(),
         }))
     }
@@ -485,19 +498,47 @@ impl PartitionLog {
                 log_end_offset: end,
             });
         }
+        let batch = self.batch_for(offset)?;
+        // Control records (transaction markers) hold no user record.
+        if batch.header.is_control() {
+            return Err(StorageError::RecordNotFound(offset));
+        }
+        let i = batch
+            .records
+            .binary_search_by_key(&offset, |r| r.offset)
+            .map_err(|_| StorageError::RecordNotFound(offset))?;
+        Ok(RecordEntry {
+            record: batch.records[i].clone(),
+            batch_base_offset: batch.header.base_offset,
+            position: batch.position,
+            segment_base_offset: batch.segment_base_offset,
+            timestamp_type: batch.header.timestamp_type(),
+        })
+    }
+
+    /// The decoded batch holding `offset`. The last one is kept: `stat` then
+    /// `cat` of `offset/N`, or a consumer walking offsets, decodes it once.
+    fn batch_for(&self, offset: i64) -> Result<Arc<CachedBatch>> {
+        if let Some(c) = self.recent_batch.lock().clone()
+            && c.header.base_offset <= offset
+            && offset <= c.header.last_offset()
+        {
+            return Ok(c);
+        }
         let seg = self
             .segment_for(offset)
             .ok_or(StorageError::RecordNotFound(offset))?;
-        let (record, position, header) = seg
-            .read_record(offset, &self.lookup_bytes_read)?
+        let (position, header, records) = seg
+            .read_batch_records(offset, &self.lookup_bytes_read)?
             .ok_or(StorageError::RecordNotFound(offset))?;
-        Ok(RecordEntry {
-            record,
-            batch_base_offset: header.base_offset,
-            position,
+        let batch = Arc::new(CachedBatch {
             segment_base_offset: seg.base_offset,
-            timestamp_type: header.timestamp_type(),
-        })
+            position,
+            header,
+            records,
+        });
+        *self.recent_batch.lock() = Some(batch.clone());
+        Ok(batch)
     }
 
     /// Length of the consumer stream (`value\n` per record from the log start).

@@ -486,11 +486,21 @@ impl LogSegment {
     /// Walks batch headers from `start`, calling `f(position, header)` until it
     /// returns false, the published end is reached, or a batch cannot be read.
     /// Returns the bytes read from the file.
-    pub fn scan(&self, start: u64, mut f: impl FnMut(u64, &BatchHeader) -> bool) -> Result<u64> {
+    pub fn scan(&self, start: u64, f: impl FnMut(u64, &BatchHeader) -> bool) -> Result<u64> {
+        self.scan_with(start, SCAN_CHUNK, f)
+    }
+
+    /// [`LogSegment::scan`] reading `chunk` bytes at a time.
+    fn scan_with(
+        &self,
+        start: u64,
+        chunk: usize,
+        mut f: impl FnMut(u64, &BatchHeader) -> bool,
+    ) -> Result<u64> {
         let end = self.size();
         let mut buf = vec![
             0u8;
-            SCAN_CHUNK
+            chunk
                 .min((end.saturating_sub(start)) as usize)
                 .max(HEADER_LEN)
         ];
@@ -498,10 +508,18 @@ impl LogSegment {
         let mut buf_len = 0usize;
         let mut pos = start;
         let mut read = 0u64;
+        let mut last_batch = 0usize;
         while pos + HEADER_LEN as u64 <= end {
             if pos + HEADER_LEN as u64 > buf_start + buf_len as u64 {
                 buf_start = pos;
-                let want = buf.len().min((end - pos) as usize);
+                // Batches larger than a chunk leave nothing to read ahead
+                // for: fetch just the next header.
+                let want = if last_batch >= buf.len() {
+                    HEADER_LEN
+                } else {
+                    buf.len()
+                };
+                let want = want.min((end - pos) as usize);
                 buf_len = self.read_at(&mut buf[..want], pos)?;
                 read += buf_len as u64;
                 if buf_len < HEADER_LEN {
@@ -516,6 +534,7 @@ impl LogSegment {
                 break;
             }
             pos += h.size() as u64;
+            last_batch = h.size();
         }
         Ok(read)
     }
@@ -573,7 +592,10 @@ impl LogSegment {
             // its offset; anything else means the index is damaged.
             let mut entry_ok = start == 0;
             let mut first = true;
-            let read = self.scan(start, |pos, h| {
+            // The batch holding `offset` starts within about one index
+            // interval of the entry, so read no more than that for headers.
+            let chunk = self.settings.index_interval_bytes as usize + HEADER_LEN;
+            let read = self.scan_with(start, chunk.clamp(512, SCAN_CHUNK), |pos, h| {
                 if first {
                     first = false;
                     entry_ok |= h.last_offset() == entry.offset;
@@ -607,28 +629,21 @@ impl LogSegment {
         unreachable!("the loop returns on its second pass")
     }
 
-    /// Record `offset`, or `None` if no record of this segment has it (a gap).
-    /// Control records (transaction markers) hold no user record, so they
-    /// count as absent too.
-    pub fn read_record(
+    /// The decoded batch holding `offset` with its position, or `None` if no
+    /// batch of this segment covers it (a gap). Control batches are returned
+    /// too; callers decide what they mean.
+    pub fn read_batch_records(
         &self,
         offset: i64,
         bytes_read: &AtomicU64,
-    ) -> Result<Option<(Record, u64, BatchHeader)>> {
+    ) -> Result<Option<(u64, BatchHeader, Vec<Record>)>> {
         let Some((pos, h)) = self.find_batch(offset, bytes_read)? else {
             return Ok(None);
         };
-        if h.is_control() {
-            return Ok(None);
-        }
         let bytes = self.read_batch(pos, h.size())?;
         bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        let batch = Batch::parse(&bytes)?;
-        Ok(batch
-            .records()?
-            .into_iter()
-            .find(|r| r.offset == offset)
-            .map(|r| (r, pos, h)))
+        let records = Batch::parse(&bytes)?.records()?;
+        Ok(Some((pos, h, records)))
     }
 
     /// First record at or after `min_offset` whose timestamp is >= `timestamp`.
