@@ -112,9 +112,8 @@ pub fn encode_batch_compressed(
 ) -> usize {
     assert!(!records.is_empty(), "a batch holds at least one record");
     let start = buf.len();
-    if codec == Compression::None {
-        buf.reserve(batch_size(records));
-    }
+    // No up-front reserve: callers reuse one buffer, so after the first
+    // batches it no longer grows, and sizing it would cost another pass.
     buf.extend_from_slice(&base_offset.to_be_bytes());
     buf.extend_from_slice(&0i32.to_be_bytes()); // batchLength, patched below
     buf.extend_from_slice(&0i32.to_be_bytes()); // partitionLeaderEpoch

@@ -24,9 +24,7 @@ use super::error::{IoContext, Result, StorageError};
 use super::names::{parse_partition_name, parse_segment_file_name};
 use super::segment::{IndexSettings, LogSegment};
 use super::stream::{STREAM_LENGTHS_FILE, Stream};
-use crate::record::{
-    BatchHeader, NewRecord, Record, TimestampType, batch_size, encode_batch_compressed,
-};
+use crate::record::{BatchHeader, NewRecord, Record, TimestampType, encode_batch_compressed};
 
 /// Per-partition config overrides, in Java properties format.
 pub const PROPERTIES_FILE: &str = "commitfs.properties";
@@ -1147,12 +1145,22 @@ fn recover_segments(
 fn pack_batches(records: &[NewRecord], config: &LogConfig) -> Result<Vec<std::ops::Range<usize>>> {
     let max = config.max_message_bytes.max(0) as usize;
     let segment_bytes = config.segment_bytes as usize;
-    let mut groups = Vec::new();
+    let mut groups = Vec::with_capacity(1);
     let mut start = 0;
     let mut size = crate::record::HEADER_LEN;
+    let check_segment = |size: usize| {
+        if size > segment_bytes {
+            return Err(StorageError::BatchLargerThanSegment {
+                size,
+                max: segment_bytes,
+            });
+        }
+        Ok(())
+    };
     for (i, r) in records.iter().enumerate() {
         let add = r.encoded_size((i - start) as i32);
         if i > start && size + add > max {
+            check_segment(size)?;
             groups.push(start..i);
             start = i;
             size = crate::record::HEADER_LEN + r.encoded_size(0);
@@ -1163,15 +1171,7 @@ fn pack_batches(records: &[NewRecord], config: &LogConfig) -> Result<Vec<std::op
             return Err(StorageError::RecordTooLarge { size, max });
         }
     }
+    check_segment(size)?;
     groups.push(start..records.len());
-    for g in &groups {
-        let size = batch_size(&records[g.clone()]);
-        if size > segment_bytes {
-            return Err(StorageError::BatchLargerThanSegment {
-                size,
-                max: segment_bytes,
-            });
-        }
-    }
     Ok(groups)
 }
