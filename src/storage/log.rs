@@ -876,6 +876,14 @@ impl PartitionLog {
             return Ok(0);
         }
         let config = self.config();
+        if config.retention_ms >= 0 {
+            // Loading a sealed segment's time index is I/O: do it before taking
+            // the lock appends wait on. A segment's largest timestamp never
+            // changes once sealed, so the values stay good.
+            for seg in self.segment_list() {
+                let _ = seg.largest_timestamp();
+            }
+        }
         let w = self.writer.lock();
         if w.closed {
             return Ok(0);
