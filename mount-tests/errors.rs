@@ -23,8 +23,8 @@ fn error_table() {
     m.fails(&format!("echo x >> {seg}"), "Permission denied");
     m.fails("echo x > t-0/status", "Permission denied");
     m.fails("echo x > t-0/offset/0", "Permission denied");
-    // log is write-only until it can be read as a stream.
-    m.fails("cat t-0/log", "Permission denied");
+    // Control files are write-only.
+    m.fails("cat t-0/roll", "Permission denied");
 
     // unlink, rename, chmod, chown, truncate, link, symlink, setxattr: EPERM.
     m.fails(&format!("rm -f {seg}"), "Operation not permitted");

@@ -4,9 +4,11 @@
 mod harness;
 
 mod basic;
+mod consumer;
 mod control;
 mod crash;
 mod errors;
+mod kafka;
 mod lifecycle;
 mod raw;
 mod roll;

@@ -23,7 +23,8 @@ pub struct MountArgs {
     /// Where to mount it; created if missing.
     pub mountpoint: PathBuf,
     /// Stay attached and log to stderr (default: return once mounted, log to
-    /// DATA_DIR/commitfs.log).
+    /// DATA_DIR/commitfs.log, or on a read-only mount, which never writes to
+    /// the data directory, to $TMPDIR/commitfs-<data dir path>.log).
     #[arg(short, long)]
     pub foreground: bool,
     /// Options, comma-separated, repeatable: Kafka topic configs as mount-wide
@@ -121,7 +122,7 @@ pub fn run(args: MountArgs) -> i32 {
         }
     };
     if !args.foreground {
-        return daemonize(&args);
+        return daemonize(&args, opts.read_only);
     }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let ready = args.ready_fd.map(|fd| {
@@ -144,19 +145,22 @@ pub fn run(args: MountArgs) -> i32 {
 /// Re-executes this command in the foreground as a new session leader with its
 /// log going to the data directory, and returns once it reports the mount live
 /// (or its error).
-fn daemonize(args: &MountArgs) -> i32 {
-    let prepare = || -> std::io::Result<(PathBuf, PathBuf, std::fs::File)> {
-        std::fs::create_dir_all(&args.data_dir)?;
+fn daemonize(args: &MountArgs, read_only: bool) -> i32 {
+    let prepare = || -> std::io::Result<(PathBuf, PathBuf, PathBuf, std::fs::File)> {
+        if !read_only {
+            std::fs::create_dir_all(&args.data_dir)?;
+        }
         std::fs::create_dir_all(&args.mountpoint)?;
         let data = args.data_dir.canonicalize()?;
         let mnt = args.mountpoint.canonicalize()?;
+        let log_path = log_file_path(&data, read_only);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(data.join(LOG_FILE))?;
-        Ok((data, mnt, log))
+            .open(&log_path)?;
+        Ok((data, mnt, log_path, log))
     };
-    let (data, mnt, log) = match prepare() {
+    let (data, mnt, log_path, log) = match prepare() {
         Ok(x) => x,
         Err(e) => {
             eprintln!("commitfs: {e}");
@@ -227,12 +231,33 @@ fn daemonize(args: &MountArgs) -> i32 {
     if msg.is_empty() {
         eprintln!(
             "commitfs: the daemon exited before mounting; see {}",
-            data.join(LOG_FILE).display()
+            log_path.display()
         );
     } else {
         eprintln!("commitfs: {msg}");
     }
     1
+}
+
+/// Where a daemon logs. A read-only mount must leave the data directory
+/// untouched, so its log goes to the temp dir, named after the data dir.
+fn log_file_path(data: &Path, read_only: bool) -> PathBuf {
+    if !read_only {
+        return data.join(LOG_FILE);
+    }
+    let escaped: String = data
+        .to_string_lossy()
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    std::env::temp_dir().join(format!("commitfs-{escaped}.log"))
 }
 
 fn raise_nofile_limit() {
@@ -278,7 +303,13 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Option<std::fs::File>) -> 
     // SAFETY: blocks signals for this thread; the set is valid.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut()) };
 
-    for dir in [&args.data_dir, &args.mountpoint] {
+    // A read-only mount writes nothing to the data dir, not even the dir itself.
+    let create: &[&PathBuf] = if opts.read_only {
+        &[&args.mountpoint]
+    } else {
+        &[&args.data_dir, &args.mountpoint]
+    };
+    for dir in create {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }

@@ -22,6 +22,9 @@ pub enum Handle {
         partition: Arc<PartitionLog>,
         name: Arc<str>,
     },
+    /// A Kafka file of the data-directory root, read through the log manager.
+    RootFile(Arc<str>),
+    /// `log`: reads return the consumer stream, writes append.
     Log {
         partition: Arc<PartitionLog>,
         /// Bytes after the last newline seen on this handle.

@@ -1,9 +1,10 @@
 //! Inode numbers: one stable number per node for the life of the mount.
 //!
-//! Most nodes get a sequential number from a table. `offset/N` nodes are too
-//! many to tabulate (a partition can hold billions), so their number is
-//! computed from the `offset/` directory's number and N; it is just as stable
-//! and costs no memory. Numbers are never reused, so the generation is always 0.
+//! Most nodes get a sequential number from a table. `offset/N` and `time/<ms>`
+//! nodes are too many to tabulate (a partition can hold billions of offsets,
+//! and any millisecond can be looked up), so their number is computed from
+//! their directory's number and N; it is just as stable and costs no memory.
+//! Numbers are never reused, so the generation is always 0.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,9 +16,10 @@ use super::node::NodeKey;
 pub const ROOT_INO: u64 = 1;
 
 const OFFSET_FLAG: u64 = 1 << 63;
-const OFFSET_BITS: u32 = 40;
+/// 44 bits hold today's millisecond timestamps (about 1.8e12) until the year 2527.
+const OFFSET_BITS: u32 = 44;
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
-/// Table numbers that fit beside a 40-bit offset under the flag bit.
+/// Table numbers that fit beside the offset bits under the flag bit.
 const DIR_LIMIT: u64 = 1 << (63 - OFFSET_BITS);
 
 pub struct InodeTable {
@@ -48,11 +50,16 @@ impl Default for InodeTable {
 impl InodeTable {
     /// The number of `key`, assigning one on first sight.
     pub fn ino(&self, key: &NodeKey) -> u64 {
-        if let NodeKey::Offset(p, n) = key
-            && let Ok(n) = u64::try_from(*n)
+        let computed = match key {
+            NodeKey::Offset(p, n) => Some((NodeKey::OffsetDir(p.clone()), *n)),
+            NodeKey::Time(p, ms) => Some((NodeKey::TimeDir(p.clone()), *ms)),
+            _ => None,
+        };
+        if let Some((dir_key, n)) = computed
+            && let Ok(n) = u64::try_from(n)
             && n <= OFFSET_MASK
         {
-            let dir = self.ino(&NodeKey::OffsetDir(p.clone()));
+            let dir = self.ino(&dir_key);
             if dir < DIR_LIMIT {
                 return OFFSET_FLAG | (dir << OFFSET_BITS) | n;
             }
@@ -76,10 +83,10 @@ impl InodeTable {
         let inner = self.inner.read();
         if ino & OFFSET_FLAG != 0 {
             let dir = (ino & !OFFSET_FLAG) >> OFFSET_BITS;
+            let n = (ino & OFFSET_MASK) as i64;
             return match inner.by_ino.get(&dir) {
-                Some(NodeKey::OffsetDir(p)) => {
-                    Some(NodeKey::Offset(p.clone(), (ino & OFFSET_MASK) as i64))
-                }
+                Some(NodeKey::OffsetDir(p)) => Some(NodeKey::Offset(p.clone(), n)),
+                Some(NodeKey::TimeDir(p)) => Some(NodeKey::Time(p.clone(), n)),
                 _ => None,
             };
         }
@@ -131,6 +138,10 @@ mod tests {
         assert_ne!(t.ino(&NodeKey::Offset(q.clone(), 680)), o);
         let huge = t.ino(&NodeKey::Offset(p.clone(), 1 << 50));
         assert_eq!(t.key(huge), Some(NodeKey::Offset(p.clone(), 1 << 50)));
+        let ms = 1_700_000_000_123;
+        let ti = t.ino(&NodeKey::Time(p.clone(), ms));
+        assert_eq!(t.key(ti), Some(NodeKey::Time(p.clone(), ms)));
+        assert_ne!(t.ino(&NodeKey::Offset(p.clone(), ms)), ti);
     }
 
     #[test]

@@ -25,8 +25,14 @@ use log::{debug, error, info, warn};
 use self::errno::{FsResult, refuse};
 use self::handle::{Handle, HandleTable, OpenFile, split_lines, to_records};
 use self::inode::{InodeTable, ROOT_INO};
-use self::node::{Control, NodeKey, SPECIAL_NAMES, config_value, parse_offset_name, status_text};
-use crate::storage::{CONFIG_NAMES, LogManager, PartitionLog};
+use self::node::{
+    Control, NodeKey, SPECIAL_NAMES, config_value, parse_delete_records, parse_offset_name,
+    status_text,
+};
+use crate::storage::{
+    CONFIG_NAMES, LogManager, PartitionFile, PartitionLog, RecordEntry, StorageError,
+    segment_file_name,
+};
 
 /// Sizes, `status` and the partition set change with every append, roll or
 /// mkdir, so the kernel must ask every time: stale sizes must never show.
@@ -94,6 +100,50 @@ impl CommitFs {
         self.manager.partition(name).ok_or(Errno::ENOENT)
     }
 
+    /// Extended attributes of a node: only `offset/N` has any.
+    fn xattrs(&self, ino: INodeNo) -> FsResult<Vec<(String, Vec<u8>)>> {
+        let key = self.key(ino)?;
+        let NodeKey::Offset(p, n) = &key else {
+            return Ok(Vec::new());
+        };
+        let path = key.path();
+        let entry = self
+            .partition(p)?
+            .read_entry(*n)
+            .map_err(|e| errno::storage(format!("reading {path}"), &e))?;
+        Ok(record_xattrs(&entry, &path))
+    }
+
+    fn root_file(&self, name: &str) -> FsResult<PartitionFile> {
+        let files = self
+            .manager
+            .root_files()
+            .map_err(|e| errno::storage("listing the data directory", &e))?;
+        files
+            .into_iter()
+            .find(|f| f.name == name)
+            .ok_or(Errno::ENOENT)
+    }
+
+    /// When `log` last grew: the active segment's mtime. GNU `tail -f` looks
+    /// at size and mtime, so this must move with appends.
+    fn log_mtime(&self, part: &PartitionLog) -> SystemTime {
+        part.segment_bases()
+            .last()
+            .and_then(|b| part.file(&segment_file_name(*b, "log")).ok())
+            .map_or(self.started, |f| f.mtime)
+    }
+
+    /// The text of `time/<ms>`: the first offset with a timestamp >= ms and a
+    /// newline, or ENOENT past the last timestamp.
+    fn time_text(&self, part: &PartitionLog, ms: i64, key: &NodeKey) -> FsResult<String> {
+        match part.offset_for_timestamp(ms) {
+            Ok(Some(o)) => Ok(format!("{o}\n")),
+            Ok(None) => Err(Errno::ENOENT),
+            Err(e) => Err(errno::storage(format!("lookup of {}", key.path()), &e)),
+        }
+    }
+
     fn attr_of(
         &self,
         ino: u64,
@@ -127,11 +177,15 @@ impl CommitFs {
         let ino = self.inodes.ino(key);
         let dir = |perm| self.attr_of(ino, FileType::Directory, perm, 0, self.started);
         let file = |perm, size, mtime| self.attr_of(ino, FileType::RegularFile, perm, size, mtime);
+        if let NodeKey::RootFile(name) = key {
+            let f = self.root_file(name)?;
+            return Ok(file(0o444, f.size, f.mtime));
+        }
         if let Some(p) = key.partition() {
             let part = self.partition(p)?;
             return Ok(match key {
                 NodeKey::Partition(_) | NodeKey::ConfigDir(_) => dir(0o755),
-                NodeKey::OffsetDir(_) => dir(0o555),
+                NodeKey::OffsetDir(_) | NodeKey::TimeDir(_) => dir(0o555),
                 NodeKey::Raw(_, name) => {
                     let files = part
                         .files()
@@ -142,7 +196,17 @@ impl CommitFs {
                         .ok_or(Errno::ENOENT)?;
                     file(0o444, f.size, f.mtime)
                 }
-                NodeKey::Log(_) | NodeKey::Control(..) => file(0o200, 0, self.started),
+                NodeKey::Log(_) => {
+                    let len = part
+                        .stream_len()
+                        .map_err(|e| errno::storage(format!("sizing {}", key.path()), &e))?;
+                    file(0o600, len, self.log_mtime(&part))
+                }
+                NodeKey::Control(..) => file(0o200, 0, self.started),
+                NodeKey::Time(_, ms) => {
+                    let text = self.time_text(&part, *ms, key)?;
+                    file(0o444, text.len() as u64, self.started)
+                }
                 NodeKey::Offset(_, n) => {
                     let r = part
                         .read(*n)
@@ -159,7 +223,9 @@ impl CommitFs {
                     let len = part.config().get(name).map_or(0, |v| v.len() + 1);
                     file(0o644, len as u64, self.started)
                 }
-                NodeKey::Root => unreachable!("the root has no partition"),
+                NodeKey::Root | NodeKey::RootFile(_) => {
+                    unreachable!("root nodes have no partition")
+                }
             });
         }
         Ok(dir(0o755))
@@ -169,8 +235,14 @@ impl CommitFs {
     fn child(&self, parent: &NodeKey, name: &str) -> FsResult<NodeKey> {
         match parent {
             NodeKey::Root => {
-                self.partition(name)?;
-                Ok(NodeKey::Partition(inode::name(name)))
+                if self.partition(name).is_ok() {
+                    return Ok(NodeKey::Partition(inode::name(name)));
+                }
+                if self.read_only {
+                    self.root_file(name)?;
+                    return Ok(NodeKey::RootFile(inode::name(name)));
+                }
+                Err(Errno::ENOENT)
             }
             NodeKey::Partition(p) => {
                 if let Some(k) = NodeKey::special(p, name) {
@@ -194,6 +266,14 @@ impl CommitFs {
                 }
                 Ok(NodeKey::Offset(p.clone(), n))
             }
+            NodeKey::TimeDir(p) => {
+                // Same canonical-decimal rule as offsets: one name per millisecond.
+                let ms = parse_offset_name(name).ok_or(Errno::ENOENT)?;
+                let part = self.partition(p)?;
+                let key = NodeKey::Time(p.clone(), ms);
+                self.time_text(&part, ms, &key)?;
+                Ok(key)
+            }
             NodeKey::ConfigDir(p) => CONFIG_NAMES
                 .iter()
                 .find(|c| **c == name)
@@ -215,17 +295,36 @@ impl CommitFs {
     /// Entries of a directory other than `offset/`, without `.` and `..`.
     fn list(&self, key: &NodeKey) -> FsResult<Vec<(NodeKey, String)>> {
         Ok(match key {
-            NodeKey::Root => self
-                .manager
-                .partitions()
-                .iter()
-                .map(|p| {
-                    (
-                        NodeKey::Partition(inode::name(p.name())),
-                        p.name().to_string(),
-                    )
-                })
-                .collect(),
+            NodeKey::Root => {
+                let mut out: Vec<_> = self
+                    .manager
+                    .partitions()
+                    .iter()
+                    .map(|p| {
+                        (
+                            NodeKey::Partition(inode::name(p.name())),
+                            p.name().to_string(),
+                        )
+                    })
+                    .collect();
+                if self.read_only {
+                    let files = self
+                        .manager
+                        .root_files()
+                        .map_err(|e| errno::storage("listing the data directory", &e))?;
+                    out.extend(
+                        files
+                            .into_iter()
+                            .map(|f| (NodeKey::RootFile(inode::name(&f.name)), f.name)),
+                    );
+                }
+                out
+            }
+            // Any millisecond can be looked up; none is listed.
+            NodeKey::TimeDir(p) => {
+                self.partition(p)?;
+                Vec::new()
+            }
             NodeKey::Partition(p) => {
                 let part = self.partition(p)?;
                 let files = part
@@ -327,8 +426,18 @@ impl CommitFs {
             return Err(refuse(
                 Errno::EACCES,
                 format!("open of {path} for reading"),
-                "it is write-only (reading the log as a stream comes later; read offset/N)",
+                "control files are write-only",
             ));
+        }
+        if let NodeKey::RootFile(name) = &key {
+            self.root_file(name)?;
+            // Direct I/O: a rw daemon rewrites checkpoints by rename, so
+            // cached pages could show an older file.
+            let fh = self.handles.insert(OpenFile {
+                handle: Handle::RootFile(name.clone()),
+                key,
+            });
+            return Ok((fh, FopenFlags::FOPEN_DIRECT_IO));
         }
         let p = key.partition().ok_or(Errno::EISDIR)?.clone();
         let part = self.partition(&p)?;
@@ -352,6 +461,9 @@ impl CommitFs {
                     FopenFlags::empty(),
                 )
             }
+            // Direct I/O for reads too: the stream grows with every append
+            // and shifts when the log start moves, so cached pages would go
+            // stale, and the reply length must be what ends a read.
             NodeKey::Log(_) => (
                 Handle::Log {
                     partition: part,
@@ -359,6 +471,10 @@ impl CommitFs {
                 },
                 direct,
             ),
+            NodeKey::Time(_, ms) => {
+                let text = self.time_text(&part, *ms, &key)?;
+                (Handle::Snapshot(text.into_bytes()), direct)
+            }
             NodeKey::Control(_, c) => (
                 Handle::Control {
                     partition: part,
@@ -422,7 +538,31 @@ impl CommitFs {
                 buf.truncate(got);
                 Ok(buf)
             }
-            Handle::Log { .. } | Handle::Control { .. } => Err(Errno::EBADF),
+            Handle::Log { partition, .. } => {
+                let mut buf = vec![0u8; size as usize];
+                let mut got = 0;
+                while got < buf.len() {
+                    let n = partition
+                        .read_stream(offset + got as u64, &mut buf[got..])
+                        .map_err(|e| errno::storage(format!("read of {}", f.key.path()), &e))?;
+                    if n == 0 {
+                        break;
+                    }
+                    got += n;
+                }
+                buf.truncate(got);
+                Ok(buf)
+            }
+            Handle::RootFile(name) => {
+                let mut buf = vec![0u8; size as usize];
+                let n = self
+                    .manager
+                    .read_root_file(name, offset, &mut buf)
+                    .map_err(|e| errno::storage(format!("read of {name}"), &e))?;
+                buf.truncate(n);
+                Ok(buf)
+            }
+            Handle::Control { .. } => Err(Errno::EBADF),
         }
     }
 
@@ -444,6 +584,10 @@ impl CommitFs {
                 let r = match control {
                     Control::Roll => partition.roll(),
                     Control::Flush => partition.flush(),
+                    Control::DeleteRecords => {
+                        delete_records(partition, data, &path)?;
+                        return Ok(data.len() as u32);
+                    }
                 };
                 r.map_err(|e| {
                     errno::storage(format!("{} of {}", control.name(), partition.name()), &e)
@@ -465,7 +609,7 @@ impl CommitFs {
                     .map_err(|e| errno::storage(format!("write to {path}"), &e))?;
                 info!("{}: set {name}={value}", partition.name());
             }
-            Handle::Snapshot(_) | Handle::Raw { .. } => {
+            Handle::Snapshot(_) | Handle::Raw { .. } | Handle::RootFile(_) => {
                 return Err(refuse(
                     Errno::EBADF,
                     format!("write to {path}"),
@@ -707,6 +851,105 @@ fn append_lines(
             partial.truncate(held);
             Err(e)
         }
+    }
+}
+
+/// The size-probe protocol of getxattr/listxattr: size 0 asks for the length,
+/// a buffer too small gets ERANGE.
+fn reply_xattr(reply: ReplyXattr, size: u32, value: &[u8]) {
+    if size == 0 {
+        reply.size(value.len() as u32);
+    } else if value.len() > size as usize {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(value);
+    }
+}
+
+/// Longest xattr name the kernel passes (XATTR_NAME_MAX).
+const XATTR_NAME_MAX: usize = 255;
+
+/// A record's extended attributes, in listing order.
+fn record_xattrs(e: &RecordEntry, path: &str) -> Vec<(String, Vec<u8>)> {
+    let r = &e.record;
+    let mut out = vec![
+        (
+            "user.kafka.timestamp".to_string(),
+            r.timestamp.to_string().into_bytes(),
+        ),
+        (
+            "user.kafka.timestamp_type".to_string(),
+            e.timestamp_type.name().as_bytes().to_vec(),
+        ),
+    ];
+    if let Some(k) = &r.key {
+        out.push(("user.kafka.key".to_string(), k.clone()));
+    }
+    for h in &r.headers {
+        let name = format!("user.kafka.header.{}", h.key);
+        if name.len() > XATTR_NAME_MAX || name.contains('\0') {
+            debug!(
+                "{path}: header {:?} cannot be an xattr name; not shown",
+                h.key
+            );
+            continue;
+        }
+        let value = h.value.clone().unwrap_or_default();
+        // Kafka allows repeated header keys; an xattr name is unique, so the
+        // last value wins, as Kafka's Headers.lastHeader() reads it.
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = value,
+            None => out.push((name, value)),
+        }
+    }
+    out.push((
+        "user.kafka.batch_base_offset".to_string(),
+        e.batch_base_offset.to_string().into_bytes(),
+    ));
+    out.push((
+        "user.kafka.position".to_string(),
+        e.position.to_string().into_bytes(),
+    ));
+    out
+}
+
+/// A write to `delete-records`: Kafka's DeleteRecords on this partition.
+fn delete_records(partition: &PartitionLog, data: &[u8], path: &str) -> FsResult<()> {
+    let what = || format!("write to {path}");
+    let Some(mut offset) = parse_delete_records(data) else {
+        return Err(refuse(
+            Errno::EINVAL,
+            what(),
+            format!(
+                "{:?} is not an offset (write one canonical decimal offset, or -1 for the log end offset)",
+                String::from_utf8_lossy(data).trim()
+            ),
+        ));
+    };
+    if offset == -1 {
+        offset = partition.log_end_offset();
+    }
+    match partition.delete_records_before(offset) {
+        Ok(start) => {
+            info!(
+                "{}: delete-records to {offset} done, log start offset is {start}",
+                partition.name()
+            );
+            Ok(())
+        }
+        Err(StorageError::OffsetOutOfRange {
+            log_start_offset,
+            log_end_offset,
+            ..
+        }) => Err(refuse(
+            Errno::EINVAL,
+            what(),
+            format!(
+                "offset {offset} is out of range: the log holds {log_start_offset}..{log_end_offset} \
+                 and the log start offset can move up to the log end offset {log_end_offset}"
+            ),
+        )),
+        Err(e) => Err(errno::storage(what(), &e)),
     }
 }
 
@@ -1021,22 +1264,34 @@ impl Filesystem for CommitFs {
         ));
     }
 
-    fn getxattr(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _size: u32,
-        reply: ReplyXattr,
-    ) {
-        reply.error(Errno::NO_XATTR);
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let r = self.guard("getxattr", || {
+            let attrs = self.xattrs(ino)?;
+            let want = name.as_encoded_bytes();
+            attrs
+                .into_iter()
+                .find(|(n, _)| n.as_bytes() == want)
+                .map(|(_, v)| v)
+                .ok_or(Errno::NO_XATTR)
+        });
+        match r {
+            Ok(v) => reply_xattr(reply, size, &v),
+            Err(e) => reply.error(e),
+        }
     }
 
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
-        if size == 0 {
-            reply.size(0)
-        } else {
-            reply.data(&[])
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let r = self.guard("listxattr", || {
+            let mut list = Vec::new();
+            for (n, _) in self.xattrs(ino)? {
+                list.extend_from_slice(n.as_bytes());
+                list.push(0);
+            }
+            Ok(list)
+        });
+        match r {
+            Ok(list) => reply_xattr(reply, size, &list),
+            Err(e) => reply.error(e),
         }
     }
 

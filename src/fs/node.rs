@@ -9,12 +9,18 @@ use crate::storage::PartitionStatus;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum NodeKey {
     Root,
+    /// A Kafka file of the data-directory root (`meta.properties`, checkpoints);
+    /// listed on read-only mounts only.
+    RootFile(Arc<str>),
     Partition(Arc<str>),
     /// A file of the partition directory as storage lists it (segments, side files).
     Raw(Arc<str>, Arc<str>),
     Log(Arc<str>),
     OffsetDir(Arc<str>),
     Offset(Arc<str>, i64),
+    TimeDir(Arc<str>),
+    /// `time/<ms>`: the first offset whose timestamp is >= ms.
+    Time(Arc<str>, i64),
     Control(Arc<str>, Control),
     Status(Arc<str>),
     ConfigDir(Arc<str>),
@@ -25,6 +31,7 @@ pub enum NodeKey {
 pub enum Control {
     Roll,
     Flush,
+    DeleteRecords,
 }
 
 impl Control {
@@ -32,6 +39,7 @@ impl Control {
         match self {
             Control::Roll => "roll",
             Control::Flush => "flush",
+            Control::DeleteRecords => "delete-records",
         }
     }
 }
@@ -42,20 +50,33 @@ pub const ROLL: &str = "roll";
 pub const FLUSH: &str = "flush";
 pub const CONFIG: &str = "config";
 pub const STATUS: &str = "status";
+pub const TIME: &str = "time";
+pub const DELETE_RECORDS: &str = "delete-records";
 
 /// The generated entries of a partition directory, listed after its raw files.
-pub const SPECIAL_NAMES: &[&str] = &[LOG, OFFSET, ROLL, FLUSH, CONFIG, STATUS];
+pub const SPECIAL_NAMES: &[&str] = &[
+    LOG,
+    OFFSET,
+    TIME,
+    ROLL,
+    FLUSH,
+    DELETE_RECORDS,
+    CONFIG,
+    STATUS,
+];
 
 impl NodeKey {
     /// The partition this node lives in, if any.
     pub fn partition(&self) -> Option<&Arc<str>> {
         match self {
-            NodeKey::Root => None,
+            NodeKey::Root | NodeKey::RootFile(_) => None,
             NodeKey::Partition(p)
             | NodeKey::Raw(p, _)
             | NodeKey::Log(p)
             | NodeKey::OffsetDir(p)
             | NodeKey::Offset(p, _)
+            | NodeKey::TimeDir(p)
+            | NodeKey::Time(p, _)
             | NodeKey::Control(p, _)
             | NodeKey::Status(p)
             | NodeKey::ConfigDir(p)
@@ -66,7 +87,11 @@ impl NodeKey {
     pub fn is_dir(&self) -> bool {
         matches!(
             self,
-            NodeKey::Root | NodeKey::Partition(_) | NodeKey::OffsetDir(_) | NodeKey::ConfigDir(_)
+            NodeKey::Root
+                | NodeKey::Partition(_)
+                | NodeKey::OffsetDir(_)
+                | NodeKey::TimeDir(_)
+                | NodeKey::ConfigDir(_)
         )
     }
 
@@ -76,6 +101,8 @@ impl NodeKey {
         Some(match name {
             LOG => NodeKey::Log(p),
             OFFSET => NodeKey::OffsetDir(p),
+            TIME => NodeKey::TimeDir(p),
+            DELETE_RECORDS => NodeKey::Control(p, Control::DeleteRecords),
             ROLL => NodeKey::Control(p, Control::Roll),
             FLUSH => NodeKey::Control(p, Control::Flush),
             CONFIG => NodeKey::ConfigDir(p),
@@ -88,11 +115,14 @@ impl NodeKey {
     pub fn path(&self) -> String {
         match self {
             NodeKey::Root => "/".to_string(),
+            NodeKey::RootFile(f) => f.to_string(),
             NodeKey::Partition(p) => p.to_string(),
             NodeKey::Raw(p, f) => format!("{p}/{f}"),
             NodeKey::Log(p) => format!("{p}/{LOG}"),
             NodeKey::OffsetDir(p) => format!("{p}/{OFFSET}"),
             NodeKey::Offset(p, n) => format!("{p}/{OFFSET}/{n}"),
+            NodeKey::TimeDir(p) => format!("{p}/{TIME}"),
+            NodeKey::Time(p, ms) => format!("{p}/{TIME}/{ms}"),
             NodeKey::Control(p, c) => format!("{p}/{}", c.name()),
             NodeKey::Status(p) => format!("{p}/{STATUS}"),
             NodeKey::ConfigDir(p) => format!("{p}/{CONFIG}"),
@@ -109,9 +139,9 @@ impl NodeKey {
         )
     }
 
-    /// Nodes that can be opened for reading.
+    /// Nodes that can be opened for reading (`log` reads as the consumer stream).
     pub fn readable(&self) -> bool {
-        !matches!(self, NodeKey::Log(_) | NodeKey::Control(..))
+        !matches!(self, NodeKey::Control(..))
     }
 }
 
@@ -123,6 +153,16 @@ pub fn parse_offset_name(name: &str) -> Option<i64> {
         return None;
     }
     name.parse().ok()
+}
+
+/// A value written to `delete-records`: a canonical offset, or `-1` for the
+/// log end offset (Kafka's DeleteRecords meaning of -1: up to the high watermark).
+pub fn parse_delete_records(data: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(data).ok()?.trim();
+    if s == "-1" {
+        return Some(-1);
+    }
+    parse_offset_name(s)
 }
 
 /// The text of `status`.
@@ -172,6 +212,25 @@ mod tests {
             "99999999999999999999",
         ] {
             assert_eq!(parse_offset_name(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn delete_records_values() {
+        assert_eq!(parse_delete_records(b"1000\n"), Some(1000));
+        assert_eq!(parse_delete_records(b" 0 \n"), Some(0));
+        assert_eq!(parse_delete_records(b"-1\n"), Some(-1));
+        for bad in [
+            &b""[..],
+            b"\n",
+            b"-2",
+            b"1e3",
+            b"007",
+            b"x",
+            b"1 2",
+            b"\xff",
+        ] {
+            assert_eq!(parse_delete_records(bad), None, "{bad:?}");
         }
     }
 
