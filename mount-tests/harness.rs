@@ -85,26 +85,43 @@ pub struct Mount {
     pub mnt: PathBuf,
     pub log_path: PathBuf,
     pub opts: Vec<String>,
+    /// Extra environment for the daemon (e.g. `RUST_LOG`).
+    pub env: Vec<(String, String)>,
     child: Option<Child>,
 }
 
 impl Mount {
     pub fn new(opts: &[&str]) -> Mount {
+        Mount::with(opts, None, &[])
+    }
+
+    /// A mount whose data dir is `data` (e.g. on a filesystem the test
+    /// mounted) instead of a fresh one, with extra environment for the daemon.
+    pub fn with(opts: &[&str], data: Option<&Path>, env: &[(&str, &str)]) -> Mount {
         let tmp = tempfile::Builder::new()
             .prefix("commitfs-mt-")
             .tempdir()
             .expect("tempdir");
         let root = tmp.path().canonicalize().expect("canonical tempdir");
         let mut m = Mount {
-            data: root.join("data"),
+            data: data.map_or_else(|| root.join("data"), Path::to_path_buf),
             mnt: root.join("mnt"),
             log_path: root.join("daemon.log"),
             opts: opts.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             _tmp: tmp,
             child: None,
         };
         m.start();
         m
+    }
+
+    /// The daemon's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// The daemon command line for this data dir and mountpoint.
@@ -115,6 +132,7 @@ impl Mount {
             c.arg("-o").arg(o);
         }
         c.arg(&self.data).arg(mnt);
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c
     }
 

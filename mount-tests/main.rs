@@ -12,6 +12,11 @@ mod kafka;
 mod lifecycle;
 mod raw;
 mod roll;
+mod torture_durability;
+mod torture_index;
+mod torture_kill;
+mod torture_tail;
+mod torture_util;
 
 use std::io::Write;
 use std::path::Path;
