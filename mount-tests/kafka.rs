@@ -381,3 +381,117 @@ fn kafka_fixtures_through_a_read_only_mount() {
         assert!(after[p] == *b, "{} changed", p.display());
     }
 }
+
+/// One batch as a Java producer of a transactional id would write it.
+fn txn_batch(
+    offset: i64,
+    records: &[(Option<Vec<u8>>, Option<Vec<u8>>)],
+    transactional: bool,
+    control: bool,
+) -> Vec<u8> {
+    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions};
+    let producer_id = if transactional { 7 } else { -1 };
+    let recs: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| Record {
+            transactional,
+            control,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id,
+            producer_epoch: if transactional { 0 } else { -1 },
+            timestamp_type: TimestampType::Creation,
+            offset: offset + i as i64,
+            sequence: if transactional && !control {
+                offset as i32 + i as i32
+            } else {
+                -1
+            },
+            timestamp: 1_700_000_000_000 + offset,
+            key: k.clone().map(Into::into),
+            value: v.clone().map(Into::into),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = Vec::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &recs,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf
+}
+
+/// A transaction marker: key {version 0, type}, value {version 0, coordinatorEpoch 5}.
+fn marker(offset: i64, commit: bool) -> Vec<u8> {
+    let key = vec![0, 0, 0, commit as u8];
+    let value = vec![0, 0, 0, 0, 0, 5];
+    txn_batch(offset, &[(Some(key), Some(value))], true, true)
+}
+
+#[test]
+fn transactions_read_uncommitted() {
+    let mut m = mount!();
+    m.unmount_clean();
+    std::fs::remove_dir_all(&m.data).unwrap();
+    let dir = m.data.join("txn-0");
+    std::fs::create_dir_all(&dir).unwrap();
+    let v = |s: &str| (None, Some(s.as_bytes().to_vec()));
+    let mut seg = Vec::new();
+    seg.extend(txn_batch(0, &[v("t1"), v("t2")], true, false));
+    seg.extend(marker(2, true));
+    seg.extend(txn_batch(3, &[v("aborted-1")], true, false));
+    seg.extend(marker(4, false));
+    seg.extend(txn_batch(5, &[v("plain")], false, false));
+    std::fs::write(dir.join("00000000000000000000.log"), &seg).unwrap();
+    let before = snapshot(&m.data);
+    m.opts = vec!["ro".to_string()];
+    m.remount();
+
+    assert_eq!(m.status("txn-0", "log_end_offset"), 6);
+    // Markers occupy offsets 2 and 4 but hold no user record.
+    for (n, want) in [
+        (0, Some("t1")),
+        (1, Some("t2")),
+        (2, None),
+        (3, Some("aborted-1")),
+        (4, None),
+        (5, Some("plain")),
+    ] {
+        match want {
+            Some(w) => assert_eq!(m.ok(&format!("cat txn-0/offset/{n}")), w),
+            None => {
+                m.fails(
+                    &format!("cat txn-0/offset/{n}"),
+                    "No such file or directory",
+                );
+            }
+        }
+    }
+    // read_uncommitted: the aborted record is in the stream, the markers are not.
+    assert_eq!(m.ok("cat txn-0/log"), "t1\nt2\naborted-1\nplain\n");
+    assert_eq!(m.ok("tail -n 2 txn-0/log"), "aborted-1\nplain\n");
+    assert_eq!(m.ok("cat txn-0/time/1700000000003"), "3\n");
+    let dump = m.ok(&format!(
+        "{BIN} dump --deep-iteration {}",
+        m.mnt.join("txn-0/00000000000000000000.log").display()
+    ));
+    assert!(
+        dump.contains("endTxnMarker: COMMIT coordinatorEpoch: 5"),
+        "{dump}"
+    );
+    assert!(
+        dump.contains("endTxnMarker: ABORT coordinatorEpoch: 5"),
+        "{dump}"
+    );
+    m.unmount_clean();
+    assert!(
+        snapshot(&m.data) == before,
+        "the read-only mount changed the data dir"
+    );
+}
