@@ -382,10 +382,13 @@ fn kafka_fixtures_through_a_read_only_mount() {
     }
 }
 
+/// A record's (key, value).
+type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// One batch as a Java producer of a transactional id would write it.
 fn txn_batch(
     offset: i64,
-    records: &[(Option<Vec<u8>>, Option<Vec<u8>>)],
+    records: &[KeyValue],
     transactional: bool,
     control: bool,
 ) -> Vec<u8> {

@@ -23,7 +23,7 @@ use super::config::{LogConfig, format_properties, parse_properties};
 use super::error::{IoContext, Result, StorageError};
 use super::names::{parse_partition_name, parse_segment_file_name};
 use super::segment::{IndexSettings, LogSegment};
-use super::stream::{STREAM_LENGTHS_FILE, Stream};
+use super::stream::{AppendTally, STREAM_LENGTHS_FILE, Stream};
 use crate::record::{BatchHeader, NewRecord, Record, TimestampType, encode_batch_compressed};
 
 /// Per-partition config overrides, in Java properties format.
@@ -112,6 +112,7 @@ pub struct PartitionLog {
     flush_lock: Mutex<()>,
     deleted: AtomicBool,
     stream: Mutex<Stream>,
+    tally: AppendTally,
     /// The last batch decoded for a lookup. Batches never change once
     /// written, and the offset range check runs before it is used.
     recent_batch: Mutex<Option<Arc<CachedBatch>>>,
@@ -204,9 +205,11 @@ impl PartitionLog {
             flush_lock: Mutex::new(()),
             deleted: AtomicBool::new(false),
             stream: Mutex::new(stream),
+            tally: AppendTally::default(),
             recent_batch: Mutex::new(None),
             self_ref: me.clone(),
-        }))
+        })
+        .init_tally())
     }
 
     /// Creates a new, empty partition directory with its first segment.
@@ -340,6 +343,19 @@ impl PartitionLog {
         Ok(log)
     }
 
+    /// Starts counting the active segment's stream bytes when they are known:
+    /// an empty segment, or one whose length was saved at a clean close.
+    fn init_tally(self: Arc<Self>) -> Arc<Self> {
+        if let Some(active) = self.active_segment() {
+            if active.size() == 0 {
+                self.tally.start_segment(active.base_offset);
+            } else if let Some(len) = self.stream.lock().known_len(active.base_offset) {
+                self.tally.resume(active.base_offset, active.size(), len);
+            }
+        }
+        self
+    }
+
     fn active_segment(&self) -> Option<Arc<LogSegment>> {
         self.segments.read().values().last().cloned()
     }
@@ -387,7 +403,14 @@ impl PartitionLog {
             let seg = self
                 .active_segment()
                 .expect("a writable log has an active segment");
+            let pos = seg.size();
             seg.append(&w.buf)?;
+            let stream_bytes: u64 = recs
+                .iter()
+                .map(|r| r.value.map_or(0, |v| v.len() as u64) + 1)
+                .sum();
+            self.tally
+                .appended(seg.base_offset, pos, w.buf.len() as u64, stream_bytes);
             bytes += w.buf.len() as u64;
             self.log_end_offset.store(last + 1, Ordering::Release);
         }
@@ -452,6 +475,8 @@ impl PartitionLog {
         // Create first: if the disk is full the old segment stays active, untouched.
         let segment = Arc::new(LogSegment::create(&self.dir, new_base, settings(config))?);
         active.seal()?;
+        self.tally.sealed(active.base_offset, active.size());
+        self.tally.start_segment(new_base);
         self.segments.write().insert(new_base, segment);
         info!(
             "[Log partition={}, dir={}] Rolled new log segment at offset {new_base} in {} ms.",
@@ -543,7 +568,7 @@ impl PartitionLog {
     pub fn stream_len(&self) -> Result<u64> {
         let segs = self.segment_list();
         let mut stream = self.stream.lock();
-        let len = stream.len(&segs, self.log_start_offset())?;
+        let len = stream.len(&segs, self.log_start_offset(), &self.tally)?;
         self.save_stream(&mut stream, &segs);
         Ok(len)
     }
@@ -552,7 +577,7 @@ impl PartitionLog {
     pub fn read_stream(&self, pos: u64, buf: &mut [u8]) -> Result<usize> {
         let segs = self.segment_list();
         let mut stream = self.stream.lock();
-        let n = stream.read(&segs, self.log_start_offset(), pos, buf)?;
+        let n = stream.read(&segs, self.log_start_offset(), pos, buf, &self.tally)?;
         self.save_stream(&mut stream, &segs);
         Ok(n)
     }
@@ -974,6 +999,12 @@ impl PartitionLog {
         self.flush()?;
         if let Some(active) = self.active_segment() {
             active.seal()?;
+            // Saved so the next clean start knows the active segment's stream length.
+            self.tally.sealed(active.base_offset, active.size());
+            let segs = self.segment_list();
+            let mut stream = self.stream.lock();
+            stream.absorb(&self.tally);
+            self.save_stream(&mut stream, &segs);
         }
         Ok(())
     }

@@ -109,6 +109,69 @@ pub fn batch_stream_len(batch: &Batch) -> Result<u64> {
         .sum())
 }
 
+/// Stream bytes appended to the active segment, counted at append time, so
+/// that neither `stat log` nor a roll has to scan what was just written.
+/// Kept apart from [`Stream`] so an append never waits behind a stream read.
+#[derive(Default)]
+pub(crate) struct AppendTally {
+    inner: parking_lot::Mutex<TallyState>,
+}
+
+#[derive(Default)]
+struct TallyState {
+    /// (segment base, file bytes counted, stream bytes of them)
+    active: Option<(i64, u64, u64)>,
+    /// Lengths of segments sealed since the stream last looked; `None` when
+    /// not counted, so that any older saved length is dropped.
+    sealed: Vec<(i64, Option<u64>)>,
+}
+
+impl AppendTally {
+    /// A new, empty active segment: everything in it will be counted.
+    pub fn start_segment(&self, base: i64) {
+        self.inner.lock().active = Some((base, 0, 0));
+    }
+
+    /// An active segment of `size` bytes whose stream length is known.
+    pub fn resume(&self, base: i64, size: u64, len: u64) {
+        self.inner.lock().active = Some((base, size, len));
+    }
+
+    /// A batch of `batch_bytes` written at `pos` of segment `base`.
+    pub fn appended(&self, base: i64, pos: u64, batch_bytes: u64, stream_bytes: u64) {
+        let mut t = self.inner.lock();
+        match &mut t.active {
+            Some((b, covered, len)) if *b == base && *covered == pos => {
+                *covered += batch_bytes;
+                *len += stream_bytes;
+            }
+            _ => t.active = None,
+        }
+    }
+
+    /// Segment `base` of `size` bytes became inactive.
+    pub fn sealed(&self, base: i64, size: u64) {
+        let mut t = self.inner.lock();
+        let len = match t.active {
+            Some((b, covered, len)) if b == base && covered == size => Some(len),
+            _ => None,
+        };
+        t.sealed.push((base, len));
+        t.active = None;
+    }
+
+    fn active_len(&self, base: i64, size: u64) -> Option<u64> {
+        match self.inner.lock().active {
+            Some((b, covered, len)) if b == base && covered == size => Some(len),
+            _ => None,
+        }
+    }
+
+    fn take_sealed(&self) -> Vec<(i64, Option<u64>)> {
+        std::mem::take(&mut self.inner.lock().sealed)
+    }
+}
+
 /// The stream state of one partition (under the partition's stream lock).
 pub(crate) struct Stream {
     /// Known lengths of sealed segments (persisted).
@@ -172,11 +235,16 @@ impl Stream {
     }
 
     /// A segment's stream length: persisted for sealed segments, else computed.
-    fn segment_len(&mut self, seg: &LogSegment) -> Result<u64> {
+    fn segment_len(&mut self, seg: &LogSegment, tally: &AppendTally) -> Result<u64> {
         if !seg.is_active()
             && let Some(l) = self.sealed.get(&seg.base_offset)
         {
             return Ok(*l);
+        }
+        if seg.is_active()
+            && let Some(l) = tally.active_len(seg.base_offset, seg.size())
+        {
+            return Ok(l);
         }
         let len = self.map(seg)?.len;
         if !seg.is_active() {
@@ -218,10 +286,16 @@ impl Stream {
     }
 
     /// The stream's length from the log start offset.
-    pub fn len(&mut self, segments: &[Arc<LogSegment>], log_start: i64) -> Result<u64> {
+    pub fn len(
+        &mut self,
+        segments: &[Arc<LogSegment>],
+        log_start: i64,
+        tally: &AppendTally,
+    ) -> Result<u64> {
+        self.absorb(tally);
         let mut total = 0;
         for seg in segments {
-            total += self.segment_len(seg)?;
+            total += self.segment_len(seg, tally)?;
         }
         let prefix = match segments.first() {
             Some(first) => self.prefix(first, log_start)?,
@@ -237,7 +311,9 @@ impl Stream {
         log_start: i64,
         pos: u64,
         buf: &mut [u8],
+        tally: &AppendTally,
     ) -> Result<usize> {
+        self.absorb(tally);
         let Some(first) = segments.first() else {
             return Ok(0);
         };
@@ -247,7 +323,7 @@ impl Stream {
             if filled == buf.len() {
                 break;
             }
-            let len = self.segment_len(seg)?;
+            let len = self.segment_len(seg, tally)?;
             if p >= len {
                 p -= len;
                 continue;
@@ -285,6 +361,22 @@ impl Stream {
             p = 0;
         }
         Ok(filled)
+    }
+
+    /// The persisted length of segment `base`, if any.
+    pub fn known_len(&self, base: i64) -> Option<u64> {
+        self.sealed.get(&base).copied()
+    }
+
+    /// Takes the lengths of segments sealed by appends since the last look.
+    pub fn absorb(&mut self, tally: &AppendTally) {
+        for (base, len) in tally.take_sealed() {
+            let changed = match len {
+                Some(len) => self.sealed.insert(base, len) != Some(len),
+                None => self.sealed.remove(&base).is_some(),
+            };
+            self.dirty |= changed;
+        }
     }
 
     /// Forgets segments that are gone and persists new sealed lengths.
