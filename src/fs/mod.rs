@@ -651,10 +651,14 @@ impl CommitFs {
         uid: Option<u32>,
         gid: Option<u32>,
         size: Option<u64>,
+        times: bool,
     ) -> FsResult<FileAttr> {
         let key = self.key(ino)?;
         let path = key.path();
-        let changes_something = mode.is_some() || uid.is_some() || gid.is_some() || size.is_some();
+        // Times go with a truncate (`echo x > log`); alone they are utimes(2).
+        let utimes = times && size.is_none();
+        let changes_something =
+            mode.is_some() || uid.is_some() || gid.is_some() || size.is_some() || utimes;
         if changes_something && self.read_only {
             return Err(refuse(
                 Errno::EROFS,
@@ -674,6 +678,13 @@ impl CommitFs {
                 Errno::EPERM,
                 format!("chown of {path}"),
                 "owners are fixed",
+            ));
+        }
+        if utimes {
+            return Err(refuse(
+                Errno::EPERM,
+                format!("utimes of {path}"),
+                "times are fixed: a file's mtime is its data's (the last record's timestamp)",
             ));
         }
         match size {
@@ -1007,8 +1018,8 @@ impl Filesystem for CommitFs {
         uid: Option<u32>,
         gid: Option<u32>,
         size: Option<u64>,
-        _atime: Option<TimeOrNow>,
-        _mtime: Option<TimeOrNow>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
@@ -1017,7 +1028,10 @@ impl Filesystem for CommitFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        match self.guard("setattr", || self.do_setattr(ino, mode, uid, gid, size)) {
+        match self.guard("setattr", || {
+            let times = atime.is_some() || mtime.is_some();
+            self.do_setattr(ino, mode, uid, gid, size, times)
+        }) {
             Ok(attr) => reply.attr(&TTL, &attr),
             Err(e) => reply.error(e),
         }
