@@ -1,0 +1,816 @@
+//! Mount-level benchmarks (issue 5): mounts fresh data dirs with the built
+//! `commitfs` binary, runs the shell pipelines of the issue, and prints a
+//! markdown table of medians, each figure next to its baseline measured in the
+//! same run. Asserts nothing about speed.
+//!
+//! ```text
+//! cargo build --release --bins --example bench_mount    # with the same CARGO_TARGET_DIR
+//! target/release/examples/bench_mount                   # as root, /dev/fuse present
+//! target/release/examples/bench_mount p3 p5             # only some figures
+//! COMMITFS_BENCH_QUICK=1 target/release/examples/bench_mount   # smoke run
+//! ```
+//!
+//! Every daemon is unmounted and reaped at the end, even on error or panic
+//! (the `Daemon` drop guard).
+
+use std::env;
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use commitfs::record::{NewRecord, peek_frame};
+use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+const GIB: u64 = 1024 * MIB;
+
+type Res<T> = Result<T, String>;
+
+// ---- parameters ------------------------------------------------------------------
+
+struct Params {
+    quick: bool,
+    bin: PathBuf,
+    /// `COMMITFS_MOUNT_BENCH_RUNS`: runs per figure (median shown).
+    runs: usize,
+    /// `COMMITFS_MOUNT_BENCH_BYTES`: size of lines.txt for P1 (the P3/P4 partition).
+    p1_bytes: u64,
+    /// `COMMITFS_MOUNT_BENCH_LOOKUPS`: in-process random lookups for P3.
+    lookups: usize,
+    /// `COMMITFS_MOUNT_BENCH_SHELL_LOOKUPS`: `cat offset/N` processes for P3.
+    shell_lookups: usize,
+    /// `COMMITFS_MOUNT_BENCH_SEGMENTS`: sealed 1 MiB segments for P5.
+    p5_segments: usize,
+    /// `COMMITFS_MOUNT_BENCH_RSS_SEGMENTS`: segments for P6.
+    p6_segments: usize,
+    /// `COMMITFS_BENCH_DIR`: scratch base (default: the temp dir).
+    dir: PathBuf,
+    only: Vec<String>,
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    match env::var(name) {
+        Ok(v) => parse_size(&v).unwrap_or_else(|| panic!("{name}={v}: not a size")),
+        Err(_) => default,
+    }
+}
+
+fn parse_size(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (num, mult) = match v.chars().last()? {
+        'k' | 'K' => (&v[..v.len() - 1], KIB),
+        'm' | 'M' => (&v[..v.len() - 1], MIB),
+        'g' | 'G' => (&v[..v.len() - 1], GIB),
+        _ => (v, 1),
+    };
+    num.trim().parse::<u64>().ok().map(|n| n * mult)
+}
+
+impl Params {
+    fn from_env() -> Params {
+        let quick = env::var("COMMITFS_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        let q = |full: u64, small: u64| if quick { small } else { full };
+        // target/release/examples/bench_mount -> target/release/commitfs
+        let bin = env::var_os("COMMITFS_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                let exe = env::current_exe().expect("current exe");
+                exe.parent()
+                    .and_then(Path::parent)
+                    .expect("exe in target/<profile>/examples")
+                    .join("commitfs")
+            });
+        Params {
+            quick,
+            bin,
+            runs: env_u64("COMMITFS_MOUNT_BENCH_RUNS", q(3, 1)).max(1) as usize,
+            p1_bytes: env_u64("COMMITFS_MOUNT_BENCH_BYTES", q(GIB, 8 * MIB)),
+            lookups: env_u64("COMMITFS_MOUNT_BENCH_LOOKUPS", q(2000, 50)) as usize,
+            shell_lookups: env_u64("COMMITFS_MOUNT_BENCH_SHELL_LOOKUPS", q(100, 10)) as usize,
+            p5_segments: env_u64("COMMITFS_MOUNT_BENCH_SEGMENTS", q(1000, 5)) as usize,
+            p6_segments: env_u64("COMMITFS_MOUNT_BENCH_RSS_SEGMENTS", q(10_000, 20)) as usize,
+            dir: env::var_os("COMMITFS_BENCH_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(env::temp_dir),
+            only: env::args()
+                .skip(1)
+                .filter(|a| !a.starts_with('-'))
+                .map(|a| a.to_lowercase())
+                .collect(),
+        }
+    }
+    fn wants(&self, id: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == id)
+    }
+}
+
+// ---- small helpers -------------------------------------------------------------------
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
+}
+
+fn mb_s(bytes: u64, s: f64) -> f64 {
+    bytes as f64 / s / 1e6
+}
+
+fn us(s: f64) -> String {
+    format!("{:.1} µs", s * 1e6)
+}
+
+fn ms(s: f64) -> String {
+    format!("{:.1} ms", s * 1e3)
+}
+
+fn human(b: u64) -> String {
+    if b >= GIB {
+        format!("{:.2} GiB", b as f64 / GIB as f64)
+    } else if b >= MIB {
+        format!("{:.1} MiB", b as f64 / MIB as f64)
+    } else {
+        format!("{:.1} KiB", b as f64 / KIB as f64)
+    }
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// `sh -c cmd`, which must succeed; returns its wall time.
+fn sh(cmd: &str) -> Res<f64> {
+    let t = Instant::now();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("sh: {e}"))?;
+    let s = t.elapsed().as_secs_f64();
+    if !out.status.success() {
+        return Err(format!(
+            "`{cmd}` failed with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(s)
+}
+
+fn q(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
+}
+
+fn mounted(mnt: &Path) -> bool {
+    let want = mnt.to_string_lossy();
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(&want))
+}
+
+// ---- the daemon guard ------------------------------------------------------------------
+
+/// A `commitfs mount --foreground` child. Dropping it unmounts and reaps it.
+struct Daemon {
+    child: Option<Child>,
+    mnt: PathBuf,
+    log: PathBuf,
+}
+
+impl Daemon {
+    /// Spawns the daemon and returns once the mount answers; also returns the
+    /// time from spawn to ready.
+    fn start(bin: &Path, data: &Path, mnt: &Path, opts: &[&str]) -> Res<(Daemon, f64)> {
+        fs::create_dir_all(mnt).map_err(|e| format!("mkdir {}: {e}", mnt.display()))?;
+        let mnt = mnt.canonicalize().map_err(|e| e.to_string())?;
+        let log = data.with_extension("daemon.log");
+        let logf = File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| format!("{}: {e}", log.display()))?;
+        let parent_dev = fs::metadata(mnt.parent().unwrap_or(Path::new("/")))
+            .map_err(|e| e.to_string())?
+            .dev();
+        let mut cmd = Command::new(bin);
+        cmd.arg("mount").arg("--foreground");
+        for o in opts {
+            cmd.arg("-o").arg(o);
+        }
+        cmd.arg(data).arg(&mnt);
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(logf);
+        let t = Instant::now();
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
+        let mut d = Daemon {
+            child: Some(child),
+            mnt: mnt.clone(),
+            log,
+        };
+        // Ready = the mountpoint is served by the daemon (its st_dev changes;
+        // the stat itself is a FUSE round trip once mounted).
+        loop {
+            if fs::metadata(&mnt).is_ok_and(|m| m.dev() != parent_dev) {
+                break;
+            }
+            if let Some(st) = d.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                d.child = None;
+                return Err(format!(
+                    "commitfs exited with {st} before mounting:\n{}",
+                    d.log_tail()
+                ));
+            }
+            if t.elapsed() > Duration::from_secs(120) {
+                return Err(format!("no mount after 120 s:\n{}", d.log_tail()));
+            }
+            sleep(Duration::from_micros(200));
+        }
+        let ready = t.elapsed().as_secs_f64();
+        Ok((d, ready))
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, |c| c.id())
+    }
+
+    fn log_tail(&self) -> String {
+        let s = fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = s.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// Unmounts (the daemon then flushes and exits) and reaps the daemon.
+    fn stop(&mut self) -> Res<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let mut err = None;
+        if mounted(&self.mnt) {
+            let st = Command::new("umount").arg(&self.mnt).status();
+            if !st.is_ok_and(|s| s.success()) {
+                err = Some("umount failed; detaching lazily".to_string());
+                let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            match child.try_wait() {
+                Ok(Some(st)) => {
+                    if !st.success() {
+                        err.get_or_insert(format!("daemon exited with {st}:\n{}", self.log_tail()));
+                    }
+                    break;
+                }
+                Ok(None) if Instant::now() < deadline => sleep(Duration::from_millis(5)),
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    err.get_or_insert("daemon did not exit after umount; killed".into());
+                    break;
+                }
+            }
+        }
+        if mounted(&self.mnt) {
+            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        }
+        err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop() {
+            eprintln!("bench_mount: {e}");
+        }
+    }
+}
+
+fn vm_rss_kib(pid: u32, field: &str) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn status_counter(mnt: &Path, part: &str, name: &str) -> Res<u64> {
+    let text = fs::read_to_string(mnt.join(part).join("status")).map_err(|e| e.to_string())?;
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix(": ")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .ok_or_else(|| format!("no {name} in status"))
+}
+
+// ---- data ------------------------------------------------------------------------------
+
+/// `bytes` of 100-byte lines (99 characters + newline).
+fn write_lines(path: &Path, bytes: u64) -> Res<()> {
+    let mut f = std::io::BufWriter::with_capacity(
+        MIB as usize,
+        File::create(path).map_err(|e| e.to_string())?,
+    );
+    let mut line = [b'x'; 100];
+    line[99] = b'\n';
+    let mut i = 0u64;
+    while i * 100 < bytes {
+        let head = format!("{i:012} ");
+        line[..head.len()].copy_from_slice(head.as_bytes());
+        f.write_all(&line).map_err(|e| e.to_string())?;
+        i += 1;
+    }
+    f.flush().map_err(|e| e.to_string())
+}
+
+#[derive(Clone, Copy)]
+struct BatchLoc {
+    last_offset: i64,
+    file: usize,
+    pos: u64,
+    size: usize,
+}
+
+fn log_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Every batch's place in the backing `.log` files, found without the library.
+fn walk_batches(files: &[PathBuf]) -> Vec<BatchLoc> {
+    const CHUNK: usize = 8 << 20;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; CHUNK.max(2 << 20)];
+    for (fi, path) in files.iter().enumerate() {
+        let f = File::open(path).expect("open log");
+        let len = f.metadata().expect("stat").len();
+        let mut pos = 0u64;
+        while pos < len {
+            let want = (buf.len() as u64).min(len - pos) as usize;
+            f.read_exact_at(&mut buf[..want], pos).expect("read log");
+            let mut off = 0usize;
+            while off + 61 <= want {
+                let frame = peek_frame(&buf[off..want]).expect("a v2 batch");
+                if off + frame.size > want {
+                    break;
+                }
+                let last_delta =
+                    i32::from_be_bytes(buf[off + 23..off + 27].try_into().unwrap()) as i64;
+                out.push(BatchLoc {
+                    last_offset: frame.base_offset + last_delta,
+                    file: fi,
+                    pos: pos + off as u64,
+                    size: frame.size,
+                });
+                off += frame.size;
+            }
+            if off == 0 {
+                break; // a torn tail: not ours to judge here
+            }
+            pos += off as u64;
+        }
+    }
+    out
+}
+
+/// A closed data dir with one partition: `sealed` sealed segments made by
+/// `segment.bytes` (when `seg_bytes` is set) or by an explicit roll every
+/// `per_segment` batches.
+fn build_data(
+    data: &Path,
+    part: &str,
+    sealed: usize,
+    seg_bytes: Option<u64>,
+    per_segment: usize,
+) -> Res<(u64, f64)> {
+    let t = Instant::now();
+    let mut config = LogConfig::default();
+    if let Some(b) = seg_bytes {
+        config
+            .set("segment.bytes", &b.to_string())
+            .map_err(|e| e.to_string())?;
+    }
+    let mut mgr = LogManager::open(data, config.clone(), OpenOptions::default())
+        .map_err(|e| e.to_string())?;
+    let mut log = mgr.create_partition(part).map_err(|e| e.to_string())?;
+    let mut rolls = 0usize;
+    let value = [b'v'; 100];
+    let records = vec![NewRecord::value(&value); 100];
+    let mut n = 0usize;
+    loop {
+        let st = log.status();
+        let done = if sealed == 0 {
+            st.size_bytes + 16 * KIB >= MIB
+        } else {
+            st.segments > sealed
+        };
+        if done {
+            break;
+        }
+        log.append(&records).map_err(|e| e.to_string())?;
+        n += 1;
+        if seg_bytes.is_none()
+            && n.is_multiple_of(per_segment.max(1))
+            && log.status().segments <= sealed
+        {
+            log.roll().map_err(|e| e.to_string())?;
+            rolls += 1;
+            // A rolled segment keeps its index files open and mapped until the
+            // data dir is reopened (3 descriptors per segment): reopen now and
+            // then so that 10,000 segments fit the descriptor limit.
+            if rolls.is_multiple_of(1000) {
+                // Each roll's flush thread holds the partition (and so every
+                // descriptor) until its fsync is done: wait for the backlog.
+                while std::sync::Arc::strong_count(&log) > 2 {
+                    sleep(Duration::from_millis(10));
+                }
+                drop(log);
+                mgr.close().map_err(|e| e.to_string())?;
+                drop(mgr); // before the new one opens every segment again
+                mgr = LogManager::open(data, config.clone(), OpenOptions::default())
+                    .map_err(|e| e.to_string())?;
+                log = mgr.partition(part).ok_or("partition gone after reopen")?;
+            }
+        }
+    }
+    let size = log.status().size_bytes;
+    drop(log);
+    mgr.close().map_err(|e| e.to_string())?;
+    Ok((size, t.elapsed().as_secs_f64()))
+}
+
+// ---- P1, P3, P4 ---------------------------------------------------------------------------
+
+fn p1_p3_p4(p: &Params, scratch: &Path, out: &mut Vec<String>) -> Res<()> {
+    let lines = scratch.join("lines.txt");
+    write_lines(&lines, p.p1_bytes)?;
+    let data = scratch.join("data-p1");
+    let mnt = scratch.join("mnt-p1");
+    let (d, _) = Daemon::start(&p.bin, &data, &mnt, &[])?;
+    let mnt = d.mnt.clone();
+    let plain = scratch.join("plain");
+    fs::create_dir_all(&plain).map_err(|e| e.to_string())?;
+    let mut keep = String::new();
+    let (mut tm, mut tp) = (Vec::new(), Vec::new());
+    for run in 0..p.runs {
+        let part = format!("t-{run}");
+        fs::create_dir(mnt.join(&part)).map_err(|e| format!("mkdir {part}: {e}"))?;
+        let target = mnt.join(&part).join("log");
+        let base = plain.join(format!("plain-{run}"));
+        File::create(&base).map_err(|e| e.to_string())?;
+        let mount_cmd = format!("cat {} >> {}", q(&lines), q(&target));
+        let plain_cmd = format!("cat {} >> {}", q(&lines), q(&base));
+        if run % 2 == 0 {
+            tm.push(sh(&mount_cmd)?);
+            tp.push(sh(&plain_cmd)?);
+        } else {
+            tp.push(sh(&plain_cmd)?);
+            tm.push(sh(&mount_cmd)?);
+        }
+        fs::remove_file(&base).map_err(|e| e.to_string())?;
+        if run + 1 < p.runs {
+            fs::remove_dir(mnt.join(&part)).map_err(|e| format!("rmdir {part}: {e}"))?;
+        } else {
+            keep = part;
+        }
+    }
+    let blk_m = fs::metadata(mnt.join(&keep).join("log"))
+        .map(|m| m.blksize())
+        .unwrap_or(0);
+    let blk_p = fs::metadata(&plain).map(|m| m.blksize()).unwrap_or(0);
+    let (m, pl) = (median(&mut tm), median(&mut tp));
+    if p.wants("p1") {
+        out.push(format!(
+            "| P1 | `cat lines.txt >> MNT/t-0/log`, {} of 100-byte lines (st_blksize {} vs {}) | {:.0} MB/s | `cat lines.txt >> plain-file`: {:.0} MB/s | **{:.2}** | ≥ 0.5 |",
+            human(p.p1_bytes),
+            blk_m,
+            blk_p,
+            mb_s(p.p1_bytes, m),
+            mb_s(p.p1_bytes, pl),
+            pl / m
+        ));
+    }
+
+    let part_dir = data.join(&keep);
+    let files = log_files(&part_dir);
+    if p.wants("p3") {
+        p3(p, &mnt, &keep, &files, out)?;
+    }
+    if p.wants("p4") {
+        let total: u64 = files
+            .iter()
+            .map(|f| fs::metadata(f).map_or(0, |m| m.len()))
+            .sum();
+        let via: Vec<String> = files
+            .iter()
+            .map(|f| q(&mnt.join(&keep).join(f.file_name().unwrap())))
+            .collect();
+        let direct: Vec<String> = files.iter().map(|f| q(f)).collect();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for run in 0..p.runs.max(3) {
+            let c1 = format!("cat {} > /dev/null", via.join(" "));
+            let c2 = format!("cat {} > /dev/null", direct.join(" "));
+            if run % 2 == 0 {
+                a.push(sh(&c1)?);
+                b.push(sh(&c2)?);
+            } else {
+                b.push(sh(&c2)?);
+                a.push(sh(&c1)?);
+            }
+        }
+        let (a, b) = (median(&mut a), median(&mut b));
+        out.push(format!(
+            "| P4 | `cat MNT/t-0/*.log > /dev/null` ({} in {} files) | {:.0} MB/s | `cat DATA/t-0/*.log`: {:.0} MB/s | **{:.2}** | ≥ 0.8 |",
+            human(total),
+            files.len(),
+            mb_s(total, a),
+            mb_s(total, b),
+            b / a
+        ));
+    }
+    drop(d);
+    Ok(())
+}
+
+fn p3(p: &Params, mnt: &Path, part: &str, files: &[PathBuf], out: &mut Vec<String>) -> Res<()> {
+    let oracle = walk_batches(files);
+    let end = oracle.last().map_or(0, |b| b.last_offset + 1);
+    if end == 0 {
+        return Err("P3: empty partition".into());
+    }
+    let handles: Vec<File> = files.iter().map(|f| File::open(f).unwrap()).collect();
+    let mut buf = vec![0u8; oracle.iter().map(|b| b.size).max().unwrap_or(0)];
+    let offset_dir = mnt.join(part).join("offset");
+    let mut rng = Rng(7);
+    let find = |n: i64| oracle[oracle.partition_point(|b| b.last_offset < n)];
+    for _ in 0..10.min(p.lookups) {
+        let n = rng.below(end as u64) as i64;
+        fs::read(offset_dir.join(n.to_string())).map_err(|e| e.to_string())?;
+    }
+    let before = status_counter(mnt, part, "lookup_bytes_read")?;
+    let (mut tm, mut tfd, mut topen) = (Vec::new(), Vec::new(), Vec::new());
+    let mut batch_bytes = 0u64;
+    for i in 0..p.lookups {
+        let n = rng.below(end as u64) as i64;
+        let b = find(n);
+        batch_bytes += b.size as u64;
+        let via_mount = || -> Res<f64> {
+            let t = Instant::now();
+            let v = fs::read(offset_dir.join(n.to_string())).map_err(|e| e.to_string())?;
+            let s = t.elapsed().as_secs_f64();
+            std::hint::black_box(v);
+            Ok(s)
+        };
+        let mut pread_fd = || {
+            let t = Instant::now();
+            handles[b.file]
+                .read_exact_at(&mut buf[..b.size], b.pos)
+                .expect("pread");
+            t.elapsed().as_secs_f64()
+        };
+        if i % 2 == 0 {
+            tm.push(via_mount()?);
+            tfd.push(pread_fd());
+        } else {
+            tfd.push(pread_fd());
+            tm.push(via_mount()?);
+        }
+        let t = Instant::now();
+        let f = File::open(&files[b.file]).map_err(|e| e.to_string())?;
+        f.read_exact_at(&mut buf[..b.size], b.pos)
+            .map_err(|e| e.to_string())?;
+        drop(f);
+        topen.push(t.elapsed().as_secs_f64());
+    }
+    let after = status_counter(mnt, part, "lookup_bytes_read")?;
+    let per_lookup = (after - before) as f64 / p.lookups as f64;
+    let per_batch = batch_bytes as f64 / p.lookups as f64;
+    for v in [&mut tm, &mut tfd, &mut topen] {
+        v.sort_by(|a, b| a.total_cmp(b));
+    }
+    let (m50, fd50, op50) = (pct(&tm, 0.5), pct(&tfd, 0.5), pct(&topen, 0.5));
+    out.push(format!(
+        "| P3 | read `MNT/t-0/offset/N` in-process, {} random N of {end} (p50 / p99) | {} / {} | `pread` of the batch, fd open: {} / {}; open+pread+close: {} / {} | **{:.2}** (vs open+pread+close {:.2}) | ≤ 2 |",
+        p.lookups,
+        us(m50),
+        us(pct(&tm, 0.99)),
+        us(fd50),
+        us(pct(&tfd, 0.99)),
+        us(op50),
+        us(pct(&topen, 0.99)),
+        m50 / fd50,
+        m50 / op50
+    ));
+    out.push(format!(
+        "| P3 | bytes read per lookup (`status` lookup_bytes_read) | {per_lookup:.0} B | batch size: {per_batch:.0} B | **{:.2}** | ≤ (index interval + batch) / batch |",
+        per_lookup / per_batch
+    ));
+    // The shell pipeline itself: one process per lookup on both sides.
+    let (mut sm, mut sd) = (Vec::new(), Vec::new());
+    for _ in 0..p.shell_lookups {
+        let n = rng.below(end as u64) as i64;
+        let b = find(n);
+        let c1 = format!("cat {} > /dev/null", q(&offset_dir.join(n.to_string())));
+        let c2 = format!(
+            "dd if={} of=/dev/null bs={} skip={} count=1 iflag=skip_bytes,count_bytes status=none",
+            q(&files[b.file]),
+            b.size,
+            b.pos
+        );
+        sm.push(sh(&c1)?);
+        sd.push(sh(&c2)?);
+    }
+    let (sm, sd) = (median(&mut sm), median(&mut sd));
+    out.push(format!(
+        "| P3 | `cat MNT/t-0/offset/N` ({} processes) | {} | `dd` of the batch bytes from the backing file: {} | {:.2} | ≤ 2 |",
+        p.shell_lookups,
+        ms(sm),
+        ms(sd),
+        sm / sd
+    ));
+    Ok(())
+}
+
+// ---- P5, P6 ---------------------------------------------------------------------------------
+
+fn p5(p: &Params, scratch: &Path, out: &mut Vec<String>) -> Res<()> {
+    let many = scratch.join("data-p5-many");
+    let one = scratch.join("data-p5-one");
+    let (many_bytes, build_s) = build_data(&many, "s-0", p.p5_segments, Some(MIB), 0)?;
+    build_data(&one, "s-0", 0, Some(MIB), 0)?;
+    let mnt = scratch.join("mnt-p5");
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for run in 0..p.runs.max(5) {
+        for k in 0..2 {
+            let use_many = (k + run) % 2 == 0;
+            let (mut d, s) = Daemon::start(&p.bin, if use_many { &many } else { &one }, &mnt, &[])?;
+            d.stop()?;
+            if use_many { &mut a } else { &mut b }.push(s);
+        }
+    }
+    let (a, b) = (median(&mut a), median(&mut b));
+    out.push(format!(
+        "| P5 | mount ready, clean data dir with {} sealed 1 MiB segments ({}, built in {:.0} s) | {} | same with 1 segment: {} | **{:.2}** | ≤ 2 |",
+        p.p5_segments,
+        human(many_bytes),
+        build_s,
+        ms(a),
+        ms(b),
+        a / b
+    ));
+    fs::remove_dir_all(&many).map_err(|e| e.to_string())?;
+    fs::remove_dir_all(&one).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn p6(p: &Params, scratch: &Path, out: &mut Vec<String>) -> Res<()> {
+    let many = scratch.join("data-p6-many");
+    let one = scratch.join("data-p6-one");
+    let (bytes, build_s) = build_data(&many, "r-0", p.p6_segments, None, 1)?;
+    build_data(&one, "r-0", 0, None, usize::MAX)?;
+    let mnt = scratch.join("mnt-p6");
+    let rss = |data: &Path, reads: usize| -> Res<(u64, u64, f64)> {
+        let bases: Vec<i64> = log_files(&data.join("r-0"))
+            .iter()
+            .filter_map(|f| f.file_stem()?.to_str()?.parse().ok())
+            .collect();
+        let (d, ready) = Daemon::start(&p.bin, data, &mnt, &[])?;
+        let end = status_counter(&d.mnt, "r-0", "log_end_offset")? as i64;
+        // (first offset, end) of every segment holding records.
+        let ranges: Vec<(i64, i64)> = bases
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| (b, bases.get(i + 1).copied().unwrap_or(end)))
+            .filter(|(b, e)| e > b)
+            .collect();
+        let mut rng = Rng(99);
+        for _ in 0..reads {
+            let (lo, hi) = ranges[rng.below(ranges.len() as u64) as usize];
+            let n = lo + rng.below((hi - lo) as u64) as i64;
+            fs::read(d.mnt.join("r-0").join("offset").join(n.to_string()))
+                .map_err(|e| format!("offset {n}: {e}"))?;
+        }
+        let pid = d.pid();
+        let r = (vm_rss_kib(pid, "VmRSS:"), vm_rss_kib(pid, "VmHWM:"), ready);
+        drop(d);
+        Ok(r)
+    };
+    let (rm, hm, readym) = rss(&many, 100)?;
+    let (ro, ho, _) = rss(&one, 1)?;
+    out.push(format!(
+        "| P6 | daemon VmRSS after mounting {} segments ({}, built in {:.0} s, mounted in {}) and reading one offset in each of 100 random segments (VmHWM) | {:.1} MiB ({:.1}) | 1 segment, one read: {:.1} MiB ({:.1}) | {:.2} | ≤ 64 MiB |",
+        p.p6_segments,
+        human(bytes),
+        build_s,
+        ms(readym),
+        rm as f64 / 1024.0,
+        hm as f64 / 1024.0,
+        ro as f64 / 1024.0,
+        ho as f64 / 1024.0,
+        rm as f64 / ro.max(1) as f64
+    ));
+    fs::remove_dir_all(&many).map_err(|e| e.to_string())?;
+    fs::remove_dir_all(&one).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+// ---- main -----------------------------------------------------------------------------------
+
+fn main() {
+    let p = Params::from_env();
+    if !p.bin.exists() {
+        eprintln!(
+            "bench_mount: {} not found: build it first (cargo build --release --bins --example bench_mount), or set COMMITFS_BIN",
+            p.bin.display()
+        );
+        std::process::exit(2);
+    }
+    if !Path::new("/dev/fuse").exists() || unsafe { libc::geteuid() } != 0 {
+        eprintln!("bench_mount: needs root and /dev/fuse (the daemon mounts with mount(2))");
+        std::process::exit(2);
+    }
+    fs::create_dir_all(&p.dir).expect("bench dir");
+    let scratch = tempfile::Builder::new()
+        .prefix("commitfs-mount-bench-")
+        .tempdir_in(&p.dir)
+        .expect("scratch dir");
+    let root = scratch.path().canonicalize().expect("canonical scratch");
+    println!("# commitfs mount benchmarks\n");
+    println!(
+        "quick={} runs={} bin={} p1_bytes={} lookups={} shell_lookups={} p5_segments={} p6_segments={} scratch={}\n",
+        p.quick,
+        p.runs,
+        p.bin.display(),
+        human(p.p1_bytes),
+        p.lookups,
+        p.shell_lookups,
+        p.p5_segments,
+        p.p6_segments,
+        root.display()
+    );
+    let mut rows = Vec::new();
+    let mut failed = false;
+    let mut step = |name: &str, r: Res<()>| {
+        if let Err(e) = r {
+            eprintln!("bench_mount: {name}: {e}");
+            failed = true;
+        }
+    };
+    if p.wants("p1") || p.wants("p3") || p.wants("p4") {
+        step("P1/P3/P4", p1_p3_p4(&p, &root, &mut rows));
+    }
+    if p.wants("p5") {
+        step("P5", p5(&p, &root, &mut rows));
+    }
+    if p.wants("p6") {
+        step("P6", p6(&p, &root, &mut rows));
+    }
+    println!("| id | commitfs | figure | baseline (same run) | ratio | target |");
+    println!("|---|---|---|---|---|---|");
+    for r in &rows {
+        // Rows are built as "| id | what | figure | baseline | ratio | target |".
+        println!("{r}");
+    }
+    drop(scratch);
+    if failed {
+        std::process::exit(1);
+    }
+}
