@@ -386,12 +386,7 @@ fn kafka_fixtures_through_a_read_only_mount() {
 type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// One batch as a Java producer of a transactional id would write it.
-fn txn_batch(
-    offset: i64,
-    records: &[KeyValue],
-    transactional: bool,
-    control: bool,
-) -> Vec<u8> {
+fn txn_batch(offset: i64, records: &[KeyValue], transactional: bool, control: bool) -> Vec<u8> {
     use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions};
     let producer_id = if transactional { 7 } else { -1 };
     let recs: Vec<Record> = records
