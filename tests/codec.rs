@@ -1467,3 +1467,25 @@ mod kafka_protocol_cross_check {
         assert_eq!(checked, 13);
     }
 }
+
+proptest! {
+    /// Decoding one record by offset gives the same record as decoding all.
+    #[test]
+    fn decode_record_at_matches_full_decode(
+        values in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 1..40),
+        base in 0i64..1_000_000,
+    ) {
+        let recs: Vec<NewRecord> = values.iter().map(|v| NewRecord::value(v)).collect();
+        let mut buf = Vec::new();
+        encode_batch(&mut buf, base, 1_700_000_000_000, &recs);
+        let batch = Batch::parse(&buf).unwrap();
+        let all = batch.records().unwrap();
+        let section = batch.uncompressed_section().unwrap();
+        for r in &all {
+            let one = commitfs::record::decode_record_at(&batch.header, &section, r.offset).unwrap();
+            prop_assert_eq!(one.as_ref(), Some(r));
+        }
+        let past = commitfs::record::decode_record_at(&batch.header, &section, base + values.len() as i64).unwrap();
+        prop_assert!(past.is_none());
+    }
+}

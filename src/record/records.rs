@@ -2,11 +2,12 @@
 
 use super::RecordError;
 use super::batch::{
-    ATTRIBUTES_OFFSET, Batch, CRC_OFFSET, Compression, HEADER_LEN, LOG_OVERHEAD, NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID, NO_SEQUENCE, TimestampType,
+    ATTRIBUTES_OFFSET, Batch, BatchHeader, CRC_OFFSET, Compression, HEADER_LEN, LOG_OVERHEAD,
+    NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TimestampType,
 };
 use super::compression::{compress, decompress};
 use super::varint::{get_varint, get_varlong, put_varint, put_varlong, varint_size, varlong_size};
+use std::borrow::Cow;
 
 /// A record header: Kafka header keys are strings, values are bytes or null.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -170,12 +171,18 @@ impl<'a> Batch<'a> {
     /// Decodes every record of the batch, decompressing the records section first
     /// if the batch is compressed.
     pub fn records(&self) -> Result<Vec<Record>, RecordError> {
+        let section = self.uncompressed_section()?;
+        decode_records(self, &section)
+    }
+
+    /// The records section, decompressed when the batch is compressed.
+    pub fn uncompressed_section(&self) -> Result<Cow<'a, [u8]>, RecordError> {
         let section = self.records_section();
         match self.header.compression() {
-            Compression::None => decode_records(self, section),
+            Compression::None => Ok(Cow::Borrowed(section)),
             // Not a valid stream in any codec, but it carries nothing either; only
             // a writer that compresses nothing at all produces it.
-            _ if section.is_empty() && self.header.record_count == 0 => Ok(Vec::new()),
+            _ if section.is_empty() && self.header.record_count == 0 => Ok(Cow::Borrowed(section)),
             codec => {
                 let raw = decompress(codec, section)?;
                 let count = self.header.record_count as usize;
@@ -187,7 +194,7 @@ impl<'a> Batch<'a> {
                         raw.len()
                     )));
                 }
-                decode_records(self, &raw)
+                Ok(Cow::Owned(raw))
             }
         }
     }
@@ -205,77 +212,8 @@ pub fn decode_records(batch: &Batch, section: &[u8]) -> Result<Vec<Record>, Reco
     let mut out = Vec::with_capacity(count.min(section.len() / MIN_RECORD_SIZE + 1));
     let mut pos = 0usize;
     for _ in 0..count {
-        let length = get_varint(section, &mut pos)?;
-        if length < 0 || pos + length as usize > section.len() {
-            return Err(RecordError::Corrupt(format!(
-                "record length {length} runs past the end of batch {}",
-                h.base_offset
-            )));
-        }
-        let body = &section[pos..pos + length as usize];
-        pos += length as usize;
-        let mut p = 0usize;
-        let attributes = *body
-            .first()
-            .ok_or_else(|| RecordError::Corrupt("empty record".into()))?
-            as i8;
-        p += 1;
-        let timestamp_delta = get_varlong(body, &mut p)?;
-        let offset_delta = get_varint(body, &mut p)?;
-        let key = get_bytes(body, &mut p)?;
-        let value = get_bytes(body, &mut p)?;
-        let header_count = get_varint(body, &mut p)?;
-        if header_count < 0 {
-            return Err(RecordError::Corrupt(format!(
-                "negative header count {header_count}"
-            )));
-        }
-        let mut headers = Vec::with_capacity((header_count as usize).min(body.len()));
-        for _ in 0..header_count {
-            let k = get_bytes(body, &mut p)?
-                .ok_or_else(|| RecordError::Corrupt("null header key".into()))?;
-            let key = String::from_utf8(k)
-                .map_err(|_| RecordError::Corrupt("header key is not UTF-8".into()))?;
-            let value = get_bytes(body, &mut p)?;
-            headers.push(Header { key, value });
-        }
-        if p != body.len() {
-            return Err(RecordError::Corrupt(format!(
-                "record at offset delta {offset_delta} has {} bytes left over",
-                body.len() - p
-            )));
-        }
-        // A garbled offsetDelta near the top of the offset space must not overflow.
-        let offset = h
-            .base_offset
-            .checked_add(offset_delta as i64)
-            .ok_or_else(|| {
-                RecordError::Corrupt(format!(
-                    "offset delta {offset_delta} overflows base offset {}",
-                    h.base_offset
-                ))
-            })?;
-        // As Kafka's DefaultRecordBatch: with LogAppendTime every record carries the
-        // broker's append time (maxTimestamp), not its own delta.
-        let timestamp = match h.timestamp_type() {
-            TimestampType::LogAppendTime => h.max_timestamp,
-            TimestampType::CreateTime => h.base_timestamp.wrapping_add(timestamp_delta),
-        };
-        let sequence = if h.base_sequence < 0 {
-            -1
-        } else {
-            ((h.base_sequence as i64 + offset_delta as i64) % (i32::MAX as i64 + 1)) as i32
-        };
-        out.push(Record {
-            offset,
-            timestamp,
-            attributes,
-            key,
-            value,
-            headers,
-            sequence,
-            size_in_bytes: length as usize,
-        });
+        let body = next_record_body(h, section, &mut pos)?;
+        out.push(decode_body(h, body)?);
     }
     if pos != section.len() {
         return Err(RecordError::Corrupt(format!(
@@ -285,6 +223,108 @@ pub fn decode_records(batch: &Batch, section: &[u8]) -> Result<Vec<Record>, Reco
         )));
     }
     Ok(out)
+}
+
+/// Decodes only the record at `offset` from an uncompressed records section,
+/// stepping over the others by their length prefix without copying them.
+pub fn decode_record_at(
+    h: &BatchHeader,
+    section: &[u8],
+    offset: i64,
+) -> Result<Option<Record>, RecordError> {
+    let mut pos = 0usize;
+    for _ in 0..h.record_count {
+        let body = next_record_body(h, section, &mut pos)?;
+        let mut p = 1usize; // attributes
+        get_varlong(body, &mut p)?; // timestampDelta
+        let delta = get_varint(body, &mut p)?;
+        if h.base_offset.checked_add(delta as i64) == Some(offset) {
+            return decode_body(h, body).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// The body of the record at `*pos` (after its length prefix), advancing `*pos`.
+fn next_record_body<'s>(
+    h: &BatchHeader,
+    section: &'s [u8],
+    pos: &mut usize,
+) -> Result<&'s [u8], RecordError> {
+    let length = get_varint(section, pos)?;
+    if length < 0 || *pos + length as usize > section.len() {
+        return Err(RecordError::Corrupt(format!(
+            "record length {length} runs past the end of batch {}",
+            h.base_offset
+        )));
+    }
+    let body = &section[*pos..*pos + length as usize];
+    *pos += length as usize;
+    Ok(body)
+}
+
+fn decode_body(h: &BatchHeader, body: &[u8]) -> Result<Record, RecordError> {
+    let mut p = 0usize;
+    let attributes = *body
+        .first()
+        .ok_or_else(|| RecordError::Corrupt("empty record".into()))? as i8;
+    p += 1;
+    let timestamp_delta = get_varlong(body, &mut p)?;
+    let offset_delta = get_varint(body, &mut p)?;
+    let key = get_bytes(body, &mut p)?;
+    let value = get_bytes(body, &mut p)?;
+    let header_count = get_varint(body, &mut p)?;
+    if header_count < 0 {
+        return Err(RecordError::Corrupt(format!(
+            "negative header count {header_count}"
+        )));
+    }
+    let mut headers = Vec::with_capacity((header_count as usize).min(body.len()));
+    for _ in 0..header_count {
+        let k = get_bytes(body, &mut p)?
+            .ok_or_else(|| RecordError::Corrupt("null header key".into()))?;
+        let key = String::from_utf8(k)
+            .map_err(|_| RecordError::Corrupt("header key is not UTF-8".into()))?;
+        let value = get_bytes(body, &mut p)?;
+        headers.push(Header { key, value });
+    }
+    if p != body.len() {
+        return Err(RecordError::Corrupt(format!(
+            "record at offset delta {offset_delta} has {} bytes left over",
+            body.len() - p
+        )));
+    }
+    // A garbled offsetDelta near the top of the offset space must not overflow.
+    let offset = h
+        .base_offset
+        .checked_add(offset_delta as i64)
+        .ok_or_else(|| {
+            RecordError::Corrupt(format!(
+                "offset delta {offset_delta} overflows base offset {}",
+                h.base_offset
+            ))
+        })?;
+    // As Kafka's DefaultRecordBatch: with LogAppendTime every record carries the
+    // broker's append time (maxTimestamp), not its own delta.
+    let timestamp = match h.timestamp_type() {
+        TimestampType::LogAppendTime => h.max_timestamp,
+        TimestampType::CreateTime => h.base_timestamp.wrapping_add(timestamp_delta),
+    };
+    let sequence = if h.base_sequence < 0 {
+        -1
+    } else {
+        ((h.base_sequence as i64 + offset_delta as i64) % (i32::MAX as i64 + 1)) as i32
+    };
+    Ok(Record {
+        offset,
+        timestamp,
+        attributes,
+        key,
+        value,
+        headers,
+        sequence,
+        size_in_bytes: body.len(),
+    })
 }
 
 fn get_bytes(buf: &[u8], pos: &mut usize) -> Result<Option<Vec<u8>>, RecordError> {

@@ -24,7 +24,9 @@ use super::error::{IoContext, Result, StorageError};
 use super::names::{parse_partition_name, parse_segment_file_name};
 use super::segment::{IndexSettings, LogSegment};
 use super::stream::{AppendTally, STREAM_LENGTHS_FILE, Stream};
-use crate::record::{BatchHeader, NewRecord, Record, TimestampType, encode_batch_compressed};
+use crate::record::{
+    BatchHeader, NewRecord, Record, TimestampType, decode_record_at, encode_batch_compressed,
+};
 
 /// Per-partition config overrides, in Java properties format.
 pub const PROPERTIES_FILE: &str = "commitfs.properties";
@@ -123,7 +125,8 @@ struct CachedBatch {
     segment_base_offset: i64,
     position: u64,
     header: BatchHeader,
-    records: Vec<Record>,
+    /// The records section, decompressed.
+    section: Vec<u8>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -526,12 +529,10 @@ impl PartitionLog {
         if batch.header.is_control() {
             return Err(StorageError::RecordNotFound(offset));
         }
-        let i = batch
-            .records
-            .binary_search_by_key(&offset, |r| r.offset)
-            .map_err(|_| StorageError::RecordNotFound(offset))?;
+        let record = decode_record_at(&batch.header, &batch.section, offset)?
+            .ok_or(StorageError::RecordNotFound(offset))?;
         Ok(RecordEntry {
-            record: batch.records[i].clone(),
+            record,
             batch_base_offset: batch.header.base_offset,
             position: batch.position,
             segment_base_offset: batch.segment_base_offset,
@@ -539,8 +540,9 @@ impl PartitionLog {
         })
     }
 
-    /// The decoded batch holding `offset`. The last one is kept: `stat` then
-    /// `cat` of `offset/N`, or a consumer walking offsets, decodes it once.
+    /// The batch holding `offset`. The last one is kept: `stat` then `cat` of
+    /// `offset/N`, or a consumer walking offsets, reads it once, and each
+    /// lookup decodes only the record it wants.
     fn batch_for(&self, offset: i64) -> Result<Arc<CachedBatch>> {
         if let Some(c) = self.recent_batch.lock().clone()
             && c.header.base_offset <= offset
@@ -551,14 +553,14 @@ impl PartitionLog {
         let seg = self
             .segment_for(offset)
             .ok_or(StorageError::RecordNotFound(offset))?;
-        let (position, header, records) = seg
-            .read_batch_records(offset, &self.lookup_bytes_read)?
+        let (position, header, section) = seg
+            .read_batch_section(offset, &self.lookup_bytes_read)?
             .ok_or(StorageError::RecordNotFound(offset))?;
         let batch = Arc::new(CachedBatch {
             segment_base_offset: seg.base_offset,
             position,
             header,
-            records,
+            section,
         });
         *self.recent_batch.lock() = Some(batch.clone());
         Ok(batch)

@@ -15,7 +15,7 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use super::error::{IoContext, Result, StorageError};
 use super::index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
 use super::names::segment_file_name;
-use crate::record::{Batch, BatchHeader, HEADER_LEN, LOG_OVERHEAD, Record, peek_frame};
+use crate::record::{Batch, BatchHeader, HEADER_LEN, LOG_OVERHEAD, peek_frame};
 
 /// Bytes read at a time when scanning a segment.
 const SCAN_CHUNK: usize = 64 * 1024;
@@ -554,13 +554,49 @@ impl LogSegment {
 
     /// Reads the whole batch at `pos` and checks its CRC.
     pub fn read_batch(&self, pos: u64, size: usize) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; size];
-        let n = self.read_at(&mut buf, pos)?;
+        let mut buf = Vec::with_capacity(size);
+        let n = self.read_uninit_at(&mut buf, size, pos)?;
         if n < size {
             return Err(self.corrupt(pos, format!("batch of {size} bytes is cut short at {n}")));
         }
         Batch::parse(&buf)?.verify_crc()?;
         Ok(buf)
+    }
+
+    /// Reads up to `len` bytes at `pos` into `buf`'s spare capacity, so a
+    /// large batch buffer is not zeroed first only to be overwritten.
+    fn read_uninit_at(&self, buf: &mut Vec<u8>, len: usize, pos: u64) -> Result<usize> {
+        use std::os::fd::AsRawFd;
+        buf.clear();
+        buf.reserve(len);
+        let fd = self.log.as_raw_fd();
+        while buf.len() < len {
+            let want = len - buf.len();
+            let spare = &mut buf.spare_capacity_mut()[..want];
+            // SAFETY: pread writes at most `spare.len()` bytes into memory we own,
+            // and we only extend the length by what it reports as written.
+            let n = unsafe {
+                libc::pread(
+                    fd,
+                    spare.as_mut_ptr().cast(),
+                    spare.len(),
+                    (pos + buf.len() as u64) as libc::off_t,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(StorageError::io(&self.log_path, e));
+            }
+            if n == 0 {
+                break;
+            }
+            // SAFETY: the kernel initialised these `n` bytes.
+            unsafe { buf.set_len(buf.len() + n as usize) };
+        }
+        Ok(buf.len())
     }
 
     fn corrupt(&self, pos: u64, reason: String) -> StorageError {
@@ -629,21 +665,24 @@ impl LogSegment {
         unreachable!("the loop returns on its second pass")
     }
 
-    /// The decoded batch holding `offset` with its position, or `None` if no
-    /// batch of this segment covers it (a gap). Control batches are returned
-    /// too; callers decide what they mean.
-    pub fn read_batch_records(
+    /// The batch holding `offset`, CRC-checked, with its position and its
+    /// records section decompressed, or `None` if no batch of this segment
+    /// covers it (a gap). Control batches are returned too; callers decide.
+    pub fn read_batch_section(
         &self,
         offset: i64,
         bytes_read: &AtomicU64,
-    ) -> Result<Option<(u64, BatchHeader, Vec<Record>)>> {
+    ) -> Result<Option<(u64, BatchHeader, Vec<u8>)>> {
         let Some((pos, h)) = self.find_batch(offset, bytes_read)? else {
             return Ok(None);
         };
-        let bytes = self.read_batch(pos, h.size())?;
+        let mut bytes = self.read_batch(pos, h.size())?;
         bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        let records = Batch::parse(&bytes)?.records()?;
-        Ok(Some((pos, h, records)))
+        let section = match Batch::parse(&bytes)?.uncompressed_section()? {
+            std::borrow::Cow::Owned(raw) => raw,
+            std::borrow::Cow::Borrowed(_) => bytes.split_off(HEADER_LEN),
+        };
+        Ok(Some((pos, h, section)))
     }
 
     /// First record at or after `min_offset` whose timestamp is >= `timestamp`.
