@@ -8,7 +8,13 @@ use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let tmp = tempfile::tempdir().unwrap();
+    // A tmpfs when there is one: every open and close fsyncs checkpoints.
+    let shm = std::path::Path::new("/dev/shm");
+    let tmp = if shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    };
     let dir = tmp.path();
     let mut config = LogConfig::default();
     config.set("segment.index.bytes", "4096").unwrap();
