@@ -668,3 +668,45 @@ fn a_lookup_reads_one_index_interval_and_one_batch_and_repeats_read_nothing() {
     drop(log);
     mgr.close().unwrap();
 }
+
+fn open_fds() -> usize {
+    fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+#[test]
+fn sealed_segments_keep_one_descriptor_and_a_clean_open_opens_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path(), &LogConfig::default());
+    let log = mgr.create_partition("t-0").unwrap();
+    let before = open_fds();
+    for i in 0..100 {
+        log.append(&[NewRecord::value(format!("{i}").as_bytes())])
+            .unwrap();
+        log.roll().unwrap();
+    }
+    // Let the background flushes after each roll finish.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let grown = open_fds() - before;
+    assert!(
+        grown <= 100 + 4,
+        "{grown} descriptors for 100 sealed segments"
+    );
+    assert_eq!(log.read(42).unwrap().value.unwrap(), b"42");
+    drop(log);
+    mgr.close().unwrap();
+
+    // Other tests in this binary open files at the same time, hence the slack;
+    // three descriptors per segment (or one per segment at open) would not fit it.
+    let before = open_fds();
+    let mgr = open(tmp.path(), &LogConfig::default());
+    let log = mgr.partition("t-0").unwrap();
+    let after_open = open_fds();
+    assert!(
+        after_open <= before + 40,
+        "a clean open of 101 segments opened {} files",
+        after_open - before
+    );
+    assert_eq!(log.read(7).unwrap().value.unwrap(), b"7");
+    drop(log);
+    mgr.close().unwrap();
+}

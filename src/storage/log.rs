@@ -21,7 +21,7 @@ use parking_lot::{Mutex, RwLock};
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::{LogConfig, format_properties, parse_properties};
 use super::error::{IoContext, Result, StorageError};
-use super::names::{parse_partition_name, parse_segment_file_name};
+use super::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
 use super::segment::{IndexSettings, LogSegment};
 use super::stream::{AppendTally, STREAM_LENGTHS_FILE, Stream};
 use crate::record::{
@@ -259,24 +259,29 @@ impl PartitionLog {
         let (topic, partition) = parse_partition_name(&name)?;
         let overrides = read_overrides(dir);
         let config = effective_config(ctx.defaults, &overrides, &name);
-        if ctx.writable {
-            remove_stray_files(dir)?;
+        // One listing serves the whole load: a clean mount of many segments
+        // costs a stat per segment and opens nothing.
+        let mut names = list_dir(dir)?;
+        if ctx.writable && remove_stray_files(dir, &names)? {
+            names = list_dir(dir)?;
         }
-        let mut bases: Vec<i64> = fs::read_dir(dir)
-            .at(dir)?
-            .filter_map(|e| e.ok())
-            .filter_map(|e| {
-                let n = e.file_name();
-                let (base, suffix) = parse_segment_file_name(n.to_str()?)?;
-                (suffix == "log").then_some(base)
+        let mut bases: Vec<i64> = names
+            .iter()
+            .filter_map(|n| match parse_segment_file_name(n)? {
+                (base, "log") => Some(base),
+                _ => None,
             })
             .collect();
         bases.sort_unstable();
         let s = settings(&config);
         let mut segments = BTreeMap::new();
         for &base in &bases {
-            let seg = LogSegment::open(dir, base, s, ctx.writable)?;
-            segments.insert(base, Arc::new(seg));
+            let path = LogSegment::log_path(dir, base);
+            let size = fs::metadata(&path).at(&path)?.len();
+            segments.insert(
+                base,
+                Arc::new(LogSegment::open(dir, base, size, s, ctx.writable)),
+            );
         }
         if segments.is_empty() && ctx.writable {
             let start = ctx
@@ -287,8 +292,9 @@ impl PartitionLog {
             segments.insert(start, Arc::new(LogSegment::create(dir, start, s)?));
         }
         // A missing index is rebuilt at load, as Kafka does (the rest load lazily).
+        let names: std::collections::HashSet<String> = names.into_iter().collect();
         for seg in segments.values() {
-            if !seg.index_path().exists() {
+            if !names.contains(&segment_file_name(seg.base_offset, "index")) {
                 drop(seg.indexes()?);
             }
         }
@@ -478,6 +484,7 @@ impl PartitionLog {
         // Create first: if the disk is full the old segment stays active, untouched.
         let segment = Arc::new(LogSegment::create(&self.dir, new_base, settings(config))?);
         active.seal()?;
+        active.unload_indexes();
         self.tally.sealed(active.base_offset, active.size());
         self.tally.start_segment(new_base);
         self.segments.write().insert(new_base, segment);
@@ -754,7 +761,7 @@ impl PartitionLog {
                 return Ok(0);
             }
             let want = buf.len().min((end - offset) as usize);
-            return read_full_at(seg.log_file(), &mut buf[..want], offset).at(seg.path());
+            return read_full_at(seg.log_file()?, &mut buf[..want], offset).at(seg.path());
         }
         let path = self.file_path(name)?;
         let f = File::open(&path).at(&path)?;
@@ -1076,42 +1083,48 @@ fn effective_config(
 /// Kafka's `LogLoader.removeTempFilesAndCollectSwapFiles`: drop `.deleted`,
 /// `.cleaned` and `.tmp` files, finish `.swap` renames, and delete index files
 /// whose `.log` is gone.
-fn remove_stray_files(dir: &Path) -> Result<()> {
-    let names: Vec<String> = fs::read_dir(dir)
-        .at(dir)?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .collect();
-    for name in &names {
+fn remove_stray_files(dir: &Path, names: &[String]) -> Result<bool> {
+    let present: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+    let mut changed = false;
+    for name in names {
         let path = dir.join(name);
         if name.ends_with(".deleted") || name.ends_with(".cleaned") || name.ends_with(".tmp") {
             info!("Deleting stray temporary file {}", path.display());
             fs::remove_file(&path).at(&path)?;
+            changed = true;
         } else if let Some(real) = name.strip_suffix(".swap") {
             info!("Completing swap of {}", path.display());
             let target = dir.join(real);
             fs::rename(&path, &target).at(&target)?;
             if let Some((base, "log")) = parse_segment_file_name(real) {
                 for suffix in ["index", "timeindex"] {
-                    let _ =
-                        fs::remove_file(dir.join(super::names::segment_file_name(base, suffix)));
+                    let _ = fs::remove_file(dir.join(segment_file_name(base, suffix)));
                 }
             }
+            changed = true;
         }
     }
-    for name in &names {
+    for name in names {
         if let Some((base, suffix)) = parse_segment_file_name(name)
             && (suffix == "index" || suffix == "timeindex")
-            && !dir
-                .join(super::names::segment_file_name(base, "log"))
-                .exists()
+            && !present.contains(segment_file_name(base, "log").as_str())
+            && !present.contains(format!("{}.swap", segment_file_name(base, "log")).as_str())
         {
             let path = dir.join(name);
             info!("Deleting index file {} with no log file", path.display());
             fs::remove_file(&path).at(&path)?;
+            changed = true;
         }
     }
-    Ok(())
+    Ok(changed)
+}
+
+fn list_dir(dir: &Path) -> Result<Vec<String>> {
+    Ok(fs::read_dir(dir)
+        .at(dir)?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect())
 }
 
 /// Kafka's unclean-shutdown recovery: every segment from the one holding the

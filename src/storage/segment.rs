@@ -7,6 +7,7 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use log::{error, info, warn};
@@ -63,7 +64,8 @@ pub struct LogSegment {
     pub base_offset: i64,
     dir: PathBuf,
     log_path: PathBuf,
-    log: File,
+    /// Opened on first use: a clean mount of many segments opens none of them.
+    log: OnceLock<File>,
     /// Published size: every byte below it belongs to a whole, indexed batch.
     size: AtomicU64,
     /// Bytes that have been fsynced.
@@ -100,7 +102,7 @@ impl LogSegment {
             .truncate(true)
             .open(&log_path)
             .at(&log_path)?;
-        let mut seg = LogSegment::from_parts(dir, base_offset, log, 0, settings, true);
+        let mut seg = LogSegment::from_parts(dir, base_offset, Some(log), 0, settings, true);
         let created = (|| {
             let offset = OffsetIndex::create(
                 &seg.index_path(),
@@ -129,35 +131,22 @@ impl LogSegment {
         }
     }
 
-    /// Opens an existing segment without reading its indexes (they load on first use).
+    /// An existing segment of `size` bytes (from the directory listing). Its
+    /// files are opened and its indexes loaded on first use.
     pub fn open(
         dir: &Path,
         base_offset: i64,
+        size: u64,
         settings: IndexSettings,
         writable: bool,
-    ) -> Result<LogSegment> {
-        let log_path = Self::log_path(dir, base_offset);
-        let log = if writable {
-            OpenOptions::new().read(true).write(true).open(&log_path)
-        } else {
-            File::open(&log_path)
-        }
-        .at(&log_path)?;
-        let size = log.metadata().at(&log_path)?.len();
-        Ok(LogSegment::from_parts(
-            dir,
-            base_offset,
-            log,
-            size,
-            settings,
-            writable,
-        ))
+    ) -> LogSegment {
+        LogSegment::from_parts(dir, base_offset, None, size, settings, writable)
     }
 
     fn from_parts(
         dir: &Path,
         base_offset: i64,
-        log: File,
+        log: Option<File>,
         size: u64,
         settings: IndexSettings,
         writable: bool,
@@ -166,7 +155,7 @@ impl LogSegment {
             base_offset,
             dir: dir.to_path_buf(),
             log_path: Self::log_path(dir, base_offset),
-            log,
+            log: log.map(OnceLock::from).unwrap_or_default(),
             size: AtomicU64::new(size),
             flushed_size: AtomicU64::new(size),
             indexes: RwLock::new(None),
@@ -185,8 +174,23 @@ impl LogSegment {
         self.size.load(Ordering::Acquire)
     }
 
-    pub fn log_file(&self) -> &File {
-        &self.log
+    /// The `.log` file, opened on first use.
+    pub fn log_file(&self) -> Result<&File> {
+        if let Some(f) = self.log.get() {
+            return Ok(f);
+        }
+        let f = if self.writable {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&self.log_path)
+        } else {
+            File::open(&self.log_path)
+        }
+        .at(&self.log_path)?;
+        // Another thread may have won the race; either descriptor will do.
+        let _ = self.log.set(f);
+        Ok(self.log.get().expect("just set"))
     }
 
     pub fn is_active(&self) -> bool {
@@ -411,8 +415,8 @@ impl LogSegment {
     pub fn append(&self, batch: &[u8]) -> Result<()> {
         let header = BatchHeader::parse(batch)?;
         let pos = self.size();
-        if let Err(e) = self.log.write_all_at(batch, pos) {
-            if let Err(t) = self.log.set_len(pos) {
+        if let Err(e) = self.log_file()?.write_all_at(batch, pos) {
+            if let Err(t) = self.log_file()?.set_len(pos) {
                 error!(
                     "Could not cut {} back to {pos} after a failed write: {t}",
                     self.log_path.display()
@@ -466,13 +470,22 @@ impl LogSegment {
         Ok(())
     }
 
+    /// Drops the index maps and their descriptors; they load again on first
+    /// use. A long-lived log that rolls often would otherwise keep two more
+    /// descriptors and two maps per sealed segment.
+    pub fn unload_indexes(&self) {
+        if self.writable && !self.is_active() {
+            *self.indexes.write() = None;
+        }
+    }
+
     /// fsync of the `.log` and msync of the indexes.
     pub fn flush(&self) -> Result<bool> {
         let size = self.size();
         if self.flushed_size.load(Ordering::Acquire) == size && !self.is_active() {
             return Ok(false);
         }
-        self.log.sync_data().at(&self.log_path)?;
+        self.log_file()?.sync_data().at(&self.log_path)?;
         if let Some(ix) = self.indexes.read().as_ref() {
             ix.offset.flush()?;
             ix.time.flush()?;
@@ -542,7 +555,10 @@ impl LogSegment {
     fn read_at(&self, buf: &mut [u8], pos: u64) -> Result<usize> {
         let mut done = 0;
         while done < buf.len() {
-            match self.log.read_at(&mut buf[done..], pos + done as u64) {
+            match self
+                .log_file()?
+                .read_at(&mut buf[done..], pos + done as u64)
+            {
                 Ok(0) => break,
                 Ok(n) => done += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -569,7 +585,7 @@ impl LogSegment {
         use std::os::fd::AsRawFd;
         buf.clear();
         buf.reserve(len);
-        let fd = self.log.as_raw_fd();
+        let fd = self.log_file()?.as_raw_fd();
         while buf.len() < len {
             let want = len - buf.len();
             let spare = &mut buf.spare_capacity_mut()[..want];
@@ -721,7 +737,12 @@ impl LogSegment {
             return Ok(st.max_timestamp);
         }
         // Kafka falls back to the file's modification time.
-        let mtime = self.log.metadata().at(&self.log_path)?.modified().ok();
+        let mtime = self
+            .log_file()?
+            .metadata()
+            .at(&self.log_path)?
+            .modified()
+            .ok();
         Ok(mtime
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(-1, |d| d.as_millis() as i64))
@@ -806,7 +827,7 @@ impl LogSegment {
     /// offsets), cuts the `.log` at the first bad or torn one and rebuilds both
     /// indexes from what remains.
     pub fn recover(&self, min_offset: i64) -> Result<RecoveryResult> {
-        let file_size = self.log.metadata().at(&self.log_path)?.len();
+        let file_size = self.log_file()?.metadata().at(&self.log_path)?.len();
         let mut valid: u64 = 0;
         let mut expected_min = min_offset.max(self.base_offset);
         let mut batches = 0u64;
@@ -859,7 +880,7 @@ impl LogSegment {
         let truncated = file_size - valid;
         if truncated > 0 {
             if self.writable {
-                self.log.set_len(valid).at(&self.log_path)?;
+                self.log_file()?.set_len(valid).at(&self.log_path)?;
             } else {
                 // Never write a read-only data dir: the bad tail is just not served.
                 warn!(
