@@ -710,3 +710,45 @@ fn sealed_segments_keep_one_descriptor_and_a_clean_open_opens_none() {
     drop(log);
     mgr.close().unwrap();
 }
+
+#[test]
+fn unclean_recovery_rebuilds_every_index_byte_identical() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_segments();
+    c.set("index.interval.bytes", "1000").unwrap();
+    let mgr = open(tmp.path(), &c);
+    let log = mgr.create_partition("t-0").unwrap();
+    fill(&log, 150, 10, 700);
+    let bases = log.segment_bases();
+    assert!(bases.len() >= 2);
+    drop(log);
+    crash(mgr);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Recover everything, as if no flush had ever completed.
+    fs::write(
+        tmp.path().join("recovery-point-offset-checkpoint"),
+        "0\n1\nt 0 0\n",
+    )
+    .unwrap();
+    let before: Vec<(PathBuf, Vec<u8>)> = bases
+        .iter()
+        .flat_map(|b| ["index", "timeindex"].map(|s| seg_path(tmp.path(), "t-0", *b, s)))
+        .map(|p| {
+            let bytes = fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    let mgr = open(tmp.path(), &c);
+    for (p, bytes) in &before {
+        assert_eq!(
+            &fs::read(p).unwrap(),
+            bytes,
+            "{} after recovery",
+            p.display()
+        );
+    }
+    let log = mgr.partition("t-0").unwrap();
+    assert_eq!(log.log_end_offset(), 1500);
+    drop(log);
+    mgr.close().unwrap();
+}

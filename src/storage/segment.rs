@@ -828,10 +828,23 @@ impl LogSegment {
     /// indexes from what remains.
     pub fn recover(&self, min_offset: i64) -> Result<RecoveryResult> {
         let file_size = self.log_file()?.metadata().at(&self.log_path)?.len();
+        // One pass: each batch is validated and indexed as it is read. The old
+        // maps go first, since the index files are recreated under them.
+        let mut guard = self.indexes.write();
+        *guard = None;
+        let mut ix = self.fresh_indexes()?;
+        let mut st = AppendState {
+            max_timestamp: -1,
+            offset_of_max_timestamp: self.base_offset,
+            timestamps_known: true,
+            ..Default::default()
+        };
+        let interval = self.settings.index_interval_bytes;
         let mut valid: u64 = 0;
         let mut expected_min = min_offset.max(self.base_offset);
         let mut batches = 0u64;
         let mut next_offset = None;
+        let mut first_max_timestamp = None;
         let mut buf: Vec<u8> = Vec::new();
         let mut buf_start: u64 = 0;
         'outer: while valid < file_size {
@@ -844,9 +857,7 @@ impl LogSegment {
                     if want < need {
                         break 'outer; // torn: the file ends inside this batch
                     }
-                    buf.resize(want, 0);
-                    let n = self.read_at(&mut buf, valid)?;
-                    buf.truncate(n);
+                    let n = self.read_uninit_at(&mut buf, want, valid)?;
                     buf_start = valid;
                     if n < need {
                         break 'outer;
@@ -872,6 +883,8 @@ impl LogSegment {
             {
                 break;
             }
+            index_batch(&mut ix, &mut st, interval, valid, &h);
+            first_max_timestamp.get_or_insert(h.max_timestamp);
             expected_min = h.next_offset();
             next_offset = Some(h.next_offset());
             batches += 1;
@@ -891,13 +904,15 @@ impl LogSegment {
         }
         self.size.store(valid, Ordering::Release);
         self.flushed_size.store(0, Ordering::Release);
-        let mut g = self.indexes.write();
-        *g = Some(self.rebuild_indexes()?);
-        drop(g);
-        if self.is_active() {
-            let first = self.first_batch_header()?;
-            self.state.lock().rolling_based_timestamp = first.map(|h| h.max_timestamp);
+        if !self.is_active() {
+            ix.time
+                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true);
+            ix.offset.trim()?;
+            ix.time.trim()?;
         }
+        st.rolling_based_timestamp = first_max_timestamp;
+        *self.state.lock() = st;
+        *guard = Some(ix);
         Ok(RecoveryResult {
             batches,
             truncated_bytes: truncated,
