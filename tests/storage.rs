@@ -752,3 +752,32 @@ fn unclean_recovery_rebuilds_every_index_byte_identical() {
     drop(log);
     mgr.close().unwrap();
 }
+
+#[test]
+fn a_last_active_entry_off_its_batch_does_not_lose_the_log_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path(), &small_segments());
+    let log = mgr.create_partition("t-0").unwrap();
+    fill(&log, 30, 10, 1506);
+    drop(log);
+    mgr.close().unwrap();
+    let idx = seg_path(tmp.path(), "t-0", 0, "index");
+    let good = fs::read(&idx).unwrap();
+    let mut bad = good.clone();
+    let last = bad.len() - 8;
+    let pos = u32::from_be_bytes(bad[last + 4..last + 8].try_into().unwrap());
+    bad[last + 4..last + 8].copy_from_slice(&(pos + 7).to_be_bytes());
+    fs::write(&idx, &bad).unwrap();
+    let mgr = open(tmp.path(), &small_segments());
+    let log = mgr.partition("t-0").unwrap();
+    assert_eq!(log.log_end_offset(), 300);
+    assert_eq!(
+        log.append(&[NewRecord::value(b"next")])
+            .unwrap()
+            .first_offset,
+        300
+    );
+    drop(log);
+    mgr.close().unwrap();
+    assert_eq!(&fs::read(&idx).unwrap()[..good.len()], &good[..]);
+}

@@ -234,6 +234,24 @@ impl LogSegment {
             if let Err(why) = offset.check(size) {
                 return Ok(Err(format!("offset index {}: {why}", index_path.display())));
             }
+            // The log end is found by scanning from the last entry, so that
+            // entry must point at the batch ending at its offset. Other entries
+            // are checked as lookups use them.
+            if let Some(last) = offset.last_entry() {
+                let mut hdr = [0u8; HEADER_LEN];
+                let n = self.read_at(&mut hdr, last.position as u64)?;
+                match BatchHeader::parse(&hdr[..n]) {
+                    Ok(h) if h.last_offset() == last.offset => {}
+                    _ => {
+                        return Ok(Err(format!(
+                            "offset index {}: last entry (offset {}, position {}) does not point at its batch",
+                            index_path.display(),
+                            last.offset,
+                            last.position
+                        )));
+                    }
+                }
+            }
             if !time_path.exists() {
                 return Ok(Err(format!(
                     "time index {} is missing",
