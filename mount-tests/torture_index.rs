@@ -293,23 +293,12 @@ fn index_damage(random_rounds: usize) {
             }
         }
     }
-    let mut skipped = 0;
     for _ in 0..random_rounds {
         let base = SEGMENTS[rng.range(0, 3) as usize];
         let d = ALL[rng.range(0, ALL.len() as u64) as usize];
         let clean = rng.range(0, 2) == 0;
-        let k = rng.next();
-        if hits_known_bug(&r, base, d, clean, k) {
-            skipped += 1;
-            continue;
-        }
-        mismatches += run_case(&mut m, &r, base, d, clean, k);
+        mismatches += run_case(&mut m, &r, base, d, clean, rng.next());
         cases += 1;
-    }
-    if skipped > 0 {
-        println!(
-            "index_damage: {skipped} cases skipped: the known bug of last_active_entry_off_its_batch"
-        );
     }
     m.remount();
     m.unmount_clean();
@@ -318,29 +307,12 @@ fn index_damage(random_rounds: usize) {
     assert_eq!(mismatches, 0, "rebuilt indexes differ from undamaged ones");
 }
 
-/// The case `last_active_entry_off_its_batch` shows (a storage bug, reported).
-fn hits_known_bug(r: &Reference, base: i64, d: Damage, clean: bool, k: u64) -> bool {
-    let ni = r
-        .files
-        .iter()
-        .find(|f| f.0 == format!("{base:020}.index"))
-        .unwrap()
-        .1
-        .len()
-        / 8;
-    matches!(d, Damage::PositionOffBatch)
-        && clean
-        && base == 1360
-        && (k % ni as u64) as usize == ni - 1
-}
-
-/// BUG (storage, reported): after a clean shutdown, the active segment's log
-/// end is found by scanning from its last index entry. When that entry points
-/// inside the `.log` but not at a batch, the scan finds nothing, the log end
-/// falls back to the segment's base offset (1360 instead of 1500), offsets
-/// 1360..1500 read as ENOENT, and the next append would reuse offset 1360.
+/// Regression (storage, fixed in c15bda1): after a clean shutdown the active
+/// segment's log end is found by scanning from its last index entry. An entry
+/// inside the `.log` but off its batch made the scan find nothing, so the log
+/// end fell back to the base offset (1360 instead of 1500) and the next append
+/// would have reused offset 1360.
 #[test]
-#[ignore = "storage bug: a last index entry off its batch on the active segment loses the log end after a clean shutdown"]
 fn last_active_entry_off_its_batch() {
     let mut m = mount!(OPTS);
     let r = setup(&mut m);
