@@ -238,14 +238,9 @@ fn disk_full_fails_cleanly_and_resumes() {
 
 /// A write that spans several batches and meets a full disk: the write fails
 /// with ENOSPC, so none of its records may be in the log (a client retrying
-/// it would otherwise duplicate them).
-///
-/// BUG (storage, reported): `PartitionLog::append` writes its batches one by
-/// one and returns the error of a later batch with the earlier ones left in
-/// the log, so the write fails yet half of it is appended (and the mount logs
-/// "nothing of this write was appended").
+/// it would otherwise duplicate them). Regression test: appends once kept the
+/// batches written before the failing one.
 #[test]
-#[ignore = "storage bug: a multi-batch append that fails midway keeps its first batches"]
 fn enospc_in_a_multi_batch_write_appends_nothing() {
     if !fuse_or_skip() {
         return;

@@ -12,7 +12,8 @@ pub use batch::{
 };
 pub use compression::{MAX_DECOMPRESSED_SIZE, compress, decompress};
 pub use records::{
-    Header, NewRecord, Record, batch_size, decode_record_at, decode_records, encode_batch, encode_batch_compressed,
+    Header, NewRecord, Record, batch_size, decode_record_at, decode_records, encode_batch,
+    encode_batch_compressed,
 };
 
 /// Everything the codec can refuse. Never a panic: every input maps to one of these.

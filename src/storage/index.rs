@@ -179,6 +179,19 @@ impl IndexFile {
         }
     }
 
+    /// Drops the entries from `n` on, zeroing their bytes.
+    fn truncate_entries(&mut self, n: usize) {
+        if n >= self.entries {
+            return;
+        }
+        let (from, to) = (n * self.entry_size, self.entries * self.entry_size);
+        if let Some(m) = self.mmap.as_mut() {
+            let to = to.min(m.len());
+            m[from.min(to)..to].fill(0);
+        }
+        self.entries = n;
+    }
+
     /// Forgets every entry and zeroes the mapping.
     fn reset(&mut self) {
         if let Some(m) = self.mmap.as_mut() {
@@ -374,6 +387,9 @@ impl OffsetIndex {
     pub fn reset(&mut self) {
         self.file.reset()
     }
+    pub fn truncate_entries(&mut self, n: usize) {
+        self.file.truncate_entries(n)
+    }
     pub fn trim(&mut self) -> Result<()> {
         self.file.trim()
     }
@@ -521,6 +537,9 @@ impl TimeIndex {
 
     pub fn reset(&mut self) {
         self.file.reset()
+    }
+    pub fn truncate_entries(&mut self, n: usize) {
+        self.file.truncate_entries(n)
     }
     pub fn trim(&mut self) -> Result<()> {
         self.file.trim()

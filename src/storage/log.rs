@@ -22,7 +22,7 @@ use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::{LogConfig, format_properties, parse_properties};
 use super::error::{IoContext, Result, StorageError};
 use super::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
-use super::segment::{IndexSettings, LogSegment};
+use super::segment::{IndexSettings, LogSegment, SegmentSnapshot};
 use super::stream::{AppendTally, STREAM_LENGTHS_FILE, Stream};
 use crate::record::{
     BatchHeader, NewRecord, Record, TimestampType, decode_record_at, encode_batch_compressed,
@@ -85,6 +85,16 @@ pub struct PartitionFile {
     pub size: u64,
     pub kind: FileKind,
     pub mtime: SystemTime,
+}
+
+/// What an append has written so far.
+struct Written {
+    /// Segments it wrote to, the first being the one active at its start.
+    segments: Vec<Arc<LogSegment>>,
+    /// Segments it sealed by rolling.
+    sealed: Vec<Arc<LogSegment>>,
+    next_offset: i64,
+    bytes: u64,
 }
 
 struct Writer {
@@ -394,37 +404,44 @@ impl PartitionLog {
         }
         let config = self.config();
         let groups = pack_batches(records, &config)?;
-        let codec = config.compression_type.codec();
         let timestamp = now_ms();
         let mut w = self.writer.lock();
         if w.closed {
             return Err(StorageError::NoSuchPartition(self.name.clone()));
         }
+        // All or nothing: batches are written unpublished and become visible
+        // together; if one fails, the ones before it are cut away again.
         let first_offset = self.log_end_offset.load(Ordering::Acquire);
-        let mut bytes = 0u64;
-        for range in &groups {
-            let base = self.log_end_offset.load(Ordering::Acquire);
-            let recs = &records[range.clone()];
-            let last = base + recs.len() as i64 - 1;
-            w.buf.clear();
-            encode_batch_compressed(&mut w.buf, base, timestamp, recs, codec);
-            self.maybe_roll(&config, w.buf.len() as u64, timestamp, last)?;
-            let seg = self
-                .active_segment()
-                .expect("a writable log has an active segment");
-            let pos = seg.size();
-            seg.append(&w.buf)?;
-            let stream_bytes: u64 = recs
-                .iter()
-                .map(|r| r.value.map_or(0, |v| v.len() as u64) + 1)
-                .sum();
-            self.tally
-                .appended(seg.base_offset, pos, w.buf.len() as u64, stream_bytes);
-            bytes += w.buf.len() as u64;
-            self.log_end_offset.store(last + 1, Ordering::Release);
+        let first_segment = self
+            .active_segment()
+            .expect("a writable log has an active segment");
+        let snapshot = first_segment.snapshot()?;
+        let mut written = Written {
+            segments: vec![first_segment.clone()],
+            sealed: Vec::new(),
+            next_offset: first_offset,
+            bytes: 0,
+        };
+        let result = self.write_batches(&mut w, &config, records, &groups, timestamp, &mut written);
+        if let Err(e) = result {
+            self.undo_append(&first_segment, &snapshot, &written);
+            return Err(e);
         }
+        for seg in &written.segments {
+            seg.publish();
+        }
+        self.log_end_offset
+            .store(written.next_offset, Ordering::Release);
         drop(w);
-        let last_offset = self.log_end_offset.load(Ordering::Acquire) - 1;
+        for sealed in &written.sealed {
+            sealed.unload_indexes();
+        }
+        if let Some(last_sealed) = written.segments.last()
+            && written.segments.len() > 1
+        {
+            self.schedule_flush(last_sealed.base_offset);
+        }
+        let last_offset = written.next_offset - 1;
         if last_offset + 1 - self.recovery_point() >= config.flush_messages {
             self.flush()?;
         }
@@ -432,21 +449,86 @@ impl PartitionLog {
             first_offset,
             last_offset,
             batches: groups.len(),
-            bytes,
+            bytes: written.bytes,
         })
     }
 
-    /// Kafka's `maybeRoll`, called with the writer lock held.
+    /// Encodes and writes each batch of an append, rolling where Kafka would.
+    fn write_batches(
+        &self,
+        w: &mut Writer,
+        config: &LogConfig,
+        records: &[NewRecord],
+        groups: &[std::ops::Range<usize>],
+        timestamp: i64,
+        written: &mut Written,
+    ) -> Result<()> {
+        let codec = config.compression_type.codec();
+        for range in groups {
+            let base = written.next_offset;
+            let recs = &records[range.clone()];
+            let last = base + recs.len() as i64 - 1;
+            w.buf.clear();
+            encode_batch_compressed(&mut w.buf, base, timestamp, recs, codec);
+            if let Some(sealed) =
+                self.maybe_roll(config, w.buf.len() as u64, timestamp, last, base)?
+            {
+                written.sealed.push(sealed);
+                written
+                    .segments
+                    .push(self.active_segment().expect("just rolled"));
+            }
+            let seg = self
+                .active_segment()
+                .expect("a writable log has an active segment");
+            let pos = seg.write_pos();
+            seg.append(&w.buf)?;
+            let stream_bytes: u64 = recs
+                .iter()
+                .map(|r| r.value.map_or(0, |v| v.len() as u64) + 1)
+                .sum();
+            self.tally
+                .appended(seg.base_offset, pos, w.buf.len() as u64, stream_bytes);
+            written.bytes += w.buf.len() as u64;
+            written.next_offset = last + 1;
+        }
+        Ok(())
+    }
+
+    /// Removes every trace of a failed append: segments it rolled to are
+    /// deleted, the first one is cut back and made active again.
+    fn undo_append(&self, first: &Arc<LogSegment>, snapshot: &SegmentSnapshot, written: &Written) {
+        for seg in &written.segments[1..] {
+            self.segments.write().remove(&seg.base_offset);
+            seg.delete_files();
+        }
+        if let Err(e) = first.rollback(snapshot) {
+            error!(
+                "Could not undo a failed append to {}: {e}; the unpublished bytes stay past the log end until recovery",
+                first.path().display()
+            );
+        }
+        self.tally.forget();
+        warn!(
+            "Append to {} failed; nothing of it was kept (log end offset stays {})",
+            self.name,
+            self.log_end_offset()
+        );
+    }
+
+    /// Kafka's `maybeRoll`, called with the writer lock held. Returns the
+    /// segment it sealed, if it rolled.
     fn maybe_roll(
         &self,
         config: &LogConfig,
         batch_size: u64,
         max_timestamp: i64,
         last_offset: i64,
-    ) -> Result<()> {
+        new_base: i64,
+    ) -> Result<Option<Arc<LogSegment>>> {
         let active = self.active_segment().expect("active segment");
-        if active.size() == 0 {
-            return Ok(());
+        if active.write_pos() == 0 {
+            return Ok(None);
         }
         let segment_ms = config.segment_ms.saturating_sub(config.segment_jitter_ms);
         if active.should_roll(
@@ -456,9 +538,9 @@ impl PartitionLog {
             segment_ms,
         )? || !active.can_convert_to_relative(last_offset)
         {
-            self.roll_locked(config)?;
+            return self.roll_locked(config, new_base);
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Rolls the active segment. Rolling an empty active segment does nothing.
@@ -471,21 +553,32 @@ impl PartitionLog {
         if w.closed {
             return Err(StorageError::NoSuchPartition(self.name.clone()));
         }
-        self.roll_locked(&config)
+        self.roll_now(&config)
     }
 
-    fn roll_locked(&self, config: &LogConfig) -> Result<()> {
+    /// A roll outside an append: at the log end, with nothing unpublished.
+    fn roll_now(&self, config: &LogConfig) -> Result<()> {
+        let new_base = self.log_end_offset();
+        if let Some(sealed) = self.roll_locked(config, new_base)? {
+            sealed.unload_indexes();
+            self.schedule_flush(new_base);
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment and starts one at `new_base`. The caller
+    /// unloads the sealed segment's indexes and schedules its flush once
+    /// what it wrote is published.
+    fn roll_locked(&self, config: &LogConfig, new_base: i64) -> Result<Option<Arc<LogSegment>>> {
         let started = Instant::now();
         let active = self.active_segment().expect("active segment");
-        if active.size() == 0 {
-            return Ok(());
+        if active.write_pos() == 0 {
+            return Ok(None);
         }
-        let new_base = self.log_end_offset.load(Ordering::Acquire);
         // Create first: if the disk is full the old segment stays active, untouched.
         let segment = Arc::new(LogSegment::create(&self.dir, new_base, settings(config))?);
         active.seal()?;
-        active.unload_indexes();
-        self.tally.sealed(active.base_offset, active.size());
+        self.tally.sealed(active.base_offset, active.write_pos());
         self.tally.start_segment(new_base);
         self.segments.write().insert(new_base, segment);
         info!(
@@ -494,14 +587,18 @@ impl PartitionLog {
             self.dir.parent().unwrap_or(&self.dir).display(),
             started.elapsed().as_millis()
         );
-        // Kafka flushes the sealed segment asynchronously, advancing the recovery point.
+        Ok(Some(active))
+    }
+
+    /// Kafka flushes a sealed segment asynchronously, advancing the recovery point.
+    fn schedule_flush(&self, up_to: i64) {
         let me = self.self_ref.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("flush-{}", self.name))
             .spawn(move || {
                 if let Some(log) = me.upgrade()
                     && !log.deleted.load(Ordering::Acquire)
-                    && let Err(e) = log.flush_up_to(new_base)
+                    && let Err(e) = log.flush_up_to(up_to)
                 {
                     error!("Error flushing {} after roll: {e}", log.name);
                 }
@@ -512,7 +609,6 @@ impl PartitionLog {
                 self.name
             );
         }
-        Ok(())
     }
 
     /// Record `offset`, found through the sparse index.
@@ -941,7 +1037,7 @@ impl PartitionLog {
                 })
             };
             if all_qualify {
-                self.roll_locked(&config)?;
+                self.roll_now(&config)?;
             }
             let doomed = self.take_prefix(|s, _| {
                 if diff - s.size() as i64 >= 0 {
@@ -966,7 +1062,7 @@ impl PartitionLog {
             };
             let all_qualify = self.segments.read().values().all(|s| expired(s));
             if all_qualify {
-                self.roll_locked(&config)?;
+                self.roll_now(&config)?;
             }
             let doomed = self.take_prefix(|s, _| expired(s));
             deleted += doomed.len();

@@ -49,6 +49,16 @@ struct AppendState {
     timestamps_known: bool,
 }
 
+/// A segment's append position and index state, to undo an append that failed.
+#[derive(Clone, Copy, Debug)]
+pub struct SegmentSnapshot {
+    write_pos: u64,
+    offset_entries: usize,
+    time_entries: usize,
+    state: AppendState,
+    active: bool,
+}
+
 /// What recovering a segment found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryResult {
@@ -68,6 +78,9 @@ pub struct LogSegment {
     log: OnceLock<File>,
     /// Published size: every byte below it belongs to a whole, indexed batch.
     size: AtomicU64,
+    /// Bytes written, published or not. Only the appender (under the
+    /// partition's writer lock) moves it; an append publishes at its end.
+    write_pos: AtomicU64,
     /// Bytes that have been fsynced.
     flushed_size: AtomicU64,
     indexes: RwLock<Option<Indexes>>,
@@ -157,6 +170,7 @@ impl LogSegment {
             log_path: Self::log_path(dir, base_offset),
             log: log.map(OnceLock::from).unwrap_or_default(),
             size: AtomicU64::new(size),
+            write_pos: AtomicU64::new(size),
             flushed_size: AtomicU64::new(size),
             indexes: RwLock::new(None),
             state: Mutex::new(AppendState {
@@ -172,6 +186,16 @@ impl LogSegment {
 
     pub fn size(&self) -> u64 {
         self.size.load(Ordering::Acquire)
+    }
+
+    /// Bytes written so far, including an append's not yet published batches.
+    pub fn write_pos(&self) -> u64 {
+        self.write_pos.load(Ordering::Acquire)
+    }
+
+    /// Makes everything written so far visible to readers.
+    pub fn publish(&self) {
+        self.size.store(self.write_pos(), Ordering::Release);
     }
 
     /// The `.log` file, opened on first use.
@@ -401,7 +425,7 @@ impl LogSegment {
         segment_bytes: u64,
         segment_ms: i64,
     ) -> Result<bool> {
-        let size = self.size();
+        let size = self.write_pos();
         if size + batch_size > segment_bytes {
             return Ok(true);
         }
@@ -432,7 +456,7 @@ impl LogSegment {
     /// partial batch stays in the `.log`.
     pub fn append(&self, batch: &[u8]) -> Result<()> {
         let header = BatchHeader::parse(batch)?;
-        let pos = self.size();
+        let pos = self.write_pos();
         if let Err(e) = self.log_file()?.write_all_at(batch, pos) {
             if let Err(t) = self.log_file()?.set_len(pos) {
                 error!(
@@ -462,7 +486,45 @@ impl LogSegment {
         );
         drop(st);
         drop(g);
-        self.size.store(pos + batch.len() as u64, Ordering::Release);
+        // Not published yet: entries past the published size are never chosen
+        // by a lookup, whose offsets are all below the published log end.
+        self.write_pos
+            .store(pos + batch.len() as u64, Ordering::Release);
+        Ok(())
+    }
+
+    /// What an append may have to undo.
+    pub fn snapshot(&self) -> Result<SegmentSnapshot> {
+        let g = self.indexes()?;
+        let ix = g.as_ref().expect("loaded");
+        Ok(SegmentSnapshot {
+            write_pos: self.write_pos(),
+            offset_entries: ix.offset.entries(),
+            time_entries: ix.time.entries(),
+            state: *self.state.lock(),
+            active: self.is_active(),
+        })
+    }
+
+    /// Undoes unpublished appends (and a seal) back to `snap`: the `.log` is
+    /// cut, index entries past it removed, the append counters restored.
+    pub fn rollback(&self, snap: &SegmentSnapshot) -> Result<()> {
+        let f = self.log_file()?;
+        if f.metadata().at(&self.log_path)?.len() > snap.write_pos {
+            f.set_len(snap.write_pos).at(&self.log_path)?;
+        }
+        self.write_pos.store(snap.write_pos, Ordering::Release);
+        drop(self.indexes()?);
+        let mut g = self.indexes.write();
+        let ix = g.as_mut().expect("loaded");
+        if snap.active && !self.is_active() {
+            self.active.store(true, Ordering::Relaxed);
+            ix.offset.resize(self.settings.offset_index_max_bytes)?;
+            ix.time.resize(self.settings.time_index_max_bytes)?;
+        }
+        ix.offset.truncate_entries(snap.offset_entries);
+        ix.time.truncate_entries(snap.time_entries);
+        *self.state.lock() = snap.state;
         Ok(())
     }
 
@@ -921,6 +983,7 @@ impl LogSegment {
             }
         }
         self.size.store(valid, Ordering::Release);
+        self.write_pos.store(valid, Ordering::Release);
         self.flushed_size.store(0, Ordering::Release);
         if !self.is_active() {
             ix.time

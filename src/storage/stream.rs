@@ -137,6 +137,11 @@ impl AppendTally {
         self.inner.lock().active = Some((base, size, len));
     }
 
+    /// Stops counting (after an append was undone); lengths are computed again.
+    pub fn forget(&self) {
+        self.inner.lock().active = None;
+    }
+
     /// A batch of `batch_bytes` written at `pos` of segment `base`.
     pub fn appended(&self, base: i64, pos: u64, batch_bytes: u64, stream_bytes: u64) {
         let mut t = self.inner.lock();
