@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use fuser::BackingId;
 use parking_lot::Mutex;
 
 use super::node::{Control, NodeKey};
@@ -17,10 +18,14 @@ use crate::storage::PartitionLog;
 pub enum Handle {
     /// Bytes fixed at open: `status`, `offset/N`, and `config/<name>` for reading.
     Snapshot(Vec<u8>),
-    /// A raw partition file, read with positioned reads through storage.
+    /// A raw partition file: passed through to the kernel, or read with
+    /// positioned reads through storage.
     Raw {
         partition: Arc<PartitionLog>,
         name: Arc<str>,
+        ino: u64,
+        /// Keeps the inode's backing file registered while this handle is open.
+        backing: Option<Arc<BackingId>>,
     },
     /// A Kafka file of the data-directory root, read through the log manager.
     RootFile(Arc<str>),
@@ -75,14 +80,22 @@ impl HandleTable {
 }
 
 /// Splits `buf` into its complete lines (newlines dropped) and the unterminated rest.
+#[cfg(test)]
 pub fn split_lines(buf: &[u8]) -> (Vec<&[u8]>, &[u8]) {
-    match buf.iter().rposition(|&b| b == b'\n') {
-        None => (Vec::new(), buf),
-        Some(last) => (
-            buf[..last].split(|&b| b == b'\n').collect(),
-            &buf[last + 1..],
-        ),
+    let mut lines = Vec::new();
+    let rest = push_lines(buf, &mut lines);
+    (lines, rest)
+}
+
+/// Pushes the complete lines of `buf` (newlines dropped) onto `lines` and
+/// returns the unterminated rest. memchr finds the newlines a vector at a time.
+pub fn push_lines<'a, 'b: 'a>(buf: &'b [u8], lines: &mut Vec<&'a [u8]>) -> &'b [u8] {
+    let mut start = 0;
+    for nl in memchr::memchr_iter(b'\n', buf) {
+        lines.push(&buf[start..nl]);
+        start = nl + 1;
     }
+    &buf[start..]
 }
 
 /// Lines as records, the way Kafka's console producer reads them: the whole
@@ -93,23 +106,24 @@ pub fn to_records<'a>(
     parse_key: bool,
     separator: &[u8],
 ) -> Result<Vec<NewRecord<'a>>, String> {
-    lines
-        .iter()
-        .enumerate()
-        .map(|(i, line)| {
-            if !parse_key || separator.is_empty() {
-                return Ok(NewRecord::value(line));
-            }
-            match line.windows(separator.len()).position(|w| w == separator) {
-                Some(at) => Ok(NewRecord::keyed(&line[..at], &line[at + separator.len()..])),
-                None => Err(format!(
+    if !parse_key || separator.is_empty() {
+        return Ok(lines.iter().map(|line| NewRecord::value(line)).collect());
+    }
+    let finder = memchr::memmem::Finder::new(separator);
+    let mut out = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        match finder.find(line) {
+            Some(at) => out.push(NewRecord::keyed(&line[..at], &line[at + separator.len()..])),
+            None => {
+                return Err(format!(
                     "No key separator found on line number {}: '{}'",
                     i + 1,
                     String::from_utf8_lossy(line)
-                )),
+                ));
             }
-        })
-        .collect()
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

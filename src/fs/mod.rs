@@ -8,6 +8,7 @@ mod errno;
 mod handle;
 mod inode;
 mod node;
+mod passthrough;
 
 use std::ffi::OsStr;
 use std::panic::AssertUnwindSafe;
@@ -15,20 +16,22 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
-    AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
+    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use log::{debug, error, info, warn};
 
 use self::errno::{FsResult, refuse};
-use self::handle::{Handle, HandleTable, OpenFile, split_lines, to_records};
+use self::handle::{Handle, HandleTable, OpenFile, push_lines, to_records};
 use self::inode::{InodeTable, ROOT_INO};
 use self::node::{
     Control, NodeKey, SPECIAL_NAMES, config_value, parse_delete_records, parse_offset_name,
     status_text,
 };
+use self::passthrough::{Mode, Passthrough};
+use crate::storage::names::parse_segment_file_name;
 use crate::storage::{
     CONFIG_NAMES, LogManager, PartitionFile, PartitionLog, RecordEntry, StorageError,
     segment_file_name,
@@ -37,6 +40,12 @@ use crate::storage::{
 /// Sizes, `status` and the partition set change with every append, roll or
 /// mkdir, so the kernel must ask every time: stale sizes must never show.
 const TTL: Duration = Duration::ZERO;
+/// Nodes whose attributes never change while they exist: directories, sealed
+/// segment files and `offset/N`. The kernel may keep their attributes (no GETATTR before
+/// each cached read); open still asks the daemon, so a segment deleted by
+/// retention or an offset below a new log start fails to open at once. Only
+/// `stat` of such a name can show it for up to this long after it went.
+const IMMUTABLE_TTL: Duration = Duration::from_secs(10);
 /// Large enough that `cp` and `cat` move 1 MiB per request.
 const BLKSIZE: u32 = 1 << 20;
 const MAX_WRITE: u32 = 1 << 20;
@@ -45,6 +54,7 @@ pub struct CommitFs {
     manager: Arc<LogManager>,
     inodes: InodeTable,
     handles: HandleTable,
+    passthrough: Passthrough,
     read_only: bool,
     started: SystemTime,
     uid: u32,
@@ -59,6 +69,7 @@ impl CommitFs {
             manager,
             inodes: InodeTable::default(),
             handles: HandleTable::default(),
+            passthrough: Passthrough::default(),
             read_only,
             started: SystemTime::now(),
             // SAFETY: getuid/getgid cannot fail.
@@ -174,6 +185,17 @@ impl CommitFs {
 
     /// Attributes of `key`, or ENOENT when the node no longer exists.
     fn attr(&self, key: &NodeKey) -> FsResult<FileAttr> {
+        self.attr_ttl(key).map(|(a, _)| a)
+    }
+
+    /// Attributes of `key` and how long the kernel may keep them.
+    fn attr_ttl(&self, key: &NodeKey) -> FsResult<(FileAttr, Duration)> {
+        let mut ttl = TTL;
+        let attr = self.attr_with(key, &mut ttl)?;
+        Ok((attr, ttl))
+    }
+
+    fn attr_with(&self, key: &NodeKey, ttl: &mut Duration) -> FsResult<FileAttr> {
         let ino = self.inodes.ino(key);
         let dir = |perm| self.attr_of(ino, FileType::Directory, perm, 0, self.started);
         let file = |perm, size, mtime| self.attr_of(ino, FileType::RegularFile, perm, size, mtime);
@@ -184,16 +206,21 @@ impl CommitFs {
         if let Some(p) = key.partition() {
             let part = self.partition(p)?;
             return Ok(match key {
-                NodeKey::Partition(_) | NodeKey::ConfigDir(_) => dir(0o755),
-                NodeKey::OffsetDir(_) | NodeKey::TimeDir(_) => dir(0o555),
+                // A directory's attributes never change.
+                NodeKey::Partition(_) | NodeKey::ConfigDir(_) => {
+                    *ttl = IMMUTABLE_TTL;
+                    dir(0o755)
+                }
+                NodeKey::OffsetDir(_) | NodeKey::TimeDir(_) => {
+                    *ttl = IMMUTABLE_TTL;
+                    dir(0o555)
+                }
                 NodeKey::Raw(_, name) => {
-                    let files = part
-                        .files()
-                        .map_err(|e| errno::storage(format!("listing {p}"), &e))?;
-                    let f = files
-                        .iter()
-                        .find(|f| *f.name == **name)
-                        .ok_or(Errno::ENOENT)?;
+                    // Sealed before sized: a segment sealed now has its final size.
+                    if is_sealed(&part, name) {
+                        *ttl = IMMUTABLE_TTL;
+                    }
+                    let f = raw_file(&part, name, key)?;
                     file(0o444, f.size, f.mtime)
                 }
                 NodeKey::Log(_) => {
@@ -212,6 +239,7 @@ impl CommitFs {
                         .read(*n)
                         .map_err(|e| errno::storage(format!("reading {}", key.path()), &e))?;
                     let len = r.value.as_ref().map_or(0, |v| v.len()) as u64;
+                    *ttl = IMMUTABLE_TTL;
                     file(0o444, len, timestamp(r.timestamp))
                 }
                 NodeKey::Status(_) => file(
@@ -249,14 +277,9 @@ impl CommitFs {
                     return Ok(k);
                 }
                 let part = self.partition(p)?;
-                let files = part
-                    .files()
-                    .map_err(|e| errno::storage(format!("listing {p}"), &e))?;
-                if files.iter().any(|f| f.name == name) {
-                    Ok(NodeKey::Raw(p.clone(), inode::name(name)))
-                } else {
-                    Err(Errno::ENOENT)
-                }
+                let key = NodeKey::Raw(p.clone(), inode::name(name));
+                raw_file(&part, name, &key)?;
+                Ok(key)
             }
             NodeKey::OffsetDir(p) => {
                 let n = parse_offset_name(name).ok_or(Errno::ENOENT)?;
@@ -399,7 +422,7 @@ impl CommitFs {
         Ok(())
     }
 
-    fn do_open(&self, ino: INodeNo, flags: OpenFlags) -> FsResult<(u64, FopenFlags)> {
+    fn do_open(&self, ino: INodeNo, flags: OpenFlags, reply: &ReplyOpen) -> FsResult<Opened> {
         let key = self.key(ino)?;
         let mode = flags.acc_mode();
         let wants_write = mode != OpenAccMode::O_RDONLY;
@@ -437,29 +460,74 @@ impl CommitFs {
                 handle: Handle::RootFile(name.clone()),
                 key,
             });
-            return Ok((fh, FopenFlags::FOPEN_DIRECT_IO));
+            return Ok((fh, FopenFlags::FOPEN_DIRECT_IO, None));
         }
         let p = key.partition().ok_or(Errno::EISDIR)?.clone();
         let part = self.partition(&p)?;
         let direct = FopenFlags::FOPEN_DIRECT_IO;
         let (handle, fopen) = match &key {
             NodeKey::Raw(_, name) => {
-                // Existence check; reads go through storage's positioned reads.
-                let files = part
-                    .files()
-                    .map_err(|e| errno::storage(format!("listing {p}"), &e))?;
-                if !files.iter().any(|f| *f.name == **name) {
-                    return Err(Errno::ENOENT);
+                // Sealed segments and indexes (of any segment: an active index
+                // changes only in place) are passed through. The active `.log`
+                // is not: the kernel would read past its published size, into
+                // a batch still being written.
+                let sealed = is_sealed(&part, name);
+                let want = sealed
+                    || matches!(
+                        parse_segment_file_name(name),
+                        Some((_, "index" | "timeindex"))
+                    );
+                let mode = self.passthrough.open(ino.0, want, || {
+                    let file = part
+                        .open_file(name)
+                        .map_err(|e| match errno::errno_of(&e) {
+                            Errno::ENOENT => Errno::ENOENT,
+                            _ => errno::storage(format!("open of {path}"), &e),
+                        })?;
+                    Ok(reply.open_backing(&file))
+                })?;
+                if let Mode::Cached = mode {
+                    // Existence check; reads go through storage's positioned reads.
+                    if let Err(e) = raw_file(&part, name, &key) {
+                        self.passthrough.release(ino.0, mode);
+                        return Err(e);
+                    }
                 }
-                // Cached mode keeps read-only mmap working; no KEEP_CACHE, so
-                // each open drops pages that an index write made stale.
-                (
-                    Handle::Raw {
+                let backing = match mode {
+                    Mode::Passthrough(id) => Some(id),
+                    Mode::Cached => None,
+                };
+                debug!(
+                    "open of {path}: {}",
+                    if backing.is_some() {
+                        "passed through"
+                    } else {
+                        "served by the daemon"
+                    }
+                );
+                // Cached mode keeps read-only mmap working. A `.log`'s bytes
+                // below its published size never change, so its pages may
+                // outlive the open. The active one grows, but its attributes
+                // have no TTL: any size the kernel learns that differs from its
+                // own drops the inode's pages, and a read reaching past the
+                // size it knows asks first, so a page zero-filled past an older
+                // end never shows. Other files drop their pages at each open
+                // (an index write in place may have made them stale).
+                let fopen = if backing.is_none() && name.ends_with(".log") {
+                    FopenFlags::FOPEN_KEEP_CACHE
+                } else {
+                    FopenFlags::empty()
+                };
+                let fh = self.handles.insert(OpenFile {
+                    key: key.clone(),
+                    handle: Handle::Raw {
                         partition: part,
                         name: name.clone(),
+                        ino: ino.0,
+                        backing: backing.clone(),
                     },
-                    FopenFlags::empty(),
-                )
+                });
+                return Ok((fh, fopen, backing));
             }
             // Direct I/O for reads too: the stream grows with every append
             // and shifts when the log start moves, so cached pages would go
@@ -509,61 +577,56 @@ impl CommitFs {
             }
             _ => return Err(Errno::EISDIR),
         };
-        Ok((self.handles.insert(OpenFile { key, handle }), fopen))
+        Ok((self.handles.insert(OpenFile { key, handle }), fopen, None))
     }
 
-    fn do_read(&self, fh: FileHandle, offset: u64, size: u32) -> FsResult<Vec<u8>> {
-        let f = self.handles.get(fh.0).ok_or(Errno::EBADF)?;
-        let f = f.lock();
-        let slice = |b: &[u8]| {
-            let start = (offset as usize).min(b.len());
-            let end = start.saturating_add(size as usize).min(b.len());
-            b[start..end].to_vec()
-        };
-        match &f.handle {
-            Handle::Snapshot(b) | Handle::Config { snapshot: b, .. } => Ok(slice(b)),
-            Handle::Raw { partition, name } => {
-                let mut buf = vec![0u8; size as usize];
-                let mut got = 0;
-                // Cached mode zero-fills a short reply, so read until EOF or full.
-                while got < buf.len() {
-                    let n = partition
-                        .read_file(name, offset + got as u64, &mut buf[got..])
-                        .map_err(|e| errno::storage(format!("read of {}", f.key.path()), &e))?;
-                    if n == 0 {
-                        break;
-                    }
-                    got += n;
-                }
-                buf.truncate(got);
-                Ok(buf)
-            }
-            Handle::Log { partition, .. } => {
-                let mut buf = vec![0u8; size as usize];
-                let mut got = 0;
-                while got < buf.len() {
-                    let n = partition
-                        .read_stream(offset + got as u64, &mut buf[got..])
-                        .map_err(|e| errno::storage(format!("read of {}", f.key.path()), &e))?;
-                    if n == 0 {
-                        break;
-                    }
-                    got += n;
-                }
-                buf.truncate(got);
-                Ok(buf)
-            }
-            Handle::RootFile(name) => {
-                let mut buf = vec![0u8; size as usize];
-                let n = self
-                    .manager
-                    .read_root_file(name, offset, &mut buf)
-                    .map_err(|e| errno::storage(format!("read of {name}"), &e))?;
-                buf.truncate(n);
-                Ok(buf)
-            }
-            Handle::Control { .. } => Err(Errno::EBADF),
+    /// Reads into `out` (a per-thread buffer: no allocation or zeroing per
+    /// request). The handle's lock is held only to see what it is, so that
+    /// the kernel's parallel readahead requests on one handle run in parallel.
+    fn do_read(&self, fh: FileHandle, offset: u64, size: u32, out: &mut Vec<u8>) -> FsResult<()> {
+        enum Source {
+            Raw(Arc<PartitionLog>, Arc<str>),
+            Stream(Arc<PartitionLog>),
+            RootFile(Arc<str>),
         }
+        out.clear();
+        let (source, path) = {
+            let f = self.handles.get(fh.0).ok_or(Errno::EBADF)?;
+            let f = f.lock();
+            let source = match &f.handle {
+                Handle::Snapshot(b) | Handle::Config { snapshot: b, .. } => {
+                    let start = (offset as usize).min(b.len());
+                    let end = start.saturating_add(size as usize).min(b.len());
+                    out.extend_from_slice(&b[start..end]);
+                    return Ok(());
+                }
+                Handle::Raw {
+                    partition, name, ..
+                } => Source::Raw(partition.clone(), name.clone()),
+                Handle::Log { partition, .. } => Source::Stream(partition.clone()),
+                Handle::RootFile(name) => Source::RootFile(name.clone()),
+                Handle::Control { .. } => return Err(Errno::EBADF),
+            };
+            (source, f.key.clone())
+        };
+        out.resize(size as usize, 0);
+        let mut got = 0;
+        // Cached mode zero-fills a short reply, so read until EOF or full.
+        while got < out.len() {
+            let at = offset + got as u64;
+            let n = match &source {
+                Source::Raw(partition, name) => partition.read_file(name, at, &mut out[got..]),
+                Source::Stream(partition) => partition.read_stream(at, &mut out[got..]),
+                Source::RootFile(name) => self.manager.read_root_file(name, at, &mut out[got..]),
+            }
+            .map_err(|e| errno::storage(format!("read of {}", path.path()), &e))?;
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        out.truncate(got);
+        Ok(())
     }
 
     fn do_write(&self, fh: FileHandle, data: &[u8]) -> FsResult<u32> {
@@ -811,24 +874,35 @@ fn append_lines(
     path: &str,
 ) -> FsResult<()> {
     let cfg = partition.config();
-    let held = partial.len();
-    partial.extend_from_slice(data);
-    let outcome = (|| {
-        let (lines, rest) = split_lines(partial);
-        if rest.len() > cfg.max_message_bytes.max(0) as usize {
-            return Err(refuse(
-                Errno::EMSGSIZE,
-                format!("write to {path}"),
-                format!(
-                    "an unterminated line of {} bytes is already larger than max.message.bytes ({}); nothing of this write was appended",
-                    rest.len(),
-                    cfg.max_message_bytes
-                ),
-            ));
+    let max = cfg.max_message_bytes.max(0) as usize;
+    let too_long = |len: usize| {
+        refuse(
+            Errno::EMSGSIZE,
+            format!("write to {path}"),
+            format!(
+                "an unterminated line of {len} bytes is already larger than max.message.bytes ({}); nothing of this write was appended",
+                cfg.max_message_bytes
+            ),
+        )
+    };
+    // No newline: the whole write joins the held start of a line.
+    let Some(first_nl) = memchr::memchr(b'\n', data) else {
+        if partial.len() + data.len() > max {
+            return Err(too_long(partial.len() + data.len()));
         }
-        let rest_len = rest.len();
-        if lines.is_empty() {
-            return Ok(rest_len);
+        partial.extend_from_slice(data);
+        return Ok(());
+    };
+    // Only the first line (held start + this write's first piece) is copied;
+    // the other records point into the request's own buffer.
+    let held = partial.len();
+    partial.extend_from_slice(&data[..first_nl]);
+    let mut lines = Vec::with_capacity(data.len() / 64 + 1);
+    lines.push(&partial[..]);
+    let rest = push_lines(&data[first_nl + 1..], &mut lines);
+    let outcome = (|| {
+        if rest.len() > max {
+            return Err(too_long(rest.len()));
         }
         let records = to_records(&lines, cfg.parse_key, cfg.key_separator.as_bytes())
             .map_err(|why| refuse(Errno::EINVAL, format!("write to {path}"), why))?;
@@ -841,7 +915,7 @@ fn append_lines(
                     info.last_offset,
                     info.batches
                 );
-                Ok(rest_len)
+                Ok(())
             }
             Err(e) => Err(errno::storage(
                 format!(
@@ -852,10 +926,11 @@ fn append_lines(
             )),
         }
     })();
+    drop(lines);
     match outcome {
-        Ok(rest_len) => {
-            let keep_from = partial.len() - rest_len;
-            partial.drain(..keep_from);
+        Ok(()) => {
+            partial.clear();
+            partial.extend_from_slice(rest);
             Ok(())
         }
         Err(e) => {
@@ -964,6 +1039,47 @@ fn delete_records(partition: &PartitionLog, data: &[u8], path: &str) -> FsResult
     }
 }
 
+/// How long the kernel may trust that `key`'s name exists. The names inside a
+/// partition directory other than its raw files, and the partition itself,
+/// are fixed for the life of the partition, which only an rmdir through this
+/// mount ends (the kernel then drops the entries itself); so a path like
+/// `t-0/offset/N` costs one LOOKUP, not three. Other names (raw files, the
+/// data dir's own files) last as long as their attributes. `log` is not
+/// cached either: every path lookup of it sizes the stream, which is also when
+/// storage saves its stream-length cache (the torture tests count on that).
+fn entry_ttl(key: &NodeKey, attr_ttl: Duration) -> Duration {
+    match key {
+        NodeKey::Partition(_)
+        | NodeKey::OffsetDir(_)
+        | NodeKey::TimeDir(_)
+        | NodeKey::Control(..)
+        | NodeKey::Status(_)
+        | NodeKey::ConfigDir(_)
+        | NodeKey::Config(..) => IMMUTABLE_TTL,
+        _ => attr_ttl,
+    }
+}
+
+/// A raw file of the partition, or ENOENT (quietly: shells probe names).
+fn raw_file(part: &PartitionLog, name: &str, key: &NodeKey) -> FsResult<PartitionFile> {
+    part.file(name).map_err(|e| match errno::errno_of(&e) {
+        Errno::ENOENT => Errno::ENOENT,
+        _ => errno::storage(format!("stat of {}", key.path()), &e),
+    })
+}
+
+/// A file of a sealed segment (not the active one): its bytes never change
+/// while it exists.
+fn is_sealed(part: &PartitionLog, name: &str) -> bool {
+    match parse_segment_file_name(name) {
+        Some((base, "log" | "index" | "timeindex")) => part
+            .segment_bases()
+            .last()
+            .is_some_and(|active| base < *active),
+        _ => false,
+    }
+}
+
 fn timestamp(ms: i64) -> SystemTime {
     if ms >= 0 {
         UNIX_EPOCH + Duration::from_millis(ms as u64)
@@ -972,13 +1088,35 @@ fn timestamp(ms: i64) -> SystemTime {
     }
 }
 
+/// A new handle: its number, open flags, and the backing file the kernel
+/// reads instead of asking the daemon.
+type Opened = (u64, FopenFlags, Option<Arc<BackingId>>);
+
 impl Filesystem for CommitFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         if let Err(max) = config.set_max_write(MAX_WRITE) {
             warn!("the kernel caps write requests at {max} bytes");
         }
-        // Size/mtime changes seen by getattr drop stale cached pages of raw files.
-        let _ = config.add_capabilities(InitFlags::FUSE_AUTO_INVAL_DATA);
+        // Passthrough needs CAP_SYS_ADMIN for its ioctl: only root asks. Depth
+        // 2 lets the data dir sit on a stacked filesystem (overlayfs).
+        // SAFETY: geteuid cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        // COMMITFS_PASSTHROUGH=0 turns it off (to test or compare the fallback).
+        let allowed = std::env::var_os("COMMITFS_PASSTHROUGH").is_none_or(|v| v != "0");
+        if root
+            && allowed
+            && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+            && config.set_max_stack_depth(2).is_ok()
+        {
+            self.passthrough.enable();
+            info!("FUSE passthrough on: the kernel reads sealed segments and indexes itself");
+        } else {
+            info!("FUSE passthrough off: the daemon serves every raw file read");
+        }
+        // No FUSE_AUTO_INVAL_DATA: it makes every cached read() ask GETATTR
+        // first, a round trip per read of a raw file. Size changes drop stale
+        // pages without it; files that change in place (indexes, Kafka's side
+        // files) are opened without FOPEN_KEEP_CACHE, so each open drops theirs.
         Ok(())
     }
 
@@ -995,17 +1133,18 @@ impl Filesystem for CommitFs {
         let r = self.guard("lookup", || {
             let pkey = self.key(parent)?;
             let key = self.child(&pkey, name.to_str().ok_or(Errno::ENOENT)?)?;
-            self.attr(&key)
+            let (attr, ttl) = self.attr_ttl(&key)?;
+            Ok((attr, ttl, entry_ttl(&key, ttl)))
         });
         match r {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Ok((attr, ttl, entry)) => reply.entry_with_ttls(&ttl, &entry, &attr, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.guard("getattr", || self.attr(&self.key(ino)?)) {
-            Ok(attr) => reply.attr(&TTL, &attr),
+        match self.guard("getattr", || self.attr_ttl(&self.key(ino)?)) {
+            Ok((attr, ttl)) => reply.attr(&ttl, &attr),
             Err(e) => reply.error(e),
         }
     }
@@ -1112,8 +1251,9 @@ impl Filesystem for CommitFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.guard("open", || self.do_open(ino, flags)) {
-            Ok((fh, fopen)) => reply.opened(FileHandle(fh), fopen),
+        match self.guard("open", || self.do_open(ino, flags, &reply)) {
+            Ok((fh, fopen, Some(id))) => reply.opened_passthrough(FileHandle(fh), fopen, &id),
+            Ok((fh, fopen, None)) => reply.opened(FileHandle(fh), fopen),
             Err(e) => reply.error(e),
         }
     }
@@ -1129,10 +1269,19 @@ impl Filesystem for CommitFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.guard("read", || self.do_read(fh, offset, size)) {
-            Ok(data) => reply.data(&data),
-            Err(e) => reply.error(e),
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
+        BUF.with_borrow_mut(|buf| {
+            match self.guard("read", || self.do_read(fh, offset, size, buf)) {
+                Ok(()) => reply.data(buf),
+                Err(e) => reply.error(e),
+            }
+            // A rare huge read does not pin its buffer for the life of the thread.
+            if buf.capacity() > 4 * MAX_WRITE as usize {
+                *buf = Vec::new();
+            }
+        });
     }
 
     fn write(
@@ -1164,8 +1313,9 @@ impl Filesystem for CommitFs {
         reply: ReplyEmpty,
     ) {
         // FLUSH comes on every close of every dup of a descriptor, more than
-        // once per shell redirect: it is never a commit point.
-        reply.ok();
+        // once per shell redirect: it is never a commit point. ENOSYS tells
+        // the kernel so once: it sends no FLUSH again, a round trip less per close.
+        reply.error(Errno::ENOSYS);
     }
 
     fn release(
@@ -1180,7 +1330,12 @@ impl Filesystem for CommitFs {
     ) {
         let r = self.guard("release", || {
             if let Some(f) = self.handles.remove(fh.0) {
-                self.finish(&mut f.lock());
+                let mut f = f.lock();
+                self.finish(&mut f);
+                if let Handle::Raw { ino, backing, .. } = &mut f.handle {
+                    let mode = backing.take().map_or(Mode::Cached, Mode::Passthrough);
+                    self.passthrough.release(*ino, mode);
+                }
             }
             Ok(())
         });
