@@ -10,9 +10,10 @@ mod inode;
 mod node;
 mod passthrough;
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -55,6 +56,8 @@ pub struct CommitFs {
     inodes: InodeTable,
     handles: HandleTable,
     passthrough: Passthrough,
+    /// The highest active segment base seen per partition name.
+    active_bases: parking_lot::Mutex<HashMap<String, (Weak<PartitionLog>, i64)>>,
     read_only: bool,
     started: SystemTime,
     uid: u32,
@@ -70,6 +73,7 @@ impl CommitFs {
             inodes: InodeTable::default(),
             handles: HandleTable::default(),
             passthrough: Passthrough::default(),
+            active_bases: parking_lot::Mutex::default(),
             read_only,
             started: SystemTime::now(),
             // SAFETY: getuid/getgid cannot fail.
@@ -217,7 +221,7 @@ impl CommitFs {
                 }
                 NodeKey::Raw(_, name) => {
                     // Sealed before sized: a segment sealed now has its final size.
-                    if is_sealed(&part, name) {
+                    if self.is_sealed(&part, name) {
                         *ttl = IMMUTABLE_TTL;
                     }
                     let f = raw_file(&part, name, key)?;
@@ -304,6 +308,36 @@ impl CommitFs {
                 .ok_or(Errno::ENOENT),
             _ => Err(Errno::ENOTDIR),
         }
+    }
+
+    /// A file of a sealed segment (not the active one): its bytes never change
+    /// while it exists. The active base only grows, so a base below the last
+    /// one seen is sealed without asking storage for every base (an `ls -l` of
+    /// a partition with 10,000 segments would copy the list 30,000 times).
+    fn is_sealed(&self, part: &Arc<PartitionLog>, name: &str) -> bool {
+        let Some((base, "log" | "index" | "timeindex")) = parse_segment_file_name(name) else {
+            return false;
+        };
+        // The Weak tells this partition from a later one of the same name
+        // (it keeps the allocation, so the address is not reused meanwhile).
+        let this = |(p, _): &(Weak<PartitionLog>, i64)| std::ptr::eq(p.as_ptr(), Arc::as_ptr(part));
+        if let Some(seen) = self.active_bases.lock().get(part.name())
+            && this(seen)
+            && base < seen.1
+        {
+            return true;
+        }
+        let Some(active) = part.segment_bases().last().copied() else {
+            return false;
+        };
+        let mut bases = self.active_bases.lock();
+        match bases.get_mut(part.name()) {
+            Some(seen) if this(seen) => seen.1 = seen.1.max(active),
+            _ => {
+                bases.insert(part.name().to_string(), (Arc::downgrade(part), active));
+            }
+        }
+        base < active
     }
 
     fn parent_ino(&self, key: &NodeKey) -> u64 {
@@ -471,7 +505,7 @@ impl CommitFs {
                 // changes only in place) are passed through. The active `.log`
                 // is not: the kernel would read past its published size, into
                 // a batch still being written.
-                let sealed = is_sealed(&part, name);
+                let sealed = self.is_sealed(&part, name);
                 let want = sealed
                     || matches!(
                         parse_segment_file_name(name),
@@ -848,6 +882,7 @@ impl CommitFs {
             .delete_partition(name)
             .map_err(|e| errno::storage(format!("rmdir of {name}"), &e))?;
         self.inodes.forget_partition(name);
+        self.active_bases.lock().remove(name);
         info!("Deleted partition {name}");
         Ok(())
     }
@@ -1066,18 +1101,6 @@ fn raw_file(part: &PartitionLog, name: &str, key: &NodeKey) -> FsResult<Partitio
         Errno::ENOENT => Errno::ENOENT,
         _ => errno::storage(format!("stat of {}", key.path()), &e),
     })
-}
-
-/// A file of a sealed segment (not the active one): its bytes never change
-/// while it exists.
-fn is_sealed(part: &PartitionLog, name: &str) -> bool {
-    match parse_segment_file_name(name) {
-        Some((base, "log" | "index" | "timeindex")) => part
-            .segment_bases()
-            .last()
-            .is_some_and(|active| base < *active),
-        _ => false,
-    }
 }
 
 fn timestamp(ms: i64) -> SystemTime {
