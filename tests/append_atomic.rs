@@ -25,7 +25,7 @@ fn set_file_size_limit(bytes: u64) {
 }
 
 fn no_file_size_limit() {
-    set_file_size_limit(libc::RLIM_INFINITY as u64);
+    set_file_size_limit(libc::RLIM_INFINITY);
 }
 
 fn log_len(dir: &Path, base: i64) -> u64 {

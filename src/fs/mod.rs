@@ -539,15 +539,19 @@ impl CommitFs {
                         "served by the daemon"
                     }
                 );
-                // Cached mode keeps read-only mmap working. A `.log`'s bytes
-                // below its published size never change, so its pages may
-                // outlive the open. The active one grows, but its attributes
-                // have no TTL: any size the kernel learns that differs from its
-                // own drops the inode's pages, and a read reaching past the
-                // size it knows asks first, so a page zero-filled past an older
-                // end never shows. Other files drop their pages at each open
-                // (an index write in place may have made them stale).
-                let fopen = if backing.is_none() && name.ends_with(".log") {
+                // A sealed `.log` served by the daemon never changes, so its
+                // pages may outlive the open. The active one is read with
+                // direct I/O: under concurrent GETATTRs the kernel can keep a
+                // page it zero-filled past an older end (a page it could not
+                // drop while another reader held it), and a reader would see
+                // zeros where batches are. `FUSE_DIRECT_IO_ALLOW_MMAP` keeps
+                // read-only mmap working there. Other files drop their pages
+                // at each open (an index write in place may have made them stale).
+                let active_log =
+                    backing.is_none() && name.ends_with(".log") && !self.is_sealed(&part, name);
+                let fopen = if active_log {
+                    FopenFlags::FOPEN_DIRECT_IO
+                } else if backing.is_none() && name.ends_with(".log") {
                     FopenFlags::FOPEN_KEEP_CACHE
                 } else {
                     FopenFlags::empty()
@@ -1135,6 +1139,15 @@ impl Filesystem for CommitFs {
             info!("FUSE passthrough on: the kernel reads sealed segments and indexes itself");
         } else {
             info!("FUSE passthrough off: the daemon serves every raw file read");
+        }
+        // Direct I/O on the active `.log` must not cost read-only mmap.
+        if config
+            .add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+            .is_err()
+        {
+            warn!(
+                "the kernel cannot mmap direct-I/O files: mmap of an active .log fails with ENODEV"
+            );
         }
         // No FUSE_AUTO_INVAL_DATA: it makes every cached read() ask GETATTR
         // first, a round trip per read of a raw file. Size changes drop stale
