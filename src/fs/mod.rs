@@ -143,9 +143,8 @@ impl CommitFs {
     /// When `log` last grew: the active segment's mtime. GNU `tail -f` looks
     /// at size and mtime, so this must move with appends.
     fn log_mtime(&self, part: &PartitionLog) -> SystemTime {
-        part.segment_bases()
-            .last()
-            .and_then(|b| part.file(&segment_file_name(*b, "log")).ok())
+        part.active_segment_base()
+            .and_then(|b| part.file(&segment_file_name(b, "log")).ok())
             .map_or(self.started, |f| f.mtime)
     }
 
@@ -327,7 +326,7 @@ impl CommitFs {
         {
             return true;
         }
-        let Some(active) = part.segment_bases().last().copied() else {
+        let Some(active) = part.active_segment_base() else {
             return false;
         };
         let mut bases = self.active_bases.lock();

@@ -135,8 +135,16 @@ struct CachedBatch {
     segment_base_offset: i64,
     position: u64,
     header: BatchHeader,
-    /// The records section, decompressed.
-    section: Vec<u8>,
+    /// The batch, or its decompressed records section.
+    bytes: Vec<u8>,
+    /// Where the records section starts in `bytes`.
+    section_start: usize,
+}
+
+impl CachedBatch {
+    fn section(&self) -> &[u8] {
+        &self.bytes[self.section_start..]
+    }
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -632,7 +640,7 @@ impl PartitionLog {
         if batch.header.is_control() {
             return Err(StorageError::RecordNotFound(offset));
         }
-        let record = decode_record_at(&batch.header, &batch.section, offset)?
+        let record = decode_record_at(&batch.header, batch.section(), offset)?
             .ok_or(StorageError::RecordNotFound(offset))?;
         Ok(RecordEntry {
             record,
@@ -656,14 +664,15 @@ impl PartitionLog {
         let seg = self
             .segment_for(offset)
             .ok_or(StorageError::RecordNotFound(offset))?;
-        let (position, header, section) = seg
+        let (position, header, bytes, section_start) = seg
             .read_batch_section(offset, &self.lookup_bytes_read)?
             .ok_or(StorageError::RecordNotFound(offset))?;
         let batch = Arc::new(CachedBatch {
             segment_base_offset: seg.base_offset,
             position,
             header,
-            section,
+            bytes,
+            section_start,
         });
         *self.recent_batch.lock() = Some(batch.clone());
         Ok(batch)
@@ -811,10 +820,24 @@ impl PartitionLog {
         Ok(out)
     }
 
+    /// Base offset of the active segment.
+    pub fn active_segment_base(&self) -> Option<i64> {
+        self.segments.read().keys().next_back().copied()
+    }
+
     /// One file from [`PartitionLog::files`], without listing the directory.
     pub fn file(&self, name: &str) -> Result<PartitionFile> {
-        let path = self.file_path(name)?;
-        let meta = fs::metadata(&path).at(&path)?;
+        let path = self.checked_name(name)?;
+        let meta = match fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StorageError::NoSuchFile(name.to_string()));
+            }
+            Err(e) => return Err(StorageError::io(&path, e)),
+        };
+        if !meta.is_file() {
+            return Err(StorageError::NoSuchFile(name.to_string()));
+        }
         let (kind, size) = match parse_segment_file_name(name) {
             Some((base, "log")) => (
                 FileKind::Log,
@@ -835,11 +858,16 @@ impl PartitionLog {
         })
     }
 
-    fn file_path(&self, name: &str) -> Result<PathBuf> {
+    /// The path of a name that may be in the tree (not whether it exists).
+    fn checked_name(&self, name: &str) -> Result<PathBuf> {
         if name.is_empty() || name.contains('/') || name == "." || name == ".." || is_hidden(name) {
             return Err(StorageError::NoSuchFile(name.to_string()));
         }
-        let path = self.dir.join(name);
+        Ok(self.dir.join(name))
+    }
+
+    fn file_path(&self, name: &str) -> Result<PathBuf> {
+        let path = self.checked_name(name)?;
         if !path.is_file() {
             return Err(StorageError::NoSuchFile(name.to_string()));
         }

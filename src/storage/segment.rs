@@ -761,24 +761,30 @@ impl LogSegment {
         unreachable!("the loop returns on its second pass")
     }
 
-    /// The batch holding `offset`, CRC-checked, with its position and its
-    /// records section decompressed, or `None` if no batch of this segment
+    /// The batch holding `offset`, CRC-checked, with its position, and its
+    /// records section (decompressed) as bytes plus where the section starts
+    /// in them, or `None` if no batch of this segment
     /// covers it (a gap). Control batches are returned too; callers decide.
     pub fn read_batch_section(
         &self,
         offset: i64,
         bytes_read: &AtomicU64,
-    ) -> Result<Option<(u64, BatchHeader, Vec<u8>)>> {
+    ) -> Result<Option<(u64, BatchHeader, Vec<u8>, usize)>> {
         let Some((pos, h)) = self.find_batch(offset, bytes_read)? else {
             return Ok(None);
         };
-        let mut bytes = self.read_batch(pos, h.size())?;
+        let bytes = self.read_batch(pos, h.size())?;
         bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        let section = match Batch::parse(&bytes)?.uncompressed_section()? {
-            std::borrow::Cow::Owned(raw) => raw,
-            std::borrow::Cow::Borrowed(_) => bytes.split_off(HEADER_LEN),
+        // Returned with where its records section starts, so an uncompressed
+        // batch is not copied to drop its header.
+        let raw = match Batch::parse(&bytes)?.uncompressed_section()? {
+            std::borrow::Cow::Owned(raw) => Some(raw),
+            std::borrow::Cow::Borrowed(_) => None,
         };
-        Ok(Some((pos, h, section)))
+        Ok(Some(match raw {
+            Some(raw) => (pos, h, raw, 0),
+            None => (pos, h, bytes, HEADER_LEN),
+        }))
     }
 
     /// First record at or after `min_offset` whose timestamp is >= `timestamp`.
