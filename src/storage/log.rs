@@ -22,11 +22,9 @@ use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::{LogConfig, format_properties, parse_properties};
 use super::error::{IoContext, Result, StorageError};
 use super::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
-use super::segment::{IndexSettings, LogSegment, SegmentSnapshot};
+use super::segment::{IndexSettings, LogSegment, ReadBatch, SegmentSnapshot};
 use super::stream::{AppendTally, STREAM_LENGTHS_FILE, Stream};
-use crate::record::{
-    BatchHeader, NewRecord, Record, TimestampType, decode_record_at, encode_batch_compressed,
-};
+use crate::record::{NewRecord, Record, TimestampType, decode_record_at, encode_batch_compressed};
 
 /// Per-partition config overrides, in Java properties format.
 pub const PROPERTIES_FILE: &str = "commitfs.properties";
@@ -133,18 +131,7 @@ pub struct PartitionLog {
 
 struct CachedBatch {
     segment_base_offset: i64,
-    position: u64,
-    header: BatchHeader,
-    /// The batch, or its decompressed records section.
-    bytes: Vec<u8>,
-    /// Where the records section starts in `bytes`.
-    section_start: usize,
-}
-
-impl CachedBatch {
-    fn section(&self) -> &[u8] {
-        &self.bytes[self.section_start..]
-    }
+    batch: ReadBatch,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -637,17 +624,18 @@ impl PartitionLog {
         }
         let batch = self.batch_for(offset)?;
         // Control records (transaction markers) hold no user record.
-        if batch.header.is_control() {
+        let cached = &batch.batch;
+        if cached.header.is_control() {
             return Err(StorageError::RecordNotFound(offset));
         }
-        let record = decode_record_at(&batch.header, batch.section(), offset)?
+        let record = decode_record_at(&cached.header, cached.section(), offset)?
             .ok_or(StorageError::RecordNotFound(offset))?;
         Ok(RecordEntry {
             record,
-            batch_base_offset: batch.header.base_offset,
-            position: batch.position,
+            batch_base_offset: cached.header.base_offset,
+            position: cached.position,
             segment_base_offset: batch.segment_base_offset,
-            timestamp_type: batch.header.timestamp_type(),
+            timestamp_type: cached.header.timestamp_type(),
         })
     }
 
@@ -656,23 +644,20 @@ impl PartitionLog {
     /// lookup decodes only the record it wants.
     fn batch_for(&self, offset: i64) -> Result<Arc<CachedBatch>> {
         if let Some(c) = self.recent_batch.lock().clone()
-            && c.header.base_offset <= offset
-            && offset <= c.header.last_offset()
+            && c.batch.header.base_offset <= offset
+            && offset <= c.batch.header.last_offset()
         {
             return Ok(c);
         }
         let seg = self
             .segment_for(offset)
             .ok_or(StorageError::RecordNotFound(offset))?;
-        let (position, header, bytes, section_start) = seg
+        let read = seg
             .read_batch_section(offset, &self.lookup_bytes_read)?
             .ok_or(StorageError::RecordNotFound(offset))?;
         let batch = Arc::new(CachedBatch {
             segment_base_offset: seg.base_offset,
-            position,
-            header,
-            bytes,
-            section_start,
+            batch: read,
         });
         *self.recent_batch.lock() = Some(batch.clone());
         Ok(batch)

@@ -59,6 +59,22 @@ pub struct SegmentSnapshot {
     active: bool,
 }
 
+/// A batch read for a lookup.
+pub struct ReadBatch {
+    pub position: u64,
+    pub header: BatchHeader,
+    /// The batch, or its decompressed records section.
+    pub bytes: Vec<u8>,
+    /// Where the records section starts in `bytes`.
+    pub section_start: usize,
+}
+
+impl ReadBatch {
+    pub fn section(&self) -> &[u8] {
+        &self.bytes[self.section_start..]
+    }
+}
+
 /// What recovering a segment found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryResult {
@@ -769,7 +785,7 @@ impl LogSegment {
         &self,
         offset: i64,
         bytes_read: &AtomicU64,
-    ) -> Result<Option<(u64, BatchHeader, Vec<u8>, usize)>> {
+    ) -> Result<Option<ReadBatch>> {
         let Some((pos, h)) = self.find_batch(offset, bytes_read)? else {
             return Ok(None);
         };
@@ -781,9 +797,15 @@ impl LogSegment {
             std::borrow::Cow::Owned(raw) => Some(raw),
             std::borrow::Cow::Borrowed(_) => None,
         };
-        Ok(Some(match raw {
-            Some(raw) => (pos, h, raw, 0),
-            None => (pos, h, bytes, HEADER_LEN),
+        let (bytes, section_start) = match raw {
+            Some(raw) => (raw, 0),
+            None => (bytes, HEADER_LEN),
+        };
+        Ok(Some(ReadBatch {
+            position: pos,
+            header: h,
+            bytes,
+            section_start,
         }))
     }
 
