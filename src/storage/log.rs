@@ -281,12 +281,7 @@ impl PartitionLog {
         let s = settings(&config);
         let mut segments = BTreeMap::new();
         for &base in &bases {
-            let path = LogSegment::log_path(dir, base);
-            let size = fs::metadata(&path).at(&path)?.len();
-            segments.insert(
-                base,
-                Arc::new(LogSegment::open(dir, base, size, s, ctx.writable)),
-            );
+            segments.insert(base, Arc::new(LogSegment::open(dir, base, s, ctx.writable)));
         }
         if segments.is_empty() && ctx.writable {
             let start = ctx
@@ -297,9 +292,15 @@ impl PartitionLog {
             segments.insert(start, Arc::new(LogSegment::create(dir, start, s)?));
         }
         // A missing index is rebuilt at load, as Kafka does (the rest load lazily).
-        let names: std::collections::HashSet<String> = names.into_iter().collect();
+        let indexed: std::collections::HashSet<i64> = names
+            .iter()
+            .filter_map(|n| match parse_segment_file_name(n)? {
+                (base, "index") => Some(base),
+                _ => None,
+            })
+            .collect();
         for seg in segments.values() {
-            if !names.contains(&segment_file_name(seg.base_offset, "index")) {
+            if !indexed.contains(&seg.base_offset) {
                 drop(seg.indexes()?);
             }
         }

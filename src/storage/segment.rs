@@ -18,6 +18,9 @@ use super::index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
 use super::names::segment_file_name;
 use crate::record::{Batch, BatchHeader, HEADER_LEN, LOG_OVERHEAD, peek_frame};
 
+/// A size not learned yet (see [`LogSegment::size`]).
+const UNKNOWN_SIZE: u64 = u64::MAX;
+
 /// Bytes read at a time when scanning a segment.
 const SCAN_CHUNK: usize = 64 * 1024;
 /// Bytes read at a time when recovering a whole segment.
@@ -160,16 +163,16 @@ impl LogSegment {
         }
     }
 
-    /// An existing segment of `size` bytes (from the directory listing). Its
-    /// files are opened and its indexes loaded on first use.
+    /// An existing segment. Its size is learned, its files opened and its
+    /// indexes loaded on first use, so loading many sealed segments costs
+    /// no system call for each.
     pub fn open(
         dir: &Path,
         base_offset: i64,
-        size: u64,
         settings: IndexSettings,
         writable: bool,
     ) -> LogSegment {
-        LogSegment::from_parts(dir, base_offset, None, size, settings, writable)
+        LogSegment::from_parts(dir, base_offset, None, UNKNOWN_SIZE, settings, writable)
     }
 
     fn from_parts(
@@ -201,11 +204,34 @@ impl LogSegment {
     }
 
     pub fn size(&self) -> u64 {
+        let size = self.size.load(Ordering::Acquire);
+        if size != UNKNOWN_SIZE {
+            return size;
+        }
+        // A segment loaded without a stat: its file has not changed since.
+        let size = match std::fs::metadata(&self.log_path) {
+            Ok(m) => m.len(),
+            Err(e) => {
+                error!(
+                    "Could not stat {}: {e}; serving it as empty",
+                    self.log_path.display()
+                );
+                0
+            }
+        };
+        for a in [&self.write_pos, &self.flushed_size, &self.size] {
+            let _ = a.compare_exchange(UNKNOWN_SIZE, size, Ordering::AcqRel, Ordering::Acquire);
+        }
         self.size.load(Ordering::Acquire)
     }
 
     /// Bytes written so far, including an append's not yet published batches.
     pub fn write_pos(&self) -> u64 {
+        let pos = self.write_pos.load(Ordering::Acquire);
+        if pos != UNKNOWN_SIZE {
+            return pos;
+        }
+        self.size();
         self.write_pos.load(Ordering::Acquire)
     }
 
