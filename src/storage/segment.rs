@@ -62,6 +62,16 @@ pub struct SegmentSnapshot {
     active: bool,
 }
 
+/// Where a lookup's walk from an index entry ended.
+enum Located {
+    /// (position, header, the batch's bytes if the walk read all of them)
+    Found(u64, BatchHeader, Option<Vec<u8>>),
+    /// No batch holds the offset (a gap, or past the published end).
+    Absent,
+    /// The index entry does not point at its batch.
+    BadEntry,
+}
+
 /// A batch read for a lookup.
 pub struct ReadBatch {
     pub position: u64,
@@ -751,43 +761,23 @@ impl LogSegment {
         Ok(g.as_ref().expect("loaded").offset.lookup(offset))
     }
 
-    /// Finds the batch holding `offset`: (position, header). Reads at most
-    /// about one index interval of headers.
+    /// Finds the batch holding `offset`: its position, its header and, when
+    /// the scan already read all of it, its bytes. Reads about one index
+    /// interval of headers plus the batch, never a segment scan.
     pub fn find_batch(
         &self,
         offset: i64,
         bytes_read: &AtomicU64,
-    ) -> Result<Option<(u64, BatchHeader)>> {
+    ) -> Result<Option<(u64, BatchHeader, Option<Vec<u8>>)>> {
         for attempt in 0..2 {
             let entry = self.lookup(offset)?;
-            let start = entry.position as u64;
-            let mut found = None;
-            // An index entry must point at the start of the batch that ends at
-            // its offset; anything else means the index is damaged.
-            let mut entry_ok = start == 0;
-            let mut first = true;
-            // The batch holding `offset` starts within about one index
-            // interval of the entry, so read no more than that for headers.
-            let chunk = self.settings.index_interval_bytes as usize + HEADER_LEN;
-            let read = self.scan_with(start, chunk.clamp(512, SCAN_CHUNK), |pos, h| {
-                if first {
-                    first = false;
-                    entry_ok |= h.last_offset() == entry.offset;
-                    if !entry_ok {
-                        return false;
-                    }
-                }
-                if h.last_offset() >= offset {
-                    if h.base_offset <= offset {
-                        found = Some((pos, *h));
-                    }
-                    return false;
-                }
-                true
-            })?;
+            let (read, found) = self.locate(offset, entry)?;
             bytes_read.fetch_add(read, Ordering::Relaxed);
-            if entry_ok || attempt == 1 {
-                return Ok(found);
+            match found {
+                Located::Found(pos, h, bytes) => return Ok(Some((pos, h, bytes))),
+                Located::Absent => return Ok(None),
+                Located::BadEntry if attempt == 1 => return Ok(None),
+                Located::BadEntry => {}
             }
             error!(
                 "Found a corrupted index file corresponding to log file {}: entry (offset {}, position {}) does not point at its batch, rebuilding index files...",
@@ -803,6 +793,75 @@ impl LogSegment {
         unreachable!("the loop returns on its second pass")
     }
 
+    /// Walks batch headers from an index entry to the batch holding `offset`.
+    /// The first read is one index interval plus a header; past a batch larger
+    /// than that, it reads as much as that batch held, which usually brings
+    /// the whole next batch in the same read.
+    fn locate(&self, offset: i64, entry: OffsetPosition) -> Result<(u64, Located)> {
+        let end = self.size();
+        let start = entry.position as u64;
+        let chunk =
+            (self.settings.index_interval_bytes as usize + HEADER_LEN).clamp(512, SCAN_CHUNK);
+        let mut buf: Vec<u8> = Vec::new();
+        let mut buf_start = start;
+        let mut pos = start;
+        let mut read = 0u64;
+        let mut last_batch = 0usize;
+        let mut first = true;
+        while pos + HEADER_LEN as u64 <= end {
+            if pos + HEADER_LEN as u64 > buf_start + buf.len() as u64 {
+                let want = if last_batch >= chunk {
+                    last_batch.max(HEADER_LEN)
+                } else {
+                    chunk
+                };
+                let want = want.min((end - pos) as usize);
+                let n = self.read_uninit_at(&mut buf, want, pos)?;
+                buf_start = pos;
+                read += n as u64;
+                if n < HEADER_LEN {
+                    break;
+                }
+            }
+            let off = (pos - buf_start) as usize;
+            let Ok(h) = BatchHeader::parse(&buf[off..]) else {
+                break;
+            };
+            if first {
+                first = false;
+                // An index entry must point at the start of the batch that ends
+                // at its offset; anything else means the index is damaged.
+                if start != 0 && h.last_offset() != entry.offset {
+                    return Ok((read, Located::BadEntry));
+                }
+            }
+            if h.last_offset() >= offset {
+                if h.base_offset > offset {
+                    return Ok((read, Located::Absent));
+                }
+                let size = h.size();
+                let bytes = (off + size <= buf.len()).then(|| {
+                    buf.truncate(off + size);
+                    if off > 0 {
+                        buf.drain(..off);
+                    }
+                    std::mem::take(&mut buf)
+                });
+                return Ok((read, Located::Found(pos, h, bytes)));
+            }
+            pos += h.size() as u64;
+            last_batch = h.size();
+        }
+        Ok((
+            read,
+            if first && start != 0 {
+                Located::BadEntry
+            } else {
+                Located::Absent
+            },
+        ))
+    }
+
     /// The batch holding `offset`, CRC-checked, with its position, and its
     /// records section (decompressed) as bytes plus where the section starts
     /// in them, or `None` if no batch of this segment
@@ -812,11 +871,20 @@ impl LogSegment {
         offset: i64,
         bytes_read: &AtomicU64,
     ) -> Result<Option<ReadBatch>> {
-        let Some((pos, h)) = self.find_batch(offset, bytes_read)? else {
+        let Some((pos, h, buffered)) = self.find_batch(offset, bytes_read)? else {
             return Ok(None);
         };
-        let bytes = self.read_batch(pos, h.size())?;
-        bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let bytes = match buffered {
+            Some(b) => {
+                Batch::parse(&b)?.verify_crc()?;
+                b
+            }
+            None => {
+                let b = self.read_batch(pos, h.size())?;
+                bytes_read.fetch_add(b.len() as u64, Ordering::Relaxed);
+                b
+            }
+        };
         // Returned with where its records section starts, so an uncompressed
         // batch is not copied to drop its header.
         let raw = match Batch::parse(&bytes)?.uncompressed_section()? {
