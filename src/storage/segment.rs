@@ -764,20 +764,15 @@ impl LogSegment {
     /// Finds the batch holding `offset`: its position, its header and, when
     /// the scan already read all of it, its bytes. Reads about one index
     /// interval of headers plus the batch, never a segment scan.
-    pub fn find_batch(
-        &self,
-        offset: i64,
-        bytes_read: &AtomicU64,
-    ) -> Result<Option<(u64, BatchHeader, Option<Vec<u8>>)>> {
+    fn find_batch(&self, offset: i64, bytes_read: &AtomicU64) -> Result<Located> {
         for attempt in 0..2 {
             let entry = self.lookup(offset)?;
             let (read, found) = self.locate(offset, entry)?;
             bytes_read.fetch_add(read, Ordering::Relaxed);
             match found {
-                Located::Found(pos, h, bytes) => return Ok(Some((pos, h, bytes))),
-                Located::Absent => return Ok(None),
-                Located::BadEntry if attempt == 1 => return Ok(None),
-                Located::BadEntry => {}
+                Located::BadEntry if attempt == 0 => {}
+                Located::BadEntry => return Ok(Located::Absent),
+                other => return Ok(other),
             }
             error!(
                 "Found a corrupted index file corresponding to log file {}: entry (offset {}, position {}) does not point at its batch, rebuilding index files...",
@@ -871,7 +866,7 @@ impl LogSegment {
         offset: i64,
         bytes_read: &AtomicU64,
     ) -> Result<Option<ReadBatch>> {
-        let Some((pos, h, buffered)) = self.find_batch(offset, bytes_read)? else {
+        let Located::Found(pos, h, buffered) = self.find_batch(offset, bytes_read)? else {
             return Ok(None);
         };
         let bytes = match buffered {
