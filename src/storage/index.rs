@@ -192,23 +192,11 @@ impl IndexFile {
         self.entries = n;
     }
 
-    /// Forgets every entry and zeroes the mapping.
-    fn reset(&mut self) {
-        if let Some(m) = self.mmap.as_mut() {
-            m.fill(0);
-        }
-        self.entries = 0;
-    }
-
     fn flush(&self) -> Result<()> {
         if let (Backing::File(_), Some(m)) = (&self.backing, &self.mmap) {
             m.flush().at(&self.path)?;
         }
         Ok(())
-    }
-
-    fn is_shared_file(&self) -> bool {
-        matches!(self.backing, Backing::File(_))
     }
 }
 
@@ -262,6 +250,50 @@ fn largest_lower_bound(
     Some(lo)
 }
 
+/// Construction and file upkeep, the same for both kinds of index.
+macro_rules! index_common {
+    ($entry_size:expr) => {
+        pub fn open(path: &Path, base_offset: i64, writable: bool) -> Result<Self> {
+            Ok(Self {
+                base_offset,
+                file: IndexFile::open(path, $entry_size, writable)?,
+            })
+        }
+
+        /// A fresh empty index file preallocated to `max_bytes`.
+        pub fn create(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
+            Ok(Self {
+                base_offset,
+                file: IndexFile::create(path, $entry_size, max_bytes)?,
+            })
+        }
+
+        /// An index built in memory only (a read-only data dir).
+        pub fn in_memory(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
+            Ok(Self {
+                base_offset,
+                file: IndexFile::in_memory(path, $entry_size, max_bytes)?,
+            })
+        }
+
+        pub fn entries(&self) -> usize {
+            self.file.entries
+        }
+        pub fn truncate_entries(&mut self, n: usize) {
+            self.file.truncate_entries(n)
+        }
+        pub fn trim(&mut self) -> Result<()> {
+            self.file.trim()
+        }
+        pub fn resize(&mut self, len: u64) -> Result<()> {
+            self.file.resize(len)
+        }
+        pub fn flush(&self) -> Result<()> {
+            self.file.flush()
+        }
+    };
+}
+
 /// `.index`: relative offset -> file position, for the batch's last offset.
 pub struct OffsetIndex {
     base_offset: i64,
@@ -275,30 +307,7 @@ pub struct OffsetPosition {
 }
 
 impl OffsetIndex {
-    pub fn open(path: &Path, base_offset: i64, writable: bool) -> Result<Self> {
-        Ok(OffsetIndex {
-            base_offset,
-            file: IndexFile::open(path, OFFSET_ENTRY, writable)?,
-        })
-    }
-
-    pub fn create(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
-        Ok(OffsetIndex {
-            base_offset,
-            file: IndexFile::create(path, OFFSET_ENTRY, max_bytes)?,
-        })
-    }
-
-    pub fn in_memory(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
-        Ok(OffsetIndex {
-            base_offset,
-            file: IndexFile::in_memory(path, OFFSET_ENTRY, max_bytes)?,
-        })
-    }
-
-    pub fn entries(&self) -> usize {
-        self.file.entries
-    }
+    index_common!(OFFSET_ENTRY);
 
     pub fn entry(&self, i: usize) -> OffsetPosition {
         let b = self.file.entry_bytes(i);
@@ -335,11 +344,6 @@ impl OffsetIndex {
         e[0..4].copy_from_slice(&((offset - self.base_offset) as u32).to_be_bytes());
         e[4..8].copy_from_slice(&position.to_be_bytes());
         self.file.push(&e);
-    }
-
-    /// Every entry in order, for checks and dumps.
-    pub fn all_entries(&self) -> Vec<OffsetPosition> {
-        (0..self.entries()).map(|i| self.entry(i)).collect()
     }
 
     /// Kafka's `OffsetIndex.sanityCheck`, plus what an untrimmed file after a
@@ -383,28 +387,6 @@ impl OffsetIndex {
         }
         Ok(())
     }
-
-    pub fn reset(&mut self) {
-        self.file.reset()
-    }
-    pub fn truncate_entries(&mut self, n: usize) {
-        self.file.truncate_entries(n)
-    }
-    pub fn trim(&mut self) -> Result<()> {
-        self.file.trim()
-    }
-    pub fn resize(&mut self, len: u64) -> Result<()> {
-        self.file.resize(len)
-    }
-    pub fn flush(&self) -> Result<()> {
-        self.file.flush()
-    }
-    pub fn file_len(&self) -> Result<u64> {
-        self.file.file_len()
-    }
-    pub fn is_shared_file(&self) -> bool {
-        self.file.is_shared_file()
-    }
 }
 
 /// `.timeindex`: max timestamp so far -> relative offset of that timestamp.
@@ -420,30 +402,7 @@ pub struct TimestampOffset {
 }
 
 impl TimeIndex {
-    pub fn open(path: &Path, base_offset: i64, writable: bool) -> Result<Self> {
-        Ok(TimeIndex {
-            base_offset,
-            file: IndexFile::open(path, TIME_ENTRY, writable)?,
-        })
-    }
-
-    pub fn create(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
-        Ok(TimeIndex {
-            base_offset,
-            file: IndexFile::create(path, TIME_ENTRY, max_bytes)?,
-        })
-    }
-
-    pub fn in_memory(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
-        Ok(TimeIndex {
-            base_offset,
-            file: IndexFile::in_memory(path, TIME_ENTRY, max_bytes)?,
-        })
-    }
-
-    pub fn entries(&self) -> usize {
-        self.file.entries
-    }
+    index_common!(TIME_ENTRY);
 
     pub fn entry(&self, i: usize) -> TimestampOffset {
         let b = self.file.entry_bytes(i);
@@ -500,10 +459,6 @@ impl TimeIndex {
         }
     }
 
-    pub fn all_entries(&self) -> Vec<TimestampOffset> {
-        (0..self.entries()).map(|i| self.entry(i)).collect()
-    }
-
     /// Kafka's `TimeIndex.sanityCheck` plus strict growth of every entry, which
     /// also catches a zero-padded tail.
     pub fn check(&self, next_offset: i64) -> std::result::Result<(), String> {
@@ -533,25 +488,6 @@ impl TimeIndex {
             prev = Some(e);
         }
         Ok(())
-    }
-
-    pub fn reset(&mut self) {
-        self.file.reset()
-    }
-    pub fn truncate_entries(&mut self, n: usize) {
-        self.file.truncate_entries(n)
-    }
-    pub fn trim(&mut self) -> Result<()> {
-        self.file.trim()
-    }
-    pub fn resize(&mut self, len: u64) -> Result<()> {
-        self.file.resize(len)
-    }
-    pub fn flush(&self) -> Result<()> {
-        self.file.flush()
-    }
-    pub fn file_len(&self) -> Result<u64> {
-        self.file.file_len()
     }
 }
 

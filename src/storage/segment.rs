@@ -1124,13 +1124,6 @@ impl LogSegment {
         self.active.store(true, Ordering::Relaxed);
     }
 
-    /// Index entries for checks and tools.
-    pub fn index_entries(&self) -> Result<(Vec<OffsetPosition>, Vec<TimestampOffset>)> {
-        let g = self.indexes()?;
-        let ix = g.as_ref().expect("loaded");
-        Ok((ix.offset.all_entries(), ix.time.all_entries()))
-    }
-
     /// Removes the segment's files (best effort; readers holding the segment
     /// keep their open descriptor).
     pub fn delete_files(&self) {
