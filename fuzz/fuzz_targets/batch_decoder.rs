@@ -3,7 +3,7 @@
 //! panic, and agree with each other.
 #![no_main]
 
-use commitfs::record::{Batch, BatchIter, peek_frame};
+use commitfs::record::{Batch, BatchIter, decode_record_at, peek_frame};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -13,6 +13,12 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(b.verify_crc().is_ok(), b.is_valid());
         if let Ok(records) = b.records() {
             assert_eq!(records.len(), b.header.record_count as usize);
+            // Decoding one record by offset agrees with decoding them all.
+            let section = b.uncompressed_section().expect("records() decompressed it");
+            for r in &records {
+                let one = decode_record_at(&b.header, &section, r.offset).expect("same bytes");
+                assert!(one.is_some_and(|o| o.offset == r.offset));
+            }
         }
     }
     let mut end = 0;
