@@ -38,6 +38,23 @@ fn fill(log: &PartitionLog, batches: usize, per_batch: usize, len: usize) {
     }
 }
 
+/// A cleanly closed data dir whose partition `t-0` got `batches` appends of
+/// `per_batch` records of `len` bytes.
+fn closed_partition(
+    config: &LogConfig,
+    batches: usize,
+    per_batch: usize,
+    len: usize,
+) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path(), config);
+    let log = mgr.create_partition("t-0").unwrap();
+    fill(&log, batches, per_batch, len);
+    drop(log);
+    mgr.close().unwrap();
+    tmp
+}
+
 fn seg_path(dir: &Path, part: &str, base: i64, suffix: &str) -> PathBuf {
     dir.join(part).join(format!("{base:020}.{suffix}"))
 }
@@ -497,12 +514,7 @@ proptest! {
 
 #[test]
 fn index_damage_that_passes_the_open_checks_is_caught_on_first_use() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mgr = open(tmp.path(), &small_segments());
-    let log = mgr.create_partition("t-0").unwrap();
-    fill(&log, 69, 10, 1506);
-    drop(log);
-    mgr.close().unwrap();
+    let tmp = closed_partition(&small_segments(), 69, 10, 1506);
     let idx = seg_path(tmp.path(), "t-0", 0, "index");
     let good = fs::read(&idx).unwrap();
     // Entry 0 (offset 19 at 15211) now points inside batch 0: increasing and in
@@ -521,12 +533,7 @@ fn index_damage_that_passes_the_open_checks_is_caught_on_first_use() {
 #[test]
 fn decreasing_or_out_of_range_index_entries_are_rebuilt() {
     for damage in ["decreasing", "past-end", "ragged"] {
-        let tmp = tempfile::tempdir().unwrap();
-        let mgr = open(tmp.path(), &small_segments());
-        let log = mgr.create_partition("t-0").unwrap();
-        fill(&log, 69, 10, 1506);
-        drop(log);
-        mgr.close().unwrap();
+        let tmp = closed_partition(&small_segments(), 69, 10, 1506);
         let idx = seg_path(tmp.path(), "t-0", 0, "index");
         let good = fs::read(&idx).unwrap();
         let mut bad = good.clone();
@@ -755,12 +762,7 @@ fn unclean_recovery_rebuilds_every_index_byte_identical() {
 
 #[test]
 fn a_last_active_entry_off_its_batch_does_not_lose_the_log_end() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mgr = open(tmp.path(), &small_segments());
-    let log = mgr.create_partition("t-0").unwrap();
-    fill(&log, 30, 10, 1506);
-    drop(log);
-    mgr.close().unwrap();
+    let tmp = closed_partition(&small_segments(), 30, 10, 1506);
     let idx = seg_path(tmp.path(), "t-0", 0, "index");
     let good = fs::read(&idx).unwrap();
     let mut bad = good.clone();

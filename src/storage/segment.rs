@@ -88,6 +88,18 @@ impl ReadBatch {
     }
 }
 
+impl AppendState {
+    /// The counters of indexes rebuilt from the `.log`, before its first batch.
+    fn rebuilt(base_offset: i64) -> Self {
+        AppendState {
+            max_timestamp: -1,
+            offset_of_max_timestamp: base_offset,
+            timestamps_known: true,
+            ..Default::default()
+        }
+    }
+}
+
 /// What recovering a segment found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryResult {
@@ -383,12 +395,7 @@ impl LogSegment {
     /// entry and trimmed files; the active one keeps its preallocation.
     fn rebuild_indexes(&self) -> Result<Indexes> {
         let mut ix = self.fresh_indexes()?;
-        let mut st = AppendState {
-            max_timestamp: -1,
-            offset_of_max_timestamp: self.base_offset,
-            timestamps_known: true,
-            ..Default::default()
-        };
+        let mut st = AppendState::rebuilt(self.base_offset);
         let interval = self.settings.index_interval_bytes;
         let size = self.size();
         self.scan(0, |pos, h| {
@@ -1030,12 +1037,7 @@ impl LogSegment {
         let mut guard = self.indexes.write();
         *guard = None;
         let mut ix = self.fresh_indexes()?;
-        let mut st = AppendState {
-            max_timestamp: -1,
-            offset_of_max_timestamp: self.base_offset,
-            timestamps_known: true,
-            ..Default::default()
-        };
+        let mut st = AppendState::rebuilt(self.base_offset);
         let interval = self.settings.index_interval_bytes;
         let mut valid: u64 = 0;
         let mut expected_min = min_offset.max(self.base_offset);
