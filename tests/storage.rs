@@ -783,3 +783,40 @@ fn a_last_active_entry_off_its_batch_does_not_lose_the_log_end() {
     mgr.close().unwrap();
     assert_eq!(&fs::read(&idx).unwrap()[..good.len()], &good[..]);
 }
+
+#[test]
+fn stray_files_are_cleaned_up_as_kafka_does() {
+    let tmp = closed_partition(&small_segments(), 69, 10, 1506);
+    let dir = tmp.path().join("t-0");
+    let log680 = seg_path(tmp.path(), "t-0", 680, "log");
+    // A `.swap` that completes a segment; its stale indexes must go.
+    fs::rename(&log680, dir.join(format!("{:020}.log.swap", 680))).unwrap();
+    fs::write(dir.join(format!("{:020}.log.deleted", 5)), b"x").unwrap();
+    fs::write(dir.join(format!("{:020}.index.cleaned", 5)), b"x").unwrap();
+    // Index files whose `.log` is gone.
+    fs::write(dir.join(format!("{:020}.index", 9_999)), [0u8; 8]).unwrap();
+    fs::write(dir.join(format!("{:020}.timeindex", 9_999)), [0u8; 12]).unwrap();
+    let mgr = open(tmp.path(), &small_segments());
+    let names: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(log680.exists(), "{names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.ends_with(".swap") || n.ends_with(".deleted") || n.ends_with(".cleaned")),
+        "{names:?}"
+    );
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with(&format!("{:020}", 9_999))),
+        "{names:?}"
+    );
+    let log = mgr.partition("t-0").unwrap();
+    assert_eq!(log.log_end_offset(), 690);
+    assert_eq!(log.read(685).unwrap().value.unwrap(), value(685, 1506));
+    drop(log);
+    mgr.close().unwrap();
+}

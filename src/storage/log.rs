@@ -270,18 +270,24 @@ impl PartitionLog {
         if ctx.writable && remove_stray_files(dir, &names)? {
             names = list_dir(dir)?;
         }
-        let mut bases: Vec<i64> = names
-            .iter()
-            .filter_map(|n| match parse_segment_file_name(n)? {
-                (base, "log") => Some(base),
-                _ => None,
-            })
-            .collect();
-        bases.sort_unstable();
+        // Each name is parsed once: a partition may hold thousands of segments.
+        let mut logs: Vec<(i64, String)> = Vec::new();
+        let mut indexed = std::collections::HashSet::new();
+        for name in names {
+            match parse_segment_file_name(&name) {
+                Some((base, "log")) => logs.push((base, name)),
+                Some((base, "index")) => {
+                    indexed.insert(base);
+                }
+                _ => {}
+            }
+        }
+        logs.sort_unstable_by_key(|(base, _)| *base);
         let s = settings(&config);
         let mut segments = BTreeMap::new();
-        for &base in &bases {
-            segments.insert(base, Arc::new(LogSegment::open(dir, base, s, ctx.writable)));
+        for (base, name) in logs {
+            let seg = LogSegment::open(dir.join(name), base, s, ctx.writable);
+            segments.insert(base, Arc::new(seg));
         }
         if segments.is_empty() && ctx.writable {
             let start = ctx
@@ -290,15 +296,9 @@ impl PartitionLog {
                 .unwrap_or(0)
                 .max(0);
             segments.insert(start, Arc::new(LogSegment::create(dir, start, s)?));
+            indexed.insert(start);
         }
         // A missing index is rebuilt at load, as Kafka does (the rest load lazily).
-        let indexed: std::collections::HashSet<i64> = names
-            .iter()
-            .filter_map(|n| match parse_segment_file_name(n)? {
-                (base, "index") => Some(base),
-                _ => None,
-            })
-            .collect();
         for seg in segments.values() {
             if !indexed.contains(&seg.base_offset) {
                 drop(seg.indexes()?);
@@ -1194,8 +1194,14 @@ fn effective_config(
 /// `.cleaned` and `.tmp` files, finish `.swap` renames, and delete index files
 /// whose `.log` is gone.
 fn remove_stray_files(dir: &Path, names: &[String]) -> Result<bool> {
-    let present: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
     let mut changed = false;
+    // Bases that have a `.log`, or one about to be completed from `.log.swap`.
+    let mut logs = std::collections::HashSet::new();
+    for name in names {
+        if let Some((base, "log" | "log.swap")) = parse_segment_file_name(name) {
+            logs.insert(base);
+        }
+    }
     for name in names {
         let path = dir.join(name);
         if name.ends_with(".deleted") || name.ends_with(".cleaned") || name.ends_with(".tmp") {
@@ -1212,15 +1218,9 @@ fn remove_stray_files(dir: &Path, names: &[String]) -> Result<bool> {
                 }
             }
             changed = true;
-        }
-    }
-    for name in names {
-        if let Some((base, suffix)) = parse_segment_file_name(name)
-            && (suffix == "index" || suffix == "timeindex")
-            && !present.contains(segment_file_name(base, "log").as_str())
-            && !present.contains(format!("{}.swap", segment_file_name(base, "log")).as_str())
+        } else if let Some((base, "index" | "timeindex")) = parse_segment_file_name(name)
+            && !logs.contains(&base)
         {
-            let path = dir.join(name);
             info!("Deleting index file {} with no log file", path.display());
             fs::remove_file(&path).at(&path)?;
             changed = true;

@@ -113,7 +113,6 @@ pub struct RecoveryResult {
 
 pub struct LogSegment {
     pub base_offset: i64,
-    dir: PathBuf,
     log_path: PathBuf,
     /// Opened on first use: a clean mount of many segments opens none of them.
     log: OnceLock<File>,
@@ -135,12 +134,12 @@ impl LogSegment {
     pub fn log_path(dir: &Path, base_offset: i64) -> PathBuf {
         dir.join(segment_file_name(base_offset, "log"))
     }
+    // The sibling files share the `.log`'s name but for the suffix.
     pub fn index_path(&self) -> PathBuf {
-        self.dir.join(segment_file_name(self.base_offset, "index"))
+        self.log_path.with_extension("index")
     }
     pub fn time_index_path(&self) -> PathBuf {
-        self.dir
-            .join(segment_file_name(self.base_offset, "timeindex"))
+        self.log_path.with_extension("timeindex")
     }
     pub fn path(&self) -> &Path {
         &self.log_path
@@ -156,7 +155,7 @@ impl LogSegment {
             .truncate(true)
             .open(&log_path)
             .at(&log_path)?;
-        let mut seg = LogSegment::from_parts(dir, base_offset, Some(log), 0, settings, true);
+        let mut seg = LogSegment::from_parts(log_path, base_offset, Some(log), 0, settings, true);
         let created = (|| {
             let offset = OffsetIndex::create(
                 &seg.index_path(),
@@ -188,17 +187,25 @@ impl LogSegment {
     /// An existing segment. Its size is learned, its files opened and its
     /// indexes loaded on first use, so loading many sealed segments costs
     /// no system call for each.
+    /// `log_path` is the segment's `.log`, as the directory listing named it.
     pub fn open(
-        dir: &Path,
+        log_path: PathBuf,
         base_offset: i64,
         settings: IndexSettings,
         writable: bool,
     ) -> LogSegment {
-        LogSegment::from_parts(dir, base_offset, None, UNKNOWN_SIZE, settings, writable)
+        LogSegment::from_parts(
+            log_path,
+            base_offset,
+            None,
+            UNKNOWN_SIZE,
+            settings,
+            writable,
+        )
     }
 
     fn from_parts(
-        dir: &Path,
+        log_path: PathBuf,
         base_offset: i64,
         log: Option<File>,
         size: u64,
@@ -207,8 +214,7 @@ impl LogSegment {
     ) -> Self {
         LogSegment {
             base_offset,
-            dir: dir.to_path_buf(),
-            log_path: Self::log_path(dir, base_offset),
+            log_path,
             log: log.map(OnceLock::from).unwrap_or_default(),
             size: AtomicU64::new(size),
             write_pos: AtomicU64::new(size),
@@ -620,6 +626,10 @@ impl LogSegment {
 
     /// fsync of the `.log` and msync of the indexes.
     pub fn flush(&self) -> Result<bool> {
+        if self.size.load(Ordering::Acquire) == UNKNOWN_SIZE {
+            // Never touched since a load that found it on disk: nothing to sync.
+            return Ok(false);
+        }
         let size = self.size();
         if self.flushed_size.load(Ordering::Acquire) == size && !self.is_active() {
             return Ok(false);
@@ -1143,10 +1153,7 @@ impl LogSegment {
                 error!("Could not delete {}: {e}", p.display());
             }
         }
-        let txn = self
-            .dir
-            .join(segment_file_name(self.base_offset, "txnindex"));
-        let _ = std::fs::remove_file(txn);
+        let _ = std::fs::remove_file(self.log_path.with_extension("txnindex"));
     }
 }
 
