@@ -11,6 +11,9 @@
 //! Sections (filter by name on the command line): `append`, `lookup`, `read`,
 //! `rebuild`, `open`. Sizes come from environment variables, see [`Params`].
 
+mod common;
+
+use common::{GIB, KIB, MIB, env_u64, median, parse_size, percentile};
 use std::env;
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -22,9 +25,6 @@ use std::time::{Duration, Instant};
 use commitfs::record::{BatchIter, NewRecord, encode_batch, peek_frame};
 use commitfs::storage::{CLEAN_SHUTDOWN_FILE, LogConfig, LogManager, OpenOptions, PartitionLog};
 
-const KIB: u64 = 1024;
-const MIB: u64 = 1024 * KIB;
-const GIB: u64 = 1024 * MIB;
 const PARTITION: &str = "bench-0";
 const SYSTEMS: [&str; 3] = ["commitfs", "commitlog", "write_all"];
 
@@ -55,25 +55,6 @@ struct Params {
     dir: Option<PathBuf>,
     /// Sections named on the command line (none = all).
     only: Vec<String>,
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    match env::var(name) {
-        Ok(v) => parse_size(&v).unwrap_or_else(|| panic!("{name}={v}: not a size")),
-        Err(_) => default,
-    }
-}
-
-/// `123`, `64K`, `16M`, `1G` (powers of 1024).
-fn parse_size(v: &str) -> Option<u64> {
-    let v = v.trim();
-    let (num, mult) = match v.chars().last()? {
-        'k' | 'K' => (&v[..v.len() - 1], KIB),
-        'm' | 'M' => (&v[..v.len() - 1], MIB),
-        'g' | 'G' => (&v[..v.len() - 1], GIB),
-        _ => (v, 1),
-    };
-    num.trim().parse::<u64>().ok().map(|n| n * mult)
 }
 
 fn parse_shapes(v: &str) -> Vec<(usize, usize)> {
@@ -131,22 +112,6 @@ impl Params {
 }
 
 // ---- helpers ---------------------------------------------------------------------
-
-fn median(v: &mut [f64]) -> f64 {
-    assert!(!v.is_empty());
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()

@@ -13,6 +13,10 @@
 //! Every daemon is unmounted and reaped at the end, even on error or panic
 //! (the `Daemon` drop guard).
 
+#[path = "../benches/common/mod.rs"]
+mod common;
+
+use common::{GIB, KIB, MIB, env_u64, median, percentile};
 use std::env;
 use std::fs::{self, File};
 use std::io::Write;
@@ -24,10 +28,6 @@ use std::time::{Duration, Instant};
 
 use commitfs::record::{NewRecord, peek_frame};
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
-
-const KIB: u64 = 1024;
-const MIB: u64 = 1024 * KIB;
-const GIB: u64 = 1024 * MIB;
 
 type Res<T> = Result<T, String>;
 
@@ -51,24 +51,6 @@ struct Params {
     /// `COMMITFS_BENCH_DIR`: scratch base (default: the temp dir).
     dir: PathBuf,
     only: Vec<String>,
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    match env::var(name) {
-        Ok(v) => parse_size(&v).unwrap_or_else(|| panic!("{name}={v}: not a size")),
-        Err(_) => default,
-    }
-}
-
-fn parse_size(v: &str) -> Option<u64> {
-    let v = v.trim();
-    let (num, mult) = match v.chars().last()? {
-        'k' | 'K' => (&v[..v.len() - 1], KIB),
-        'm' | 'M' => (&v[..v.len() - 1], MIB),
-        'g' | 'G' => (&v[..v.len() - 1], GIB),
-        _ => (v, 1),
-    };
-    num.trim().parse::<u64>().ok().map(|n| n * mult)
 }
 
 impl Params {
@@ -110,20 +92,6 @@ impl Params {
 }
 
 // ---- small helpers -------------------------------------------------------------------
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-fn pct(sorted: &[f64], p: f64) -> f64 {
-    sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
-}
 
 fn mb_s(bytes: u64, s: f64) -> f64 {
     bytes as f64 / s / 1e6
@@ -626,16 +594,20 @@ fn p3(p: &Params, mnt: &Path, part: &str, files: &[PathBuf], out: &mut Vec<Strin
     for v in [&mut tm, &mut tfd, &mut topen] {
         v.sort_by(|a, b| a.total_cmp(b));
     }
-    let (m50, fd50, op50) = (pct(&tm, 0.5), pct(&tfd, 0.5), pct(&topen, 0.5));
+    let (m50, fd50, op50) = (
+        percentile(&tm, 0.5),
+        percentile(&tfd, 0.5),
+        percentile(&topen, 0.5),
+    );
     out.push(format!(
         "| P3 | read `MNT/t-0/offset/N` in-process, {} random N of {end} (p50 / p99) | {} / {} | `pread` of the batch, fd open: {} / {}; open+pread+close: {} / {} | **{:.2}** (vs open+pread+close {:.2}) | ≤ 2 |",
         p.lookups,
         us(m50),
-        us(pct(&tm, 0.99)),
+        us(percentile(&tm, 0.99)),
         us(fd50),
-        us(pct(&tfd, 0.99)),
+        us(percentile(&tfd, 0.99)),
         us(op50),
-        us(pct(&topen, 0.99)),
+        us(percentile(&topen, 0.99)),
         m50 / fd50,
         m50 / op50
     ));

@@ -1,0 +1,46 @@
+//! Helpers shared by the storage bench and the mount bench
+//! (`examples/bench_mount.rs` includes this file by path).
+
+use std::env;
+
+pub const KIB: u64 = 1024;
+pub const MIB: u64 = 1024 * KIB;
+pub const GIB: u64 = 1024 * MIB;
+
+/// A size from the environment (`123`, `64K`, `16M`, `1G`), or `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    match env::var(name) {
+        Ok(v) => parse_size(&v).unwrap_or_else(|| panic!("{name}={v}: not a size")),
+        Err(_) => default,
+    }
+}
+
+/// `123`, `64K`, `16M`, `1G` (powers of 1024).
+pub fn parse_size(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (num, mult) = match v.chars().last()? {
+        'k' | 'K' => (&v[..v.len() - 1], KIB),
+        'm' | 'M' => (&v[..v.len() - 1], MIB),
+        'g' | 'G' => (&v[..v.len() - 1], GIB),
+        _ => (v, 1),
+    };
+    num.trim().parse::<u64>().ok().map(|n| n * mult)
+}
+
+/// Median of the figures (sorts them).
+pub fn median(v: &mut [f64]) -> f64 {
+    assert!(!v.is_empty());
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The `p` quantile (0..=1) of sorted figures.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
