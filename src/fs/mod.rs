@@ -66,6 +66,21 @@ pub struct CommitFs {
 }
 
 impl CommitFs {
+    /// Attributes of the tree are derived from records, never stored.
+    fn refuse_xattr_change(&self, op: &str, ino: INodeNo, name: &OsStr) -> Errno {
+        let what = self.key(ino).map(|k| k.path()).unwrap_or_default();
+        let e = if self.read_only {
+            Errno::EROFS
+        } else {
+            Errno::EPERM
+        };
+        refuse(
+            e,
+            format!("{op} {name:?} on {what}"),
+            "extended attributes are not kept",
+        )
+    }
+
     pub fn new(manager: Arc<LogManager>) -> CommitFs {
         let read_only = manager.read_only();
         CommitFs {
@@ -1455,17 +1470,7 @@ impl Filesystem for CommitFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let what = self.key(ino).map(|k| k.path()).unwrap_or_default();
-        let e = if self.read_only {
-            Errno::EROFS
-        } else {
-            Errno::EPERM
-        };
-        reply.error(refuse(
-            e,
-            format!("setxattr {name:?} on {what}"),
-            "extended attributes are not kept",
-        ));
+        reply.error(self.refuse_xattr_change("setxattr", ino, name));
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -1500,17 +1505,7 @@ impl Filesystem for CommitFs {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let what = self.key(ino).map(|k| k.path()).unwrap_or_default();
-        let e = if self.read_only {
-            Errno::EROFS
-        } else {
-            Errno::EPERM
-        };
-        reply.error(refuse(
-            e,
-            format!("removexattr {name:?} on {what}"),
-            "extended attributes are not kept",
-        ));
+        reply.error(self.refuse_xattr_change("removexattr", ino, name));
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
