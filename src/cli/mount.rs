@@ -11,7 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
-use commitfs::fs::CommitFs;
+use commitfs::fs::{CommitFs, LocalBackend};
 use commitfs::storage::{CONFIG_NAMES, LogConfig, LogManager, OpenOptions, StorageError};
 use fuser::{Config, MountOption, Session, SessionACL};
 use log::{error, info, warn};
@@ -344,7 +344,7 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Option<std::fs::File>) -> 
     // After an external umount, fuser's own clean-up retries the umount and
     // logs a spurious EINVAL; releasing the mount from destroy() first avoids it.
     let slot: Arc<parking_lot::Mutex<Option<fuser::SessionUnmounter>>> = Arc::default();
-    let fs = CommitFs::new(manager.clone()).on_destroy({
+    let fs = CommitFs::new(Arc::new(LocalBackend::new(manager.clone()))).on_destroy({
         let slot = slot.clone();
         move || {
             if let Some(mut u) = slot.lock().take()

@@ -2,8 +2,6 @@
 
 use std::sync::Arc;
 
-use crate::storage::PartitionStatus;
-
 /// Identity of a node. Partition names are shared (`Arc<str>`) because every
 /// node below a partition carries its name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -165,20 +163,9 @@ pub fn parse_delete_records(data: &[u8]) -> Option<i64> {
     parse_offset_name(s)
 }
 
-/// The text of `status`.
-pub fn status_text(s: &PartitionStatus) -> String {
-    format!(
-        "log_start_offset: {}\nlog_end_offset: {}\nrecovery_point: {}\nsegments: {}\n\
-         size_bytes: {}\nactive_segment: {}\nlookup_bytes_read: {}\nfsyncs: {}\n",
-        s.log_start_offset,
-        s.log_end_offset,
-        s.recovery_point,
-        s.segments,
-        s.size_bytes,
-        s.active_segment,
-        s.lookup_bytes_read,
-        s.fsyncs
-    )
+/// The text of `status`: one `name: value` line per field.
+pub fn status_text(fields: &[(&str, String)]) -> String {
+    fields.iter().map(|(k, v)| format!("{k}: {v}\n")).collect()
 }
 
 /// The value written to a config file, as `LogConfig::set` should see it: the

@@ -1,0 +1,283 @@
+//! The tree over a local data directory: the storage library's partitions.
+//!
+//! What the tree shows of the directory is decided here, not in storage:
+//! commitfs's own bookkeeping files and transient files are not part of it.
+
+use std::fs::File;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::{
+    Appended, Backend, BackendError, BackendResult, ErrorKind, Features, FileInfo, FileKind,
+    LineFormat, Offsets, Partition, RecordEntry, StatFs,
+};
+use crate::record::NewRecord;
+use crate::storage::names::parse_segment_file_name;
+use crate::storage::{
+    CONFIG_NAMES, LogManager, PartitionFile, PartitionLog, StorageError, segment_file_name,
+};
+
+pub struct LocalBackend {
+    manager: Arc<LogManager>,
+}
+
+impl LocalBackend {
+    pub fn new(manager: Arc<LogManager>) -> Self {
+        LocalBackend { manager }
+    }
+
+    pub fn manager(&self) -> &Arc<LogManager> {
+        &self.manager
+    }
+}
+
+impl Backend for LocalBackend {
+    fn read_only(&self) -> bool {
+        self.manager.read_only()
+    }
+
+    fn features(&self) -> Features {
+        Features {
+            raw_files: true,
+            roll: true,
+            flush: true,
+        }
+    }
+
+    fn partition_names(&self) -> BackendResult<Vec<String>> {
+        Ok(self
+            .manager
+            .partitions()
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect())
+    }
+
+    fn partition(&self, name: &str) -> BackendResult<Arc<dyn Partition>> {
+        match self.manager.partition(name) {
+            Some(p) => Ok(p),
+            None => Err(StorageError::NoSuchPartition(name.to_string()).into()),
+        }
+    }
+
+    fn create_partition(&self, name: &str) -> BackendResult<()> {
+        self.manager.create_partition(name)?;
+        Ok(())
+    }
+
+    fn delete_partition(&self, name: &str) -> BackendResult<()> {
+        Ok(self.manager.delete_partition(name)?)
+    }
+
+    fn root_files(&self) -> BackendResult<Vec<FileInfo>> {
+        Ok(self
+            .manager
+            .root_files()?
+            .into_iter()
+            .map(|f| file_info(f, false))
+            .collect())
+    }
+
+    fn read_root_file(&self, name: &str, pos: u64, buf: &mut [u8]) -> BackendResult<usize> {
+        Ok(self.manager.read_root_file(name, pos, buf)?)
+    }
+
+    fn config_names(&self) -> &'static [&'static str] {
+        CONFIG_NAMES
+    }
+
+    fn statfs(&self) -> BackendResult<StatFs> {
+        let dir = self.manager.dir();
+        let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+            .map_err(|_| BackendError::new(ErrorKind::Io(libc::EIO), "data dir path holds NUL"))?;
+        // SAFETY: statvfs writes into the zeroed struct it is given.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+            return Err(StorageError::io(dir, std::io::Error::last_os_error()).into());
+        }
+        Ok(StatFs {
+            blocks: st.f_blocks,
+            bfree: st.f_bfree,
+            bavail: st.f_bavail,
+            files: st.f_files,
+            ffree: st.f_ffree,
+            bsize: st.f_bsize as u32,
+            frsize: st.f_frsize as u32,
+        })
+    }
+}
+
+impl Partition for PartitionLog {
+    fn name(&self) -> &str {
+        PartitionLog::name(self)
+    }
+
+    fn offsets(&self) -> BackendResult<Offsets> {
+        Ok(Offsets {
+            log_start: self.log_start_offset(),
+            log_end: self.log_end_offset(),
+        })
+    }
+
+    fn append(&self, records: &[NewRecord]) -> BackendResult<Appended> {
+        let info = PartitionLog::append(self, records)?;
+        Ok(Appended {
+            first_offset: info.first_offset,
+            last_offset: info.last_offset,
+            batches: info.batches,
+        })
+    }
+
+    fn record(&self, offset: i64) -> BackendResult<RecordEntry> {
+        let e = self.read_entry(offset)?;
+        Ok(RecordEntry {
+            record: e.record,
+            batch_base_offset: e.batch_base_offset,
+            position: Some(e.position),
+            timestamp_type: e.timestamp_type,
+        })
+    }
+
+    fn stream_len(&self) -> BackendResult<u64> {
+        Ok(PartitionLog::stream_len(self)?)
+    }
+
+    fn read_stream(&self, pos: u64, buf: &mut [u8]) -> BackendResult<usize> {
+        Ok(PartitionLog::read_stream(self, pos, buf)?)
+    }
+
+    /// The active segment's mtime: it moves with every append.
+    fn log_mtime(&self) -> Option<SystemTime> {
+        let base = self.active_segment_base()?;
+        PartitionLog::file(self, &segment_file_name(base, "log"))
+            .ok()
+            .map(|f| f.mtime)
+    }
+
+    fn offset_for_timestamp(&self, ms: i64) -> BackendResult<Option<i64>> {
+        Ok(PartitionLog::offset_for_timestamp(self, ms)?)
+    }
+
+    fn status(&self) -> BackendResult<Vec<(&'static str, String)>> {
+        let s = PartitionLog::status(self);
+        Ok(vec![
+            ("log_start_offset", s.log_start_offset.to_string()),
+            ("log_end_offset", s.log_end_offset.to_string()),
+            ("recovery_point", s.recovery_point.to_string()),
+            ("segments", s.segments.to_string()),
+            ("size_bytes", s.size_bytes.to_string()),
+            ("active_segment", s.active_segment.to_string()),
+            ("lookup_bytes_read", s.lookup_bytes_read.to_string()),
+            ("fsyncs", s.fsyncs.to_string()),
+        ])
+    }
+
+    fn config(&self, name: &str) -> BackendResult<Option<String>> {
+        Ok(PartitionLog::config(self).get(name))
+    }
+
+    fn set_config(&self, name: &str, value: &str) -> BackendResult<()> {
+        Ok(PartitionLog::set_config(self, name, value)?)
+    }
+
+    fn line_format(&self) -> LineFormat {
+        let c = PartitionLog::config(self);
+        LineFormat {
+            parse_key: c.parse_key,
+            key_separator: c.key_separator.clone(),
+            max_message_bytes: c.max_message_bytes.max(0) as usize,
+        }
+    }
+
+    fn delete_records(&self, offset: i64) -> BackendResult<i64> {
+        Ok(self.delete_records_before(offset)?)
+    }
+
+    fn roll(&self) -> BackendResult<()> {
+        Ok(PartitionLog::roll(self)?)
+    }
+
+    fn flush(&self) -> BackendResult<()> {
+        Ok(PartitionLog::flush(self)?)
+    }
+
+    fn files(&self) -> BackendResult<Vec<FileInfo>> {
+        // Read before the sizes: a segment sealed meanwhile has its final size.
+        let active = self.active_segment_base();
+        Ok(PartitionLog::files(self)?
+            .into_iter()
+            .map(|f| {
+                let sealed = is_sealed(&f.name, active);
+                file_info(f, sealed)
+            })
+            .collect())
+    }
+
+    fn file(&self, name: &str) -> BackendResult<FileInfo> {
+        let active = self.active_segment_base();
+        let f = PartitionLog::file(self, name)?;
+        Ok(file_info(f, is_sealed(name, active)))
+    }
+
+    fn read_file(&self, name: &str, pos: u64, buf: &mut [u8]) -> BackendResult<usize> {
+        Ok(PartitionLog::read_file(self, name, pos, buf)?)
+    }
+
+    fn open_file(&self, name: &str) -> BackendResult<File> {
+        Ok(PartitionLog::open_file(self, name)?)
+    }
+}
+
+/// A file of a segment below the active one: its bytes never change again
+/// (the active base only grows, so a stale `active` errs towards "not sealed").
+fn is_sealed(name: &str, active: Option<i64>) -> bool {
+    match (parse_segment_file_name(name), active) {
+        (Some((base, "log" | "index" | "timeindex")), Some(active)) => base < active,
+        _ => false,
+    }
+}
+
+fn file_info(f: PartitionFile, sealed: bool) -> FileInfo {
+    use crate::storage::FileKind as K;
+    FileInfo {
+        kind: match f.kind {
+            K::Log => FileKind::Log,
+            K::Index => FileKind::Index,
+            K::TimeIndex => FileKind::TimeIndex,
+            K::Other => FileKind::Other,
+        },
+        name: f.name,
+        size: f.size,
+        mtime: f.mtime,
+        sealed,
+    }
+}
+
+impl From<StorageError> for BackendError {
+    fn from(e: StorageError) -> Self {
+        let kind = match &e {
+            StorageError::Io { .. } => ErrorKind::Io(e.raw_os_error().unwrap_or(libc::EIO)),
+            StorageError::Config(_)
+            | StorageError::InvalidPartitionName(..)
+            | StorageError::EmptyAppend => ErrorKind::Invalid,
+            StorageError::PartitionExists(_) => ErrorKind::Exists,
+            StorageError::NoSuchPartition(_) | StorageError::NoSuchFile(_) => ErrorKind::NotFound,
+            StorageError::RecordTooLarge { .. } => ErrorKind::RecordTooLarge,
+            StorageError::BatchLargerThanSegment { .. } => ErrorKind::BatchTooLarge,
+            StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                log_end_offset,
+            } => ErrorKind::OffsetOutOfRange {
+                offset: *offset,
+                log_start: *log_start_offset,
+                log_end: *log_end_offset,
+            },
+            StorageError::RecordNotFound(_) => ErrorKind::NoRecord,
+            StorageError::Corrupt { .. } | StorageError::Record(_) => ErrorKind::Corrupt,
+            StorageError::ReadOnly => ErrorKind::ReadOnly,
+            StorageError::Locked(_) => ErrorKind::Busy,
+        };
+        BackendError::new(kind, e.to_string())
+    }
+}

@@ -1,0 +1,76 @@
+//! Control and config files: `roll`, `flush`, `delete-records`, `config/<name>`.
+
+use log::info;
+
+use super::backend::{BackendResult, ErrorKind, Partition};
+use super::error::{FsError, FsResult};
+use super::node::{Control, config_value, parse_delete_records};
+
+/// A write to `roll` or `flush`: the command runs whatever was written.
+pub fn run(
+    part: &dyn Partition,
+    control: Control,
+    f: impl FnOnce() -> BackendResult<()>,
+) -> FsResult<()> {
+    f().map_err(|e| FsError::backend(format!("{} of {}", control.name(), part.name()), &e))?;
+    info!("{} of {} done on request", control.name(), part.name());
+    Ok(())
+}
+
+/// A write to `config/<name>`: validated, applied and kept by the backend.
+pub fn set_config(part: &dyn Partition, name: &str, data: &[u8], path: &str) -> FsResult<()> {
+    let value = config_value(name, data).map_err(|_| {
+        FsError::refuse(
+            libc::EINVAL,
+            format!("write to {path}"),
+            "the value is not UTF-8",
+        )
+    })?;
+    part.set_config(name, value)
+        .map_err(|e| FsError::backend(format!("write to {path}"), &e))?;
+    info!("{}: set {name}={value}", part.name());
+    Ok(())
+}
+
+/// A write to `delete-records`: Kafka's DeleteRecords on this partition.
+pub fn delete_records(part: &dyn Partition, data: &[u8], path: &str) -> FsResult<()> {
+    let what = || format!("write to {path}");
+    let Some(mut offset) = parse_delete_records(data) else {
+        return Err(FsError::refuse(
+            libc::EINVAL,
+            what(),
+            format!(
+                "{:?} is not an offset (write one canonical decimal offset, or -1 for the log end offset)",
+                String::from_utf8_lossy(data).trim()
+            ),
+        ));
+    };
+    if offset == -1 {
+        offset = part
+            .offsets()
+            .map_err(|e| FsError::backend(what(), &e))?
+            .log_end;
+    }
+    match part.delete_records(offset) {
+        Ok(start) => {
+            info!(
+                "{}: delete-records to {offset} done, log start offset is {start}",
+                part.name()
+            );
+            Ok(())
+        }
+        Err(e) => match e.kind {
+            ErrorKind::OffsetOutOfRange {
+                log_start, log_end, ..
+            } => Err(FsError::refuse(
+                libc::EINVAL,
+                what(),
+                format!(
+                    "offset {offset} is out of range: the log holds {log_start}..{log_end} \
+                     and the log start offset can move up to the log end offset {log_end}"
+                ),
+            )),
+            _ => Err(FsError::backend(what(), &e)),
+        },
+    }
+}

@@ -1,0 +1,214 @@
+//! Directories: listings, `mkdir` and `rmdir` of partitions, and the
+//! refusal of every other change to the set of names.
+
+use std::ffi::OsStr;
+
+use log::info;
+
+use super::error::{FsError, FsResult};
+use super::inode;
+use super::node::{NodeKey, SPECIAL_NAMES};
+use super::tree::{Attr, NodeType, Tree};
+
+/// Takes directory entries until its buffer is full.
+pub trait DirectoryReplier {
+    /// Adds an entry; returns true when the buffer is full (the entry was not added).
+    fn add(&mut self, ino: u64, cookie: u64, kind: NodeType, name: &str) -> bool;
+}
+
+impl Tree {
+    /// Entries of directory `ino` from `cookie` on, `.` and `..` first.
+    /// Cookies are positions in the listing; in `offset/` the cookie of
+    /// offset N is N + 3, so a listing resumes at the right offset even if
+    /// retention moved the log start meanwhile.
+    pub fn readdir(&self, ino: u64, cookie: u64, out: &mut dyn DirectoryReplier) -> FsResult<()> {
+        let key = self.key(ino)?;
+        let parent = self.parent_ino(&key);
+        let mut cookie = cookie;
+        if cookie == 0 {
+            if out.add(ino, 1, NodeType::Directory, ".") {
+                return Ok(());
+            }
+            cookie = 1;
+        }
+        if cookie == 1 {
+            if out.add(parent, 2, NodeType::Directory, "..") {
+                return Ok(());
+            }
+            cookie = 2;
+        }
+        if let NodeKey::OffsetDir(p) = &key {
+            let o = self.offsets(&*self.partition(p)?, &key)?;
+            let start = (cookie as i64 - 2).max(o.log_start);
+            for n in start..o.log_end {
+                let ino = self.inodes.ino(&NodeKey::Offset(p.clone(), n));
+                if out.add(ino, n as u64 + 3, NodeType::RegularFile, &n.to_string()) {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        let entries = self.list(&key)?;
+        for (i, (child, name)) in entries.iter().enumerate().skip(cookie as usize - 2) {
+            let kind = if child.is_dir() {
+                NodeType::Directory
+            } else {
+                NodeType::RegularFile
+            };
+            if out.add(self.inodes.ino(child), i as u64 + 3, kind, name) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Entries of a directory other than `offset/`, without `.` and `..`.
+    fn list(&self, key: &NodeKey) -> FsResult<Vec<(NodeKey, String)>> {
+        let listing = |what: &str, e| FsError::backend(format!("listing {what}"), &e);
+        Ok(match key {
+            NodeKey::Root => {
+                let names = self
+                    .backend
+                    .partition_names()
+                    .map_err(|e| listing("the partitions", e))?;
+                let mut out: Vec<_> = names
+                    .into_iter()
+                    .map(|n| (NodeKey::Partition(inode::name(&n)), n))
+                    .collect();
+                if self.read_only {
+                    let files = self
+                        .backend
+                        .root_files()
+                        .map_err(|e| FsError::backend("listing the data directory", &e))?;
+                    out.extend(
+                        files
+                            .into_iter()
+                            .map(|f| (NodeKey::RootFile(inode::name(&f.name)), f.name)),
+                    );
+                }
+                out
+            }
+            // Any millisecond can be looked up; none is listed.
+            NodeKey::TimeDir(p) => {
+                self.partition(p)?;
+                Vec::new()
+            }
+            NodeKey::Partition(p) => {
+                let part = self.partition(p)?;
+                let files = part.files().map_err(|e| listing(p, e))?;
+                let mut out: Vec<_> = files
+                    .into_iter()
+                    .filter(|f| !SPECIAL_NAMES.contains(&f.name.as_str()))
+                    .map(|f| (NodeKey::Raw(p.clone(), inode::name(&f.name)), f.name))
+                    .collect();
+                for s in SPECIAL_NAMES {
+                    if let Some(k) = self.special(p, s) {
+                        out.push((k, s.to_string()));
+                    }
+                }
+                out
+            }
+            NodeKey::ConfigDir(p) => {
+                self.partition(p)?;
+                self.backend
+                    .config_names()
+                    .iter()
+                    .map(|c| (NodeKey::Config(p.clone(), c), c.to_string()))
+                    .collect()
+            }
+            _ => return Err(FsError::quiet(libc::ENOTDIR)),
+        })
+    }
+
+    /// Creates partition `name` in the root.
+    pub fn mkdir(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
+        let pkey = self.key(parent)?;
+        let Some(name) = name.to_str() else {
+            return Err(FsError::refuse(
+                libc::EINVAL,
+                "mkdir",
+                "the name is not UTF-8",
+            ));
+        };
+        if pkey != NodeKey::Root {
+            if self.child(&pkey, name).is_ok() {
+                return Err(FsError::quiet(libc::EEXIST));
+            }
+            return Err(FsError::refuse(
+                libc::EPERM,
+                format!("mkdir of {}/{name}", pkey.path()),
+                "partitions live in the root only",
+            ));
+        }
+        self.check_writable(format_args!("mkdir of {name}"))?;
+        self.backend
+            .create_partition(name)
+            .map_err(|e| FsError::backend(format!("mkdir of {name}"), &e))?;
+        info!("Created partition {name}");
+        self.attr(&NodeKey::Partition(inode::name(name)))
+    }
+
+    /// Deletes partition `name` with all its records.
+    pub fn rmdir(&self, parent: u64, name: &OsStr) -> FsResult<()> {
+        let pkey = self.key(parent)?;
+        if pkey != NodeKey::Root {
+            return Err(self.refuse_change("rmdir", parent, name, true));
+        }
+        let name = name.to_str().ok_or(FsError::quiet(libc::ENOENT))?;
+        self.partition(name)?;
+        self.check_writable(format_args!("rmdir of {name}"))?;
+        self.backend
+            .delete_partition(name)
+            .map_err(|e| FsError::backend(format!("rmdir of {name}"), &e))?;
+        self.inodes.forget_partition(name);
+        info!("Deleted partition {name}");
+        Ok(())
+    }
+
+    /// `unlink` and `rename`: the tree's names are fixed.
+    pub fn unlink(&self, op: &str, parent: u64, name: &OsStr) -> FsError {
+        self.refuse_change(op, parent, name, true)
+    }
+
+    /// create, mknod, symlink, link: nothing but mkdir adds names to the tree.
+    pub fn refuse_create(&self, op: &str, parent: u64, name: &OsStr) -> FsError {
+        let exists = self
+            .key(parent)
+            .ok()
+            .zip(name.to_str())
+            .is_some_and(|(p, n)| self.child(&p, n).is_ok());
+        if exists {
+            return FsError::quiet(libc::EEXIST);
+        }
+        self.refuse_change(op, parent, name, false)
+    }
+
+    /// Refusal for operations that would change the set of names in a
+    /// directory: EROFS on a read-only mount, else EPERM (or ENOENT if `name`
+    /// is not there and `must_exist`).
+    fn refuse_change(&self, op: &str, parent: u64, name: &OsStr, must_exist: bool) -> FsError {
+        let Ok(pkey) = self.key(parent) else {
+            return FsError::quiet(libc::ENOENT);
+        };
+        let path = format!(
+            "{}/{}",
+            pkey.path().trim_end_matches('/'),
+            name.to_string_lossy()
+        );
+        let path = path.trim_start_matches('/');
+        let exists = name.to_str().is_some_and(|n| self.child(&pkey, n).is_ok());
+        if must_exist && !exists {
+            return FsError::quiet(libc::ENOENT);
+        }
+        let what = format!("{op} of {path}");
+        if let Err(e) = self.check_writable(&what) {
+            return e;
+        }
+        let why = if exists {
+            "the tree's names are fixed: partitions are removed with rmdir, segments by retention"
+        } else {
+            "only mkdir of a <topic>-<partition> in the root creates anything"
+        };
+        FsError::refuse(libc::EPERM, what, why)
+    }
+}

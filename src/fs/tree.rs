@@ -1,0 +1,470 @@
+//! The tree's state and its names: which node a name is (`offset/N` and
+//! `time/<ms>` are resolved here, in [`Tree::child`]) and each node's
+//! attributes. Everything here is the tree's own semantics over a
+//! [`Backend`]; the kernel is the FUSE adapter's business.
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::backend::{Backend, ErrorKind, Features, FileInfo, Partition};
+use super::error::{FsError, FsResult};
+use super::handle::HandleTable;
+use super::inode::{self, InodeTable, ROOT_INO};
+use super::node::{Control, NodeKey, parse_offset_name, status_text};
+use super::passthrough::Passthrough;
+
+/// Sizes, `status` and the partition set change with every append, roll or
+/// mkdir, so the kernel must ask every time: stale sizes must never show.
+pub const TTL: Duration = Duration::ZERO;
+/// Nodes whose attributes never change while they exist: directories, sealed
+/// segment files and `offset/N`. The kernel may keep their attributes (no GETATTR before
+/// each cached read); open still asks the daemon, so a segment deleted by
+/// retention or an offset below a new log start fails to open at once. Only
+/// `stat` of such a name can show it for up to this long after it went.
+pub const IMMUTABLE_TTL: Duration = Duration::from_secs(10);
+/// Large enough that `cp` and `cat` move 1 MiB per request.
+pub const BLKSIZE: u32 = 1 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeType {
+    Directory,
+    RegularFile,
+}
+
+/// A node's attributes, as `stat` shows them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: u64,
+    pub kind: NodeType,
+    pub perm: u16,
+    pub size: u64,
+    pub mtime: SystemTime,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub blksize: u32,
+}
+
+/// The answer to a lookup: the node's attributes and how long the kernel
+/// may keep them and the name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub attr: Attr,
+    pub attr_ttl: Duration,
+    pub entry_ttl: Duration,
+}
+
+pub struct Tree {
+    pub(super) backend: Arc<dyn Backend>,
+    pub(super) inodes: InodeTable,
+    pub(super) handles: HandleTable,
+    pub(super) passthrough: Passthrough,
+    pub(super) read_only: bool,
+    features: Features,
+    pub(super) started: SystemTime,
+    uid: u32,
+    gid: u32,
+}
+
+impl Tree {
+    pub fn new(backend: Arc<dyn Backend>) -> Tree {
+        Tree {
+            read_only: backend.read_only(),
+            features: backend.features(),
+            backend,
+            inodes: InodeTable::default(),
+            handles: HandleTable::default(),
+            passthrough: Passthrough::default(),
+            started: SystemTime::now(),
+            // SAFETY: getuid/getgid cannot fail.
+            uid: unsafe { libc::getuid() },
+            gid: unsafe { libc::getgid() },
+        }
+    }
+
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Lets the kernel read immutable raw files itself (the adapter calls
+    /// this once the kernel has agreed to passthrough).
+    pub fn enable_passthrough(&self) {
+        self.passthrough.enable();
+    }
+
+    /// The one refusal of every change on a read-only mount.
+    pub(super) fn check_writable(&self, what: impl std::fmt::Display) -> FsResult<()> {
+        if self.read_only {
+            return Err(FsError::refuse(libc::EROFS, what, "the mount is read-only"));
+        }
+        Ok(())
+    }
+
+    pub(super) fn key(&self, ino: u64) -> FsResult<NodeKey> {
+        self.inodes.key(ino).ok_or(FsError::quiet(libc::ENOENT))
+    }
+
+    pub(super) fn partition(&self, name: &str) -> FsResult<Arc<dyn Partition>> {
+        self.backend.partition(name).map_err(|e| match e.kind {
+            ErrorKind::NotFound => FsError::quiet(libc::ENOENT),
+            _ => FsError::backend(format!("opening partition {name}"), &e),
+        })
+    }
+
+    /// The special child `name` of partition `p`, if the backend has it.
+    pub(super) fn special(&self, p: &Arc<str>, name: &str) -> Option<NodeKey> {
+        match NodeKey::special(p, name)? {
+            NodeKey::Control(_, Control::Roll) if !self.features.roll => None,
+            NodeKey::Control(_, Control::Flush) if !self.features.flush => None,
+            key => Some(key),
+        }
+    }
+
+    pub(super) fn root_file(&self, name: &str) -> FsResult<FileInfo> {
+        let files = self
+            .backend
+            .root_files()
+            .map_err(|e| FsError::backend("listing the data directory", &e))?;
+        files
+            .into_iter()
+            .find(|f| f.name == name)
+            .ok_or(FsError::quiet(libc::ENOENT))
+    }
+
+    /// A raw file of the partition, or ENOENT (quietly: shells probe names).
+    pub(super) fn raw_file(
+        &self,
+        part: &dyn Partition,
+        name: &str,
+        key: &NodeKey,
+    ) -> FsResult<FileInfo> {
+        part.file(name).map_err(|e| match e.kind {
+            ErrorKind::NotFound => FsError::quiet(libc::ENOENT),
+            _ => FsError::backend(format!("stat of {}", key.path()), &e),
+        })
+    }
+
+    /// The text of `time/<ms>`: the first offset with a timestamp >= ms and a
+    /// newline, or ENOENT past the last timestamp.
+    pub(super) fn time_text(
+        &self,
+        part: &dyn Partition,
+        ms: i64,
+        key: &NodeKey,
+    ) -> FsResult<String> {
+        match part.offset_for_timestamp(ms) {
+            Ok(Some(o)) => Ok(format!("{o}\n")),
+            Ok(None) => Err(FsError::quiet(libc::ENOENT)),
+            Err(e) => Err(FsError::backend(format!("lookup of {}", key.path()), &e)),
+        }
+    }
+
+    pub(super) fn status_text(&self, part: &dyn Partition, key: &NodeKey) -> FsResult<String> {
+        let fields = part
+            .status()
+            .map_err(|e| FsError::backend(format!("reading {}", key.path()), &e))?;
+        Ok(status_text(&fields))
+    }
+
+    pub(super) fn config_text(
+        &self,
+        part: &dyn Partition,
+        name: &str,
+        key: &NodeKey,
+    ) -> FsResult<String> {
+        let value = part
+            .config(name)
+            .map_err(|e| FsError::backend(format!("reading {}", key.path()), &e))?;
+        Ok(value.map(|v| v + "\n").unwrap_or_default())
+    }
+
+    /// The node `name` in `parent`, with its attributes.
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
+        let pkey = self.key(parent)?;
+        let name = name.to_str().ok_or(FsError::quiet(libc::ENOENT))?;
+        let key = self.child(&pkey, name)?;
+        let (attr, attr_ttl) = self.attr_ttl(&key)?;
+        Ok(Entry {
+            attr,
+            attr_ttl,
+            entry_ttl: entry_ttl(&key, attr_ttl),
+        })
+    }
+
+    /// Attributes of a node and how long the kernel may keep them.
+    pub fn getattr(&self, ino: u64) -> FsResult<(Attr, Duration)> {
+        self.attr_ttl(&self.key(ino)?)
+    }
+
+    /// The child `name` of `parent`, if it exists.
+    pub(super) fn child(&self, parent: &NodeKey, name: &str) -> FsResult<NodeKey> {
+        let enoent = || FsError::quiet(libc::ENOENT);
+        match parent {
+            NodeKey::Root => {
+                if self.partition(name).is_ok() {
+                    return Ok(NodeKey::Partition(inode::name(name)));
+                }
+                if self.read_only {
+                    self.root_file(name)?;
+                    return Ok(NodeKey::RootFile(inode::name(name)));
+                }
+                Err(enoent())
+            }
+            NodeKey::Partition(p) => {
+                if let Some(k) = self.special(p, name) {
+                    return Ok(k);
+                }
+                if !self.features.raw_files {
+                    return Err(enoent());
+                }
+                let part = self.partition(p)?;
+                let key = NodeKey::Raw(p.clone(), inode::name(name));
+                self.raw_file(&*part, name, &key)?;
+                Ok(key)
+            }
+            NodeKey::OffsetDir(p) => {
+                let n = parse_offset_name(name).ok_or_else(enoent)?;
+                let o = self.offsets(&*self.partition(p)?, parent)?;
+                if n < o.log_start || n >= o.log_end {
+                    return Err(enoent());
+                }
+                Ok(NodeKey::Offset(p.clone(), n))
+            }
+            NodeKey::TimeDir(p) => {
+                // Same canonical-decimal rule as offsets: one name per millisecond.
+                let ms = parse_offset_name(name).ok_or_else(enoent)?;
+                let part = self.partition(p)?;
+                let key = NodeKey::Time(p.clone(), ms);
+                self.time_text(&*part, ms, &key)?;
+                Ok(key)
+            }
+            NodeKey::ConfigDir(p) => self
+                .backend
+                .config_names()
+                .iter()
+                .find(|c| **c == name)
+                .map(|c| NodeKey::Config(p.clone(), c))
+                .ok_or_else(enoent),
+            _ => Err(FsError::quiet(libc::ENOTDIR)),
+        }
+    }
+
+    pub(super) fn offsets(
+        &self,
+        part: &dyn Partition,
+        key: &NodeKey,
+    ) -> FsResult<super::backend::Offsets> {
+        part.offsets()
+            .map_err(|e| FsError::backend(format!("reading the offsets of {}", key.path()), &e))
+    }
+
+    pub(super) fn attr(&self, key: &NodeKey) -> FsResult<Attr> {
+        self.attr_ttl(key).map(|(a, _)| a)
+    }
+
+    /// Attributes of `key` and how long the kernel may keep them, or ENOENT
+    /// when the node no longer exists.
+    pub(super) fn attr_ttl(&self, key: &NodeKey) -> FsResult<(Attr, Duration)> {
+        let ino = self.inodes.ino(key);
+        let dir = |perm| {
+            (
+                self.attr_of(ino, NodeType::Directory, perm, 0, self.started),
+                IMMUTABLE_TTL,
+            )
+        };
+        let file = |perm, size, mtime| self.attr_of(ino, NodeType::RegularFile, perm, size, mtime);
+        let Some(p) = key.partition() else {
+            return Ok(match key {
+                NodeKey::RootFile(name) => {
+                    let f = self.root_file(name)?;
+                    (file(0o444, f.size, f.mtime), TTL)
+                }
+                _ => (
+                    self.attr_of(ino, NodeType::Directory, 0o755, 0, self.started),
+                    TTL,
+                ),
+            });
+        };
+        let part = self.partition(p)?;
+        Ok(match key {
+            // A directory's attributes never change.
+            NodeKey::Partition(_) | NodeKey::ConfigDir(_) => dir(0o755),
+            NodeKey::OffsetDir(_) | NodeKey::TimeDir(_) => dir(0o555),
+            NodeKey::Raw(_, name) => {
+                let f = self.raw_file(&*part, name, key)?;
+                let ttl = if f.sealed { IMMUTABLE_TTL } else { TTL };
+                (file(0o444, f.size, f.mtime), ttl)
+            }
+            NodeKey::Log(_) => {
+                let len = part
+                    .stream_len()
+                    .map_err(|e| FsError::backend(format!("sizing {}", key.path()), &e))?;
+                let mtime = part.log_mtime().unwrap_or(self.started);
+                (file(0o600, len, mtime), TTL)
+            }
+            NodeKey::Control(..) => (file(0o200, 0, self.started), TTL),
+            NodeKey::Time(_, ms) => {
+                let text = self.time_text(&*part, *ms, key)?;
+                (file(0o444, text.len() as u64, self.started), TTL)
+            }
+            NodeKey::Offset(_, n) => {
+                let r = self.record(&*part, *n, key)?;
+                let len = r.record.value.as_ref().map_or(0, |v| v.len()) as u64;
+                (
+                    file(0o444, len, timestamp(r.record.timestamp)),
+                    IMMUTABLE_TTL,
+                )
+            }
+            NodeKey::Status(_) => {
+                let len = self.status_text(&*part, key)?.len() as u64;
+                (file(0o444, len, SystemTime::now()), TTL)
+            }
+            NodeKey::Config(_, name) => {
+                let len = self.config_text(&*part, name, key)?.len() as u64;
+                (file(0o644, len, self.started), TTL)
+            }
+            NodeKey::Root | NodeKey::RootFile(_) => unreachable!("root nodes have no partition"),
+        })
+    }
+
+    pub(super) fn record(
+        &self,
+        part: &dyn Partition,
+        n: i64,
+        key: &NodeKey,
+    ) -> FsResult<super::backend::RecordEntry> {
+        part.record(n)
+            .map_err(|e| FsError::backend(format!("reading {}", key.path()), &e))
+    }
+
+    fn attr_of(&self, ino: u64, kind: NodeType, perm: u16, size: u64, mtime: SystemTime) -> Attr {
+        let perm = if self.read_only { perm & !0o222 } else { perm };
+        Attr {
+            ino,
+            kind,
+            perm,
+            size,
+            mtime,
+            nlink: if kind == NodeType::Directory { 2 } else { 1 },
+            uid: self.uid,
+            gid: self.gid,
+            blksize: BLKSIZE,
+        }
+    }
+
+    pub(super) fn parent_ino(&self, key: &NodeKey) -> u64 {
+        match key {
+            NodeKey::Root | NodeKey::Partition(_) => ROOT_INO,
+            other => other.partition().map_or(ROOT_INO, |p| {
+                self.inodes.ino(&NodeKey::Partition(p.clone()))
+            }),
+        }
+    }
+}
+
+/// How long the kernel may trust that `key`'s name exists. The names inside a
+/// partition directory other than its raw files, and the partition itself,
+/// are fixed for the life of the partition, which only an rmdir through this
+/// mount ends (the kernel then drops the entries itself); so a path like
+/// `t-0/offset/N` costs one LOOKUP, not three. Other names (raw files, the
+/// data dir's own files) last as long as their attributes. `log` is not
+/// cached either: every path lookup of it sizes the stream, which is also when
+/// storage saves its stream-length cache (the torture tests count on that).
+fn entry_ttl(key: &NodeKey, attr_ttl: Duration) -> Duration {
+    match key {
+        NodeKey::Partition(_)
+        | NodeKey::OffsetDir(_)
+        | NodeKey::TimeDir(_)
+        | NodeKey::Control(..)
+        | NodeKey::Status(_)
+        | NodeKey::ConfigDir(_)
+        | NodeKey::Config(..) => IMMUTABLE_TTL,
+        _ => attr_ttl,
+    }
+}
+
+pub(super) fn timestamp(ms: i64) -> SystemTime {
+    if ms >= 0 {
+        UNIX_EPOCH + Duration::from_millis(ms as u64)
+    } else {
+        UNIX_EPOCH
+    }
+}
+
+/// The changes a setattr asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    /// atime or mtime is set.
+    pub times: bool,
+}
+
+impl Tree {
+    /// chmod, chown, utimes and truncate: all refused, but the truncate to 0
+    /// that `echo x > log` sends before it writes.
+    pub fn setattr(&self, ino: u64, set: SetAttr) -> FsResult<Attr> {
+        let key = self.key(ino)?;
+        let path = key.path();
+        // Times go with a truncate (`echo x > log`); alone they are utimes(2).
+        let utimes = set.times && set.size.is_none();
+        let changes_something = set.mode.is_some()
+            || set.uid.is_some()
+            || set.gid.is_some()
+            || set.size.is_some()
+            || utimes;
+        if changes_something {
+            self.check_writable(format_args!("setattr of {path}"))?;
+        }
+        let refuse = |what: &str, why: &str| {
+            Err(FsError::refuse(
+                libc::EPERM,
+                format!("{what} of {path}"),
+                why,
+            ))
+        };
+        if set.mode.is_some() {
+            return refuse("chmod", "modes are fixed");
+        }
+        if set.uid.is_some() || set.gid.is_some() {
+            return refuse("chown", "owners are fixed");
+        }
+        if utimes {
+            return refuse(
+                "utimes",
+                "times are fixed: a file's mtime is its data's (the last record's timestamp)",
+            );
+        }
+        match set.size {
+            None => {}
+            Some(_) if key.is_dir() => return Err(FsError::quiet(libc::EISDIR)),
+            // `echo x > log` truncates before it writes: `>` is taken as `>>`.
+            Some(0) if key.writable() => {
+                log::debug!("truncate of {path} to 0 accepted, nothing changed")
+            }
+            Some(n) => {
+                return Err(FsError::refuse(
+                    libc::EPERM,
+                    format!("truncate of {path} to {n} bytes"),
+                    "partition files are append-only (only a no-op truncate to 0 of log, control and config files is accepted)",
+                ));
+            }
+        }
+        self.attr(&key)
+    }
+
+    /// `statfs` of the mount: the backend's space.
+    pub fn statfs(&self) -> FsResult<super::backend::StatFs> {
+        self.backend
+            .statfs()
+            .map_err(|e| FsError::backend("statfs", &e))
+    }
+
+    /// `access(2)`: every node that exists may be asked for.
+    pub fn access(&self, ino: u64) -> FsResult<()> {
+        self.key(ino).map(|_| ())
+    }
+}
