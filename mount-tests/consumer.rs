@@ -55,8 +55,8 @@ fn log_reads_as_the_consumer_stream() {
     m.ok("mkdir e-0");
     assert_eq!(m.ok("cat e-0/log"), "");
     assert_eq!(m.ok("stat -c %s e-0/log").trim(), "0");
-    // Mode: readable and writable by the owner.
-    assert_eq!(m.ok("stat -c %a t-0/log").trim(), "600");
+    // Mode: readable like every record, writable by the owner.
+    assert_eq!(m.ok("stat -c %a t-0/log").trim(), "644");
     // One descriptor open read-write can append and read back.
     m.ok("exec 3<>t-0/log && echo rw-line >&3 && exec 3>&-");
     assert_eq!(m.ok("tail -n 1 t-0/log"), "rw-line\n");

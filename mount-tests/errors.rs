@@ -98,3 +98,34 @@ fn error_table() {
         assert!(log.contains(what), "no log line for {what:?}:\n{log}");
     }
 }
+
+/// `access(2)` (`test -r/-w/-x`) answers what the tree does, for root too.
+#[test]
+fn access_follows_the_modes() {
+    let m = crate::mount!();
+    m.ok("mkdir t-0");
+    for yes in [
+        "test -r t-0/status",
+        "test -w t-0/log && test -r t-0/log",
+        "test -w t-0/roll",
+        "test -w t-0/config/segment.bytes",
+        "test -x t-0/offset",
+    ] {
+        m.ok(yes);
+    }
+    for no in [
+        "test -w t-0/status",
+        "test -r t-0/roll",
+        "test -w t-0/00000000000000000000.log",
+        "test -w t-0/offset",
+        "test -x t-0/log",
+    ] {
+        m.fails(no, "");
+    }
+    assert_eq!(
+        m.ok("stat -c %a t-0/log t-0/status t-0/roll")
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["644", "444", "200"]
+    );
+}

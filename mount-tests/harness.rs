@@ -268,15 +268,26 @@ impl Mount {
 
     /// `umount` the mountpoint and wait for the daemon to exit 0.
     pub fn unmount_clean(&mut self) {
-        let out = Command::new("umount")
-            .arg(&self.mnt)
-            .output()
-            .expect("umount");
-        assert!(
-            out.status.success(),
-            "umount failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        // A descriptor this process had open on the mount can live on for a
+        // moment in a child that another test thread forked before it was
+        // closed (until that child's exec closes it): the mount is busy until
+        // then. Wait for that, with a bound.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let out = Command::new("umount")
+                .arg(&self.mnt)
+                .output()
+                .expect("umount");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if out.status.success() {
+                break;
+            }
+            assert!(
+                stderr.contains("busy") && Instant::now() < deadline,
+                "umount failed: {stderr}"
+            );
+            sleep(Duration::from_millis(20));
+        }
         let child = self.child.take().expect("daemon running");
         let st = wait_exit(child);
         assert!(

@@ -2,10 +2,12 @@
 //! refusal of every other change to the set of names.
 
 use std::ffi::OsStr;
+use std::sync::Arc;
 
 use log::info;
 
 use super::error::{FsError, FsResult};
+use super::handle::{Handle, OpenFile};
 use super::inode;
 use super::node::{NodeKey, SPECIAL_NAMES};
 use super::tree::{Attr, NodeType, Tree};
@@ -17,11 +19,35 @@ pub trait DirectoryReplier {
 }
 
 impl Tree {
+    /// An open directory stream of `ino`.
+    pub fn opendir(&self, ino: u64) -> FsResult<u64> {
+        let key = self.key(ino)?;
+        if !key.is_dir() {
+            return Err(FsError::quiet(libc::ENOTDIR));
+        }
+        Ok(self.handles.insert(OpenFile {
+            key,
+            handle: Handle::Dir(None),
+        }))
+    }
+
+    pub fn releasedir(&self, fh: u64) {
+        self.handles.remove(fh);
+    }
+
     /// Entries of directory `ino` from `cookie` on, `.` and `..` first.
-    /// Cookies are positions in the listing; in `offset/` the cookie of
-    /// offset N is N + 3, so a listing resumes at the right offset even if
-    /// retention moved the log start meanwhile.
-    pub fn readdir(&self, ino: u64, cookie: u64, out: &mut dyn DirectoryReplier) -> FsResult<()> {
+    /// Cookies are positions in the listing of the stream `fh` (taken at its
+    /// first READDIR, or at a rewind); in `offset/` the cookie of offset N is
+    /// N + 3, so a listing resumes at the right offset even if retention
+    /// moved the log start meanwhile. Without an open stream (`fh` unknown)
+    /// the listing is taken afresh each time.
+    pub fn readdir(
+        &self,
+        ino: u64,
+        fh: u64,
+        cookie: u64,
+        out: &mut dyn DirectoryReplier,
+    ) -> FsResult<()> {
         let key = self.key(ino)?;
         let parent = self.parent_ino(&key);
         let mut cookie = cookie;
@@ -48,7 +74,7 @@ impl Tree {
             }
             return Ok(());
         }
-        let entries = self.list(&key)?;
+        let entries = self.listing(&key, fh, cookie == 2)?;
         for (i, (child, name)) in entries.iter().enumerate().skip(cookie as usize - 2) {
             let kind = if child.is_dir() {
                 NodeType::Directory
@@ -60,6 +86,24 @@ impl Tree {
             }
         }
         Ok(())
+    }
+
+    /// The listing stream `fh` reads: its own, or a fresh one at its start.
+    fn listing(&self, key: &NodeKey, fh: u64, start: bool) -> FsResult<Arc<[(NodeKey, String)]>> {
+        let handle = self.handles.get(fh);
+        if let Some(h) = &handle
+            && let Handle::Dir(Some(listing)) = &h.lock().handle
+            && !start
+        {
+            return Ok(listing.clone());
+        }
+        let listing: Arc<[(NodeKey, String)]> = self.list(key)?.into();
+        if let Some(h) = handle
+            && let Handle::Dir(slot) = &mut h.lock().handle
+        {
+            *slot = Some(listing.clone());
+        }
+        Ok(listing)
     }
 
     /// Entries of a directory other than `offset/`, without `.` and `..`.
@@ -145,7 +189,11 @@ impl Tree {
             .create_partition(name)
             .map_err(|e| FsError::backend(format!("mkdir of {name}"), &e))?;
         info!("Created partition {name}");
-        self.attr(&NodeKey::Partition(inode::name(name)))
+        let key = NodeKey::Partition(inode::name(name));
+        let attr = self.attr(&key)?;
+        // The kernel takes the reply as a lookup.
+        self.inodes.looked_up(&key, attr.ino);
+        Ok(attr)
     }
 
     /// Deletes partition `name` with all its records.

@@ -284,6 +284,10 @@ impl Filesystem for CommitFs {
         reply.answer(self.run("lookup", || self.tree.lookup(parent.0, name)));
     }
 
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.tree.forget(ino.0, nlookup);
+    }
+
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         reply.answer(self.run("getattr", || self.tree.getattr(ino.0)));
     }
@@ -470,16 +474,37 @@ impl Filesystem for CommitFs {
         reply.answer(self.run("fsync", || self.tree.fsync(fh.0)));
     }
 
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.run("opendir", || self.tree.opendir(ino.0)) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn readdir(
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let r = self.run("readdir", || self.tree.readdir(ino.0, offset, &mut reply));
+        let r = self.run("readdir", || {
+            self.tree.readdir(ino.0, fh.0, offset, &mut reply)
+        });
         reply.answer(r);
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.tree.releasedir(fh.0);
+        reply.ok();
     }
 
     fn fsyncdir(
@@ -522,8 +547,8 @@ impl Filesystem for CommitFs {
         reply.error(self.refusal(|| self.tree.refuse_xattr_change("removexattr", ino.0, name)));
     }
 
-    fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
-        reply.answer(self.run("access", || self.tree.access(ino.0)));
+    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        reply.answer(self.run("access", || self.tree.access(ino.0, mask.bits())));
     }
 
     fn create(

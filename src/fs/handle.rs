@@ -15,6 +15,10 @@ use super::node::{Control, NodeKey};
 use super::passthrough::Backing;
 
 pub enum Handle {
+    /// An open directory: the listing the first READDIR saw, so that later
+    /// READDIRs of the same stream neither skip nor repeat names when the
+    /// directory changes meanwhile (cookies are positions in it).
+    Dir(Option<Arc<[(NodeKey, String)]>>),
     /// Bytes fixed at open: `status`, `offset/N`, and `config/<name>` for reading.
     Snapshot(Vec<u8>),
     /// A raw partition file: passed through to the kernel, or read with

@@ -200,7 +200,9 @@ impl Tree {
                 } => Source::Raw(partition.clone(), name.clone()),
                 Handle::Log { partition, .. } => Source::Stream(partition.clone()),
                 Handle::RootFile(name) => Source::RootFile(name.clone()),
-                Handle::Control { .. } => return Err(FsError::quiet(libc::EBADF)),
+                Handle::Control { .. } | Handle::Dir(_) => {
+                    return Err(FsError::quiet(libc::EBADF));
+                }
             };
             (source, f.key.clone())
         };
@@ -246,7 +248,7 @@ impl Tree {
             Handle::Config {
                 partition, name, ..
             } => control::set_config(&**partition, name, data, &path)?,
-            Handle::Snapshot(_) | Handle::Raw { .. } | Handle::RootFile(_) => {
+            Handle::Snapshot(_) | Handle::Raw { .. } | Handle::RootFile(_) | Handle::Dir(_) => {
                 return Err(FsError::refuse(
                     libc::EBADF,
                     format!("write to {path}"),

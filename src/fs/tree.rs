@@ -185,11 +185,22 @@ impl Tree {
         let name = name.to_str().ok_or(FsError::quiet(libc::ENOENT))?;
         let key = self.child(&pkey, name)?;
         let (attr, attr_ttl) = self.attr_ttl(&key)?;
+        self.inodes.looked_up(&key, attr.ino);
         Ok(Entry {
             attr,
             attr_ttl,
             entry_ttl: entry_ttl(&key, attr_ttl),
         })
+    }
+
+    /// The kernel dropped `n` lookups of `ino`.
+    pub fn forget(&self, ino: u64, n: u64) {
+        self.inodes.forget(ino, n);
+    }
+
+    /// Inode numbers the tree keeps (computed ones, as of `offset/N`, take none).
+    pub fn inodes_in_use(&self) -> usize {
+        self.inodes.in_use()
     }
 
     /// Attributes of a node and how long the kernel may keep them.
@@ -267,65 +278,77 @@ impl Tree {
     /// when the node no longer exists.
     pub(super) fn attr_ttl(&self, key: &NodeKey) -> FsResult<(Attr, Duration)> {
         let ino = self.inodes.ino(key);
-        let dir = |perm| {
-            (
-                self.attr_of(ino, NodeType::Directory, perm, 0, self.started),
-                IMMUTABLE_TTL,
-            )
-        };
-        let file = |perm, size, mtime| self.attr_of(ino, NodeType::RegularFile, perm, size, mtime);
+        let (kind, perm) = self.mode(key);
+        let attr = |size, mtime| self.attr_of(ino, kind, perm, size, mtime);
+        let dir = || (attr(0, self.started), IMMUTABLE_TTL);
         let Some(p) = key.partition() else {
             return Ok(match key {
                 NodeKey::RootFile(name) => {
                     let f = self.root_file(name)?;
-                    (file(0o444, f.size, f.mtime), TTL)
+                    (attr(f.size, f.mtime), TTL)
                 }
-                _ => (
-                    self.attr_of(ino, NodeType::Directory, 0o755, 0, self.started),
-                    TTL,
-                ),
+                _ => (attr(0, self.started), TTL),
             });
         };
         let part = self.partition(p)?;
         Ok(match key {
             // A directory's attributes never change.
-            NodeKey::Partition(_) | NodeKey::ConfigDir(_) => dir(0o755),
-            NodeKey::OffsetDir(_) | NodeKey::TimeDir(_) => dir(0o555),
+            NodeKey::Partition(_)
+            | NodeKey::ConfigDir(_)
+            | NodeKey::OffsetDir(_)
+            | NodeKey::TimeDir(_) => dir(),
             NodeKey::Raw(_, name) => {
                 let f = self.raw_file(&*part, name, key)?;
                 let ttl = if f.sealed { IMMUTABLE_TTL } else { TTL };
-                (file(0o444, f.size, f.mtime), ttl)
+                (attr(f.size, f.mtime), ttl)
             }
             NodeKey::Log(_) => {
                 let len = part
                     .stream_len()
                     .map_err(|e| FsError::backend(format!("sizing {}", key.path()), &e))?;
-                let mtime = part.log_mtime().unwrap_or(self.started);
-                (file(0o600, len, mtime), TTL)
+                (attr(len, part.log_mtime().unwrap_or(self.started)), TTL)
             }
-            NodeKey::Control(..) => (file(0o200, 0, self.started), TTL),
+            NodeKey::Control(..) => (attr(0, self.started), TTL),
             NodeKey::Time(_, ms) => {
                 let text = self.time_text(&*part, *ms, key)?;
-                (file(0o444, text.len() as u64, self.started), TTL)
+                (attr(text.len() as u64, self.started), TTL)
             }
             NodeKey::Offset(_, n) => {
                 let r = self.record(&*part, *n, key)?;
                 let len = r.record.value.as_ref().map_or(0, |v| v.len()) as u64;
-                (
-                    file(0o444, len, timestamp(r.record.timestamp)),
-                    IMMUTABLE_TTL,
-                )
+                (attr(len, timestamp(r.record.timestamp)), IMMUTABLE_TTL)
             }
             NodeKey::Status(_) => {
                 let len = self.status_text(&*part, key)?.len() as u64;
-                (file(0o444, len, SystemTime::now()), TTL)
+                (attr(len, SystemTime::now()), TTL)
             }
             NodeKey::Config(_, name) => {
                 let len = self.config_text(&*part, name, key)?.len() as u64;
-                (file(0o644, len, self.started), TTL)
+                (attr(len, self.started), TTL)
             }
             NodeKey::Root | NodeKey::RootFile(_) => unreachable!("root nodes have no partition"),
         })
+    }
+
+    /// A node's type and permission bits: everything is readable but the
+    /// control files, which are write-only; only what takes writes is
+    /// writable, and nothing on a read-only mount.
+    pub(super) fn mode(&self, key: &NodeKey) -> (NodeType, u16) {
+        let (kind, perm) = match key {
+            NodeKey::Root | NodeKey::Partition(_) | NodeKey::ConfigDir(_) => {
+                (NodeType::Directory, 0o755)
+            }
+            NodeKey::OffsetDir(_) | NodeKey::TimeDir(_) => (NodeType::Directory, 0o555),
+            NodeKey::Log(_) | NodeKey::Config(..) => (NodeType::RegularFile, 0o644),
+            NodeKey::Control(..) => (NodeType::RegularFile, 0o200),
+            NodeKey::RootFile(_)
+            | NodeKey::Raw(..)
+            | NodeKey::Time(..)
+            | NodeKey::Offset(..)
+            | NodeKey::Status(_) => (NodeType::RegularFile, 0o444),
+        };
+        let perm = if self.read_only { perm & !0o222 } else { perm };
+        (kind, perm)
     }
 
     pub(super) fn record(
@@ -339,7 +362,6 @@ impl Tree {
     }
 
     fn attr_of(&self, ino: u64, kind: NodeType, perm: u16, size: u64, mtime: SystemTime) -> Attr {
-        let perm = if self.read_only { perm & !0o222 } else { perm };
         Attr {
             ino,
             kind,
@@ -463,8 +485,22 @@ impl Tree {
             .map_err(|e| FsError::backend("statfs", &e))
     }
 
-    /// `access(2)`: every node that exists may be asked for.
-    pub fn access(&self, ino: u64) -> FsResult<()> {
-        self.key(ino).map(|_| ())
+    /// `access(2)`, answered from the node's mode. The daemon serves every
+    /// caller alike, so the owner's bits say what anyone may do; and since
+    /// the tree refuses writes whatever the caller, root gets the same
+    /// answer (`test -w status` is false for root too).
+    pub fn access(&self, ino: u64, mask: i32) -> FsResult<()> {
+        let (_, perm) = self.mode(&self.key(ino)?);
+        let denied = [
+            (libc::R_OK, 0o400),
+            (libc::W_OK, 0o200),
+            (libc::X_OK, 0o100),
+        ]
+        .iter()
+        .any(|&(want, bit)| mask & want != 0 && perm & bit == 0);
+        if denied {
+            return Err(FsError::quiet(libc::EACCES));
+        }
+        Ok(())
     }
 }

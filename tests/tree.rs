@@ -1,0 +1,174 @@
+//! The tree's semantics driven directly, without FUSE: rules that a mount
+//! test cannot pin down because they depend on how the kernel interleaves
+//! requests (directory streams across a change, inode numbers the kernel
+//! forgets) or that are plainest asked of the tree itself (access).
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+use commitfs::fs::{LocalBackend, NodeType, Tree};
+use commitfs::record::NewRecord;
+use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+
+const ROOT: u64 = 1;
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    manager: Arc<LogManager>,
+    tree: Tree,
+}
+
+fn fixture(read_only: bool) -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = LogConfig::default();
+    config.set("segment.index.bytes", "4096").unwrap();
+    if read_only {
+        let mgr = LogManager::open(tmp.path(), config.clone(), OpenOptions::default()).unwrap();
+        mgr.create_partition("t-0").unwrap();
+        mgr.close().unwrap();
+    }
+    let manager =
+        Arc::new(LogManager::open(tmp.path(), config, OpenOptions { read_only }).unwrap());
+    let tree = Tree::new(Arc::new(LocalBackend::new(manager.clone())));
+    Fixture {
+        _tmp: tmp,
+        manager,
+        tree,
+    }
+}
+
+/// Takes at most `room` entries per READDIR, as a small kernel buffer does.
+struct Page {
+    room: usize,
+    got: Vec<(u64, String)>,
+}
+
+impl commitfs::fs::DirectoryReplier for Page {
+    fn add(&mut self, _ino: u64, cookie: u64, _kind: NodeType, name: &str) -> bool {
+        if self.got.len() == self.room {
+            return true;
+        }
+        self.got.push((cookie, name.to_string()));
+        false
+    }
+}
+
+/// Reads a whole directory stream `fh` of `ino`, `room` entries at a time,
+/// calling `between` after the first page.
+fn read_stream(t: &Tree, ino: u64, fh: u64, room: usize, mut between: impl FnMut()) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut cookie = 0;
+    loop {
+        let mut page = Page {
+            room,
+            got: Vec::new(),
+        };
+        t.readdir(ino, fh, cookie, &mut page).unwrap();
+        let Some((last, _)) = page.got.last() else {
+            return names;
+        };
+        if cookie == 0 {
+            between();
+        }
+        cookie = *last;
+        names.extend(page.got.into_iter().map(|(_, n)| n));
+    }
+}
+
+#[test]
+fn a_directory_stream_neither_skips_nor_repeats_when_retention_deletes() {
+    let f = fixture(false);
+    let log = f.manager.create_partition("t-0").unwrap();
+    for i in 0..20 {
+        log.append(&[NewRecord::value(format!("r{i}").as_bytes())])
+            .unwrap();
+        log.roll().unwrap();
+    }
+    let dir = f.tree.lookup(ROOT, OsStr::new("t-0")).unwrap().attr.ino;
+    let fh = f.tree.opendir(dir).unwrap();
+    let before = read_stream(&f.tree, dir, fh, usize::MAX, || {});
+    assert!(before.iter().any(|n| n == "00000000000000000000.log"));
+    let fh = f.tree.opendir(dir).unwrap();
+    let listed = read_stream(&f.tree, dir, fh, 7, || {
+        log.delete_records_before(12).unwrap();
+        f.manager.run_retention(0).unwrap();
+    });
+    f.tree.releasedir(fh);
+    assert_eq!(listed, before, "one stream shows one listing");
+    // A new stream sees the segments gone.
+    let fh = f.tree.opendir(dir).unwrap();
+    let after = read_stream(&f.tree, dir, fh, 7, || {});
+    assert!(!after.iter().any(|n| n == "00000000000000000000.log"));
+    assert!(after.iter().any(|n| n == "00000000000000000012.log"));
+}
+
+#[test]
+fn forgotten_lookups_free_their_numbers() {
+    let f = fixture(false);
+    let log = f.manager.create_partition("t-0").unwrap();
+    for i in 0..50 {
+        log.append(&[NewRecord::value(format!("r{i}").as_bytes())])
+            .unwrap();
+        log.roll().unwrap();
+    }
+    let dir = f.tree.lookup(ROOT, OsStr::new("t-0")).unwrap().attr.ino;
+    let base = f.tree.inodes_in_use();
+    let names: Vec<String> = (0..50)
+        .flat_map(|i| ["log", "index", "timeindex"].map(|s| format!("{i:020}.{s}")))
+        .collect();
+    let mut inos = Vec::new();
+    for _ in 0..3 {
+        for n in &names {
+            inos.push(f.tree.lookup(dir, OsStr::new(n)).unwrap().attr.ino);
+        }
+    }
+    assert_eq!(f.tree.inodes_in_use(), base + names.len());
+    for ino in inos {
+        f.tree.forget(ino, 1);
+    }
+    assert_eq!(f.tree.inodes_in_use(), base);
+}
+
+#[test]
+fn access_answers_from_the_mode() {
+    let f = fixture(false);
+    f.manager.create_partition("t-0").unwrap();
+    let t = &f.tree;
+    let ino = |path: &str| {
+        path.split('/').fold(ROOT, |dir, name| {
+            t.lookup(dir, OsStr::new(name)).unwrap().attr.ino
+        })
+    };
+    let (r, w, x) = (libc::R_OK, libc::W_OK, libc::X_OK);
+    let eacces = Err(libc::EACCES);
+    let access = |path: &str, mask| t.access(ino(path), mask).map_err(|e| e.errno);
+    assert_eq!(access("t-0/status", w), eacces);
+    assert_eq!(access("t-0/status", r), Ok(()));
+    assert_eq!(access("t-0/log", r | w), Ok(()));
+    assert_eq!(access("t-0/roll", r), eacces);
+    assert_eq!(access("t-0/roll", w), Ok(()));
+    assert_eq!(access("t-0/offset", w), eacces);
+    assert_eq!(access("t-0/offset", r | x), Ok(()));
+    assert_eq!(access("t-0/config/segment.bytes", w), Ok(()));
+    assert_eq!(access("t-0/00000000000000000000.log", w), eacces);
+    assert_eq!(access("t-0/log", x), eacces);
+    assert_eq!(access("t-0", 0), Ok(()));
+}
+
+#[test]
+fn a_read_only_tree_is_readable_and_never_writable() {
+    let f = fixture(true);
+    let t = &f.tree;
+    let dir = t.lookup(ROOT, OsStr::new("t-0")).unwrap().attr.ino;
+    for name in ["log", "status", "00000000000000000000.log"] {
+        let attr = t.lookup(dir, OsStr::new(name)).unwrap().attr;
+        assert_eq!(attr.perm, 0o444, "{name}");
+        assert_eq!(
+            t.access(attr.ino, libc::W_OK).map_err(|e| e.errno),
+            Err(libc::EACCES)
+        );
+    }
+    let cfg = t.lookup(dir, OsStr::new("config")).unwrap().attr.ino;
+    let attr = t.lookup(cfg, OsStr::new("segment.bytes")).unwrap().attr;
+    assert_eq!(attr.perm, 0o444);
+}
