@@ -117,7 +117,10 @@ fn offsets_decoder_on_real_consumer_offsets_records() {
         decode_internal_record("__consumer_offsets", 0, k.as_deref(), v.as_deref()).unwrap(),
         want[0]
     );
-    assert_eq!(decode_internal_record("orders", 0, k.as_deref(), v.as_deref()), None);
+    assert_eq!(
+        decode_internal_record("orders", 0, k.as_deref(), v.as_deref()),
+        None
+    );
 }
 
 /// Bytes of a non-flexible string.
@@ -177,29 +180,36 @@ fn group_metadata_value(subscription: Vec<u8>, assignment: Vec<u8>) -> Vec<u8> {
     v.set(&vm.body, "protocol", s("range"));
     v.set(&vm.body, "leader", s("member"));
     v.set(&vm.body, "generation", Value::Int(10));
-    v.set(&vm.body, "members", Value::Array(Some(vec![Value::Struct(Some(m))])));
+    v.set(
+        &vm.body,
+        "members",
+        Value::Array(Some(vec![Value::Struct(Some(m))])),
+    );
     commitfs::record::internal::encode_coordinator_value(vm, 4, &v).unwrap()
 }
 
 /// Kafka's ConsumerProtocol bytes (int16 version 3, then the message), from
 /// the kafka-protocol crate's encoder.
 fn consumer_protocol_bytes() -> (Vec<u8>, Vec<u8>) {
+    use kafka_protocol::messages::TopicName;
     use kafka_protocol::messages::consumer_protocol_assignment::{
         ConsumerProtocolAssignment, TopicPartition as ATp,
     };
     use kafka_protocol::messages::consumer_protocol_subscription::{
         ConsumerProtocolSubscription, TopicPartition as STp,
     };
-    use kafka_protocol::messages::TopicName;
     use kafka_protocol::protocol::{Encodable, StrBytes};
     let foo = || TopicName(StrBytes::from_static_str("foo"));
     let sub = ConsumerProtocolSubscription::default()
         .with_topics(vec![StrBytes::from_static_str("foo")])
-        .with_owned_partitions(vec![STp::default().with_topic(foo()).with_partitions(vec![0])])
+        .with_owned_partitions(vec![
+            STp::default().with_topic(foo()).with_partitions(vec![0]),
+        ])
         .with_generation_id(0)
         .with_rack_id(Some(StrBytes::from_static_str("rack")));
-    let asg = ConsumerProtocolAssignment::default()
-        .with_assigned_partitions(vec![ATp::default().with_topic(foo()).with_partitions(vec![0])]);
+    let asg = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![
+        ATp::default().with_topic(foo()).with_partitions(vec![0]),
+    ]);
     let mut s = 3i16.to_be_bytes().to_vec();
     sub.encode(&mut s, 3).unwrap();
     let mut a = 3i16.to_be_bytes().to_vec();
@@ -213,7 +223,8 @@ fn group_metadata_with_the_consumer_protocol_as_kafkas_test_expects() {
     let (sub, asg) = consumer_protocol_bytes();
     let good = group_metadata_value(sub, asg);
     let malformed = group_metadata_value(b"Subscription".to_vec(), b"Assignment".to_vec());
-    let parse = |v: &[u8]| decode_internal_record("__consumer_offsets", 0, Some(&key), Some(v)).unwrap();
+    let parse =
+        |v: &[u8]| decode_internal_record("__consumer_offsets", 0, Some(&key), Some(v)).unwrap();
     // DumpLogSegmentsTest.testOffsetsMessageParser, both cases.
     assert_eq!(
         parse(&good),
@@ -276,7 +287,10 @@ fn transaction_log_decoder_as_kafkas_test_expects() {
     v.set(
         &vm.body,
         "transactionPartitions",
-        Value::Array(Some(vec![partitions("topic1", [0, 1, 2]), partitions("topic2", [3, 4, 5])])),
+        Value::Array(Some(vec![
+            partitions("topic1", [0, 1, 2]),
+            partitions("topic2", [3, 4, 5]),
+        ])),
     );
     let v1 = commitfs::record::internal::encode_coordinator_value(vm, 1, &v).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -294,8 +308,12 @@ fn transaction_log_decoder_as_kafkas_test_expects() {
     assert_eq!(
         contents(&out),
         [
-            format!("{k} payload: {{\"version\":\"0\",\"data\":{{\"producerId\":123,\"producerEpoch\":0,\"transactionTimeoutMs\":0,\"transactionStatus\":0,\"transactionPartitions\":[],\"transactionLastUpdateTimestampMs\":0,\"transactionStartTimestampMs\":0}}}}"),
-            format!("{k} payload: {{\"version\":\"1\",\"data\":{{\"producerId\":12,\"previousProducerId\":11,\"nextProducerId\":10,\"producerEpoch\":2,\"transactionTimeoutMs\":14,\"transactionStatus\":0,\"transactionPartitions\":[{{\"topic\":\"topic1\",\"partitionIds\":[0,1,2]}},{{\"topic\":\"topic2\",\"partitionIds\":[3,4,5]}}],\"transactionLastUpdateTimestampMs\":123,\"transactionStartTimestampMs\":13}}}}"),
+            format!(
+                "{k} payload: {{\"version\":\"0\",\"data\":{{\"producerId\":123,\"producerEpoch\":0,\"transactionTimeoutMs\":0,\"transactionStatus\":0,\"transactionPartitions\":[],\"transactionLastUpdateTimestampMs\":0,\"transactionStartTimestampMs\":0}}}}"
+            ),
+            format!(
+                "{k} payload: {{\"version\":\"1\",\"data\":{{\"producerId\":12,\"previousProducerId\":11,\"nextProducerId\":10,\"producerEpoch\":2,\"transactionTimeoutMs\":14,\"transactionStatus\":0,\"transactionPartitions\":[{{\"topic\":\"topic1\",\"partitionIds\":[0,1,2]}},{{\"topic\":\"topic2\",\"partitionIds\":[3,4,5]}}],\"transactionLastUpdateTimestampMs\":123,\"transactionStartTimestampMs\":13}}}}"
+            ),
             format!("{k} payload: <DELETE>"),
         ]
     );

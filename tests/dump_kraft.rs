@@ -55,20 +55,88 @@ fn cluster_metadata_log_of_a_real_broker() {
     let (code, out, err) = dump(&["--cluster-metadata-decoder"], &[&log]);
     assert_eq!(code, 0, "{err}");
     let meta = |o: i64, ts: i64, k: i32, v: i32| {
-        format!("| offset: {o} CreateTime: {ts} keySize: {k} valueSize: {v} sequence: -1 headerKeys: []")
+        format!(
+            "| offset: {o} CreateTime: {ts} keySize: {k} valueSize: {v} sequence: -1 headerKeys: []"
+        )
     };
     let want = [
-        (0, format!("{} LeaderChange: {{\"version\":0,\"leaderId\":1,\"voters\":[{{\"voterId\":1}}],\"grantingVoters\":[{{\"voterId\":1}}]}}", meta(0, 1725272014353, 4, 19))),
-        (1, format!("{} payload: {{\"type\":\"BEGIN_TRANSACTION_RECORD\",\"version\":0,\"data\":{{\"name\":\"Bootstrap records\"}}}}", meta(1, 1725272014403, -1, 24))),
-        (2, format!("{} payload: {{\"type\":\"FEATURE_LEVEL_RECORD\",\"version\":0,\"data\":{{\"name\":\"metadata.version\",\"featureLevel\":20}}}}", meta(2, 1725272014403, -1, 23))),
-        (3, format!("{} payload: {{\"type\":\"ZK_MIGRATION_STATE_RECORD\",\"version\":0,\"data\":{{\"zkMigrationState\":0}}}}", meta(3, 1725272014403, -1, 5))),
-        (4, format!("{} payload: {{\"type\":\"END_TRANSACTION_RECORD\",\"version\":0,\"data\":{{}}}}", meta(4, 1725272014403, -1, 4))),
-        (5, format!("{} payload: {{\"type\":\"REGISTER_CONTROLLER_RECORD\",\"version\":0,\"data\":{{\"controllerId\":1,\"incarnationId\":\"IINQdyyYTmm1sC6Dj-riIA\",\"zkMigrationReady\":false,\"endPoints\":[{{\"name\":\"CONTROLLER\",\"host\":\"ryans-laptop\",\"port\":9093,\"securityProtocol\":0}}],\"features\":[{{\"name\":\"metadata.version\",\"minSupportedVersion\":1,\"maxSupportedVersion\":20}}]}}}}", meta(5, 1725272014480, -1, 78))),
-        (6, format!("{} payload: {{\"type\":\"REGISTER_BROKER_RECORD\",\"version\":3,\"data\":{{\"brokerId\":1,\"isMigratingZkBroker\":false,\"incarnationId\":\"iSVO518sQIiDDdNEcPZBBA\",\"brokerEpoch\":6,\"endPoints\":[{{\"name\":\"PLAINTEXT\",\"host\":\"localhost\",\"port\":9092,\"securityProtocol\":0}}],\"features\":[{{\"name\":\"metadata.version\",\"minSupportedVersion\":1,\"maxSupportedVersion\":20}}],\"rack\":null,\"fenced\":true,\"inControlledShutdown\":false,\"logDirs\":[\"{DIR}\"]}}}}", meta(6, 1725272014514, -1, 104))),
-        (7, format!("{} payload: {{\"type\":\"BROKER_REGISTRATION_CHANGE_RECORD\",\"version\":0,\"data\":{{\"brokerId\":1,\"brokerEpoch\":6,\"fenced\":-1}}}}", meta(7, 1725272014594, -1, 19))),
-        (8, format!("{} payload: {{\"type\":\"NO_OP_RECORD\",\"version\":0,\"data\":{{}}}}", meta(8, 1725272014908, -1, 4))),
-        (22, format!("{} payload: {{\"type\":\"TOPIC_RECORD\",\"version\":0,\"data\":{{\"name\":\"foo\",\"topicId\":\"{TOPIC}\"}}}}", meta(22, 1725272021745, -1, 24))),
-        (23, format!("{} payload: {{\"type\":\"PARTITION_RECORD\",\"version\":1,\"data\":{{\"partitionId\":0,\"topicId\":\"{TOPIC}\",\"replicas\":[1],\"isr\":[1],\"removingReplicas\":[],\"addingReplicas\":[],\"leader\":1,\"leaderEpoch\":0,\"partitionEpoch\":0,\"directories\":[\"{DIR}\"]}}}}", meta(23, 1725272021745, -1, 65))),
+        (
+            0,
+            format!(
+                "{} LeaderChange: {{\"version\":0,\"leaderId\":1,\"voters\":[{{\"voterId\":1}}],\"grantingVoters\":[{{\"voterId\":1}}]}}",
+                meta(0, 1725272014353, 4, 19)
+            ),
+        ),
+        (
+            1,
+            format!(
+                "{} payload: {{\"type\":\"BEGIN_TRANSACTION_RECORD\",\"version\":0,\"data\":{{\"name\":\"Bootstrap records\"}}}}",
+                meta(1, 1725272014403, -1, 24)
+            ),
+        ),
+        (
+            2,
+            format!(
+                "{} payload: {{\"type\":\"FEATURE_LEVEL_RECORD\",\"version\":0,\"data\":{{\"name\":\"metadata.version\",\"featureLevel\":20}}}}",
+                meta(2, 1725272014403, -1, 23)
+            ),
+        ),
+        (
+            3,
+            format!(
+                "{} payload: {{\"type\":\"ZK_MIGRATION_STATE_RECORD\",\"version\":0,\"data\":{{\"zkMigrationState\":0}}}}",
+                meta(3, 1725272014403, -1, 5)
+            ),
+        ),
+        (
+            4,
+            format!(
+                "{} payload: {{\"type\":\"END_TRANSACTION_RECORD\",\"version\":0,\"data\":{{}}}}",
+                meta(4, 1725272014403, -1, 4)
+            ),
+        ),
+        (
+            5,
+            format!(
+                "{} payload: {{\"type\":\"REGISTER_CONTROLLER_RECORD\",\"version\":0,\"data\":{{\"controllerId\":1,\"incarnationId\":\"IINQdyyYTmm1sC6Dj-riIA\",\"zkMigrationReady\":false,\"endPoints\":[{{\"name\":\"CONTROLLER\",\"host\":\"ryans-laptop\",\"port\":9093,\"securityProtocol\":0}}],\"features\":[{{\"name\":\"metadata.version\",\"minSupportedVersion\":1,\"maxSupportedVersion\":20}}]}}}}",
+                meta(5, 1725272014480, -1, 78)
+            ),
+        ),
+        (
+            6,
+            format!(
+                "{} payload: {{\"type\":\"REGISTER_BROKER_RECORD\",\"version\":3,\"data\":{{\"brokerId\":1,\"isMigratingZkBroker\":false,\"incarnationId\":\"iSVO518sQIiDDdNEcPZBBA\",\"brokerEpoch\":6,\"endPoints\":[{{\"name\":\"PLAINTEXT\",\"host\":\"localhost\",\"port\":9092,\"securityProtocol\":0}}],\"features\":[{{\"name\":\"metadata.version\",\"minSupportedVersion\":1,\"maxSupportedVersion\":20}}],\"rack\":null,\"fenced\":true,\"inControlledShutdown\":false,\"logDirs\":[\"{DIR}\"]}}}}",
+                meta(6, 1725272014514, -1, 104)
+            ),
+        ),
+        (
+            7,
+            format!(
+                "{} payload: {{\"type\":\"BROKER_REGISTRATION_CHANGE_RECORD\",\"version\":0,\"data\":{{\"brokerId\":1,\"brokerEpoch\":6,\"fenced\":-1}}}}",
+                meta(7, 1725272014594, -1, 19)
+            ),
+        ),
+        (
+            8,
+            format!(
+                "{} payload: {{\"type\":\"NO_OP_RECORD\",\"version\":0,\"data\":{{}}}}",
+                meta(8, 1725272014908, -1, 4)
+            ),
+        ),
+        (
+            22,
+            format!(
+                "{} payload: {{\"type\":\"TOPIC_RECORD\",\"version\":0,\"data\":{{\"name\":\"foo\",\"topicId\":\"{TOPIC}\"}}}}",
+                meta(22, 1725272021745, -1, 24)
+            ),
+        ),
+        (
+            23,
+            format!(
+                "{} payload: {{\"type\":\"PARTITION_RECORD\",\"version\":1,\"data\":{{\"partitionId\":0,\"topicId\":\"{TOPIC}\",\"replicas\":[1],\"isr\":[1],\"removingReplicas\":[],\"addingReplicas\":[],\"leader\":1,\"leaderEpoch\":0,\"partitionEpoch\":0,\"directories\":[\"{DIR}\"]}}}}",
+                meta(23, 1725272021745, -1, 65)
+            ),
+        ),
     ];
     for (offset, line) in &want {
         assert_eq!(line_of(&out, *offset), line);
@@ -81,7 +149,12 @@ fn cluster_metadata_log_of_a_real_broker() {
 fn skip_record_metadata_and_max_bytes() {
     let log = fixture("__cluster_metadata-0/00000000000000000000.log");
     let (code, out, _) = dump(
-        &["--cluster-metadata-decoder", "--skip-record-metadata", "--max-bytes", "236"],
+        &[
+            "--cluster-metadata-decoder",
+            "--skip-record-metadata",
+            "--max-bytes",
+            "236",
+        ],
         &[&log],
     );
     assert_eq!(code, 0);
@@ -102,7 +175,9 @@ fn skip_record_metadata_and_max_bytes() {
 #[test]
 fn kraft_snapshots_print_their_header_and_control_records() {
     let dir = tempfile::tempdir().unwrap();
-    let named = dir.path().join("00000000000000000100-0000000001.checkpoint");
+    let named = dir
+        .path()
+        .join("00000000000000000100-0000000001.checkpoint");
     std::fs::copy(fixture("bootstrap.checkpoint"), &named).unwrap();
     let boot = fixture("bootstrap.checkpoint");
     let (code, out, err) = dump(&["--cluster-metadata-decoder"], &[&boot, &named]);
@@ -117,7 +192,10 @@ fn kraft_snapshots_print_their_header_and_control_records() {
         lines[7],
         "| offset: 2 CreateTime: 1725272012716 keySize: 4 valueSize: 3 sequence: -1 headerKeys: [] SnapshotFooter {\"version\":0}"
     );
-    assert!(out.contains("\nSnapshot end offset: 100, epoch: 1\n"), "{out}");
+    assert!(
+        out.contains("\nSnapshot end offset: 100, epoch: 1\n"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -162,7 +240,10 @@ fn producer_snapshots() {
     std::fs::write(&path, &bytes).unwrap();
     let (_, out, err) = dump(&[], &[&path]);
     assert_eq!(out.lines().count(), 1);
-    assert!(err.starts_with("Snapshot is corrupt (CRC is no longer valid). Stored crc: "), "{err}");
+    assert!(
+        err.starts_with("Snapshot is corrupt (CRC is no longer valid). Stored crc: "),
+        "{err}"
+    );
 }
 
 #[test]
@@ -199,7 +280,10 @@ fn index_sanity_check() {
     let (code, out, _) = dump(&["--index-sanity-check"], &[&index, &time]);
     assert_eq!(code, 0);
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[1], format!("{} passed sanity check.", index.display()));
+    assert_eq!(
+        lines[1],
+        format!("{} passed sanity check.", index.display())
+    );
     assert_eq!(lines[3], format!("{} passed sanity check.", time.display()));
 
     std::fs::write(&index, [0, 0, 0, 5, 0, 0, 0, 0, 0, 0]).unwrap();
