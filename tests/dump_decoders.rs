@@ -40,8 +40,11 @@ fn read(rel: &str) -> Vec<u8> {
 
 const T: i64 = 1_700_000_000_000;
 
+/// A record's key and value.
+type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// A segment with one batch per record (offsets 0, 1, ...), written by commitfs.
-fn segment(dir: &Path, records: &[(Option<Vec<u8>>, Option<Vec<u8>>)]) -> PathBuf {
+fn segment(dir: &Path, records: &[KeyValue]) -> PathBuf {
     let mut log = Vec::new();
     for (i, (k, v)) in records.iter().enumerate() {
         let r = NewRecord {
@@ -199,16 +202,20 @@ fn consumer_protocol_bytes() -> (Vec<u8>, Vec<u8>) {
         ConsumerProtocolSubscription, TopicPartition as STp,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
-    let foo = || TopicName(StrBytes::from_static_str("foo"));
+    let topic_foo = || TopicName(StrBytes::from_static_str("foo"));
     let sub = ConsumerProtocolSubscription::default()
         .with_topics(vec![StrBytes::from_static_str("foo")])
         .with_owned_partitions(vec![
-            STp::default().with_topic(foo()).with_partitions(vec![0]),
+            STp::default()
+                .with_topic(topic_foo())
+                .with_partitions(vec![0]),
         ])
         .with_generation_id(0)
         .with_rack_id(Some(StrBytes::from_static_str("rack")));
     let asg = ConsumerProtocolAssignment::default().with_assigned_partitions(vec![
-        ATp::default().with_topic(foo()).with_partitions(vec![0]),
+        ATp::default()
+            .with_topic(topic_foo())
+            .with_partitions(vec![0]),
     ]);
     let mut s = 3i16.to_be_bytes().to_vec();
     sub.encode(&mut s, 3).unwrap();

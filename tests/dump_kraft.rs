@@ -39,7 +39,7 @@ fn fixture(rel: &str) -> PathBuf {
     .collect()
 }
 
-fn line_of<'a>(out: &'a str, offset: i64) -> &'a str {
+fn line_of(out: &str, offset: i64) -> &str {
     let prefix = format!("| offset: {offset} ");
     out.lines()
         .find(|l| l.starts_with(&prefix))

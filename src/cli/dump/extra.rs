@@ -78,7 +78,7 @@ pub fn offset_index_sanity(path: &Path, bytes: &[u8], base: i64) -> Result<Strin
             ));
         }
     }
-    if bytes.len() % 8 != 0 {
+    if !bytes.len().is_multiple_of(8) {
         return Err(format!(
             "Index file {abs} is corrupt, found {} bytes which is neither positive nor a multiple of 8",
             bytes.len()
@@ -112,7 +112,7 @@ pub fn time_index_sanity(path: &Path, bytes: &[u8], base: i64) -> Result<String,
             ));
         }
     }
-    if bytes.len() % 12 != 0 {
+    if !bytes.len().is_multiple_of(12) {
         return Err(format!(
             "Time index file {abs} is corrupt, found {} bytes which is neither positive nor a multiple of 12",
             bytes.len()
