@@ -1,5 +1,6 @@
 //! `commitfs dump`: kafka-dump-log (Kafka's `DumpLogSegments`) for `.log`,
-//! `.index` and `.timeindex` files, with the same output so the two can be diffed.
+//! `.index`, `.timeindex`, `.snapshot`, `.txnindex` and KRaft `.checkpoint`
+//! files, with the same output so the two can be diffed.
 //!
 //! An inspection tool: it reads whatever bytes it is given, never panics on
 //! them, and reports what it cannot decode instead of stopping.
@@ -11,7 +12,10 @@ use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use commitfs::record::{Batch, Record, RecordError, peek_frame};
+use commitfs::record::internal::InternalDecoder;
+use commitfs::record::{Batch, Record, RecordError, control, peek_frame};
+
+mod extra;
 
 #[derive(Args, Debug)]
 pub struct DumpArgs {
@@ -24,6 +28,24 @@ pub struct DumpArgs {
     /// For index files, print only the mismatches against the log, not the entries.
     #[arg(long)]
     pub verify_index_only: bool,
+    /// For index files, only run the check Kafka runs on start-up to decide whether to rebuild them.
+    #[arg(long)]
+    pub index_sanity_check: bool,
+    /// Decode records as __consumer_offsets records (implies --print-data-log).
+    #[arg(long)]
+    pub offsets_decoder: bool,
+    /// Decode records as __transaction_state records (implies --print-data-log).
+    #[arg(long)]
+    pub transaction_log_decoder: bool,
+    /// Decode records as KRaft __cluster_metadata records (implies --print-data-log).
+    #[arg(long)]
+    pub cluster_metadata_decoder: bool,
+    /// Do not print each record's metadata (nor control records).
+    #[arg(long)]
+    pub skip_record_metadata: bool,
+    /// Read at most this many bytes of each .log file: whole batches only.
+    #[arg(long, value_name = "SIZE")]
+    pub max_bytes: Option<u32>,
     /// Files to dump, comma-separated (kafka-dump-log's spelling).
     #[arg(long = "files", value_delimiter = ',', value_name = "FILES")]
     pub files_opt: Vec<PathBuf>,
@@ -34,10 +56,29 @@ pub struct DumpArgs {
 
 pub fn run(args: DumpArgs) -> i32 {
     let stdout = io::stdout();
+    // Kafka checks the decoders in this order.
+    let parser = if args.offsets_decoder {
+        Some(InternalDecoder::Offsets)
+    } else if args.transaction_log_decoder {
+        Some(InternalDecoder::TransactionLog)
+    } else if args.cluster_metadata_decoder {
+        Some(InternalDecoder::ClusterMetadata)
+    } else {
+        None
+    };
+    let print_data = args.print_data_log || parser.is_some();
     let mut dump = Dump {
-        deep: args.deep_iteration || args.print_data_log,
-        print_data: args.print_data_log,
+        deep: args.deep_iteration || print_data,
+        print_data,
         verify_only: args.verify_index_only,
+        sanity_only: args.index_sanity_check,
+        parser,
+        skip_metadata: args.skip_record_metadata,
+        // Kafka's default, Integer.MAX_VALUE, is "no limit".
+        max_bytes: args
+            .max_bytes
+            .filter(|&m| m != i32::MAX as u32)
+            .map(|m| m as usize),
         out: BufWriter::new(stdout.lock()),
         reports: Reports::default(),
         unreadable: false,
@@ -93,6 +134,10 @@ struct Dump<W: Write> {
     deep: bool,
     print_data: bool,
     verify_only: bool,
+    sanity_only: bool,
+    parser: Option<InternalDecoder>,
+    skip_metadata: bool,
+    max_bytes: Option<usize>,
     out: W,
     reports: Reports,
     unreadable: bool,
@@ -104,9 +149,11 @@ impl<W: Write> Dump<W> {
         let name = file_name(path);
         let suffix = name.rfind('.').map(|i| &name[i..]).unwrap_or("");
         let result = match suffix {
-            ".log" => self.log(path),
+            ".log" | ".checkpoint" => self.log(path),
             ".index" => self.index(path),
             ".timeindex" => self.time_index(path),
+            ".snapshot" => self.producer_snapshot(path),
+            ".txnindex" => self.txn_index(path),
             _ => {
                 self.out.flush()?;
                 eprintln!("Ignoring unknown file {}", path.display());
@@ -126,9 +173,20 @@ impl<W: Write> Dump<W> {
     }
 
     fn log(&mut self, path: &Path) -> Result<(), DumpError> {
-        writeln!(self.out, "Log starting offset: {}", base_offset_of(path))?;
-        let bytes = read(path).map_err(DumpError::Read)?;
-        let mut walk = Walk::new(&bytes);
+        let name = file_name(path);
+        if name.ends_with(".checkpoint") {
+            let header =
+                extra::snapshot_header(&name).map_err(|e| DumpError::Read(io::Error::other(e)))?;
+            writeln!(self.out, "{header}")?;
+        } else {
+            writeln!(self.out, "Log starting offset: {}", base_offset_of(path))?;
+        }
+        let contents = read(path).map_err(DumpError::Read)?;
+        // --max-bytes: only the batches wholly inside the first max bytes.
+        let bytes = &contents[..self
+            .max_bytes
+            .map_or(contents.len(), |m| m.min(contents.len()))];
+        let mut walk = Walk::new(bytes);
         // Kafka tracks this across the whole file, starting from "none yet".
         let mut last_offset: Option<i64> = None;
         for entry in walk.by_ref() {
@@ -155,7 +213,7 @@ impl<W: Write> Dump<W> {
             }
         }
         let trailing = bytes.len() - walk.valid_bytes;
-        if trailing > 0 {
+        if trailing > 0 && self.max_bytes.is_none() {
             writeln!(
                 self.out,
                 "Found {trailing} invalid bytes at the end of {}",
@@ -224,26 +282,31 @@ impl<W: Write> Dump<W> {
             }
             *last_offset = Some(r.offset);
 
-            let header_keys: Vec<&str> = r.headers.iter().map(|h| h.key.as_str()).collect();
-            write!(
-                self.out,
-                "| offset: {} {ts_name}: {} keySize: {} valueSize: {} sequence: {} headerKeys: [{}]",
-                r.offset,
-                r.timestamp,
-                size_of(&r.key),
-                size_of(&r.value),
-                r.sequence,
-                header_keys.join(","),
-            )?;
-            if batch.header.is_control() {
-                write!(self.out, " {}", control_record(r))?;
-            } else if self.print_data {
-                if let Some(key) = &r.key {
-                    write!(self.out, " key: {}", String::from_utf8_lossy(key))?;
+            let mut prefix = "| ";
+            if !self.skip_metadata {
+                let header_keys: Vec<&str> = r.headers.iter().map(|h| h.key.as_str()).collect();
+                write!(
+                    self.out,
+                    "| offset: {} {ts_name}: {} keySize: {} valueSize: {} sequence: {} headerKeys: [{}]",
+                    r.offset,
+                    r.timestamp,
+                    size_of(&r.key),
+                    size_of(&r.value),
+                    r.sequence,
+                    header_keys.join(","),
+                )?;
+                prefix = " ";
+                if batch.header.is_control() {
+                    write!(self.out, " {}", control_record(r))?;
                 }
-                if let Some(value) = &r.value {
-                    write!(self.out, " payload: {}", String::from_utf8_lossy(value))?;
-                }
+            }
+            if self.print_data
+                && !batch.header.is_control()
+                && let Err(e) = extra::write_contents(&mut self.out, self.parser, r, prefix)?
+            {
+                self.out.flush()?;
+                eprintln!("{e}");
+                self.unreadable = true;
             }
             writeln!(self.out)?;
         }
@@ -257,6 +320,9 @@ impl<W: Write> Dump<W> {
         if entries == 0 {
             writeln!(self.out, "{} is empty.", path.display())?;
             return Ok(());
+        }
+        if self.sanity_only {
+            return self.sanity(extra::offset_index_sanity(path, &bytes, base));
         }
         let log = SiblingLog::open(path)?;
         let starts = log.as_ref().map(|l| l.batch_starts());
@@ -286,6 +352,9 @@ impl<W: Write> Dump<W> {
     fn time_index(&mut self, path: &Path) -> Result<(), DumpError> {
         let base = base_offset_of(path);
         let bytes = read(path).map_err(DumpError::Read)?;
+        if self.sanity_only {
+            return self.sanity(extra::time_index_sanity(path, &bytes, base));
+        }
         let log = SiblingLog::open(path)?;
         let entries_in_log = log.as_ref().map(|l| {
             let entries = l.entries();
@@ -331,6 +400,35 @@ impl<W: Write> Dump<W> {
                 writeln!(self.out, "timestamp: {timestamp} offset: {offset}")?;
             }
             prev_timestamp = timestamp;
+        }
+        Ok(())
+    }
+
+    /// `--index-sanity-check`'s line, or Kafka's `CorruptIndexException` message.
+    fn sanity(&mut self, result: Result<String, String>) -> Result<(), DumpError> {
+        match result {
+            Ok(line) => writeln!(self.out, "{line}")?,
+            Err(e) => {
+                self.out.flush()?;
+                eprintln!("{e}");
+                self.unreadable = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn producer_snapshot(&mut self, path: &Path) -> Result<(), DumpError> {
+        let bytes = read(path).map_err(DumpError::Read)?;
+        extra::dump_producer_snapshot(&mut self.out, &bytes)?;
+        Ok(())
+    }
+
+    fn txn_index(&mut self, path: &Path) -> Result<(), DumpError> {
+        let bytes = read(path).map_err(DumpError::Read)?;
+        if let Err(e) = extra::dump_txn_index(&mut self.out, path, &bytes)? {
+            self.out.flush()?;
+            eprintln!("{e}");
+            self.unreadable = true;
         }
         Ok(())
     }
@@ -419,6 +517,9 @@ fn control_record(r: &Record) -> String {
         6 => "KRAFT_VOTERS",
         _ => "UNKNOWN",
     };
+    if let Some(text) = control::kraft_control_text(type_id, r.value.as_deref()) {
+        return text;
+    }
     if !(0..=1).contains(&type_id) {
         return format!("controlType: {name}({type_id})");
     }

@@ -1,9 +1,19 @@
 //! The RecordBatch v2 codec: varints, the 61-byte header, CRC-32C, records.
 //! Pure: no I/O, so it can be fuzzed and property-tested on its own.
+//!
+//! Also the records Kafka keeps in its internal topics and side files:
+//! [`schema`] (Kafka's message-schema model and the tables of its internal
+//! records), [`internal`] (`__consumer_offsets`, `__transaction_state`,
+//! `__cluster_metadata`), [`control`] (KRaft control records) and
+//! [`state_files`] (producer snapshots, transaction indexes).
 
 pub mod batch;
 pub mod compression;
+pub mod control;
+pub mod internal;
 pub mod records;
+pub mod schema;
+pub mod state_files;
 pub mod varint;
 
 pub use batch::{
