@@ -172,3 +172,59 @@ fn read_only_mount() {
     m.fails("rmdir t-0", "Read-only file system");
     assert_eq!(m.status("t-0", "log_end_offset"), 1);
 }
+
+/// The README's sequence: `umount`, then at once `check` and a new mount of
+/// the same directory. `umount` returns before the daemon has flushed and
+/// released the lock; `check` and `mount` wait for that (saying so).
+#[test]
+fn umount_then_check_and_mount_at_once() {
+    let mut m = mount!();
+    m.ok("mkdir t-0 t-1 && seq 1 400000 >> t-0/log && seq 1 400000 >> t-1/log");
+    let bin = env!("CARGO_BIN_EXE_commitfs");
+    let (data_dir, mnt_dir) = (m.data.clone(), m.mnt.clone());
+    let (data, mnt) = (data_dir.display(), mnt_dir.display());
+    let out = m.sh_in(
+        Path::new("/"),
+        &format!("umount {mnt} && {bin} check {data} && {bin} mount {data} {mnt}"),
+    );
+    let first = m.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Whatever happens next, the daemon the last command started must go.
+    let _unmount = Unmount(&mnt_dir, &data_dir);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {stderr}\n{}",
+        m.log()
+    );
+    assert!(first.success(), "first daemon: {first}");
+    assert!(stdout.contains(": 0 problems"), "{stdout}");
+    assert!(mounted(&mnt_dir));
+    assert_eq!(
+        std::fs::read_to_string(mnt_dir.join("t-1/offset/399999")).unwrap(),
+        "400000"
+    );
+    // A live mount is refused at once, and says where it is mounted.
+    let out = m.sh_in(Path::new("/"), &format!("{bin} check {data}"));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("mounted on {mnt}")), "{stderr}");
+}
+
+/// Unmounts a daemonised mount (of data dir `.1`) and waits for its daemon
+/// to let go of the data dir.
+struct Unmount<'a>(&'a Path, &'a Path);
+
+impl Drop for Unmount<'_> {
+    fn drop(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while (mounted(self.0) || commitfs::storage::is_locked(self.1)) && Instant::now() < deadline
+        {
+            let _ = Command::new("umount")
+                .arg(self.0)
+                .stderr(Stdio::null())
+                .status();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use commitfs::storage::LogConfig;
 use commitfs::storage::check::{check_data_dir, repair_data_dir};
-use commitfs::storage::{LogConfig, is_locked};
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
@@ -37,11 +37,8 @@ pub fn run(args: CheckArgs) -> i32 {
             return 2;
         }
     }
-    if is_locked(&args.data_dir) {
-        eprintln!(
-            "commitfs check: {} is in use (mounted?); unmount it first",
-            args.data_dir.display()
-        );
+    if let Err(e) = super::lock::wait_for_release(&args.data_dir, "check") {
+        eprintln!("commitfs check: {e}");
         return 2;
     }
     let report = match check_data_dir(&args.data_dir, &defaults, args.partition.as_deref()) {

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 pub mod check;
 pub mod dump;
+mod lock;
 pub mod mount;
 
 #[derive(Parser, Debug)]

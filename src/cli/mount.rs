@@ -323,6 +323,12 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Option<std::fs::File>) -> 
         .canonicalize()
         .map_err(|e| format!("{}: {e}", args.mountpoint.display()))?;
 
+    if !opts.read_only {
+        // A daemon of this directory that is still shutting down (after an
+        // umount) is waited for; a live mount is refused.
+        super::lock::wait_for_release(&data, "mount")
+            .map_err(|e| format!("the data directory is locked: {e}; refusing a second mount"))?;
+    }
     let manager = LogManager::open(
         &data,
         opts.defaults.clone(),
@@ -388,6 +394,9 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Option<std::fs::File>) -> 
             .map_err(|e| format!("cannot start the scheduler thread: {e}"))?
     };
 
+    if let Err(e) = manager.note_holder(&super::lock::mounted_note(&mnt)) {
+        warn!("could not note the mount in {}: {e}", data.display());
+    }
     info!(
         "Mounted {} on {}{}",
         data.display(),

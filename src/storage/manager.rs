@@ -122,6 +122,15 @@ impl LogManager {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+
+    /// Notes in the held `.lock` what holds the directory (e.g. "mounted on
+    /// /mnt"), so that another command finding it locked can say so.
+    pub fn note_holder(&self, note: &str) -> Result<()> {
+        if let Some(f) = self.lock.lock().as_ref() {
+            write_holder(f, &format!("{note}\n")).at(&self.dir.join(LOCK_FILE))?;
+        }
+        Ok(())
+    }
     pub fn defaults(&self) -> &LogConfig {
         &self.defaults
     }
@@ -316,7 +325,26 @@ fn take_lock(dir: &Path) -> Result<File> {
         }
         return Err(StorageError::io(&path, err));
     }
+    write_holder(&f, "").at(&path)?;
     Ok(f)
+}
+
+/// Says who holds the lock, for whoever finds the directory in use (Kafka
+/// never reads `.lock`'s content).
+fn write_holder(f: &File, note: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let text = format!("pid {}\n{note}", std::process::id());
+    f.set_len(0)?;
+    f.write_all_at(text.as_bytes(), 0)
+}
+
+/// Who holds `dir`'s lock, as the holder described itself (`pid N` and the
+/// holder's note), or `None` if nobody holds it.
+pub fn lock_holder(dir: &Path) -> Option<String> {
+    if !is_locked(dir) {
+        return None;
+    }
+    Some(fs::read_to_string(dir.join(LOCK_FILE)).unwrap_or_default())
 }
 
 /// Whether another process holds the data directory (a live mount).

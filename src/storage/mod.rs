@@ -17,5 +17,7 @@ pub use config::{CONFIG_NAMES, CompressionType, ConfigError, LogConfig};
 pub use error::{Result, StorageError};
 pub use log::PROPERTIES_FILE;
 pub use log::{AppendInfo, FileKind, PartitionFile, PartitionLog, PartitionStatus, RecordEntry};
-pub use manager::{CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogManager, OpenOptions, is_locked};
+pub use manager::{
+    CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogManager, OpenOptions, is_locked, lock_holder,
+};
 pub use names::{parse_partition_name, segment_file_name};
