@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 pub mod check;
 pub mod dump;
+pub mod helper;
 pub mod mount;
 
 #[derive(Parser, Debug)]
@@ -20,6 +21,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Mount a data directory (Kafka log.dir) on a mountpoint.
+    #[command(after_long_help = helper::FSTAB_HELP)]
     Mount(mount::MountArgs),
     /// Print the contents of .log, .index and .timeindex files, as kafka-dump-log does.
     Dump(dump::DumpArgs),
