@@ -1,4 +1,4 @@
-//! The `commitfs` command: `mount`, `dump`, `check`;
+//! The `commitfs` command: `mount`, `dump`, `check`, `completions`, `man`;
 //! run as `mount.fuse.commitfs`, the mount(8) helper.
 
 mod cli;

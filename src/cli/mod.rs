@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 pub mod check;
+pub mod completions;
 pub mod dump;
 pub mod helper;
 pub mod mount;
@@ -27,6 +28,10 @@ pub enum Command {
     Dump(dump::DumpArgs),
     /// Check every segment, index and checkpoint of an unmounted data directory.
     Check(check::CheckArgs),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completions(completions::CompletionsArgs),
+    /// Print a man page: commitfs(1), or with a command name, commitfs-<command>(1).
+    Man(completions::ManArgs),
 }
 
 /// Runs a command and returns the process exit code.
@@ -35,5 +40,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Mount(args) => mount::run(args),
         Command::Dump(args) => dump::run(args),
         Command::Check(args) => check::run(args),
+        Command::Completions(args) => completions::run(args),
+        Command::Man(args) => completions::man(args),
     }
 }
