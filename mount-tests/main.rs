@@ -8,6 +8,7 @@ mod consumer;
 mod control;
 mod crash;
 mod errors;
+mod fstab;
 mod kafka;
 mod lifecycle;
 mod raw;

@@ -1,10 +1,29 @@
-//! The `commitfs` command: `mount`, `dump`, `check`.
+//! The `commitfs` command: `mount`, `dump`, `check`, `completions`, `man`;
+//! run as `mount.fuse.commitfs`, the mount(8) helper.
 
 mod cli;
 
 use clap::Parser;
+use clap::error::ErrorKind;
 
 fn main() {
-    let cli = cli::Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if cli::helper::invoked_as_helper(args.first()) {
+        std::process::exit(cli::helper::main(args));
+    }
+    let cli = match cli::Cli::try_parse_from(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            if matches!(
+                e.kind(),
+                ErrorKind::InvalidSubcommand | ErrorKind::UnknownArgument
+            ) && let Some(hint) = cli::helper::mount_fuse_hint(&args)
+            {
+                eprintln!("{hint}");
+            }
+            std::process::exit(e.exit_code());
+        }
+    };
     std::process::exit(cli::run(cli));
 }

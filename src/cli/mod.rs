@@ -3,7 +3,9 @@
 use clap::{Parser, Subcommand};
 
 pub mod check;
+pub mod completions;
 pub mod dump;
+pub mod helper;
 mod lock;
 pub mod mount;
 
@@ -21,11 +23,16 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Mount a data directory (Kafka log.dir) on a mountpoint.
+    #[command(after_long_help = helper::FSTAB_HELP)]
     Mount(mount::MountArgs),
     /// Print the contents of .log, .index and .timeindex files, as kafka-dump-log does.
     Dump(dump::DumpArgs),
     /// Check every segment, index and checkpoint of an unmounted data directory.
     Check(check::CheckArgs),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completions(completions::CompletionsArgs),
+    /// Print a man page: commitfs(1), or with a command name, commitfs-<command>(1).
+    Man(completions::ManArgs),
 }
 
 /// Runs a command and returns the process exit code.
@@ -34,5 +41,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Mount(args) => mount::run(args),
         Command::Dump(args) => dump::run(args),
         Command::Check(args) => check::run(args),
+        Command::Completions(args) => completions::run(args),
+        Command::Man(args) => completions::man(args),
     }
 }

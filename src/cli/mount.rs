@@ -30,6 +30,9 @@ pub struct MountArgs {
     /// Options, comma-separated, repeatable: Kafka topic configs as mount-wide
     /// defaults (segment.bytes=1048576, ...), ro, allow_other, allow_root,
     /// log.retention.check.interval.ms=N, and FUSE flags (noatime, nosuid, ...).
+    ///
+    /// Options of mount(8), fstab and systemd (defaults, nofail, _netdev,
+    /// x-systemd.*, ...) are accepted and ignored.
     #[arg(short = 'o', value_name = "OPT[,OPT...]", action = clap::ArgAction::Append)]
     pub options: Vec<String>,
     /// FUSE event-loop threads.
@@ -67,6 +70,9 @@ fn parse_options(raw: &[String]) -> Result<Options, String> {
         .map(str::trim)
         .filter(|t| !t.is_empty())
     {
+        if super::helper::is_mount8_option(tok) {
+            continue;
+        }
         match tok.split_once('=') {
             None => match tok {
                 "ro" => o.read_only = true,
@@ -111,6 +117,11 @@ fn parse_options(raw: &[String]) -> Result<Options, String> {
         o.fuse.push(MountOption::RO);
     }
     Ok(o)
+}
+
+/// Checks `-o` options as a mount would, without mounting.
+pub fn check_options(raw: &[String]) -> Result<(), String> {
+    parse_options(raw).map(drop)
 }
 
 pub fn run(args: MountArgs) -> i32 {
@@ -183,7 +194,9 @@ fn daemonize(args: &MountArgs, read_only: bool) -> i32 {
         }
     };
     let mut cmd = Command::new(exe);
-    cmd.arg("mount")
+    // Whatever name started us (a mount(8) helper link), the daemon is `commitfs`.
+    cmd.arg0("commitfs")
+        .arg("mount")
         .arg("--foreground")
         .arg("--threads")
         .arg(args.threads.to_string());
@@ -554,6 +567,10 @@ mod tests {
             "Invalid value 16384 for configuration segment.bytes: Value must be at least 1048576"
         );
         assert!(opts(&["bogus"]).is_err());
+        // mount(8) and systemd options are ignored.
+        let o = opts(&["rw,segment.bytes=1048576,nofail,_netdev,x-systemd.automount"]).unwrap();
+        assert_eq!(o.defaults.segment_bytes, 1_048_576);
+        assert!(!o.read_only);
         assert!(opts(&["bogus=1"]).is_err());
     }
 }
