@@ -495,3 +495,92 @@ fn transactions_read_uncommitted() {
         "the read-only mount changed the data dir"
     );
 }
+
+/// The text kafka-dump-log prints after a record's metadata, per offset, as
+/// `commitfs dump` with `decoder` prints it.
+fn dumped(file: &Path, decoder: &str) -> BTreeMap<i64, String> {
+    let out = std::process::Command::new(BIN)
+        .args(["dump", decoder])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("| offset: ")?;
+            let offset = rest.split(' ').next()?.parse().ok()?;
+            let text = rest.split_once("headerKeys: [] ")?.1;
+            Some((offset, text.to_string()))
+        })
+        .collect()
+}
+
+/// Kafka's internal topics through a read-only mount: each record's
+/// `user.kafka.decoded` is what `commitfs dump` prints for it with the
+/// topic's decoder (kafka-dump-log's text), and `getfattr -d` shows it.
+#[test]
+fn internal_topics_show_decoded_records() {
+    let mut m = mount!();
+    m.unmount_clean();
+    std::fs::remove_dir_all(&m.data).unwrap();
+    let fixtures: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests/fixtures/kafka"]
+        .iter()
+        .collect();
+    // A real KRaft metadata log, and __consumer_offsets records of a real
+    // group written into a partition by the storage library.
+    let metadata = m.data.join("__cluster_metadata-0");
+    std::fs::create_dir_all(&metadata).unwrap();
+    let src =
+        fixtures.join("codecrafters-kafka-tester/__cluster_metadata-0/00000000000000000000.log");
+    std::fs::copy(&src, metadata.join("00000000000000000000.log")).unwrap();
+    {
+        use commitfs::record::NewRecord;
+        use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+        let mgr = LogManager::open(&m.data, LogConfig::default(), OpenOptions::default()).unwrap();
+        let log = mgr.create_partition("__consumer_offsets-0").unwrap();
+        let dir = fixtures.join("konsumer-offsets");
+        for name in ["offset_commit-01", "group_metadata-01", "offset_commit-02"] {
+            let key = std::fs::read(dir.join(format!("{name}.key"))).unwrap();
+            let value = std::fs::read(dir.join(format!("{name}.payload"))).unwrap();
+            log.append(&[NewRecord::keyed(&key, &value)]).unwrap();
+        }
+        drop(log);
+        mgr.close().unwrap();
+    }
+    let groups = m.data.join("__consumer_offsets-0/00000000000000000000.log");
+    m.opts = vec!["ro".to_string()];
+    m.remount();
+    for (part, file, decoder) in [
+        (
+            "__cluster_metadata-0",
+            metadata.join("00000000000000000000.log"),
+            "--cluster-metadata-decoder",
+        ),
+        ("__consumer_offsets-0", groups, "--offsets-decoder"),
+    ] {
+        let want = dumped(&file, decoder);
+        assert!(want.len() >= 3, "{want:?}");
+        for (offset, text) in &want {
+            if text.starts_with("LeaderChange") {
+                continue; // a control record: no offset/N to show it
+            }
+            let got = m.ok(&format!(
+                "getfattr --only-values -n user.kafka.decoded {part}/offset/{offset}"
+            ));
+            assert_eq!(&got, text, "{part} offset {offset}");
+        }
+        let all = m.ok(&format!(
+            "getfattr -d -m - {part}/offset/{}",
+            want.keys().last().unwrap()
+        ));
+        assert!(all.contains("user.kafka.decoded="), "{all}");
+        assert!(all.contains("user.kafka.timestamp="), "{all}");
+    }
+    // User topics have no decoded form.
+    m.fails(
+        "getfattr -n user.kafka.decoded __consumer_offsets-0/log",
+        "No such attribute",
+    );
+}

@@ -1,5 +1,6 @@
-//! Extended attributes: a record's timestamp, key and headers on `offset/N`.
-//! Nothing else has any, and none can be set: they are derived from records.
+//! Extended attributes: a record's timestamp, key and headers on `offset/N`,
+//! and in Kafka's internal topics the record decoded. Nothing else has any,
+//! and none can be set: they are derived from records.
 
 use std::ffi::OsStr;
 
@@ -9,6 +10,8 @@ use super::backend::RecordEntry;
 use super::error::{FsError, FsResult};
 use super::node::NodeKey;
 use super::tree::Tree;
+use crate::record::internal::decode_internal_record;
+use crate::storage::names::parse_partition_name;
 
 /// Longest xattr name the kernel passes (XATTR_NAME_MAX).
 const XATTR_NAME_MAX: usize = 255;
@@ -57,7 +60,18 @@ impl Tree {
             return Ok(Vec::new());
         };
         let entry = self.record(&*self.partition(p)?, *n, &key)?;
-        Ok(record_xattrs(&entry, &key.path()))
+        let mut attrs = record_xattrs(&entry, &key.path());
+        // Kafka's internal topics hold binary records of their own schemas:
+        // shown decoded, as kafka-dump-log prints them.
+        if let Ok((topic, _)) = parse_partition_name(p) {
+            let r = &entry.record;
+            if let Some(text) =
+                decode_internal_record(&topic, *n, r.key.as_deref(), r.value.as_deref())
+            {
+                attrs.push(("user.kafka.decoded".to_string(), text.into_bytes()));
+            }
+        }
+        Ok(attrs)
     }
 }
 
