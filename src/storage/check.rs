@@ -11,9 +11,9 @@ use super::checkpoint::{self, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
 use super::config::{LogConfig, parse_properties};
 use super::error::{IoContext, Result};
 use super::index::{OFFSET_ENTRY, TIME_ENTRY};
-use super::log::PROPERTIES_FILE;
 use super::manager::{CLEAN_SHUTDOWN_FILE, LogManager, OpenOptions};
 use super::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
+use super::partition::PROPERTIES_FILE;
 use crate::record::{Batch, BatchHeader, LOG_OVERHEAD, RecordError, peek_frame};
 
 const CHUNK: usize = 8 * 1024 * 1024;

@@ -15,8 +15,8 @@ use parking_lot::{Mutex, RwLock};
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
 use super::error::{IoContext, Result, StorageError};
-use super::log::{FileKind, LoadContext, PartitionFile, PartitionLog};
 use super::names::{parse_partition_name, validate_new_partition_name};
+use super::partition::{FileKind, LoadContext, PartitionFile, PartitionLog};
 
 /// Written at a clean close, deleted at start-up (Kafka's `CleanShutdownFileHandler`).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
