@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -21,13 +20,16 @@ use parking_lot::{Mutex, RwLock};
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::{LogConfig, format_properties};
 use super::error::{IoContext, Result, StorageError};
-use super::names::{parse_partition_name, parse_segment_file_name};
+use super::names::parse_partition_name;
 use super::segment::{IndexSettings, LogSegment, ReadBatch, SegmentSnapshot};
 use super::stream::{AppendTally, STREAM_LENGTHS_FILE, Stream};
 use crate::record::{NewRecord, Record, TimestampType, decode_record_at, encode_batch_compressed};
 
+mod files;
 mod loader;
 mod retention;
+
+pub use files::{FileKind, PartitionFile};
 
 /// Per-partition config overrides, in Java properties format.
 pub const PROPERTIES_FILE: &str = "commitfs.properties";
@@ -68,24 +70,6 @@ pub struct PartitionStatus {
     pub lookup_bytes_read: u64,
     /// fsync(2) calls on `.log` files.
     pub fsyncs: u64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FileKind {
-    Log,
-    Index,
-    TimeIndex,
-    /// Any other file Kafka keeps in a partition dir (`leader-epoch-checkpoint`, ...).
-    Other,
-}
-
-/// A file in the partition directory, as the mount lists it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PartitionFile {
-    pub name: String,
-    pub size: u64,
-    pub kind: FileKind,
-    pub mtime: SystemTime,
 }
 
 /// What an append has written so far.
@@ -664,123 +648,9 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Segment files and Kafka side files, sorted by name, with live sizes.
-    pub fn files(&self) -> Result<Vec<PartitionFile>> {
-        let published: BTreeMap<i64, u64> = self
-            .segments
-            .read()
-            .iter()
-            .map(|(b, s)| (*b, s.size()))
-            .collect();
-        let mut out = Vec::new();
-        for entry in fs::read_dir(&self.dir).at(&self.dir)? {
-            let entry = entry.at(&self.dir)?;
-            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
-                continue;
-            };
-            if is_hidden(&name) {
-                continue;
-            }
-            let Ok(meta) = entry.metadata() else { continue };
-            if !meta.is_file() {
-                continue;
-            }
-            let (kind, size) = match parse_segment_file_name(&name) {
-                Some((base, "log")) => (
-                    FileKind::Log,
-                    published.get(&base).copied().unwrap_or(meta.len()),
-                ),
-                Some((_, "index")) => (FileKind::Index, meta.len()),
-                Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
-                _ => (FileKind::Other, meta.len()),
-            };
-            out.push(PartitionFile {
-                name,
-                size,
-                kind,
-                mtime: meta.modified().unwrap_or(UNIX_EPOCH),
-            });
-        }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
-    }
-
     /// Base offset of the active segment.
     pub fn active_segment_base(&self) -> Option<i64> {
         self.segments.read().keys().next_back().copied()
-    }
-
-    /// One file from [`PartitionLog::files`], without listing the directory.
-    pub fn file(&self, name: &str) -> Result<PartitionFile> {
-        let path = self.checked_name(name)?;
-        let meta = match fs::metadata(&path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(StorageError::NoSuchFile(name.to_string()));
-            }
-            Err(e) => return Err(StorageError::io(&path, e)),
-        };
-        if !meta.is_file() {
-            return Err(StorageError::NoSuchFile(name.to_string()));
-        }
-        let (kind, size) = match parse_segment_file_name(name) {
-            Some((base, "log")) => (
-                FileKind::Log,
-                self.segments
-                    .read()
-                    .get(&base)
-                    .map_or(meta.len(), |s| s.size()),
-            ),
-            Some((_, "index")) => (FileKind::Index, meta.len()),
-            Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
-            _ => (FileKind::Other, meta.len()),
-        };
-        Ok(PartitionFile {
-            name: name.to_string(),
-            size,
-            kind,
-            mtime: meta.modified().unwrap_or(UNIX_EPOCH),
-        })
-    }
-
-    /// The path of a name that may be in the tree (not whether it exists).
-    fn checked_name(&self, name: &str) -> Result<PathBuf> {
-        if name.is_empty() || name.contains('/') || name == "." || name == ".." || is_hidden(name) {
-            return Err(StorageError::NoSuchFile(name.to_string()));
-        }
-        Ok(self.dir.join(name))
-    }
-
-    fn file_path(&self, name: &str) -> Result<PathBuf> {
-        let path = self.checked_name(name)?;
-        if !path.is_file() {
-            return Err(StorageError::NoSuchFile(name.to_string()));
-        }
-        Ok(path)
-    }
-
-    /// Positioned read of a file from [`PartitionLog::files`].
-    pub fn read_file(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        if let Some((base, "log")) = parse_segment_file_name(name)
-            && let Some(seg) = self.segments.read().get(&base).cloned()
-        {
-            // Only published bytes: never half a batch.
-            let end = seg.size();
-            if offset >= end {
-                return Ok(0);
-            }
-            let want = buf.len().min((end - offset) as usize);
-            return read_full_at(seg.log_file()?, &mut buf[..want], offset).at(seg.path());
-        }
-        let path = self.file_path(name)?;
-        let f = File::open(&path).at(&path)?;
-        read_full_at(&f, buf, offset).at(&path)
-    }
-
-    /// A read-only handle on a file from [`PartitionLog::files`] (for passthrough or mmap).
-    pub fn open_file(&self, name: &str) -> Result<File> {
-        let path = self.file_path(name)?;
-        File::open(&path).at(&path)
     }
 
     pub fn config(&self) -> Arc<LogConfig> {
@@ -889,19 +759,6 @@ impl PartitionLog {
     pub fn segment_bases(&self) -> Vec<i64> {
         self.segments.read().keys().copied().collect()
     }
-}
-
-fn read_full_at(f: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match f.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
 }
 
 /// Files of ours and transient files that the tree does not show.
