@@ -21,15 +21,18 @@ use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::{LogConfig, format_properties};
 use super::error::{IoContext, Result, StorageError};
 use super::names::parse_partition_name;
-use super::segment::{IndexSettings, LogSegment, ReadBatch, SegmentSnapshot};
+use super::segment::{IndexSettings, LogSegment, SegmentSnapshot};
 use super::stream::{AppendTally, STREAM_LENGTHS_FILE, Stream};
-use crate::record::{NewRecord, Record, TimestampType, decode_record_at, encode_batch_compressed};
+use crate::record::{NewRecord, encode_batch_compressed};
 
 mod files;
 mod loader;
+mod read;
 mod retention;
 
 pub use files::{FileKind, PartitionFile};
+use read::CachedBatch;
+pub use read::RecordEntry;
 
 /// Per-partition config overrides, in Java properties format.
 pub const PROPERTIES_FILE: &str = "commitfs.properties";
@@ -43,17 +46,6 @@ pub struct AppendInfo {
     pub batches: usize,
     /// Bytes added to the log.
     pub bytes: u64,
-}
-
-/// A record plus where it sits in the log.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordEntry {
-    pub record: Record,
-    pub batch_base_offset: i64,
-    /// File position of the record's batch in its segment's `.log`.
-    pub position: u64,
-    pub segment_base_offset: i64,
-    pub timestamp_type: TimestampType,
 }
 
 /// What `status` shows.
@@ -114,11 +106,6 @@ pub struct PartitionLog {
     /// written, and the offset range check runs before it is used.
     recent_batch: Mutex<Option<Arc<CachedBatch>>>,
     self_ref: Weak<PartitionLog>,
-}
-
-struct CachedBatch {
-    segment_base_offset: i64,
-    batch: ReadBatch,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -490,89 +477,6 @@ impl PartitionLog {
         }
     }
 
-    /// Record `offset`, found through the sparse index.
-    /// `OffsetOutOfRange` outside [log start, LEO).
-    pub fn read(&self, offset: i64) -> Result<Record> {
-        self.read_entry(offset).map(|e| e.record)
-    }
-
-    /// Record `offset` with where it sits: its batch and file position.
-    pub fn read_entry(&self, offset: i64) -> Result<RecordEntry> {
-        let (start, end) = (self.log_start_offset(), self.log_end_offset());
-        if offset < start || offset >= end {
-            return Err(StorageError::OffsetOutOfRange {
-                offset,
-                log_start_offset: start,
-                log_end_offset: end,
-            });
-        }
-        let batch = self.batch_for(offset)?;
-        // Control records (transaction markers) hold no user record.
-        let cached = &batch.batch;
-        if cached.header.is_control() {
-            return Err(StorageError::RecordNotFound(offset));
-        }
-        let record = decode_record_at(&cached.header, cached.section(), offset)?
-            .ok_or(StorageError::RecordNotFound(offset))?;
-        Ok(RecordEntry {
-            record,
-            batch_base_offset: cached.header.base_offset,
-            position: cached.position,
-            segment_base_offset: batch.segment_base_offset,
-            timestamp_type: cached.header.timestamp_type(),
-        })
-    }
-
-    /// The batch holding `offset`. The last one is kept: `stat` then `cat` of
-    /// `offset/N`, or a consumer walking offsets, reads it once, and each
-    /// lookup decodes only the record it wants.
-    fn batch_for(&self, offset: i64) -> Result<Arc<CachedBatch>> {
-        if let Some(c) = self.recent_batch.lock().clone()
-            && c.batch.header.base_offset <= offset
-            && offset <= c.batch.header.last_offset()
-        {
-            return Ok(c);
-        }
-        let seg = self
-            .segment_for(offset)
-            .ok_or(StorageError::RecordNotFound(offset))?;
-        let read = seg
-            .read_batch_section(offset, &self.lookup_bytes_read)?
-            .ok_or(StorageError::RecordNotFound(offset))?;
-        let batch = Arc::new(CachedBatch {
-            segment_base_offset: seg.base_offset,
-            batch: read,
-        });
-        *self.recent_batch.lock() = Some(batch.clone());
-        Ok(batch)
-    }
-
-    /// Length of the consumer stream (`value\n` per record from the log start).
-    pub fn stream_len(&self) -> Result<u64> {
-        let segs = self.segment_list();
-        let mut stream = self.stream.lock();
-        let len = stream.len(&segs, self.log_start_offset(), &self.tally)?;
-        self.save_stream(&mut stream, &segs);
-        Ok(len)
-    }
-
-    /// Reads the consumer stream at `pos`; returns the bytes copied.
-    pub fn read_stream(&self, pos: u64, buf: &mut [u8]) -> Result<usize> {
-        let segs = self.segment_list();
-        let mut stream = self.stream.lock();
-        let n = stream.read(&segs, self.log_start_offset(), pos, buf, &self.tally)?;
-        self.save_stream(&mut stream, &segs);
-        Ok(n)
-    }
-
-    fn save_stream(&self, stream: &mut Stream, segs: &[Arc<LogSegment>]) {
-        if self.deleted.load(Ordering::Acquire) {
-            return;
-        }
-        let live: Vec<i64> = segs.iter().map(|s| s.base_offset).collect();
-        stream.save(&self.dir, &live, self.writable);
-    }
-
     pub fn log_start_offset(&self) -> i64 {
         self.log_start_offset.load(Ordering::Acquire)
     }
@@ -700,20 +604,6 @@ impl PartitionLog {
         *self.config.write() = Arc::new(config);
         info!("Removed config override {name} for partition {}", self.name);
         Ok(())
-    }
-
-    /// Kafka's offsetsForTimes: the first offset whose timestamp is >= `timestamp_ms`.
-    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<i64>> {
-        let start = self.log_start_offset();
-        for seg in self.segment_list() {
-            if seg.size() == 0 || seg.largest_timestamp()? < timestamp_ms {
-                continue;
-            }
-            if let Some(o) = seg.find_offset_by_timestamp(timestamp_ms, start)? {
-                return Ok(Some(o));
-            }
-        }
-        Ok(None)
     }
 
     /// Flushes, seals the active segment (final time index entry, trimmed
