@@ -8,45 +8,36 @@
 //! is published after the batch is indexed.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use log::{error, info, warn};
+use log::info;
 use parking_lot::{Mutex, RwLock};
 
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::{LogConfig, format_properties};
 use super::error::{IoContext, Result, StorageError};
 use super::names::parse_partition_name;
-use super::segment::{IndexSettings, LogSegment, SegmentSnapshot};
+use super::segment::{IndexSettings, LogSegment};
 use super::stream::{AppendTally, STREAM_LENGTHS_FILE, Stream};
-use crate::record::{NewRecord, encode_batch_compressed};
 
+mod append;
 mod files;
 mod loader;
 mod read;
 mod retention;
+mod roll;
 
+pub use append::AppendInfo;
 pub use files::{FileKind, PartitionFile};
 use read::CachedBatch;
 pub use read::RecordEntry;
 
 /// Per-partition config overrides, in Java properties format.
 pub const PROPERTIES_FILE: &str = "commitfs.properties";
-
-/// Where an append landed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AppendInfo {
-    pub first_offset: i64,
-    pub last_offset: i64,
-    /// How many batches the records were packed into.
-    pub batches: usize,
-    /// Bytes added to the log.
-    pub bytes: u64,
-}
 
 /// What `status` shows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,16 +53,6 @@ pub struct PartitionStatus {
     pub lookup_bytes_read: u64,
     /// fsync(2) calls on `.log` files.
     pub fsyncs: u64,
-}
-
-/// What an append has written so far.
-struct Written {
-    /// Segments it wrote to, the first being the one active at its start.
-    segments: Vec<Arc<LogSegment>>,
-    /// Segments it sealed by rolling.
-    sealed: Vec<Arc<LogSegment>>,
-    next_offset: i64,
-    bytes: u64,
 }
 
 struct Writer {
@@ -257,226 +238,6 @@ impl PartitionLog {
         self.segments.read().values().cloned().collect()
     }
 
-    /// Appends `records` at the log end offset, packed in order into the fewest
-    /// batches that each fit `max.message.bytes`. All or nothing: a record that
-    /// fits no batch fails the whole call with `RecordTooLarge` before anything
-    /// is written. Returns once the bytes are in the segment file (page cache).
-    pub fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
-        if records.is_empty() {
-            return Err(StorageError::EmptyAppend);
-        }
-        if !self.writable {
-            return Err(StorageError::ReadOnly);
-        }
-        let config = self.config();
-        let groups = pack_batches(records, &config)?;
-        let timestamp = now_ms();
-        let mut w = self.writer.lock();
-        if w.closed {
-            return Err(StorageError::NoSuchPartition(self.name.clone()));
-        }
-        // All or nothing: batches are written unpublished and become visible
-        // together; if one fails, the ones before it are cut away again.
-        let first_offset = self.log_end_offset.load(Ordering::Acquire);
-        let first_segment = self
-            .active_segment()
-            .expect("a writable log has an active segment");
-        let snapshot = first_segment.snapshot()?;
-        let mut written = Written {
-            segments: vec![first_segment.clone()],
-            sealed: Vec::new(),
-            next_offset: first_offset,
-            bytes: 0,
-        };
-        let result = self.write_batches(&mut w, &config, records, &groups, timestamp, &mut written);
-        if let Err(e) = result {
-            self.undo_append(&first_segment, &snapshot, &written);
-            return Err(e);
-        }
-        for seg in &written.segments {
-            seg.publish();
-        }
-        self.log_end_offset
-            .store(written.next_offset, Ordering::Release);
-        drop(w);
-        for sealed in &written.sealed {
-            sealed.unload_indexes();
-        }
-        if let Some(last_sealed) = written.segments.last()
-            && written.segments.len() > 1
-        {
-            self.schedule_flush(last_sealed.base_offset);
-        }
-        let last_offset = written.next_offset - 1;
-        if last_offset + 1 - self.recovery_point() >= config.flush_messages {
-            self.flush()?;
-        }
-        Ok(AppendInfo {
-            first_offset,
-            last_offset,
-            batches: groups.len(),
-            bytes: written.bytes,
-        })
-    }
-
-    /// Encodes and writes each batch of an append, rolling where Kafka would.
-    fn write_batches(
-        &self,
-        w: &mut Writer,
-        config: &LogConfig,
-        records: &[NewRecord],
-        groups: &[std::ops::Range<usize>],
-        timestamp: i64,
-        written: &mut Written,
-    ) -> Result<()> {
-        let codec = config.compression_type.codec();
-        for range in groups {
-            let base = written.next_offset;
-            let recs = &records[range.clone()];
-            let last = base + recs.len() as i64 - 1;
-            w.buf.clear();
-            encode_batch_compressed(&mut w.buf, base, timestamp, recs, codec);
-            if let Some(sealed) =
-                self.maybe_roll(config, w.buf.len() as u64, timestamp, last, base)?
-            {
-                written.sealed.push(sealed);
-                written
-                    .segments
-                    .push(self.active_segment().expect("just rolled"));
-            }
-            let seg = self
-                .active_segment()
-                .expect("a writable log has an active segment");
-            let pos = seg.write_pos();
-            seg.append(&w.buf)?;
-            let stream_bytes: u64 = recs
-                .iter()
-                .map(|r| r.value.map_or(0, |v| v.len() as u64) + 1)
-                .sum();
-            self.tally
-                .appended(seg.base_offset, pos, w.buf.len() as u64, stream_bytes);
-            written.bytes += w.buf.len() as u64;
-            written.next_offset = last + 1;
-        }
-        Ok(())
-    }
-
-    /// Removes every trace of a failed append: segments it rolled to are
-    /// deleted, the first one is cut back and made active again.
-    fn undo_append(&self, first: &Arc<LogSegment>, snapshot: &SegmentSnapshot, written: &Written) {
-        for seg in &written.segments[1..] {
-            self.segments.write().remove(&seg.base_offset);
-            seg.delete_files();
-        }
-        if let Err(e) = first.rollback(snapshot) {
-            error!(
-                "Could not undo a failed append to {}: {e}; the unpublished bytes stay past the log end until recovery",
-                first.path().display()
-            );
-        }
-        self.tally.forget();
-        warn!(
-            "Append to {} failed; nothing of it was kept (log end offset stays {})",
-            self.name,
-            self.log_end_offset()
-        );
-    }
-
-    /// Kafka's `maybeRoll`, called with the writer lock held. Returns the
-    /// segment it sealed, if it rolled.
-    fn maybe_roll(
-        &self,
-        config: &LogConfig,
-        batch_size: u64,
-        max_timestamp: i64,
-        last_offset: i64,
-        new_base: i64,
-    ) -> Result<Option<Arc<LogSegment>>> {
-        let active = self.active_segment().expect("active segment");
-        if active.write_pos() == 0 {
-            return Ok(None);
-        }
-        let segment_ms = config.segment_ms.saturating_sub(config.segment_jitter_ms);
-        if active.should_roll(
-            batch_size,
-            max_timestamp,
-            config.segment_bytes as u64,
-            segment_ms,
-        )? || !active.can_convert_to_relative(last_offset)
-        {
-            return self.roll_locked(config, new_base);
-        }
-        Ok(None)
-    }
-
-    /// Rolls the active segment. Rolling an empty active segment does nothing.
-    pub fn roll(&self) -> Result<()> {
-        if !self.writable {
-            return Err(StorageError::ReadOnly);
-        }
-        let config = self.config();
-        let w = self.writer.lock();
-        if w.closed {
-            return Err(StorageError::NoSuchPartition(self.name.clone()));
-        }
-        self.roll_now(&config)
-    }
-
-    /// A roll outside an append: at the log end, with nothing unpublished.
-    fn roll_now(&self, config: &LogConfig) -> Result<()> {
-        let new_base = self.log_end_offset();
-        if let Some(sealed) = self.roll_locked(config, new_base)? {
-            sealed.unload_indexes();
-            self.schedule_flush(new_base);
-        }
-        Ok(())
-    }
-
-    /// Seals the active segment and starts one at `new_base`. The caller
-    /// unloads the sealed segment's indexes and schedules its flush once
-    /// what it wrote is published.
-    fn roll_locked(&self, config: &LogConfig, new_base: i64) -> Result<Option<Arc<LogSegment>>> {
-        let started = Instant::now();
-        let active = self.active_segment().expect("active segment");
-        if active.write_pos() == 0 {
-            return Ok(None);
-        }
-        // Create first: if the disk is full the old segment stays active, untouched.
-        let segment = Arc::new(LogSegment::create(&self.dir, new_base, settings(config))?);
-        active.seal()?;
-        self.tally.sealed(active.base_offset, active.write_pos());
-        self.tally.start_segment(new_base);
-        self.segments.write().insert(new_base, segment);
-        info!(
-            "[Log partition={}, dir={}] Rolled new log segment at offset {new_base} in {} ms.",
-            self.name,
-            self.dir.parent().unwrap_or(&self.dir).display(),
-            started.elapsed().as_millis()
-        );
-        Ok(Some(active))
-    }
-
-    /// Kafka flushes a sealed segment asynchronously, advancing the recovery point.
-    fn schedule_flush(&self, up_to: i64) {
-        let me = self.self_ref.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("flush-{}", self.name))
-            .spawn(move || {
-                if let Some(log) = me.upgrade()
-                    && !log.deleted.load(Ordering::Acquire)
-                    && let Err(e) = log.flush_up_to(up_to)
-                {
-                    error!("Error flushing {} after roll: {e}", log.name);
-                }
-            });
-        if let Err(e) = spawned {
-            warn!(
-                "Could not start the flush after roll of {}: {e}; it runs at the next flush",
-                self.name
-            );
-        }
-    }
-
     pub fn log_start_offset(&self) -> i64 {
         self.log_start_offset.load(Ordering::Acquire)
     }
@@ -499,57 +260,6 @@ impl PartitionLog {
             lookup_bytes_read: self.lookup_bytes_read.load(Ordering::Relaxed),
             fsyncs: self.fsyncs.load(Ordering::Relaxed),
         }
-    }
-
-    /// fsyncs every segment up to the LEO, advances the recovery point, writes the checkpoint.
-    pub fn flush(&self) -> Result<()> {
-        self.flush_up_to(self.log_end_offset())
-    }
-
-    fn flush_up_to(&self, offset: i64) -> Result<()> {
-        if !self.writable {
-            return Ok(());
-        }
-        let _f = self.flush_lock.lock();
-        let segs: Vec<_> = self
-            .segments
-            .read()
-            .range(..offset)
-            .map(|(_, s)| s.clone())
-            .collect();
-        for seg in segs {
-            if seg.flush()? {
-                self.fsyncs.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        // New segment files are durable only once the directory entry is.
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .at(&self.dir)?;
-        self.last_flush_ms.store(now_ms(), Ordering::Relaxed);
-        if offset > self.recovery_point() {
-            self.recovery_point.fetch_max(offset, Ordering::AcqRel);
-            if !self.deleted.load(Ordering::Acquire) {
-                self.checkpoints.set_recovery_point(
-                    &self.topic,
-                    self.partition,
-                    self.recovery_point(),
-                )?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Flushes when `flush.ms` has passed since the last flush.
-    pub fn maybe_flush_on_time(&self, now_ms: i64) -> Result<()> {
-        let flush_ms = self.config().flush_ms;
-        if flush_ms == i64::MAX || self.log_end_offset() == self.recovery_point() {
-            return Ok(());
-        }
-        if now_ms - self.last_flush_ms.load(Ordering::Relaxed) >= flush_ms {
-            self.flush()?;
-        }
-        Ok(())
     }
 
     /// Base offset of the active segment.
@@ -657,40 +367,4 @@ fn is_hidden(name: &str) -> bool {
         || name == STREAM_LENGTHS_FILE
         || name.ends_with(".tmp")
         || name.starts_with('.')
-}
-
-/// Splits records, in order, into the fewest batches that each fit
-/// `max.message.bytes` (greedy packing is optimal for contiguous groups).
-fn pack_batches(records: &[NewRecord], config: &LogConfig) -> Result<Vec<std::ops::Range<usize>>> {
-    let max = config.max_message_bytes.max(0) as usize;
-    let segment_bytes = config.segment_bytes as usize;
-    let mut groups = Vec::with_capacity(1);
-    let mut start = 0;
-    let mut size = crate::record::HEADER_LEN;
-    let check_segment = |size: usize| {
-        if size > segment_bytes {
-            return Err(StorageError::BatchLargerThanSegment {
-                size,
-                max: segment_bytes,
-            });
-        }
-        Ok(())
-    };
-    for (i, r) in records.iter().enumerate() {
-        let add = r.encoded_size((i - start) as i32);
-        if i > start && size + add > max {
-            check_segment(size)?;
-            groups.push(start..i);
-            start = i;
-            size = crate::record::HEADER_LEN + r.encoded_size(0);
-        } else {
-            size += add;
-        }
-        if i == start && size > max {
-            return Err(StorageError::RecordTooLarge { size, max });
-        }
-    }
-    check_segment(size)?;
-    groups.push(start..records.len());
-    Ok(groups)
 }
