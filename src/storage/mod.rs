@@ -2,6 +2,7 @@
 //! `.log` files, sparse memory-mapped `.index`/`.timeindex`, roll, flush,
 //! recovery and retention. No FUSE here: this is a library.
 
+pub mod batch_reader;
 pub mod check;
 pub mod checkpoint;
 pub mod config;

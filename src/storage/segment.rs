@@ -13,10 +13,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use log::{error, info, warn};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
+use super::batch_reader::{BatchReader, Step, read_full_at, read_full_into};
 use super::error::{IoContext, Result, StorageError};
 use super::index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
 use super::names::segment_file_name;
-use crate::record::{Batch, BatchHeader, HEADER_LEN, LOG_OVERHEAD, peek_frame};
+use crate::record::{Batch, BatchHeader, HEADER_LEN};
 
 /// A size not learned yet (see [`LogSegment::size`]).
 const UNKNOWN_SIZE: u64 = u64::MAX;
@@ -333,7 +334,8 @@ impl LogSegment {
             // are checked as lookups use them.
             if let Some(last) = offset.last_entry() {
                 let mut hdr = [0u8; HEADER_LEN];
-                let n = self.read_at(&mut hdr, last.position as u64)?;
+                let n = read_full_at(self.log_file()?, &mut hdr, last.position as u64)
+                    .at(&self.log_path)?;
                 match BatchHeader::parse(&hdr[..n]) {
                     Ok(h) if h.last_offset() == last.offset => {}
                     _ => {
@@ -648,120 +650,42 @@ impl LogSegment {
     /// Walks batch headers from `start`, calling `f(position, header)` until it
     /// returns false, the published end is reached, or a batch cannot be read.
     /// Returns the bytes read from the file.
-    pub fn scan(&self, start: u64, f: impl FnMut(u64, &BatchHeader) -> bool) -> Result<u64> {
-        self.scan_with(start, SCAN_CHUNK, f)
-    }
-
-    /// [`LogSegment::scan`] reading `chunk` bytes at a time.
-    fn scan_with(
-        &self,
-        start: u64,
-        chunk: usize,
-        mut f: impl FnMut(u64, &BatchHeader) -> bool,
-    ) -> Result<u64> {
-        let end = self.size();
-        let mut buf = vec![
-            0u8;
-            chunk
-                .min((end.saturating_sub(start)) as usize)
-                .max(HEADER_LEN)
-        ];
-        let mut buf_start = start;
-        let mut buf_len = 0usize;
-        let mut pos = start;
-        let mut read = 0u64;
-        let mut last_batch = 0usize;
-        while pos + HEADER_LEN as u64 <= end {
-            if pos + HEADER_LEN as u64 > buf_start + buf_len as u64 {
-                buf_start = pos;
-                // Batches larger than a chunk leave nothing to read ahead
-                // for: fetch just the next header.
-                let want = if last_batch >= buf.len() {
-                    HEADER_LEN
-                } else {
-                    buf.len()
-                };
-                let want = want.min((end - pos) as usize);
-                buf_len = self.read_at(&mut buf[..want], pos)?;
-                read += buf_len as u64;
-                if buf_len < HEADER_LEN {
-                    break;
-                }
-            }
-            let off = (pos - buf_start) as usize;
-            let Ok(h) = BatchHeader::parse(&buf[off..buf_len]) else {
-                break;
-            };
+    pub fn scan(&self, start: u64, mut f: impl FnMut(u64, &BatchHeader) -> bool) -> Result<u64> {
+        let mut walk = self.reader(start, SCAN_CHUNK)?;
+        while let Some((pos, h)) = walk.next_header()? {
             if !f(pos, &h) {
                 break;
             }
-            pos += h.size() as u64;
-            last_batch = h.size();
         }
-        Ok(read)
+        Ok(walk.bytes_read())
     }
 
-    fn read_at(&self, buf: &mut [u8], pos: u64) -> Result<usize> {
-        let mut done = 0;
-        while done < buf.len() {
-            match self
-                .log_file()?
-                .read_at(&mut buf[done..], pos + done as u64)
-            {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(StorageError::io(&self.log_path, e)),
-            }
+    /// A walk of the published bytes from `start`, reading `chunk` bytes at a
+    /// time. A range too short for a batch opens no file: scanning an empty
+    /// segment costs no system call.
+    fn reader(&self, start: u64, chunk: usize) -> Result<BatchReader<'_>> {
+        let end = self.size();
+        if start + HEADER_LEN as u64 > end {
+            return Ok(BatchReader::empty_at(start));
         }
-        Ok(done)
+        Ok(BatchReader::new(
+            self.log_file()?,
+            &self.log_path,
+            start,
+            end,
+            chunk,
+        ))
     }
 
     /// Reads the whole batch at `pos` and checks its CRC.
     pub fn read_batch(&self, pos: u64, size: usize) -> Result<Vec<u8>> {
-        let mut buf = Vec::with_capacity(size);
-        let n = self.read_uninit_at(&mut buf, size, pos)?;
+        let mut buf = Vec::new();
+        let n = read_full_into(self.log_file()?, &mut buf, size, pos).at(&self.log_path)?;
         if n < size {
             return Err(self.corrupt(pos, format!("batch of {size} bytes is cut short at {n}")));
         }
         Batch::parse(&buf)?.verify_crc()?;
         Ok(buf)
-    }
-
-    /// Reads up to `len` bytes at `pos` into `buf`'s spare capacity, so a
-    /// large batch buffer is not zeroed first only to be overwritten.
-    fn read_uninit_at(&self, buf: &mut Vec<u8>, len: usize, pos: u64) -> Result<usize> {
-        use std::os::fd::AsRawFd;
-        buf.clear();
-        buf.reserve(len);
-        let fd = self.log_file()?.as_raw_fd();
-        while buf.len() < len {
-            let want = len - buf.len();
-            let spare = &mut buf.spare_capacity_mut()[..want];
-            // SAFETY: pread writes at most `spare.len()` bytes into memory we own,
-            // and we only extend the length by what it reports as written.
-            let n = unsafe {
-                libc::pread(
-                    fd,
-                    spare.as_mut_ptr().cast(),
-                    spare.len(),
-                    (pos + buf.len() as u64) as libc::off_t,
-                )
-            };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(StorageError::io(&self.log_path, e));
-            }
-            if n == 0 {
-                break;
-            }
-            // SAFETY: the kernel initialised these `n` bytes.
-            unsafe { buf.set_len(buf.len() + n as usize) };
-        }
-        Ok(buf.len())
     }
 
     fn corrupt(&self, pos: u64, reason: String) -> StorageError {
@@ -810,62 +734,30 @@ impl LogSegment {
     /// than that, it reads as much as that batch held, which usually brings
     /// the whole next batch in the same read.
     fn locate(&self, offset: i64, entry: OffsetPosition) -> Result<(u64, Located)> {
-        let end = self.size();
         let start = entry.position as u64;
         let chunk =
             (self.settings.index_interval_bytes as usize + HEADER_LEN).clamp(512, SCAN_CHUNK);
-        let mut buf: Vec<u8> = Vec::new();
-        let mut buf_start = start;
-        let mut pos = start;
-        let mut read = 0u64;
-        let mut last_batch = 0usize;
+        let mut walk = self.reader(start, chunk)?.for_lookup();
         let mut first = true;
-        while pos + HEADER_LEN as u64 <= end {
-            if pos + HEADER_LEN as u64 > buf_start + buf.len() as u64 {
-                let want = if last_batch >= chunk {
-                    last_batch.max(HEADER_LEN)
-                } else {
-                    chunk
-                };
-                let want = want.min((end - pos) as usize);
-                let n = self.read_uninit_at(&mut buf, want, pos)?;
-                buf_start = pos;
-                read += n as u64;
-                if n < HEADER_LEN {
-                    break;
-                }
-            }
-            let off = (pos - buf_start) as usize;
-            let Ok(h) = BatchHeader::parse(&buf[off..]) else {
-                break;
-            };
+        while let Some((pos, h)) = walk.next_header()? {
             if first {
                 first = false;
                 // An index entry must point at the start of the batch that ends
                 // at its offset; anything else means the index is damaged.
                 if start != 0 && h.last_offset() != entry.offset {
-                    return Ok((read, Located::BadEntry));
+                    return Ok((walk.bytes_read(), Located::BadEntry));
                 }
             }
             if h.last_offset() >= offset {
                 if h.base_offset > offset {
-                    return Ok((read, Located::Absent));
+                    return Ok((walk.bytes_read(), Located::Absent));
                 }
-                let size = h.size();
-                let bytes = (off + size <= buf.len()).then(|| {
-                    buf.truncate(off + size);
-                    if off > 0 {
-                        buf.drain(..off);
-                    }
-                    std::mem::take(&mut buf)
-                });
-                return Ok((read, Located::Found(pos, h, bytes)));
+                let bytes = walk.take_buffered(pos, h.size());
+                return Ok((walk.bytes_read(), Located::Found(pos, h, bytes)));
             }
-            pos += h.size() as u64;
-            last_batch = h.size();
         }
         Ok((
-            read,
+            walk.bytes_read(),
             if first && start != 0 {
                 Located::BadEntry
             } else {
@@ -999,40 +891,17 @@ impl LogSegment {
         start: u64,
         mut f: impl FnMut(u64, &Batch) -> Result<bool>,
     ) -> Result<()> {
-        let end = self.size();
-        let mut pos = start;
-        let mut buf: Vec<u8> = Vec::new();
-        let mut buf_start = start;
-        while pos + HEADER_LEN as u64 <= end {
-            let have = (buf_start + buf.len() as u64).saturating_sub(pos) as usize;
-            let off = (pos - buf_start) as usize;
-            let need = if have >= LOG_OVERHEAD + 5 {
-                match peek_frame(&buf[off..]) {
-                    Ok(fr) => fr.size,
-                    Err(_) => break,
+        let mut walk = self.reader(start, SCAN_CHUNK)?;
+        loop {
+            match walk.next_batch()? {
+                Step::Batch(pos, batch) => {
+                    if !f(pos, &batch)? {
+                        break;
+                    }
                 }
-            } else {
-                HEADER_LEN
-            };
-            if have < need {
-                let want = need.max(SCAN_CHUNK).min((end - pos) as usize);
-                if want < need {
-                    break;
-                }
-                buf.resize(want, 0);
-                let n = self.read_at(&mut buf, pos)?;
-                buf.truncate(n);
-                buf_start = pos;
-                if n < need {
-                    break;
-                }
-                continue;
+                Step::Invalid { error, .. } => return Err(error.into()),
+                Step::End | Step::Unframed { .. } | Step::Torn { .. } => break,
             }
-            let batch = Batch::parse(&buf[off..])?;
-            if !f(pos, &batch)? {
-                break;
-            }
-            pos += batch.size() as u64;
         }
         Ok(())
     }
@@ -1041,7 +910,8 @@ impl LogSegment {
     /// offsets), cuts the `.log` at the first bad or torn one and rebuilds both
     /// indexes from what remains.
     pub fn recover(&self, min_offset: i64) -> Result<RecoveryResult> {
-        let file_size = self.log_file()?.metadata().at(&self.log_path)?.len();
+        let log = self.log_file()?;
+        let file_size = log.metadata().at(&self.log_path)?.len();
         // One pass: each batch is validated and indexed as it is read. The old
         // maps go first, since the index files are recreated under them.
         let mut guard = self.indexes.write();
@@ -1054,37 +924,9 @@ impl LogSegment {
         let mut batches = 0u64;
         let mut next_offset = None;
         let mut first_max_timestamp = None;
-        let mut buf: Vec<u8> = Vec::new();
-        let mut buf_start: u64 = 0;
-        'outer: while valid < file_size {
-            // Make sure the whole batch at `valid` is in `buf`.
-            let mut need = LOG_OVERHEAD + 5;
-            loop {
-                let have = (buf_start + buf.len() as u64).saturating_sub(valid) as usize;
-                if valid < buf_start || have < need {
-                    let want = need.max(RECOVERY_CHUNK).min((file_size - valid) as usize);
-                    if want < need {
-                        break 'outer; // torn: the file ends inside this batch
-                    }
-                    let n = self.read_uninit_at(&mut buf, want, valid)?;
-                    buf_start = valid;
-                    if n < need {
-                        break 'outer;
-                    }
-                    continue;
-                }
-                let off = (valid - buf_start) as usize;
-                match peek_frame(&buf[off..]) {
-                    Ok(frame) if frame.size > need => need = frame.size,
-                    Ok(_) => break,
-                    Err(_) => break 'outer,
-                }
-            }
-            let off = (valid - buf_start) as usize;
-            let batch = match Batch::parse(&buf[off..]) {
-                Ok(b) => b,
-                Err(_) => break,
-            };
+        let mut walk = BatchReader::new(log, &self.log_path, 0, file_size, RECOVERY_CHUNK);
+        // The first bad or torn batch ends what is kept, whatever is wrong with it.
+        while let Step::Batch(pos, batch) = walk.next_batch()? {
             let h = batch.header;
             if batch.verify_crc().is_err()
                 || h.base_offset < expected_min
@@ -1092,12 +934,12 @@ impl LogSegment {
             {
                 break;
             }
-            index_batch(&mut ix, &mut st, interval, valid, &h);
+            index_batch(&mut ix, &mut st, interval, pos, &h);
             first_max_timestamp.get_or_insert(h.max_timestamp);
             expected_min = h.next_offset();
             next_offset = Some(h.next_offset());
             batches += 1;
-            valid += batch.size() as u64;
+            valid = pos + batch.size() as u64;
         }
         let truncated = file_size - valid;
         if truncated > 0 {
