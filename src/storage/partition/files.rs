@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{PartitionLog, is_hidden};
+use crate::storage::batch_reader::read_full_at;
 use crate::storage::error::{IoContext, Result, StorageError};
 use crate::storage::names::parse_segment_file_name;
 
@@ -144,17 +144,4 @@ impl PartitionLog {
         let path = self.file_path(name)?;
         File::open(&path).at(&path)
     }
-}
-
-fn read_full_at(f: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match f.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
 }
