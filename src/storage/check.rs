@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use super::batch_reader::{BatchReader, Step};
 use super::checkpoint::{self, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
 use super::config::{LogConfig, parse_properties};
 use super::error::{IoContext, Result};
@@ -14,7 +14,7 @@ use super::index::{OFFSET_ENTRY, TIME_ENTRY};
 use super::manager::{CLEAN_SHUTDOWN_FILE, LogManager, OpenOptions};
 use super::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
 use super::partition::PROPERTIES_FILE;
-use crate::record::{Batch, BatchHeader, LOG_OVERHEAD, RecordError, peek_frame};
+use crate::record::{BatchHeader, RecordError};
 
 const CHUNK: usize = 8 * 1024 * 1024;
 
@@ -149,121 +149,102 @@ fn scan_log(
     let f = File::open(path).at(path)?;
     let size = f.metadata().at(path)?.len();
     let mut batches = Vec::new();
-    let mut pos = 0u64;
-    let mut buf = Vec::new();
-    let mut buf_start = 0u64;
-    while pos < size {
-        let need_header = 61u64.min(size - pos) as usize;
-        let bytes = read_window(
-            &f,
-            path,
-            &mut buf,
-            &mut buf_start,
-            pos,
-            need_header.max(LOG_OVERHEAD + 5),
-            size,
-        )?;
-        let frame = match peek_frame(bytes) {
-            Ok(fr) => fr,
-            Err(e) => {
+    // Big chunks, so a segment is read once.
+    let mut walk = BatchReader::new(&f, path, 0, size, CHUNK);
+    loop {
+        let (pos, batch) = match walk.next_batch()? {
+            Step::Batch(pos, batch) => (pos, batch),
+            Step::End => break,
+            Step::Unframed { position, error } => {
                 report.problem(
                     path,
-                    pos,
-                    format!("{} invalid bytes at the end: {}", size - pos, describe(&e)),
+                    position,
+                    format!(
+                        "{} invalid bytes at the end: {}",
+                        size - position,
+                        describe(&error)
+                    ),
                 );
                 break;
             }
-        };
-        if pos + frame.size as u64 > size {
-            report.problem(
-                path,
-                pos,
-                format!(
-                    "torn batch: {} bytes declared, {} present",
-                    frame.size,
-                    size - pos
-                ),
-            );
-            break;
-        }
-        let bytes = read_window(&f, path, &mut buf, &mut buf_start, pos, frame.size, size)?;
-        let batch = match Batch::parse(bytes) {
-            Ok(b) => b,
-            Err(e) => {
-                report.problem(path, pos, describe(&e));
+            Step::Torn {
+                position,
+                declared,
+                present,
+            } => {
+                report.problem(
+                    path,
+                    position,
+                    format!("torn batch: {declared} bytes declared, {present} present"),
+                );
+                break;
+            }
+            Step::Invalid { position, error } => {
+                report.problem(path, position, describe(&error));
                 break;
             }
         };
-        let h = batch.header;
         if let Err(e) = batch.verify_crc() {
             report.problem(path, pos, describe(&e));
             break;
         }
-        if batches.is_empty() && h.base_offset != base {
-            report.problem(
-                path,
-                pos,
-                format!(
-                    "first batch has base offset {} but the file is named for {base}",
-                    h.base_offset
-                ),
-            );
-        }
-        if let Some(next) = *expected_next
-            && h.base_offset != next
-        {
-            let how = if h.base_offset < next {
-                "goes backwards"
-            } else {
-                "leaves a gap"
-            };
-            report.problem(
-                path,
-                pos,
-                format!("batch base offset {} {how}: expected {next}", h.base_offset),
-            );
-        }
-        if h.last_offset() - base > u32::MAX as i64 {
-            report.problem(path, pos, "offset does not fit a relative offset");
-        }
-        *expected_next = Some(h.next_offset());
+        let h = batch.header;
+        check_batch_offsets(
+            path,
+            pos,
+            &h,
+            base,
+            batches.is_empty(),
+            expected_next,
+            report,
+        );
         batches.push((pos, h));
-        pos += frame.size as u64;
     }
     Ok(LogScan { batches })
 }
 
-fn describe(e: &RecordError) -> String {
-    e.to_string()
+/// A batch's offsets against the file's name and the batch before it.
+fn check_batch_offsets(
+    path: &Path,
+    pos: u64,
+    h: &BatchHeader,
+    base: i64,
+    first: bool,
+    expected_next: &mut Option<i64>,
+    report: &mut CheckReport,
+) {
+    if first && h.base_offset != base {
+        report.problem(
+            path,
+            pos,
+            format!(
+                "first batch has base offset {} but the file is named for {base}",
+                h.base_offset
+            ),
+        );
+    }
+    if let Some(next) = *expected_next
+        && h.base_offset != next
+    {
+        let how = if h.base_offset < next {
+            "goes backwards"
+        } else {
+            "leaves a gap"
+        };
+        report.problem(
+            path,
+            pos,
+            format!("batch base offset {} {how}: expected {next}", h.base_offset),
+        );
+    }
+    if h.last_offset() - base > u32::MAX as i64 {
+        report.problem(path, pos, "offset does not fit a relative offset");
+    }
+    *expected_next = Some(h.next_offset());
 }
 
-/// Returns `len` bytes at `pos`, reading big chunks so a segment is read once.
-fn read_window<'a>(
-    f: &File,
-    path: &Path,
-    buf: &'a mut Vec<u8>,
-    buf_start: &mut u64,
-    pos: u64,
-    len: usize,
-    size: u64,
-) -> Result<&'a [u8]> {
-    let len = len.min((size - pos) as usize);
-    if pos < *buf_start || pos + len as u64 > *buf_start + buf.len() as u64 {
-        let want = len.max(CHUNK).min((size - pos) as usize);
-        buf.resize(want, 0);
-        let mut done = 0;
-        while done < want {
-            let n = f.read_at(&mut buf[done..], pos + done as u64).at(path)?;
-            if n == 0 {
-                break;
-            }
-            done += n;
-        }
-        buf.truncate(done);
-        *buf_start = pos;
-    }
-    let off = (pos - *buf_start) as usize;
-    Ok(&buf[off..(off + len).min(buf.len())])
+fn describe(e: &RecordError) -> String {
+    e.to_string()
 }
 
 /// Compares the index files with what Kafka's rule gives for the valid batches.
