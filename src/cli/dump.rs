@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use commitfs::record::internal::InternalDecoder;
 use commitfs::record::{Batch, Record, RecordError, control, peek_frame};
+use commitfs::storage::index::{
+    OFFSET_ENTRY, OffsetPosition, TimestampOffset, offset_entries, time_entries,
+};
 
 mod extra;
 
@@ -316,7 +319,7 @@ impl<W: Write> Dump<W> {
     fn index(&mut self, path: &Path) -> Result<(), DumpError> {
         let base = base_offset_of(path);
         let bytes = read(path).map_err(DumpError::Read)?;
-        let entries = bytes.len() / 8;
+        let entries = bytes.len() / OFFSET_ENTRY;
         if entries == 0 {
             writeln!(self.out, "{} is empty.", path.display())?;
             return Ok(());
@@ -326,15 +329,11 @@ impl<W: Write> Dump<W> {
         }
         let log = SiblingLog::open(path)?;
         let starts = log.as_ref().map(|l| l.batch_starts());
-        for i in 0..entries {
-            let e = &bytes[i * 8..i * 8 + 8];
-            let relative = u32::from_be_bytes(e[0..4].try_into().unwrap());
-            let position = u32::from_be_bytes(e[4..8].try_into().unwrap());
+        for (i, OffsetPosition { offset, position }) in offset_entries(base, &bytes).enumerate() {
             // A preallocated (untrimmed) index is zero-filled past its last entry.
-            if relative == 0 && i > 0 {
+            if offset == base && i > 0 {
                 break;
             }
-            let offset = base.wrapping_add(relative as i64);
             if let Some(starts) = &starts {
                 // -1: no batch starts at that position.
                 let found = starts.get(&(position as usize)).copied().unwrap_or(-1);
@@ -362,14 +361,10 @@ impl<W: Write> Dump<W> {
             (entries, ascending)
         });
         let mut prev_timestamp = -1i64;
-        for i in 0..bytes.len() / 12 {
-            let e = &bytes[i * 12..i * 12 + 12];
-            let timestamp = i64::from_be_bytes(e[0..8].try_into().unwrap());
-            let relative = u32::from_be_bytes(e[8..12].try_into().unwrap());
-            if relative == 0 && i > 0 {
+        for (i, TimestampOffset { timestamp, offset }) in time_entries(base, &bytes).enumerate() {
+            if offset == base && i > 0 {
                 break;
             }
-            let offset = base.wrapping_add(relative as i64);
             if let Some((log_entries, ascending)) = &entries_in_log {
                 match find_by_last_offset(log_entries, *ascending, offset) {
                     None => {

@@ -10,7 +10,7 @@ use super::batch_reader::{BatchReader, Step};
 use super::checkpoint::{self, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
 use super::config::{LogConfig, parse_properties};
 use super::error::{IoContext, Result};
-use super::index::{OFFSET_ENTRY, TIME_ENTRY};
+use super::index::{OFFSET_ENTRY, TIME_ENTRY, offset_entries, time_entries};
 use super::manager::{CLEAN_SHUTDOWN_FILE, LogManager, OpenOptions};
 use super::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
 use super::partition::PROPERTIES_FILE;
@@ -286,14 +286,8 @@ fn check_indexes(
                     ),
                 );
             }
-            let entries: Vec<(i64, u64)> = bytes
-                .chunks_exact(OFFSET_ENTRY)
-                .map(|c| {
-                    (
-                        base + u32::from_be_bytes(c[0..4].try_into().unwrap()) as i64,
-                        u32::from_be_bytes(c[4..8].try_into().unwrap()) as u64,
-                    )
-                })
+            let entries: Vec<(i64, u64)> = offset_entries(base, &bytes)
+                .map(|e| (e.offset, e.position as u64))
                 .collect();
             let real = if active {
                 // The active index is preallocated: its entries end at the first zero one.
@@ -361,14 +355,8 @@ fn check_indexes(
                     ),
                 );
             }
-            let entries: Vec<(i64, i64)> = bytes
-                .chunks_exact(TIME_ENTRY)
-                .map(|c| {
-                    (
-                        i64::from_be_bytes(c[0..8].try_into().unwrap()),
-                        base + u32::from_be_bytes(c[8..12].try_into().unwrap()) as i64,
-                    )
-                })
+            let entries: Vec<(i64, i64)> = time_entries(base, &bytes)
+                .map(|e| (e.timestamp, e.offset))
                 .collect();
             let real = if active {
                 let mut n = 0;
