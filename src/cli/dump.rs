@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use commitfs::record::internal::InternalDecoder;
-use commitfs::record::{Batch, Record, RecordError, control, peek_frame};
+use commitfs::record::{Batch, Record, RecordError, control};
+use commitfs::storage::batch_reader::{BatchReader, Step};
 use commitfs::storage::index::{
     OFFSET_ENTRY, OffsetPosition, TimestampOffset, offset_entries, time_entries,
 };
@@ -626,6 +627,7 @@ impl Entry<'_> {
 /// stopping at the first thing that is not a whole entry.
 struct Walk<'a> {
     buf: &'a [u8],
+    reader: BatchReader<'a>,
     valid_bytes: usize,
 }
 
@@ -633,6 +635,7 @@ impl<'a> Walk<'a> {
     fn new(buf: &'a [u8]) -> Self {
         Walk {
             buf,
+            reader: BatchReader::over(buf),
             valid_bytes: 0,
         }
     }
@@ -642,29 +645,36 @@ impl<'a> Iterator for Walk<'a> {
     type Item = Entry<'a>;
 
     fn next(&mut self) -> Option<Entry<'a>> {
-        let position = self.valid_bytes;
-        let rest = self.buf.get(position..).filter(|r| !r.is_empty())?;
-        let entry = match peek_frame(rest) {
-            Ok(_) => Entry::Batch {
+        let entry = match self.reader.next_batch().ok()? {
+            // Taken again from the file's bytes, which outlive the reader, so
+            // that entries can be kept (the time index check keeps them all).
+            Step::Batch(position, batch) => {
+                let (position, size) = (position as usize, batch.size());
+                Entry::Batch {
+                    position,
+                    batch: Batch::parse(&self.buf[position..position + size]).ok()?,
+                }
+            }
+            Step::Unframed {
                 position,
-                batch: Batch::parse(rest).ok()?,
-            },
-            Err(RecordError::UnsupportedMagic {
-                magic,
-                base_offset,
-                size,
-            }) if size <= rest.len() => Entry::Legacy {
-                position,
-                magic,
-                offset: base_offset,
-                size,
-            },
-            Err(_) => return None,
+                error:
+                    RecordError::UnsupportedMagic {
+                        magic,
+                        base_offset,
+                        size,
+                    },
+            } if size <= self.buf.len() - position as usize => {
+                self.reader.skip(size);
+                Entry::Legacy {
+                    position: position as usize,
+                    magic,
+                    offset: base_offset,
+                    size,
+                }
+            }
+            _ => return None,
         };
-        self.valid_bytes += match &entry {
-            Entry::Batch { batch, .. } => batch.size(),
-            Entry::Legacy { size, .. } => *size,
-        };
+        self.valid_bytes = self.reader.position() as usize;
         Some(entry)
     }
 }
