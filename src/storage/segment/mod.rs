@@ -10,14 +10,19 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use log::{error, info, warn};
-use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use log::{error, warn};
+use parking_lot::Mutex;
 
-use super::batch_reader::{BatchReader, Step, read_full_at, read_full_into};
+use super::batch_reader::{BatchReader, Step, read_full_into};
 use super::error::{IoContext, Result, StorageError};
 use super::index::{OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset};
 use super::names::segment_file_name;
 use crate::record::{Batch, BatchHeader, HEADER_LEN};
+
+mod lazy_index;
+
+pub(crate) use lazy_index::Indexes;
+use lazy_index::LazyIndex;
 
 /// A size not learned yet (see [`LogSegment::size`]).
 const UNKNOWN_SIZE: u64 = u64::MAX;
@@ -33,11 +38,6 @@ pub struct IndexSettings {
     pub offset_index_max_bytes: u64,
     pub time_index_max_bytes: u64,
     pub index_interval_bytes: u64,
-}
-
-pub(crate) struct Indexes {
-    pub offset: OffsetIndex,
-    pub time: TimeIndex,
 }
 
 /// State only the appender touches (under the partition's writer lock).
@@ -124,7 +124,7 @@ pub struct LogSegment {
     write_pos: AtomicU64,
     /// Bytes that have been fsynced.
     flushed_size: AtomicU64,
-    indexes: RwLock<Option<Indexes>>,
+    indexes: LazyIndex,
     state: Mutex<AppendState>,
     settings: IndexSettings,
     writable: bool,
@@ -172,7 +172,7 @@ impl LogSegment {
         })();
         match created {
             Ok(ix) => {
-                *seg.indexes.get_mut() = Some(ix);
+                seg.indexes.set(ix);
                 seg.state.get_mut().timestamps_known = true;
                 seg.active.store(true, Ordering::Relaxed);
                 Ok(seg)
@@ -220,7 +220,7 @@ impl LogSegment {
             size: AtomicU64::new(size),
             write_pos: AtomicU64::new(size),
             flushed_size: AtomicU64::new(size),
-            indexes: RwLock::new(None),
+            indexes: LazyIndex::default(),
             state: Mutex::new(AppendState {
                 max_timestamp: -1,
                 offset_of_max_timestamp: base_offset,
@@ -290,174 +290,6 @@ impl LogSegment {
 
     pub fn is_active(&self) -> bool {
         self.active.load(Ordering::Relaxed)
-    }
-
-    // ---- indexes -------------------------------------------------------------
-
-    /// The indexes, loading (and if needed rebuilding) them on first use.
-    pub(crate) fn indexes(&self) -> Result<RwLockReadGuard<'_, Option<Indexes>>> {
-        {
-            let g = self.indexes.read();
-            if g.is_some() {
-                return Ok(g);
-            }
-        }
-        {
-            let mut g = self.indexes.write();
-            if g.is_none() {
-                *g = Some(self.load_indexes()?);
-            }
-        }
-        Ok(self.indexes.read())
-    }
-
-    /// Maps the index files, checks them against the log and rebuilds them
-    /// from the `.log` if they are missing or cannot be trusted.
-    fn load_indexes(&self) -> Result<Indexes> {
-        let index_path = self.index_path();
-        let time_path = self.time_index_path();
-        let size = self.size();
-        if !index_path.exists() {
-            error!(
-                "Could not find offset index file corresponding to log file {}, recovering segment and rebuilding index files...",
-                self.log_path.display()
-            );
-            return self.rebuild_indexes();
-        }
-        let loaded = (|| -> Result<std::result::Result<Indexes, String>> {
-            let offset = OffsetIndex::open(&index_path, self.base_offset, self.writable)?;
-            if let Err(why) = offset.check(size) {
-                return Ok(Err(format!("offset index {}: {why}", index_path.display())));
-            }
-            // The log end is found by scanning from the last entry, so that
-            // entry must point at the batch ending at its offset. Other entries
-            // are checked as lookups use them.
-            if let Some(last) = offset.last_entry() {
-                let mut hdr = [0u8; HEADER_LEN];
-                let n = read_full_at(self.log_file()?, &mut hdr, last.position as u64)
-                    .at(&self.log_path)?;
-                match BatchHeader::parse(&hdr[..n]) {
-                    Ok(h) if h.last_offset() == last.offset => {}
-                    _ => {
-                        return Ok(Err(format!(
-                            "offset index {}: last entry (offset {}, position {}) does not point at its batch",
-                            index_path.display(),
-                            last.offset,
-                            last.position
-                        )));
-                    }
-                }
-            }
-            if !time_path.exists() {
-                return Ok(Err(format!(
-                    "time index {} is missing",
-                    time_path.display()
-                )));
-            }
-            let time = TimeIndex::open(&time_path, self.base_offset, self.writable)?;
-            let next = self.next_offset_upper_bound(&offset)?;
-            if let Err(why) = time.check(next) {
-                return Ok(Err(format!("time index {}: {why}", time_path.display())));
-            }
-            Ok(Ok(Indexes { offset, time }))
-        })()?;
-        match loaded {
-            Ok(ix) => {
-                let last = ix.time.last_entry();
-                let mut st = self.state.lock();
-                if !st.timestamps_known {
-                    st.max_timestamp = last.timestamp;
-                    st.offset_of_max_timestamp = last.offset;
-                    st.timestamps_known = true;
-                }
-                Ok(ix)
-            }
-            Err(why) => {
-                error!(
-                    "Found a corrupted index file corresponding to log file {} due to {why}, recovering segment and rebuilding index files...",
-                    self.log_path.display()
-                );
-                self.rebuild_indexes()
-            }
-        }
-    }
-
-    /// The offset after the last batch, found from the last index entry plus a
-    /// short scan (an upper bound for checks when the log is damaged).
-    fn next_offset_upper_bound(&self, offset: &OffsetIndex) -> Result<i64> {
-        let start = offset.last_entry().map(|e| e.position as u64).unwrap_or(0);
-        let mut next = self.base_offset;
-        self.scan(start, |_, h| {
-            next = h.next_offset();
-            true
-        })?;
-        Ok(next.max(
-            offset
-                .last_entry()
-                .map_or(self.base_offset, |e| e.offset + 1),
-        ))
-    }
-
-    /// Builds both indexes from the `.log` with Kafka's rule, byte for byte what
-    /// the appends would have written. Sealed segments get the final time index
-    /// entry and trimmed files; the active one keeps its preallocation.
-    fn rebuild_indexes(&self) -> Result<Indexes> {
-        let mut ix = self.fresh_indexes()?;
-        let mut st = AppendState::rebuilt(self.base_offset);
-        let interval = self.settings.index_interval_bytes;
-        let size = self.size();
-        self.scan(0, |pos, h| {
-            if pos + h.size() as u64 > size {
-                return false;
-            }
-            index_batch(&mut ix, &mut st, interval, pos, h);
-            true
-        })?;
-        if !self.is_active() {
-            ix.time
-                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true);
-            ix.offset.trim()?;
-            ix.time.trim()?;
-        }
-        *self.state.lock() = st;
-        Ok(ix)
-    }
-
-    /// Empty indexes at the preallocated size: on disk, or in memory when the
-    /// data directory must not be written.
-    fn fresh_indexes(&self) -> Result<Indexes> {
-        let s = self.settings;
-        if self.writable {
-            Ok(Indexes {
-                offset: OffsetIndex::create(
-                    &self.index_path(),
-                    self.base_offset,
-                    s.offset_index_max_bytes,
-                )?,
-                time: TimeIndex::create(
-                    &self.time_index_path(),
-                    self.base_offset,
-                    s.time_index_max_bytes,
-                )?,
-            })
-        } else {
-            info!(
-                "Rebuilding the indexes of {} in memory only: the data directory is read-only",
-                self.log_path.display()
-            );
-            Ok(Indexes {
-                offset: OffsetIndex::in_memory(
-                    &self.index_path(),
-                    self.base_offset,
-                    s.offset_index_max_bytes,
-                )?,
-                time: TimeIndex::in_memory(
-                    &self.time_index_path(),
-                    self.base_offset,
-                    s.time_index_max_bytes,
-                )?,
-            })
-        }
     }
 
     /// Prepares a segment loaded from disk to take appends: preallocates its
@@ -622,7 +454,7 @@ impl LogSegment {
     /// descriptors and two maps per sealed segment.
     pub fn unload_indexes(&self) {
         if self.writable && !self.is_active() {
-            *self.indexes.write() = None;
+            self.indexes.unload();
         }
     }
 
@@ -637,7 +469,7 @@ impl LogSegment {
             return Ok(false);
         }
         self.log_file()?.sync_data().at(&self.log_path)?;
-        if let Some(ix) = self.indexes.read().as_ref() {
+        if let Some(ix) = self.indexes.loaded().as_ref() {
             ix.offset.flush()?;
             ix.time.flush()?;
         }
