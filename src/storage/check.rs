@@ -257,7 +257,29 @@ fn check_indexes(
     report: &mut CheckReport,
 ) -> Result<()> {
     let interval = config.index_interval_bytes.max(0) as u64;
-    let mut expected_offsets = Vec::new();
+    let expected = expected_index(base, scan, interval);
+    let index_path = pdir.join(segment_file_name(base, "index"));
+    check_offset_index(&index_path, base, scan, &expected, interval, active, report);
+    let time_path = pdir.join(segment_file_name(base, "timeindex"));
+    check_time_index(&time_path, base, scan, &expected, active, report);
+    Ok(())
+}
+
+/// What Kafka's index rule gives for a segment's valid batches.
+struct ExpectedIndex {
+    /// (last offset, position) of each batch that gets an offset index entry.
+    offsets: Vec<(i64, u64)>,
+    /// The segment's largest timestamp, and the last offset of its batch.
+    max_ts: i64,
+    max_ts_offset: i64,
+}
+
+/// Kafka's index rule, stated here again, apart from the one the segment
+/// writes its indexes with (`index_batch`), on purpose: `check` is the oracle
+/// that the written indexes are tested against, so the two must not share
+/// code, nor a mistake.
+fn expected_index(base: i64, scan: &LogScan, interval: u64) -> ExpectedIndex {
+    let mut offsets = Vec::new();
     let mut since = 0u64;
     let (mut max_ts, mut max_ts_offset) = (-1i64, base);
     for (pos, h) in &scan.batches {
@@ -266,19 +288,33 @@ fn check_indexes(
             max_ts_offset = h.last_offset();
         }
         if since > interval {
-            expected_offsets.push((h.last_offset(), *pos));
+            offsets.push((h.last_offset(), *pos));
             since = 0;
         }
         since += h.size() as u64;
     }
+    ExpectedIndex {
+        offsets,
+        max_ts,
+        max_ts_offset,
+    }
+}
 
-    let index_path = pdir.join(segment_file_name(base, "index"));
-    match fs::read(&index_path) {
-        Err(_) => report.problem(&index_path, 0, "offset index file is missing"),
+fn check_offset_index(
+    index_path: &Path,
+    base: i64,
+    scan: &LogScan,
+    expected: &ExpectedIndex,
+    interval: u64,
+    active: bool,
+    report: &mut CheckReport,
+) {
+    match fs::read(index_path) {
+        Err(_) => report.problem(index_path, 0, "offset index file is missing"),
         Ok(bytes) => {
             if bytes.len() % OFFSET_ENTRY != 0 {
                 report.problem(
-                    &index_path,
+                    index_path,
                     bytes.len() as u64,
                     format!(
                         "size {} is not a whole number of 8-byte entries",
@@ -297,7 +333,7 @@ fn check_indexes(
             };
             if active && entries[real..].iter().any(|e| *e != (base, 0)) {
                 report.problem(
-                    &index_path,
+                    index_path,
                     (real * OFFSET_ENTRY) as u64,
                     "non-zero bytes after the last entry",
                 );
@@ -311,43 +347,52 @@ fn check_indexes(
                 let at = (i * OFFSET_ENTRY) as u64;
                 match positions.get(&position) {
                     None => report.problem(
-                        &index_path,
+                        index_path,
                         at,
                         format!("entry (offset {offset}, position {position}) does not point at a batch in the log"),
                     ),
                     Some(&last) if last != offset => report.problem(
-                        &index_path,
+                        index_path,
                         at,
                         format!("entry offset {offset} but the batch at position {position} ends at offset {last}"),
                     ),
                     _ => {}
                 }
             }
-            if entries[..real] != expected_offsets[..] {
+            if entries[..real] != expected.offsets[..] {
                 let first_diff = entries[..real]
                     .iter()
-                    .zip(&expected_offsets)
+                    .zip(&expected.offsets)
                     .position(|(a, b)| a != b)
-                    .unwrap_or(real.min(expected_offsets.len()));
+                    .unwrap_or(real.min(expected.offsets.len()));
                 report.problem(
-                    &index_path,
+                    index_path,
                     (first_diff * OFFSET_ENTRY) as u64,
                     format!(
                         "{real} entries where the index rule (index.interval.bytes={interval}) gives {}; first difference at entry {first_diff}",
-                        expected_offsets.len()
+                        expected.offsets.len()
                     ),
                 );
             }
         }
     }
+}
 
-    let time_path = pdir.join(segment_file_name(base, "timeindex"));
-    match fs::read(&time_path) {
-        Err(_) => report.problem(&time_path, 0, "time index file is missing"),
+fn check_time_index(
+    time_path: &Path,
+    base: i64,
+    scan: &LogScan,
+    expected: &ExpectedIndex,
+    active: bool,
+    report: &mut CheckReport,
+) {
+    let (max_ts, max_ts_offset) = (expected.max_ts, expected.max_ts_offset);
+    match fs::read(time_path) {
+        Err(_) => report.problem(time_path, 0, "time index file is missing"),
         Ok(bytes) => {
             if bytes.len() % TIME_ENTRY != 0 {
                 report.problem(
-                    &time_path,
+                    time_path,
                     bytes.len() as u64,
                     format!(
                         "size {} is not a whole number of 12-byte entries",
@@ -382,20 +427,20 @@ fn check_indexes(
                 let at = (i * TIME_ENTRY) as u64;
                 if o < base || o >= next.max(base + 1) {
                     report.problem(
-                        &time_path,
+                        time_path,
                         at,
                         format!("entry offset {o} is outside the segment [{base}, {next})"),
                     );
                 } else if batch_max.get(&o) != Some(&t) {
                     report.problem(
-                        &time_path,
+                        time_path,
                         at,
                         format!("entry (timestamp {t}, offset {o}) does not match the batch ending at offset {o}"),
                     );
                 }
                 if i > 0 && (t <= entries[i - 1].0 || o < entries[i - 1].1) {
                     report.problem(
-                        &time_path,
+                        time_path,
                         at,
                         format!("entry (timestamp {t}, offset {o}) does not grow"),
                     );
@@ -404,14 +449,13 @@ fn check_indexes(
             // A sealed segment ends with the entry written when it became inactive.
             if !active && max_ts >= 0 && entries.last() != Some(&(max_ts, max_ts_offset)) {
                 report.problem(
-                    &time_path,
+                    time_path,
                     bytes.len() as u64,
                     format!("the last entry is not the segment's largest timestamp {max_ts} at offset {max_ts_offset}"),
                 );
             }
         }
     }
-    Ok(())
 }
 
 fn check_checkpoints(
