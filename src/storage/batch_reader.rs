@@ -161,7 +161,7 @@ impl<'a> BatchReader<'a> {
 
     /// A walk that finds nothing at `pos`, for a range too short to hold a
     /// batch: it needs no open file.
-    pub fn empty_at(pos: u64) -> Self {
+    pub(crate) fn empty_at(pos: u64) -> Self {
         Self::with_source(Source::Bytes(&[]), pos, pos, 0)
     }
 
@@ -183,7 +183,7 @@ impl<'a> BatchReader<'a> {
 
     /// Past a batch larger than a chunk, reads as much as it held (see
     /// `read_ahead_batch`): the lookup walk.
-    pub fn for_lookup(mut self) -> Self {
+    pub(crate) fn for_lookup(mut self) -> Self {
         self.read_ahead_batch = true;
         self
     }
@@ -270,7 +270,7 @@ impl<'a> BatchReader<'a> {
 
     /// The batch at `pos` of `size` bytes, if the walk already read all of
     /// it: the buffer is handed over rather than copied.
-    pub fn take_buffered(&mut self, pos: u64, size: usize) -> Option<Vec<u8>> {
+    pub(crate) fn take_buffered(&mut self, pos: u64, size: usize) -> Option<Vec<u8>> {
         let w = &mut self.window;
         if !matches!(w.source, Source::File { .. }) || pos < w.start {
             return None;

@@ -57,8 +57,8 @@ impl LogSegment {
     }
 
     /// A walk of the published bytes from `start`, reading `chunk` bytes at a
-    /// time. A range too short for a batch opens no file: scanning an empty
-    /// segment costs no system call.
+    /// time. A range too short for a batch opens no file, so walking an empty
+    /// segment (a new active one) leaves its `.log` unopened until it is used.
     fn reader(&self, start: u64, chunk: usize) -> Result<BatchReader<'_>> {
         let end = self.size();
         if start + HEADER_LEN as u64 > end {
