@@ -319,6 +319,17 @@ impl OffsetPosition {
         }
     }
 
+    /// An entry as Kafka's `OffsetIndex.parseEntry` reads it: the relative
+    /// offset as a signed int, so one past `Int.MaxValue` comes out below the
+    /// base offset, which is what Kafka's sanity check looks for. The two
+    /// readings differ only for entries Kafka never writes.
+    pub fn decode_as_kafka(base_offset: i64, entry: &[u8]) -> Self {
+        OffsetPosition {
+            offset: base_offset.wrapping_add(be_u32(&entry[0..4]) as i32 as i64),
+            position: be_u32(&entry[4..8]),
+        }
+    }
+
     fn encode(&self, base_offset: i64) -> [u8; OFFSET_ENTRY] {
         let mut e = [0u8; OFFSET_ENTRY];
         e[0..4].copy_from_slice(&((self.offset - base_offset) as u32).to_be_bytes());
@@ -431,6 +442,15 @@ impl TimestampOffset {
         TimestampOffset {
             timestamp: i64::from_be_bytes(entry[0..8].try_into().unwrap()),
             offset: base_offset.wrapping_add(be_u32(&entry[8..12]) as i64),
+        }
+    }
+
+    /// An entry as Kafka's `TimeIndex.parseEntry` reads it, as
+    /// [`OffsetPosition::decode_as_kafka`].
+    pub fn decode_as_kafka(base_offset: i64, entry: &[u8]) -> Self {
+        TimestampOffset {
+            timestamp: i64::from_be_bytes(entry[0..8].try_into().unwrap()),
+            offset: base_offset.wrapping_add(be_u32(&entry[8..12]) as i32 as i64),
         }
     }
 
