@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use commitfs::record::internal::InternalDecoder;
 use commitfs::record::{Batch, Record, RecordError, control};
-use commitfs::storage::batch_reader::{BatchReader, Step};
+use commitfs::storage::batch_reader::{BatchReader, Step, Stop};
 use commitfs::storage::index::{
     OFFSET_ENTRY, OffsetPosition, TimestampOffset, offset_entries, time_entries,
 };
@@ -655,7 +655,7 @@ impl<'a> Iterator for Walk<'a> {
                     batch: Batch::parse(&self.buf[position..position + size]).ok()?,
                 }
             }
-            Step::Unframed {
+            Step::Stop(Stop::Unframed {
                 position,
                 error:
                     RecordError::UnsupportedMagic {
@@ -663,7 +663,7 @@ impl<'a> Iterator for Walk<'a> {
                         base_offset,
                         size,
                     },
-            } if size <= self.buf.len() - position as usize => {
+            }) if size <= self.buf.len() - position as usize => {
                 self.reader.skip(size);
                 Entry::Legacy {
                     position: position as usize,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
-use super::batch_reader::{BatchReader, Step};
+use super::batch_reader::{BatchReader, Stop};
 use super::checkpoint::{self, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
 use super::config::{LogConfig, parse_properties};
 use super::error::{IoContext, Result};
@@ -151,42 +151,10 @@ fn scan_log(
     let mut batches = Vec::new();
     // Big chunks, so a segment is read once.
     let mut walk = BatchReader::new(&f, path, 0, size, CHUNK);
-    loop {
-        let (pos, batch) = match walk.next_batch()? {
-            Step::Batch(pos, batch) => (pos, batch),
-            Step::End => break,
-            Step::Unframed { position, error } => {
-                report.problem(
-                    path,
-                    position,
-                    format!(
-                        "{} invalid bytes at the end: {}",
-                        size - position,
-                        describe(&error)
-                    ),
-                );
-                break;
-            }
-            Step::Torn {
-                position,
-                declared,
-                present,
-            } => {
-                report.problem(
-                    path,
-                    position,
-                    format!("torn batch: {declared} bytes declared, {present} present"),
-                );
-                break;
-            }
-            Step::Invalid { position, error } => {
-                report.problem(path, position, describe(&error));
-                break;
-            }
-        };
+    let stop = walk.for_each_batch(|pos, batch| {
         if let Err(e) = batch.verify_crc() {
             report.problem(path, pos, describe(&e));
-            break;
+            return Ok(false);
         }
         let h = batch.header;
         check_batch_offsets(
@@ -199,6 +167,29 @@ fn scan_log(
             report,
         );
         batches.push((pos, h));
+        Ok(true)
+    })?;
+    match stop {
+        None | Some(Stop::End) => {}
+        Some(Stop::Unframed { position, error }) => report.problem(
+            path,
+            position,
+            format!(
+                "{} invalid bytes at the end: {}",
+                size - position,
+                describe(&error)
+            ),
+        ),
+        Some(Stop::Torn {
+            position,
+            declared,
+            present,
+        }) => report.problem(
+            path,
+            position,
+            format!("torn batch: {declared} bytes declared, {present} present"),
+        ),
+        Some(Stop::Invalid { position, error }) => report.problem(path, position, describe(&error)),
     }
     Ok(LogScan { batches })
 }

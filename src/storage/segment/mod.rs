@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use log::{error, warn};
 use parking_lot::Mutex;
 
-use super::batch_reader::{BatchReader, Step};
+use super::batch_reader::BatchReader;
 use super::error::{IoContext, Result, StorageError};
 use super::index::{OffsetIndex, TimeIndex};
 use super::names::segment_file_name;
@@ -473,21 +473,22 @@ impl LogSegment {
         let mut first_max_timestamp = None;
         let mut walk = BatchReader::new(log, &self.log_path, 0, file_size, RECOVERY_CHUNK);
         // The first bad or torn batch ends what is kept, whatever is wrong with it.
-        while let Step::Batch(pos, batch) = walk.next_batch()? {
-            let h = batch.header;
+        walk.for_each_batch(|pos, batch| {
+            let h = &batch.header;
             if batch.verify_crc().is_err()
                 || h.base_offset < expected_min
                 || !self.can_convert_to_relative(h.last_offset())
             {
-                break;
+                return Ok(false);
             }
-            index_batch(&mut ix, &mut st, interval, pos, &h);
+            index_batch(&mut ix, &mut st, interval, pos, h);
             first_max_timestamp.get_or_insert(h.max_timestamp);
             expected_min = h.next_offset();
             next_offset = Some(h.next_offset());
             batches += 1;
             valid = pos + batch.size() as u64;
-        }
+            Ok(true)
+        })?;
         let truncated = file_size - valid;
         if truncated > 0 {
             if self.writable {

@@ -9,7 +9,7 @@ use log::error;
 
 use super::LogSegment;
 use crate::record::{Batch, BatchHeader, HEADER_LEN};
-use crate::storage::batch_reader::{BatchReader, Step, read_full_into};
+use crate::storage::batch_reader::{BatchReader, Stop, read_full_into};
 use crate::storage::error::{IoContext, Result, StorageError};
 use crate::storage::index::{OffsetPosition, TimestampOffset};
 
@@ -46,13 +46,9 @@ impl LogSegment {
     /// Walks batch headers from `start`, calling `f(position, header)` until it
     /// returns false, the published end is reached, or a batch cannot be read.
     /// Returns the bytes read from the file.
-    pub fn scan(&self, start: u64, mut f: impl FnMut(u64, &BatchHeader) -> bool) -> Result<u64> {
+    pub fn scan(&self, start: u64, f: impl FnMut(u64, &BatchHeader) -> bool) -> Result<u64> {
         let mut walk = self.reader(start, SCAN_CHUNK)?;
-        while let Some((pos, h)) = walk.next_header()? {
-            if !f(pos, &h) {
-                break;
-            }
-        }
+        walk.for_each_header(f)?;
         Ok(walk.bytes_read())
     }
 
@@ -135,31 +131,37 @@ impl LogSegment {
             (self.settings.index_interval_bytes as usize + HEADER_LEN).clamp(512, SCAN_CHUNK);
         let mut walk = self.reader(start, chunk)?.for_lookup();
         let mut first = true;
-        while let Some((pos, h)) = walk.next_header()? {
+        let mut found = None;
+        walk.for_each_header(|pos, h| {
             if first {
                 first = false;
                 // An index entry must point at the start of the batch that ends
                 // at its offset; anything else means the index is damaged.
                 if start != 0 && h.last_offset() != entry.offset {
-                    return Ok((walk.bytes_read(), Located::BadEntry));
+                    found = Some(Located::BadEntry);
+                    return false;
                 }
             }
             if h.last_offset() >= offset {
-                if h.base_offset > offset {
-                    return Ok((walk.bytes_read(), Located::Absent));
-                }
-                let bytes = walk.take_buffered(pos, h.size());
-                return Ok((walk.bytes_read(), Located::Found(pos, h, bytes)));
+                found = Some(if h.base_offset > offset {
+                    Located::Absent
+                } else {
+                    Located::Found(pos, *h, None)
+                });
+                return false;
             }
-        }
-        Ok((
-            walk.bytes_read(),
-            if first && start != 0 {
-                Located::BadEntry
-            } else {
-                Located::Absent
-            },
-        ))
+            true
+        })?;
+        let located = match found {
+            Some(Located::Found(pos, h, _)) => {
+                let bytes = walk.take_buffered(pos, h.size());
+                Located::Found(pos, h, bytes)
+            }
+            Some(other) => other,
+            None if first && start != 0 => Located::BadEntry,
+            None => Located::Absent,
+        };
+        Ok((walk.bytes_read(), located))
     }
 
     /// The batch holding `offset`, CRC-checked, with its position, and its
@@ -283,20 +285,12 @@ impl LogSegment {
     pub fn for_each_batch(
         &self,
         start: u64,
-        mut f: impl FnMut(u64, &Batch) -> Result<bool>,
+        f: impl FnMut(u64, &Batch) -> Result<bool>,
     ) -> Result<()> {
         let mut walk = self.reader(start, SCAN_CHUNK)?;
-        loop {
-            match walk.next_batch()? {
-                Step::Batch(pos, batch) => {
-                    if !f(pos, &batch)? {
-                        break;
-                    }
-                }
-                Step::Invalid { error, .. } => return Err(error.into()),
-                Step::End | Step::Unframed { .. } | Step::Torn { .. } => break,
-            }
+        match walk.for_each_batch(f)? {
+            Some(Stop::Invalid { error, .. }) => Err(error.into()),
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
