@@ -24,3 +24,4 @@ pub use partition::PROPERTIES_FILE;
 pub use partition::{
     AppendInfo, FileKind, PartitionFile, PartitionLog, PartitionStatus, RecordEntry,
 };
+pub use stream::STREAM_LENGTHS_FILE;
