@@ -16,6 +16,7 @@ use super::batch_reader::read_full_at;
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
 use super::error::{IoContext, Result, StorageError};
+use super::follow::DirWatch;
 use super::names::{parse_partition_name, validate_new_partition_name};
 use super::partition::{FileKind, LoadContext, PartitionFile, PartitionLog};
 
@@ -32,11 +33,13 @@ pub struct OpenOptions {
 }
 
 pub struct LogManager {
-    dir: PathBuf,
-    defaults: LogConfig,
+    pub(super) dir: PathBuf,
+    pub(super) defaults: LogConfig,
     read_only: bool,
-    checkpoints: Arc<Checkpoints>,
-    partitions: RwLock<BTreeMap<String, Arc<PartitionLog>>>,
+    pub(super) checkpoints: Arc<Checkpoints>,
+    pub(super) partitions: RwLock<BTreeMap<String, Arc<PartitionLog>>>,
+    /// Read-only: the data directory as last listed (see `follow.rs`).
+    pub(super) root_watch: Mutex<DirWatch>,
     /// Serialises partition creation and deletion.
     admin: Mutex<()>,
     /// Released at close, so the directory can be opened again.
@@ -114,6 +117,7 @@ impl LogManager {
             read_only: opts.read_only,
             checkpoints,
             partitions: RwLock::new(partitions),
+            root_watch: Mutex::new(DirWatch::default()),
             admin: Mutex::new(()),
             lock: Mutex::new(lock),
             closed: AtomicBool::new(false),
@@ -139,12 +143,21 @@ impl LogManager {
         self.read_only
     }
 
-    /// All partitions, sorted by name.
+    /// All partitions, sorted by name. Read-only, those the directory
+    /// holds now (another process may create and delete them).
     pub fn partitions(&self) -> Vec<Arc<PartitionLog>> {
+        if self.read_only {
+            self.follow_root();
+        }
         self.partitions.read().values().cloned().collect()
     }
 
+    /// The partition. Read-only, brought up to what its directory holds
+    /// now, and `None` once its directory is gone.
     pub fn partition(&self, name: &str) -> Option<Arc<PartitionLog>> {
+        if self.read_only {
+            return self.followed_partition(name);
+        }
         self.partitions.read().get(name).cloned()
     }
 

@@ -55,7 +55,10 @@ impl PartitionLog {
             let (kind, size) = match parse_segment_file_name(&name) {
                 Some((base, "log")) => (
                     FileKind::Log,
-                    published.get(&base).copied().unwrap_or(meta.len()),
+                    published
+                        .get(&base)
+                        .copied()
+                        .unwrap_or_else(|| self.unfollowed_len(base, meta.len())),
                 ),
                 Some((_, "index")) => (FileKind::Index, meta.len()),
                 Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
@@ -86,13 +89,14 @@ impl PartitionLog {
             return Err(StorageError::NoSuchFile(name.to_string()));
         }
         let (kind, size) = match parse_segment_file_name(name) {
-            Some((base, "log")) => (
-                FileKind::Log,
-                self.segments
-                    .read()
-                    .get(&base)
-                    .map_or(meta.len(), |s| s.size()),
-            ),
+            Some((base, "log")) => {
+                let seg = self.segments.read().get(&base).cloned();
+                let size = match seg {
+                    Some(s) => s.size(),
+                    None => self.unfollowed_len(base, meta.len()),
+                };
+                (FileKind::Log, size)
+            }
             Some((_, "index")) => (FileKind::Index, meta.len()),
             Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
             _ => (FileKind::Other, meta.len()),
@@ -135,8 +139,25 @@ impl PartitionLog {
             return read_full_at(seg.log_file()?, &mut buf[..want], offset).at(seg.path());
         }
         let path = self.file_path(name)?;
+        if let Some((base, "log")) = parse_segment_file_name(name)
+            && self.unfollowed_len(base, u64::MAX) == 0
+        {
+            return Ok(0);
+        }
         let f = File::open(&path).at(&path)?;
         read_full_at(&f, buf, offset).at(&path)
+    }
+
+    /// The size shown of a `.log` that is not one of the log's segments
+    /// (`file_len` bytes on disk). On a read-only mount, one past the active
+    /// segment is a segment the writer created since the last look: none
+    /// of its bytes are known to be whole batches yet, so none are shown
+    /// until it is followed.
+    fn unfollowed_len(&self, base: i64, file_len: u64) -> u64 {
+        let newer = self
+            .active_segment_base()
+            .is_none_or(|active| base > active);
+        if !self.writable && newer { 0 } else { file_len }
     }
 
     /// A read-only handle on a file from [`PartitionLog::files`] (for passthrough or mmap).

@@ -26,6 +26,7 @@ use super::stream::{AppendTally, STREAM_LENGTHS_FILE, Stream};
 
 mod append;
 mod files;
+mod follow;
 mod loader;
 mod read;
 mod retention;
@@ -33,6 +34,8 @@ mod roll;
 
 pub use append::AppendInfo;
 pub use files::{FileKind, PartitionFile};
+use follow::FollowState;
+pub(crate) use follow::Followed;
 use read::CachedBatch;
 pub use read::RecordEntry;
 
@@ -86,6 +89,8 @@ pub struct PartitionLog {
     /// The last batch decoded for a lookup. Batches never change once
     /// written, and the offset range check runs before it is used.
     recent_batch: Mutex<Option<Arc<CachedBatch>>>,
+    /// Read-only: what was seen of the directory another process writes.
+    follow: Mutex<FollowState>,
     self_ref: Weak<PartitionLog>,
 }
 
@@ -170,6 +175,7 @@ impl PartitionLog {
             stream: Mutex::new(stream),
             tally: AppendTally::default(),
             recent_batch: Mutex::new(None),
+            follow: Mutex::new(FollowState::default()),
             self_ref: me.clone(),
         })
         .init_tally())
@@ -361,10 +367,15 @@ impl PartitionLog {
     }
 }
 
-/// Files of ours and transient files that the tree does not show.
+/// Files of ours and transient files that the tree does not show. Kafka's
+/// `.deleted` (retention), `.cleaned` and `.swap` (the log cleaner) files are
+/// not part of its log: a segment renamed `.deleted` is gone.
 fn is_hidden(name: &str) -> bool {
     name == PROPERTIES_FILE
         || name == STREAM_LENGTHS_FILE
         || name.ends_with(".tmp")
+        || name.ends_with(".deleted")
+        || name.ends_with(".cleaned")
+        || name.ends_with(".swap")
         || name.starts_with('.')
 }
