@@ -13,6 +13,7 @@ mod errors;
 mod fstab;
 mod kafka;
 mod lifecycle;
+mod live_ro;
 mod raw;
 mod ro_shrink;
 mod roll;
