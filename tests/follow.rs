@@ -250,7 +250,21 @@ fn a_log_cut_underneath_is_read_again() {
     let p = wait_for(&mgr, "t-0", |p| p.log_end_offset() == 8);
     assert_eq!(whole_stream(&p), stream(0, 8));
     assert!(p.read(9).is_err());
+    // The log emptied and started again lower (Kafka's
+    // `truncateFullyAndStartAt`), seen in two looks.
+    drop(w);
+    for suffix in ["log", "index", "timeindex"] {
+        fs::remove_file(tmp.path().join("t-0").join(seg_name(0, suffix))).unwrap();
+    }
+    let p = wait_for(&mgr, "t-0", |p| p.segment_bases().is_empty());
+    assert_eq!(whole_stream(&p), "");
+    assert_eq!(p.log_end_offset(), 8);
+    let mut w = KafkaWriter::create(tmp.path(), "t", 0, 4096);
+    w.append(3);
+    let p = wait_for(&mgr, "t-0", |p| p.log_end_offset() == 3);
+    assert_eq!(whole_stream(&p), stream(0, 3));
     // A file that is not a log at all: nothing past what checks is shown.
+    let log = w.path(0, "log");
     fs::write(
         &log,
         b"not a kafka log, not a kafka log, not a kafka log, at all",

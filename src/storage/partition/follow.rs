@@ -34,6 +34,8 @@ pub(crate) struct FollowState {
     inodes: HashMap<i64, u64>,
     /// (base, inode) of the active `.log` as last followed.
     active: Option<(i64, u64)>,
+    /// Every segment went: the segments that come next start the log again.
+    emptied: bool,
 }
 
 /// Whether the partition is still there.
@@ -116,12 +118,14 @@ impl PartitionLog {
             .filter(|b| last.is_none_or(|l| *b > l))
             .collect();
         new.sort_unstable();
+        // Every segment went, and others came (at this look or a later
+        // one): the log was emptied and started again at the new first
+        // segment (Kafka's `truncateFullyAndStartAt`), so its offsets may
+        // move back.
+        st.emptied |= last.is_none() && !known.is_empty();
         if !new.is_empty() {
-            // Every segment went and others came: the log was emptied and
-            // started again at the new first segment (Kafka's
-            // `truncateFullyAndStartAt`), so its offsets may move back.
-            let restarted = last.is_none() && !known.is_empty();
-            self.follow_roll(&new, restarted)?;
+            self.follow_roll(&new, st.emptied)?;
+            st.emptied = false;
         }
         st.inodes = present;
         Ok(())
