@@ -274,3 +274,48 @@ fn a_log_cut_underneath_is_read_again() {
     assert_eq!(whole_stream(&p), "");
     assert!(p.read(0).is_err());
 }
+
+#[test]
+fn a_compacted_segment_swapped_in_is_read_again() {
+    let (tmp, mut w) = broker(0);
+    for _ in 0..2 {
+        for _ in 0..5 {
+            w.append(2);
+        }
+        w.roll();
+    }
+    w.append(1);
+    w.write_checkpoints(w.next_offset);
+    let mgr = open_ro(tmp.path());
+    let p = mgr.partition("t-0").unwrap();
+    assert_eq!(whole_stream(&p), stream(0, 21));
+    // The cleaner merges the two sealed segments, keeping odd offsets. In
+    // the middle of its swap the first `.log` name is missing.
+    let dir = tmp.path().join("t-0");
+    w.compact(
+        &[0, 10],
+        |o| o % 2 == 1,
+        || {
+            let p = mgr.partition("t-0").unwrap();
+            assert_eq!(p.log_start_offset(), 0, "a swap is not retention");
+            assert!(p.segment_bases().contains(&0));
+            assert!(dir.join(seg_name(0, "log.swap")).exists());
+        },
+    );
+    let odd: String = (0..20)
+        .filter(|o| o % 2 == 1)
+        .map(|o| value(o) + "\n")
+        .collect();
+    let want = odd + &stream(20, 21);
+    let p = wait_for(&mgr, "t-0", |p| p.segment_bases() == [0, 20]);
+    assert_eq!(whole_stream(&p), want);
+    assert_eq!(read_value(&p, 13).unwrap(), value(13));
+    assert!(matches!(p.read(12), Err(StorageError::RecordNotFound(12))));
+    assert_eq!(p.log_start_offset(), 0);
+    let names: Vec<String> = p.files().unwrap().into_iter().map(|f| f.name).collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.ends_with(".swap") || n.ends_with(".deleted"))
+    );
+}

@@ -233,6 +233,49 @@ impl KafkaWriter {
         }
     }
 
+    /// The log cleaner's swap (`LocalLog.replaceSegments`) of the sealed
+    /// segments `bases` (consecutive, oldest first) into one segment at
+    /// `bases[0]` holding only the offsets `keep` accepts, one batch each:
+    /// the cleaned files are written, renamed `.swap`, the old segments
+    /// renamed `.deleted`; `mid` runs then, while the first `.log` name is
+    /// missing; then the `.swap` files lose their suffix.
+    pub fn compact(&mut self, bases: &[i64], keep: impl Fn(i64) -> bool, mid: impl FnOnce()) {
+        let first = bases[0];
+        let last = *bases.last().expect("segments to compact");
+        let i = self
+            .segments
+            .iter()
+            .position(|b| *b == last)
+            .expect("a segment");
+        let end = self.segments[i + 1];
+        let mut log = Vec::new();
+        for o in (first..end).filter(|o| keep(*o)) {
+            let v = value(o);
+            encode_batch(&mut log, o, BASE_TS + o, &[NewRecord::value(v.as_bytes())]);
+        }
+        for (suffix, bytes) in [
+            ("log", &log[..]),
+            ("index", &[][..]),
+            ("timeindex", &[][..]),
+        ] {
+            let cleaned = self.path(first, &format!("{suffix}.cleaned"));
+            fs::write(&cleaned, bytes).expect("cleaned file");
+            fs::rename(&cleaned, self.path(first, &format!("{suffix}.swap"))).expect("to .swap");
+        }
+        for base in bases {
+            for suffix in ["log", "index", "timeindex"] {
+                let to = self.path(*base, &format!("{suffix}.deleted"));
+                fs::rename(self.path(*base, suffix), to).expect("to .deleted");
+            }
+        }
+        mid();
+        for suffix in ["log", "index", "timeindex"] {
+            let swap = self.path(first, &format!("{suffix}.swap"));
+            fs::rename(swap, self.path(first, suffix)).expect("swap in");
+        }
+        self.segments.retain(|b| !bases[1..].contains(b));
+    }
+
     /// Writes the data dir's checkpoints for this partition, as the broker's
     /// checkpoint tasks do: `.tmp`, fsync, rename.
     pub fn write_checkpoints(&self, recovery_point: i64) {

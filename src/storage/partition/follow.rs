@@ -11,7 +11,7 @@
 //! final, and one that appeared sealed (several rolls between two looks)
 //! is opened lazily, as at load.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::DirEntryExt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -86,20 +86,33 @@ impl PartitionLog {
     /// `.log` was replaced are opened again.
     fn reconcile(&self, st: &mut FollowState) -> Result<()> {
         let mut present: HashMap<i64, u64> = HashMap::new();
+        // The log cleaner renames the old `.log` `.deleted` before its
+        // `.log.swap` takes the name: such a segment is being replaced, not gone.
+        let mut swapping = HashSet::new();
         for entry in std::fs::read_dir(&self.dir).at(&self.dir)? {
             let entry = entry.at(&self.dir)?;
-            if let Some(name) = entry.file_name().to_str()
-                && let Some((base, "log")) = parse_segment_file_name(name)
-            {
-                present.insert(base, entry.ino());
+            match entry.file_name().to_str().and_then(parse_segment_file_name) {
+                Some((base, "log")) => {
+                    present.insert(base, entry.ino());
+                }
+                Some((base, "log.swap")) => {
+                    swapping.insert(base);
+                }
+                _ => {}
             }
         }
         let known: Vec<i64> = self.segments.read().keys().copied().collect();
         let gone: Vec<i64> = known
             .iter()
             .copied()
-            .filter(|b| !present.contains_key(b))
+            .filter(|b| !present.contains_key(b) && !swapping.contains(b))
             .collect();
+        // Until the swap ends, the old file's inode stays the one to compare with.
+        for base in swapping {
+            if let Some(ino) = st.inodes.get(&base) {
+                present.entry(base).or_insert(*ino);
+            }
+        }
         // The active segment's file is watched by `follow_active`.
         let sealed = &known[..known.len().saturating_sub(1)];
         let replaced: Vec<i64> = sealed
