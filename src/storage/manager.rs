@@ -16,9 +16,12 @@ use super::batch_reader::read_full_at;
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
 use super::error::{IoContext, Result, StorageError};
-use super::follow::DirWatch;
 use super::names::{parse_partition_name, validate_new_partition_name};
 use super::partition::{FileKind, LoadContext, PartitionFile, PartitionLog};
+
+// Read-only mounts following the directory another process writes.
+pub(super) mod follow;
+use follow::DirWatch;
 
 /// Written at a clean close, deleted at start-up (Kafka's `CleanShutdownFileHandler`).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -33,18 +36,18 @@ pub struct OpenOptions {
 }
 
 pub struct LogManager {
-    pub(super) dir: PathBuf,
-    pub(super) defaults: LogConfig,
+    dir: PathBuf,
+    defaults: LogConfig,
     read_only: bool,
-    pub(super) checkpoints: Arc<Checkpoints>,
-    pub(super) partitions: RwLock<BTreeMap<String, Arc<PartitionLog>>>,
-    /// Read-only: the data directory as last listed (see `follow.rs`).
-    pub(super) root_watch: Mutex<DirWatch>,
+    checkpoints: Arc<Checkpoints>,
+    partitions: RwLock<BTreeMap<String, Arc<PartitionLog>>>,
     /// Serialises partition creation and deletion.
     admin: Mutex<()>,
     /// Released at close, so the directory can be opened again.
     lock: Mutex<Option<File>>,
     closed: AtomicBool,
+    /// Read-only: the data directory as last listed (see `manager/follow.rs`).
+    root_watch: Mutex<DirWatch>,
 }
 
 impl LogManager {
@@ -117,10 +120,10 @@ impl LogManager {
             read_only: opts.read_only,
             checkpoints,
             partitions: RwLock::new(partitions),
-            root_watch: Mutex::new(DirWatch::default()),
             admin: Mutex::new(()),
             lock: Mutex::new(lock),
             closed: AtomicBool::new(false),
+            root_watch: Mutex::new(DirWatch::default()),
         })
     }
 

@@ -7,7 +7,6 @@ pub mod check;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
-mod follow;
 pub mod index;
 mod manager;
 pub mod names;

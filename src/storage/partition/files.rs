@@ -2,7 +2,6 @@
 //! with their published sizes, Kafka's side files, and positioned reads of
 //! any of them.
 
-use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -33,12 +32,6 @@ pub struct PartitionFile {
 impl PartitionLog {
     /// Segment files and Kafka side files, sorted by name, with live sizes.
     pub fn files(&self) -> Result<Vec<PartitionFile>> {
-        let published: BTreeMap<i64, u64> = self
-            .segments
-            .read()
-            .iter()
-            .map(|(b, s)| (*b, s.size()))
-            .collect();
         let mut out = Vec::new();
         for entry in fs::read_dir(&self.dir).at(&self.dir)? {
             let entry = entry.at(&self.dir)?;
@@ -53,13 +46,7 @@ impl PartitionLog {
                 continue;
             }
             let (kind, size) = match parse_segment_file_name(&name) {
-                Some((base, "log")) => (
-                    FileKind::Log,
-                    published
-                        .get(&base)
-                        .copied()
-                        .unwrap_or_else(|| self.unfollowed_len(base, meta.len())),
-                ),
+                Some((base, "log")) => (FileKind::Log, self.log_len(base, meta.len())),
                 Some((_, "index")) => (FileKind::Index, meta.len()),
                 Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
                 _ => (FileKind::Other, meta.len()),
@@ -89,14 +76,7 @@ impl PartitionLog {
             return Err(StorageError::NoSuchFile(name.to_string()));
         }
         let (kind, size) = match parse_segment_file_name(name) {
-            Some((base, "log")) => {
-                let seg = self.segments.read().get(&base).cloned();
-                let size = match seg {
-                    Some(s) => s.size(),
-                    None => self.unfollowed_len(base, meta.len()),
-                };
-                (FileKind::Log, size)
-            }
+            Some((base, "log")) => (FileKind::Log, self.log_len(base, meta.len())),
             Some((_, "index")) => (FileKind::Index, meta.len()),
             Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
             _ => (FileKind::Other, meta.len()),
@@ -146,6 +126,16 @@ impl PartitionLog {
         }
         let f = File::open(&path).at(&path)?;
         read_full_at(&f, buf, offset).at(&path)
+    }
+
+    /// The size shown of segment `base`'s `.log` (`file_len` bytes on
+    /// disk): its published size, since bytes past it may be half a batch.
+    fn log_len(&self, base: i64, file_len: u64) -> u64 {
+        let seg = self.segments.read().get(&base).cloned();
+        match seg {
+            Some(s) => s.size(),
+            None => self.unfollowed_len(base, file_len),
+        }
     }
 
     /// The size shown of a `.log` that is not one of the log's segments

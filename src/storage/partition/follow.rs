@@ -21,7 +21,7 @@ use log::info;
 
 use super::{PartitionLog, settings};
 use crate::storage::error::{IoContext, Result};
-use crate::storage::follow::DirWatch;
+use crate::storage::manager::follow::DirWatch;
 use crate::storage::names::parse_segment_file_name;
 use crate::storage::segment::{LogSegment, Tail};
 

@@ -34,10 +34,12 @@ mod roll;
 
 pub use append::AppendInfo;
 pub use files::{FileKind, PartitionFile};
-use follow::FollowState;
-pub(crate) use follow::Followed;
 use read::CachedBatch;
 pub use read::RecordEntry;
+
+// Read-only partitions following another writer.
+use follow::FollowState;
+pub(crate) use follow::Followed;
 
 /// Per-partition config overrides, in Java properties format.
 pub const PROPERTIES_FILE: &str = "commitfs.properties";
@@ -84,13 +86,13 @@ pub struct PartitionLog {
     last_flush_ms: AtomicI64,
     flush_lock: Mutex<()>,
     deleted: AtomicBool,
+    /// Read-only: what was seen of the directory another process writes.
+    follow: Mutex<FollowState>,
     stream: Mutex<Stream>,
     tally: AppendTally,
     /// The last batch decoded for a lookup. Batches never change once
     /// written, and the offset range check runs before it is used.
     recent_batch: Mutex<Option<Arc<CachedBatch>>>,
-    /// Read-only: what was seen of the directory another process writes.
-    follow: Mutex<FollowState>,
     self_ref: Weak<PartitionLog>,
 }
 
@@ -172,10 +174,10 @@ impl PartitionLog {
             last_flush_ms: AtomicI64::new(now_ms()),
             flush_lock: Mutex::new(()),
             deleted: AtomicBool::new(false),
+            follow: Mutex::new(FollowState::default()),
             stream: Mutex::new(stream),
             tally: AppendTally::default(),
             recent_batch: Mutex::new(None),
-            follow: Mutex::new(FollowState::default()),
             self_ref: me.clone(),
         })
         .init_tally())

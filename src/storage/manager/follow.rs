@@ -2,7 +2,8 @@
 //! broker's `log.dir`): the data directory's side of following it.
 //! Partitions the broker creates appear, those it deletes go, and the
 //! checkpoints it rewrites are read again. Each partition follows its own
-//! directory (`partition/follow.rs`).
+//! directory (`partition/follow.rs`). A child of the manager's module, so
+//! that the manager's state stays private to the two.
 //!
 //! Everything is learned on access, from the mtime of a directory: a
 //! `stat` per look while nothing changes. Kafka creates, renames and
@@ -16,9 +17,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use log::{info, warn};
 
-use super::manager::{CLEAN_SHUTDOWN_FILE, LogManager};
-use super::names::parse_partition_name;
-use super::partition::{Followed, LoadContext, PartitionLog};
+use super::{CLEAN_SHUTDOWN_FILE, LogManager};
+use crate::storage::names::parse_partition_name;
+use crate::storage::partition::{Followed, LoadContext, PartitionLog};
+use crate::storage::{Result, StorageError};
 
 /// A directory timestamp may be coarse (a jiffy, or a second on some
 /// filesystems): a change made in the same tick as a listing leaves the
@@ -110,9 +112,9 @@ impl LogManager {
     /// Loads partitions whose directory appeared, drops those whose
     /// directory went. A partition that cannot be loaded yet (its directory
     /// half made) is tried again at a later look.
-    fn reconcile_partitions(&self) -> super::Result<()> {
+    fn reconcile_partitions(&self) -> Result<()> {
         let mut present = Vec::new();
-        for entry in fs::read_dir(&self.dir).map_err(|e| super::StorageError::io(&self.dir, e))? {
+        for entry in fs::read_dir(&self.dir).map_err(|e| StorageError::io(&self.dir, e))? {
             let Ok(entry) = entry else { continue };
             let Some(name) = entry.file_name().to_str().map(str::to_string) else {
                 continue;
