@@ -37,6 +37,8 @@ pub struct OpenOptions {
 
 pub struct LogManager {
     dir: PathBuf,
+    /// Read-only: the data directory as last listed (see `manager/follow.rs`).
+    root_watch: Mutex<DirWatch>,
     defaults: LogConfig,
     read_only: bool,
     checkpoints: Arc<Checkpoints>,
@@ -46,8 +48,6 @@ pub struct LogManager {
     /// Released at close, so the directory can be opened again.
     lock: Mutex<Option<File>>,
     closed: AtomicBool,
-    /// Read-only: the data directory as last listed (see `manager/follow.rs`).
-    root_watch: Mutex<DirWatch>,
 }
 
 impl LogManager {
@@ -116,6 +116,7 @@ impl LogManager {
         );
         Ok(LogManager {
             dir,
+            root_watch: Mutex::new(DirWatch::default()),
             defaults,
             read_only: opts.read_only,
             checkpoints,
@@ -123,7 +124,6 @@ impl LogManager {
             admin: Mutex::new(()),
             lock: Mutex::new(lock),
             closed: AtomicBool::new(false),
-            root_watch: Mutex::new(DirWatch::default()),
         })
     }
 
