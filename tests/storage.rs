@@ -820,3 +820,68 @@ fn stray_files_are_cleaned_up_as_kafka_does() {
     drop(log);
     mgr.close().unwrap();
 }
+
+/// An index rebuilt under a `segment.index.bytes` smaller than the one its
+/// segment was written with holds every entry the rule gives (the setting
+/// sizes new segments only), and the load does not panic.
+#[test]
+fn a_rebuild_under_a_smaller_segment_index_bytes_fits_every_entry() {
+    let mut c = small_segments();
+    c.set("index.interval.bytes", "4096").unwrap();
+    let tmp = closed_partition(&c, 300, 1, 5000);
+    let bases = fs_bases(tmp.path());
+    assert!(bases.len() >= 2, "a sealed and an active segment");
+    let originals: Vec<(PathBuf, Vec<u8>)> = bases
+        .iter()
+        .flat_map(|b| ["index", "timeindex"].map(|s| seg_path(tmp.path(), "t-0", *b, s)))
+        .map(|p| {
+            let bytes = fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    let mut small = c.clone();
+    small.set("segment.index.bytes", "8").unwrap();
+    for clean in [true, false] {
+        for (p, _) in &originals {
+            fs::remove_file(p).unwrap();
+        }
+        if !clean {
+            fs::remove_file(tmp.path().join(".kafka_cleanshutdown")).unwrap();
+            fs::write(
+                tmp.path().join("recovery-point-offset-checkpoint"),
+                "0\n1\nt 0 0\n",
+            )
+            .unwrap();
+        }
+        let mgr = open(tmp.path(), &small);
+        let log = mgr.partition("t-0").unwrap();
+        assert_eq!(log.log_end_offset(), 300);
+        for i in [0usize, 1, 150, 299] {
+            assert_eq!(log.read(i as i64).unwrap().value.unwrap(), value(i, 5000));
+        }
+        drop(log);
+        mgr.close().unwrap();
+        for (p, bytes) in &originals {
+            assert_eq!(
+                &fs::read(p).unwrap(),
+                bytes,
+                "{} rebuilt identically (clean: {clean})",
+                p.display()
+            );
+        }
+    }
+    let report = commitfs::storage::check::check_data_dir(tmp.path(), &c, None).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}
+
+fn fs_bases(dir: &Path) -> Vec<i64> {
+    let mut bases: Vec<i64> = fs::read_dir(dir.join("t-0"))
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().into_string().unwrap();
+            n.strip_suffix(".log").map(|b| b.parse().unwrap())
+        })
+        .collect();
+    bases.sort();
+    bases
+}

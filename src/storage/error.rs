@@ -50,6 +50,9 @@ pub enum StorageError {
     NoSuchFile(String),
     #[error("an append needs at least one record")]
     EmptyAppend,
+    /// Kafka's `AbstractIndex.append` refusal.
+    #[error("Attempt to append to a full index {path} (size = {entries})")]
+    IndexFull { path: PathBuf, entries: usize },
 }
 
 impl StorageError {

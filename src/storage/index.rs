@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::{MmapMut, MmapOptions};
 
-use super::error::{IoContext, Result};
+use super::error::{IoContext, Result, StorageError};
 
 pub const OFFSET_ENTRY: usize = 8;
 pub const TIME_ENTRY: usize = 12;
@@ -121,11 +121,32 @@ impl IndexFile {
         &m[i * self.entry_size..(i + 1) * self.entry_size]
     }
 
-    fn push(&mut self, bytes: &[u8]) {
+    /// Adds an entry. A full index is refused as Kafka's `AbstractIndex`
+    /// refuses it; callers roll (appends) or grow the index (rebuilds) first.
+    fn push(&mut self, bytes: &[u8]) -> Result<()> {
         let at = self.entries * self.entry_size;
-        let m = self.mmap.as_mut().expect("an index with room is mapped");
-        m[at..at + self.entry_size].copy_from_slice(bytes);
-        self.entries += 1;
+        match self.mmap.as_mut() {
+            Some(m) if at + self.entry_size <= m.len() => {
+                m[at..at + self.entry_size].copy_from_slice(bytes);
+                self.entries += 1;
+                Ok(())
+            }
+            _ => Err(StorageError::IndexFull {
+                path: self.path.clone(),
+                entries: self.entries,
+            }),
+        }
+    }
+
+    /// Room for `spare` more entries, growing the file past its preallocation
+    /// if needed: a rebuild re-indexes what a larger `segment.index.bytes`
+    /// may have written, and the setting only sizes new segments.
+    fn reserve(&mut self, spare: usize) -> Result<()> {
+        if self.entries + spare <= self.capacity() {
+            return Ok(());
+        }
+        let want = (self.entries + spare).max(self.capacity() * 2).max(64);
+        self.resize((want * self.entry_size) as u64)
     }
 
     /// Changes the file (and mapping) length; a shrink drops entries past it.
@@ -374,10 +395,14 @@ impl OffsetIndex {
         }
     }
 
-    pub fn append(&mut self, offset: i64, position: u32) {
-        debug_assert!(!self.is_full());
+    pub fn append(&mut self, offset: i64, position: u32) -> Result<()> {
         self.file
-            .push(&OffsetPosition { offset, position }.encode(self.base_offset));
+            .push(&OffsetPosition { offset, position }.encode(self.base_offset))
+    }
+
+    /// Grows the index, if it is full, so that one more entry fits.
+    pub fn make_room(&mut self) -> Result<()> {
+        self.file.reserve(1)
     }
 
     /// Kafka's `OffsetIndex.sanityCheck`, plus what an untrimmed file after a
@@ -499,18 +524,30 @@ impl TimeIndex {
 
     /// Adds an entry only when the timestamp grows (Kafka's `maybeAppend`).
     /// `skip_full_check` is for the final entry of a segment becoming inactive.
-    pub fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) {
+    pub fn maybe_append(
+        &mut self,
+        timestamp: i64,
+        offset: i64,
+        skip_full_check: bool,
+    ) -> Result<()> {
         if !skip_full_check && self.is_full() {
-            return;
+            return Ok(());
         }
         if self.file.entries >= self.file.capacity() {
-            return;
+            return Ok(());
         }
         let last = self.last_entry();
         if timestamp > last.timestamp && offset >= last.offset {
             let entry = TimestampOffset { timestamp, offset };
-            self.file.push(&entry.encode(self.base_offset));
+            self.file.push(&entry.encode(self.base_offset))?;
         }
+        Ok(())
+    }
+
+    /// Grows the index, if it is full, so that one more entry plus the
+    /// final one of a segment becoming inactive fit.
+    pub fn make_room(&mut self) -> Result<()> {
+        self.file.reserve(2)
     }
 
     /// The entry with the largest timestamp <= `target`, or (-1, base offset).
@@ -568,7 +605,7 @@ mod tests {
         let path = dir.path().join("00000000000000000100.index");
         let mut idx = OffsetIndex::create(&path, 100, 80_000).unwrap();
         for i in 1..=5000u32 {
-            idx.append(100 + (i as i64) * 10, i * 100);
+            idx.append(100 + (i as i64) * 10, i * 100).unwrap();
         }
         assert_eq!(idx.lookup(50).position, 0);
         assert_eq!(idx.lookup(109).position, 0);
@@ -587,8 +624,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000000.index");
         let mut idx = OffsetIndex::create(&path, 0, 800).unwrap();
-        idx.append(5, 4200);
-        idx.append(9, 8400);
+        idx.append(5, 4200).unwrap();
+        idx.append(9, 8400).unwrap();
         idx.flush().unwrap();
         drop(idx);
         let reopened = OffsetIndex::open(&path, 0, true).unwrap();
@@ -605,18 +642,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000000.timeindex");
         let mut idx = TimeIndex::create(&path, 0, 120).unwrap();
-        idx.maybe_append(10, 3, false);
-        idx.maybe_append(10, 5, false);
-        idx.maybe_append(12, 7, false);
+        idx.maybe_append(10, 3, false).unwrap();
+        idx.maybe_append(10, 5, false).unwrap();
+        idx.maybe_append(12, 7, false).unwrap();
         assert_eq!(idx.entries(), 2);
         assert_eq!(idx.lookup(11).offset, 3);
         assert_eq!(idx.lookup(9).timestamp, -1);
         idx.check(8).unwrap();
         for t in 13..100 {
-            idx.maybe_append(t, t, false);
+            idx.maybe_append(t, t, false).unwrap();
         }
         assert_eq!(idx.entries(), 9, "one slot is kept for the final entry");
-        idx.maybe_append(1000, 1000, true);
+        idx.maybe_append(1000, 1000, true).unwrap();
         assert_eq!(idx.entries(), 10);
     }
 }

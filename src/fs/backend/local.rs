@@ -275,6 +275,7 @@ impl From<StorageError> for BackendError {
             },
             StorageError::RecordNotFound(_) => ErrorKind::NoRecord,
             StorageError::Corrupt { .. } | StorageError::Record(_) => ErrorKind::Corrupt,
+            StorageError::IndexFull { .. } => ErrorKind::Io(libc::EIO),
             StorageError::ReadOnly => ErrorKind::ReadOnly,
             StorageError::Locked(_) => ErrorKind::Busy,
         };

@@ -7,15 +7,30 @@
 use log::{error, info};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use super::{AppendState, LogSegment, index_batch};
+use super::{AppendState, IndexSettings, LogSegment, reindex_batch};
 use crate::record::{BatchHeader, HEADER_LEN};
 use crate::storage::batch_reader::read_full_at;
 use crate::storage::error::{IoContext, Result};
-use crate::storage::index::{OffsetIndex, TimeIndex};
+use crate::storage::index::{OFFSET_ENTRY, OffsetIndex, TIME_ENTRY, TimeIndex};
 
 pub(crate) struct Indexes {
     pub offset: OffsetIndex,
     pub time: TimeIndex,
+}
+
+impl Indexes {
+    /// Kafka's `resizeIndexes` on a segment becoming active: preallocated to
+    /// `segment.index.bytes`, but never below the entries it holds (a smaller
+    /// setting than the one the segment was written with only makes it full,
+    /// so the next append rolls), and with the time index's final slot.
+    pub fn preallocate(&mut self, settings: &IndexSettings) -> Result<()> {
+        let offset_used = (self.offset.entries() * OFFSET_ENTRY) as u64;
+        let time_used = ((self.time.entries() + 1) * TIME_ENTRY) as u64;
+        self.offset
+            .resize(settings.offset_index_max_bytes.max(offset_used))?;
+        self.time
+            .resize(settings.time_index_max_bytes.max(time_used))
+    }
 }
 
 /// A segment's two indexes, or nothing until they are first used.
@@ -169,16 +184,25 @@ impl LogSegment {
         let mut st = AppendState::rebuilt(self.base_offset);
         let interval = self.settings.index_interval_bytes;
         let size = self.size();
+        let mut failed = None;
         self.scan(0, |pos, h| {
             if pos + h.size() as u64 > size {
                 return false;
             }
-            index_batch(&mut ix, &mut st, interval, pos, h);
-            true
+            match reindex_batch(&mut ix, &mut st, interval, pos, h) {
+                Ok(()) => true,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            }
         })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
         if !self.is_active() {
             ix.time
-                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true);
+                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true)?;
             ix.offset.trim()?;
             ix.time.trim()?;
         }

@@ -275,8 +275,7 @@ impl LogSegment {
         drop(guard);
         let mut g = self.indexes.write();
         let ix = g.as_mut().expect("indexes were just loaded");
-        ix.offset.resize(self.settings.offset_index_max_bytes)?;
-        ix.time.resize(self.settings.time_index_max_bytes)?;
+        ix.preallocate(&self.settings)?;
         let size = self.size();
         let mut st = self.state.lock();
         st.bytes_since_last_index_entry =
@@ -356,7 +355,7 @@ impl LogSegment {
             self.settings.index_interval_bytes,
             pos,
             &header,
-        );
+        )?;
         drop(st);
         drop(g);
         // Not published yet: entries past the published size are never chosen
@@ -392,8 +391,7 @@ impl LogSegment {
         let ix = g.as_mut().expect("loaded");
         if snap.active && !self.is_active() {
             self.active.store(true, Ordering::Relaxed);
-            ix.offset.resize(self.settings.offset_index_max_bytes)?;
-            ix.time.resize(self.settings.time_index_max_bytes)?;
+            ix.preallocate(&self.settings)?;
         }
         ix.offset.truncate_entries(snap.offset_entries);
         ix.time.truncate_entries(snap.time_entries);
@@ -411,7 +409,7 @@ impl LogSegment {
             let st = *self.state.lock();
             if st.max_timestamp >= 0 {
                 ix.time
-                    .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true);
+                    .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true)?;
             }
             if self.writable {
                 ix.offset.trim()?;
@@ -481,7 +479,7 @@ impl LogSegment {
             {
                 return Ok(false);
             }
-            index_batch(&mut ix, &mut st, interval, pos, h);
+            reindex_batch(&mut ix, &mut st, interval, pos, h)?;
             first_max_timestamp.get_or_insert(h.max_timestamp);
             expected_min = h.next_offset();
             next_offset = Some(h.next_offset());
@@ -506,7 +504,7 @@ impl LogSegment {
         self.flushed_size.store(0, Ordering::Release);
         if !self.is_active() {
             ix.time
-                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true);
+                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true)?;
             ix.offset.trim()?;
             ix.time.trim()?;
         }
@@ -550,16 +548,39 @@ impl LogSegment {
 /// Kafka's per-batch index rule (`LogSegment.append` and `recover`):
 /// index the batch (its last offset, its start position) only when more than
 /// `index.interval.bytes` have gone by since the last entry, then count its bytes.
-fn index_batch(ix: &mut Indexes, st: &mut AppendState, interval: u64, pos: u64, h: &BatchHeader) {
+/// An append finds room (a full index rolls first); a rebuild makes room.
+fn index_batch(
+    ix: &mut Indexes,
+    st: &mut AppendState,
+    interval: u64,
+    pos: u64,
+    h: &BatchHeader,
+) -> Result<()> {
     if h.max_timestamp > st.max_timestamp {
         st.max_timestamp = h.max_timestamp;
         st.offset_of_max_timestamp = h.last_offset();
     }
     if st.bytes_since_last_index_entry > interval {
-        ix.offset.append(h.last_offset(), pos as u32);
+        ix.offset.append(h.last_offset(), pos as u32)?;
         ix.time
-            .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, false);
+            .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, false)?;
         st.bytes_since_last_index_entry = 0;
     }
     st.bytes_since_last_index_entry += h.size() as u64;
+    Ok(())
+}
+
+/// [`index_batch`] for a rebuild from the `.log`: the indexes grow past
+/// `segment.index.bytes` where the segment was written under a larger one
+/// (Kafka throws here; a rebuild must reproduce what is there).
+fn reindex_batch(
+    ix: &mut Indexes,
+    st: &mut AppendState,
+    interval: u64,
+    pos: u64,
+    h: &BatchHeader,
+) -> Result<()> {
+    ix.offset.make_room()?;
+    ix.time.make_room()?;
+    index_batch(ix, st, interval, pos, h)
 }
