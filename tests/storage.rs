@@ -885,3 +885,42 @@ fn fs_bases(dir: &Path) -> Vec<i64> {
     bases.sort();
     bases
 }
+
+/// With `segment.bytes` below `max.message.bytes` (the README walkthrough's
+/// 1 MiB segments and the default limit), records are packed into batches
+/// that fit a segment; only a single record that fits no segment is refused.
+#[test]
+fn batches_are_packed_to_fit_segment_bytes_when_it_is_the_smaller_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = small_segments();
+    assert!(c.max_message_bytes as i64 > c.segment_bytes as i64);
+    let mgr = open(tmp.path(), &c);
+    let log = mgr.create_partition("t-0").unwrap();
+    // One 1 MiB write of `seq` lines, as `cat f >> log` sends it.
+    let vals: Vec<Vec<u8>> = (1..=150_000).map(|i| i.to_string().into_bytes()).collect();
+    let recs: Vec<NewRecord> = vals.iter().map(|v| NewRecord::value(v)).collect();
+    let info = log.append(&recs).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (0, 149_999));
+    assert!(info.batches >= 2, "{info:?}");
+    assert_eq!(log.read(149_999).unwrap().value.unwrap(), b"150000");
+    for f in fs::read_dir(tmp.path().join("t-0")).unwrap() {
+        let f = f.unwrap();
+        if f.file_name().to_str().unwrap().ends_with(".log") {
+            assert!(f.metadata().unwrap().len() <= 1_048_576);
+        }
+    }
+    // A single record that fits max.message.bytes but no segment.
+    log.set_config("max.message.bytes", "2000000").unwrap();
+    let big = vec![b'b'; 1_500_000];
+    let before = log.status();
+    let err = log.append(&[NewRecord::value(&big)]).unwrap_err();
+    assert!(
+        matches!(err, StorageError::BatchLargerThanSegment { .. }),
+        "{err}"
+    );
+    assert_eq!(log.status(), before);
+    drop(log);
+    mgr.close().unwrap();
+    let report = commitfs::storage::check::check_data_dir(tmp.path(), &c, None).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}

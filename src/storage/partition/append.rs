@@ -35,9 +35,10 @@ struct Written {
 
 impl PartitionLog {
     /// Appends `records` at the log end offset, packed in order into the fewest
-    /// batches that each fit `max.message.bytes`. All or nothing: a record that
-    /// fits no batch fails the whole call with `RecordTooLarge` before anything
-    /// is written. Returns once the bytes are in the segment file (page cache).
+    /// batches that each fit `max.message.bytes` and `segment.bytes`. All or
+    /// nothing: a record that fits no batch fails the whole call with
+    /// `RecordTooLarge` (or `BatchLargerThanSegment`) before anything is
+    /// written. Returns once the bytes are in the segment file (page cache).
     pub fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
         if records.is_empty() {
             return Err(StorageError::EmptyAppend);
@@ -187,38 +188,37 @@ impl PartitionLog {
     }
 }
 
-/// Splits records, in order, into the fewest batches that each fit
-/// `max.message.bytes` (greedy packing is optimal for contiguous groups).
+/// Splits records, in order, into the fewest batches that each fit both
+/// `max.message.bytes` and `segment.bytes` (greedy packing is optimal for
+/// contiguous groups). A record that fits a batch of its own under neither
+/// is refused, naming the limit it breaks.
 fn pack_batches(records: &[NewRecord], config: &LogConfig) -> Result<Vec<std::ops::Range<usize>>> {
     let max = config.max_message_bytes.max(0) as usize;
-    let segment_bytes = config.segment_bytes as usize;
+    let segment_bytes = config.segment_bytes.max(0) as usize;
+    let limit = max.min(segment_bytes);
     let mut groups = Vec::with_capacity(1);
     let mut start = 0;
     let mut size = crate::record::HEADER_LEN;
-    let check_segment = |size: usize| {
-        if size > segment_bytes {
-            return Err(StorageError::BatchLargerThanSegment {
-                size,
-                max: segment_bytes,
-            });
-        }
-        Ok(())
-    };
     for (i, r) in records.iter().enumerate() {
         let add = r.encoded_size((i - start) as i32);
-        if i > start && size + add > max {
-            check_segment(size)?;
+        if i > start && size + add > limit {
             groups.push(start..i);
             start = i;
             size = crate::record::HEADER_LEN + r.encoded_size(0);
         } else {
             size += add;
         }
-        if i == start && size > max {
-            return Err(StorageError::RecordTooLarge { size, max });
+        if i == start && size > limit {
+            return Err(if size > max {
+                StorageError::RecordTooLarge { size, max }
+            } else {
+                StorageError::BatchLargerThanSegment {
+                    size,
+                    max: segment_bytes,
+                }
+            });
         }
     }
-    check_segment(size)?;
     groups.push(start..records.len());
     Ok(groups)
 }
