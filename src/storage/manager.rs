@@ -40,7 +40,7 @@ pub struct LogManager {
     /// Serialises partition creation and deletion.
     admin: Mutex<()>,
     /// Released at close, so the directory can be opened again.
-    lock: Mutex<Option<File>>,
+    lock: Mutex<Option<DataDirLock>>,
     closed: AtomicBool,
 }
 
@@ -48,7 +48,6 @@ impl LogManager {
     /// Opens (creating if missing) a data directory: takes the lock, loads every
     /// partition, recovering them if the clean-shutdown marker is absent.
     pub fn open(dir: &Path, defaults: LogConfig, opts: OpenOptions) -> Result<LogManager> {
-        let started = Instant::now();
         if !opts.read_only {
             fs::create_dir_all(dir).at(dir)?;
         }
@@ -56,8 +55,31 @@ impl LogManager {
         let lock = if opts.read_only {
             None
         } else {
-            Some(take_lock(&dir)?)
+            Some(DataDirLock::acquire(&dir)?)
         };
+        Self::open_locked(&dir, defaults, opts, lock)
+    }
+
+    /// [`LogManager::open`] with the lock already held, for a caller that
+    /// changes files of the directory before it opens it (`check --repair`).
+    pub fn open_with_lock(
+        dir: &Path,
+        defaults: LogConfig,
+        opts: OpenOptions,
+        lock: DataDirLock,
+    ) -> Result<LogManager> {
+        let dir = fs::canonicalize(dir).at(dir)?;
+        Self::open_locked(&dir, defaults, opts, Some(lock))
+    }
+
+    fn open_locked(
+        dir: &Path,
+        defaults: LogConfig,
+        opts: OpenOptions,
+        lock: Option<DataDirLock>,
+    ) -> Result<LogManager> {
+        let started = Instant::now();
+        let dir = dir.to_path_buf();
         let marker = dir.join(CLEAN_SHUTDOWN_FILE);
         let clean = marker.exists();
         if clean && !opts.read_only {
@@ -127,8 +149,8 @@ impl LogManager {
     /// Notes in the held `.lock` what holds the directory (e.g. "mounted on
     /// /mnt"), so that another command finding it locked can say so.
     pub fn note_holder(&self, note: &str) -> Result<()> {
-        if let Some(f) = self.lock.lock().as_ref() {
-            write_holder(f, &format!("{note}\n")).at(&self.dir.join(LOCK_FILE))?;
+        if let Some(l) = self.lock.lock().as_ref() {
+            write_holder(&l.file, &format!("{note}\n")).at(&self.dir.join(LOCK_FILE))?;
         }
         Ok(())
     }
@@ -299,26 +321,35 @@ fn is_hidden_root_file(name: &str) -> bool {
     name.starts_with('.') || name.ends_with(".tmp") || name == "commitfs.log"
 }
 
-fn take_lock(dir: &Path) -> Result<File> {
-    let path = dir.join(LOCK_FILE);
-    let f = FsOpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .at(&path)?;
-    // SAFETY: plain syscall on an owned fd.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(StorageError::Locked(dir.to_path_buf()));
+/// The data directory's `.lock`, held with `flock` (Kafka's `.lock`): one
+/// writer of a directory at a time. Released when dropped.
+pub struct DataDirLock {
+    file: File,
+}
+
+impl DataDirLock {
+    /// Takes the lock of `dir`, or `Locked` when another holder has it.
+    pub fn acquire(dir: &Path) -> Result<DataDirLock> {
+        let path = dir.join(LOCK_FILE);
+        let f = FsOpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .at(&path)?;
+        // SAFETY: plain syscall on an owned fd.
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(StorageError::Locked(dir.to_path_buf()));
+            }
+            return Err(StorageError::io(&path, err));
         }
-        return Err(StorageError::io(&path, err));
+        write_holder(&f, "").at(&path)?;
+        Ok(DataDirLock { file: f })
     }
-    write_holder(&f, "").at(&path)?;
-    Ok(f)
 }
 
 /// Says who holds the lock, for whoever finds the directory in use (Kafka

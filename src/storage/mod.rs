@@ -17,7 +17,7 @@ mod stream;
 pub use config::{CONFIG_NAMES, CompressionType, ConfigError, LogConfig};
 pub use error::{Result, StorageError};
 pub use manager::{
-    CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogManager, OpenOptions, is_locked, lock_holder,
+    CLEAN_SHUTDOWN_FILE, DataDirLock, LOCK_FILE, LogManager, OpenOptions, is_locked, lock_holder,
 };
 pub use names::{parse_partition_name, segment_file_name};
 pub use partition::PROPERTIES_FILE;
