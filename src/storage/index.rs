@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use memmap2::{MmapMut, MmapOptions};
 
 use super::error::{IoContext, Result, StorageError};
+use super::io as sio;
 
 pub const OFFSET_ENTRY: usize = 8;
 pub const TIME_ENTRY: usize = 12;
@@ -65,13 +66,7 @@ impl IndexFile {
 
     /// A fresh empty index file preallocated to `max_bytes`.
     fn create(path: &Path, entry_size: usize, max_bytes: u64) -> Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .at(path)?;
+        let file = sio::create_file("index.create", path).at(path)?;
         preallocate(&file, max_bytes).at(path)?;
         let mut idx = IndexFile {
             path: path.to_path_buf(),
@@ -116,6 +111,8 @@ impl IndexFile {
         self.mmap.as_ref().map_or(0, |m| m.len()) / self.entry_size
     }
 
+    /// Entry `i < entries`. An index with entries is mapped: its entry count
+    /// never exceeds what its mapping holds (`open`, `resize`, `push`).
     fn entry_bytes(&self, i: usize) -> &[u8] {
         let m = self.mmap.as_ref().expect("an index with entries is mapped");
         &m[i * self.entry_size..(i + 1) * self.entry_size]
@@ -124,6 +121,7 @@ impl IndexFile {
     /// Adds an entry. A full index is refused as Kafka's `AbstractIndex`
     /// refuses it; callers roll (appends) or grow the index (rebuilds) first.
     fn push(&mut self, bytes: &[u8]) -> Result<()> {
+        sio::map_write("index.push").at(&self.path)?;
         let at = self.entries * self.entry_size;
         match self.mmap.as_mut() {
             Some(m) if at + self.entry_size <= m.len() => {
@@ -157,7 +155,7 @@ impl IndexFile {
                 if len > f.metadata().at(&self.path)?.len() {
                     preallocate(f, len).at(&self.path)?;
                 } else {
-                    f.set_len(len).at(&self.path)?;
+                    sio::set_len("index.resize.truncate", f, len).at(&self.path)?;
                 }
             }
             Backing::CopyOnWrite(_) | Backing::Memory => {
@@ -217,7 +215,7 @@ impl IndexFile {
 
     fn flush(&self) -> Result<()> {
         if let (Backing::File(_), Some(m)) = (&self.backing, &self.mmap) {
-            m.flush().at(&self.path)?;
+            sio::msync("index.msync", m).synced(&self.path)?;
         }
         Ok(())
     }
@@ -226,19 +224,11 @@ impl IndexFile {
 /// Allocates real blocks where the filesystem can (so a later write through the
 /// mapping cannot hit a full disk as SIGBUS), and falls back to a sparse length.
 fn preallocate(file: &File, len: u64) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     let current = file.metadata()?.len();
     if len > current {
-        // SAFETY: plain syscall on an owned fd.
-        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
-        if rc != 0 {
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
-                return Err(err);
-            }
-        }
+        sio::fallocate("index.fallocate", file, len)?;
     }
-    file.set_len(len)
+    sio::set_len("index.set_len", file, len)
 }
 
 /// Kafka's warm-section trick: most lookups hit the tail, so search the last
@@ -313,6 +303,13 @@ macro_rules! index_common {
         }
         pub fn flush(&self) -> Result<()> {
             self.file.flush()
+        }
+        pub fn path(&self) -> &Path {
+            &self.file.path
+        }
+        /// The file was renamed to `path`.
+        pub fn moved_to(&mut self, path: &Path) {
+            self.file.path = path.to_path_buf();
         }
     };
 }
@@ -461,7 +458,9 @@ pub struct TimestampOffset {
 }
 
 impl TimestampOffset {
-    /// An entry as stored; the add wraps, as in [`OffsetPosition::decode`].
+    /// An entry as stored (12 bytes: callers pass whole entries, so the
+    /// conversions below cannot fail); the add wraps, as in
+    /// [`OffsetPosition::decode`].
     #[inline]
     pub fn decode(base_offset: i64, entry: &[u8]) -> Self {
         TimestampOffset {
@@ -494,6 +493,7 @@ pub fn time_entries(base_offset: i64, bytes: &[u8]) -> impl Iterator<Item = Time
         .map(move |e| TimestampOffset::decode(base_offset, e))
 }
 
+/// Four bytes at a fixed range of a whole entry: the conversion cannot fail.
 #[inline]
 fn be_u32(b: &[u8]) -> u32 {
     u32::from_be_bytes(b.try_into().unwrap())

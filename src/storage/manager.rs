@@ -2,8 +2,7 @@
 //! clean-shutdown marker and the lock.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions as FsOpenOptions};
-use std::os::fd::AsRawFd;
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +15,7 @@ use super::batch_reader::read_full_at;
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
 use super::error::{IoContext, Result, StorageError};
+use super::io;
 use super::names::{parse_partition_name, validate_new_partition_name};
 use super::partition::{FileKind, LoadContext, PartitionFile, PartitionLog};
 
@@ -49,7 +49,7 @@ impl LogManager {
     /// partition, recovering them if the clean-shutdown marker is absent.
     pub fn open(dir: &Path, defaults: LogConfig, opts: OpenOptions) -> Result<LogManager> {
         if !opts.read_only {
-            fs::create_dir_all(dir).at(dir)?;
+            io::create_dir_all("manager.mkdir", dir).at(dir)?;
         }
         let dir = fs::canonicalize(dir).at(dir)?;
         let lock = if opts.read_only {
@@ -84,8 +84,8 @@ impl LogManager {
         let clean = marker.exists();
         if clean && !opts.read_only {
             // Gone before loading starts, so a crash while loading counts as unclean.
-            fs::remove_file(&marker).at(&marker)?;
-            File::open(&dir).and_then(|d| d.sync_all()).at(&dir)?;
+            io::remove_file("manager.marker.remove", &marker).at(&marker)?;
+            io::sync_dir("manager.marker.dir_fsync", &dir).synced(&dir)?;
         }
         let checkpoints = Arc::new(Checkpoints::load(&dir, opts.read_only));
         let mut names: Vec<PathBuf> = fs::read_dir(&dir)
@@ -119,6 +119,7 @@ impl LogManager {
             clean_shutdown: clean,
             writable: !opts.read_only,
         };
+        // A partition that fails to load is offline; the others load.
         let mut partitions = BTreeMap::new();
         for path in &names {
             let log = PartitionLog::load(path, &ctx)?;
@@ -257,7 +258,7 @@ impl LogManager {
         Ok(())
     }
 
-    /// One retention pass over every partition.
+    /// One retention pass over every partition (offline ones are skipped).
     pub fn run_retention(&self, now_ms: i64) -> Result<()> {
         let mut first_error = None;
         for p in self.partitions() {
@@ -269,7 +270,7 @@ impl LogManager {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// `flush.ms` flushes due by `now_ms`.
+    /// `flush.ms` flushes due by `now_ms` (offline partitions are skipped).
     pub fn run_scheduled_flushes(&self, now_ms: i64) -> Result<()> {
         let mut first_error = None;
         for p in self.partitions() {
@@ -288,21 +289,39 @@ impl LogManager {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        let closed = self.close_partitions();
+        // Released whatever happened: nothing more is written through this
+        // manager, and a failed close leaves no marker, so the next open recovers.
+        self.lock.lock().take();
+        closed
+    }
+
+    fn close_partitions(&self) -> Result<()> {
         let mut first_error = None;
         for p in self.partitions() {
-            if let Err(e) = p.close() {
-                error!("Error closing log {}: {e}", p.name());
-                first_error.get_or_insert(e);
+            match p.close() {
+                Ok(()) => {}
+                // Its failure was logged when it went offline.
+                Err(e @ StorageError::Offline { .. }) => {
+                    info!(
+                        "Leaving offline log {} to recovery at the next start",
+                        p.name()
+                    );
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => {
+                    error!("Error closing log {}: {e}", p.name());
+                    first_error.get_or_insert(e);
+                }
             }
         }
         if let Some(e) = first_error {
             return Err(e);
         }
         if self.read_only {
-            self.lock.lock().take();
             return Ok(());
         }
-        self.checkpoints.write_all()?;
+        self.checkpoints.rewrite_all()?;
         write_atomically(
             &self.dir.join(CLEAN_SHUTDOWN_FILE),
             br#"{"version":0,"brokerEpoch":0}"#,
@@ -311,7 +330,6 @@ impl LogManager {
             "Shutdown complete: wrote the clean shutdown file in {}",
             self.dir.display()
         );
-        self.lock.lock().take();
         Ok(())
     }
 }
@@ -331,17 +349,8 @@ impl DataDirLock {
     /// Takes the lock of `dir`, or `Locked` when another holder has it.
     pub fn acquire(dir: &Path) -> Result<DataDirLock> {
         let path = dir.join(LOCK_FILE);
-        let f = FsOpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .at(&path)?;
-        // SAFETY: plain syscall on an owned fd.
-        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            let err = std::io::Error::last_os_error();
+        let f = io::open_or_create("manager.lock.open", &path).at(&path)?;
+        if let Err(err) = io::flock(&f, libc::LOCK_EX | libc::LOCK_NB) {
             if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
                 return Err(StorageError::Locked(dir.to_path_buf()));
             }
@@ -355,10 +364,9 @@ impl DataDirLock {
 /// Says who holds the lock, for whoever finds the directory in use (Kafka
 /// never reads `.lock`'s content).
 fn write_holder(f: &File, note: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
     let text = format!("pid {}\n{note}", std::process::id());
-    f.set_len(0)?;
-    f.write_all_at(text.as_bytes(), 0)
+    io::set_len("manager.lock.truncate", f, 0)?;
+    io::write_all_at("manager.lock.write", f, text.as_bytes(), 0)
 }
 
 /// Who holds `dir`'s lock, as the holder described itself (`pid N` and the
@@ -375,10 +383,8 @@ pub fn is_locked(dir: &Path) -> bool {
     let Ok(f) = File::open(dir.join(LOCK_FILE)) else {
         return false;
     };
-    // SAFETY: plain syscalls on an owned fd.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-    if rc == 0 {
-        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+    if io::flock(&f, libc::LOCK_SH | libc::LOCK_NB).is_ok() {
+        let _ = io::flock(&f, libc::LOCK_UN);
         false
     } else {
         true

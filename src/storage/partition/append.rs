@@ -38,7 +38,9 @@ impl PartitionLog {
     /// batches that each fit `max.message.bytes` and `segment.bytes`. All or
     /// nothing: a record that fits no batch fails the whole call with
     /// `RecordTooLarge` (or `BatchLargerThanSegment`) before anything is
-    /// written. Returns once the bytes are in the segment file (page cache).
+    /// written. Returns once the bytes are in the segment file (page cache),
+    /// and with `flush.messages` due, once they are fsynced: an error means
+    /// nothing of the append was published.
     pub fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
         if records.is_empty() {
             return Err(StorageError::EmptyAppend);
@@ -46,6 +48,10 @@ impl PartitionLog {
         if !self.writable {
             return Err(StorageError::ReadOnly);
         }
+        self.health.guard("an append", || self.append_now(records))
+    }
+
+    fn append_now(&self, records: &[NewRecord]) -> Result<AppendInfo> {
         let config = self.config();
         let groups = pack_batches(records, &config)?;
         let timestamp = now_ms();
@@ -56,9 +62,7 @@ impl PartitionLog {
         // All or nothing: batches are written unpublished and become visible
         // together; if one fails, the ones before it are cut away again.
         let first_offset = self.log_end_offset.load(Ordering::Acquire);
-        let first_segment = self
-            .active_segment()
-            .expect("a writable log has an active segment");
+        let first_segment = self.writable_active()?;
         let snapshot = first_segment.snapshot()?;
         let mut written = Written {
             segments: vec![first_segment.clone()],
@@ -66,9 +70,22 @@ impl PartitionLog {
             next_offset: first_offset,
             bytes: 0,
         };
-        let result = self.write_batches(&mut w, &config, records, &groups, timestamp, &mut written);
+        let end = first_offset + records.len() as i64;
+        let flush_due = end - self.recovery_point() >= config.flush_messages;
+        // A flush that is due happens before the publish, so that a failed
+        // fsync is undone like a failed write: an append is never published
+        // and then reported failed.
+        let result = self
+            .write_batches(&mut w, &config, records, &groups, timestamp, &mut written)
+            .and_then(|()| {
+                if flush_due {
+                    self.sync_segments(None)
+                } else {
+                    Ok(())
+                }
+            });
         if let Err(e) = result {
-            self.undo_append(&first_segment, &snapshot, &written);
+            self.undo_append(&first_segment, &snapshot, &written, &e);
             return Err(e);
         }
         for seg in &written.segments {
@@ -82,16 +99,21 @@ impl PartitionLog {
         }
         if let Some(last_sealed) = written.segments.last()
             && written.segments.len() > 1
+            && !flush_due
         {
             self.schedule_flush(last_sealed.base_offset);
         }
-        let last_offset = written.next_offset - 1;
-        if last_offset + 1 - self.recovery_point() >= config.flush_messages {
-            self.flush()?;
+        if flush_due {
+            // The append is published and durable: a checkpoint that cannot
+            // be written takes the partition offline, but the append stands.
+            let _ = self.health.judge(
+                "the recovery point checkpoint",
+                self.advance_recovery_point(written.next_offset),
+            );
         }
         Ok(AppendInfo {
             first_offset,
-            last_offset,
+            last_offset: written.next_offset - 1,
             batches: groups.len(),
             bytes: written.bytes,
         })
@@ -118,14 +140,10 @@ impl PartitionLog {
                 self.maybe_roll(config, w.buf.len() as u64, timestamp, last, base)?
             {
                 written.sealed.push(sealed);
-                written
-                    .segments
-                    .push(self.active_segment().expect("just rolled"));
+                written.segments.push(self.writable_active()?);
             }
-            let seg = self
-                .active_segment()
-                .expect("a writable log has an active segment");
-            let pos = seg.write_pos();
+            let seg = self.writable_active()?;
+            let pos = seg.write_pos()?;
             seg.append(&w.buf)?;
             let stream_bytes: u64 = recs
                 .iter()
@@ -140,24 +158,39 @@ impl PartitionLog {
     }
 
     /// Removes every trace of a failed append: segments it rolled to are
-    /// deleted, the first one is cut back and made active again.
-    fn undo_append(&self, first: &Arc<LogSegment>, snapshot: &SegmentSnapshot, written: &Written) {
-        for seg in &written.segments[1..] {
-            self.segments.write().remove(&seg.base_offset);
-            seg.delete_files();
-        }
-        if let Err(e) = first.rollback(snapshot) {
-            error!(
-                "Could not undo a failed append to {}: {e}; the unpublished bytes stay past the log end until recovery",
-                first.path().display()
-            );
-        }
+    /// deleted, the first one is cut back and made active again. An undo
+    /// that fails leaves bytes the partition no longer accounts for, so it
+    /// takes the partition offline.
+    fn undo_append(
+        &self,
+        first: &Arc<LogSegment>,
+        snapshot: &SegmentSnapshot,
+        written: &Written,
+        cause: &StorageError,
+    ) {
+        let undone = (|| {
+            for seg in &written.segments[1..] {
+                self.segments.write().remove(&seg.base_offset);
+                seg.delete_files()?;
+            }
+            first.rollback(snapshot)
+        })();
         self.tally.forget();
-        warn!(
-            "Append to {} failed; nothing of it was kept (log end offset stays {})",
-            self.name,
-            self.log_end_offset()
-        );
+        match undone {
+            Ok(()) => warn!(
+                "Append to {} failed ({cause}); nothing of it was kept (log end offset stays {})",
+                self.name,
+                self.log_end_offset()
+            ),
+            Err(e) => {
+                error!(
+                    "Could not undo a failed append to {}: {e}; the unpublished bytes stay past the log end until recovery",
+                    self.name
+                );
+                self.health
+                    .fail("an append", &format!("{cause}; undoing it failed too: {e}"));
+            }
+        }
     }
 
     /// Kafka's `maybeRoll`, called with the writer lock held. Returns the
@@ -170,8 +203,8 @@ impl PartitionLog {
         last_offset: i64,
         new_base: i64,
     ) -> Result<Option<Arc<LogSegment>>> {
-        let active = self.active_segment().expect("active segment");
-        if active.write_pos() == 0 {
+        let active = self.writable_active()?;
+        if active.write_pos()? == 0 {
             return Ok(None);
         }
         let segment_ms = config.segment_ms.saturating_sub(config.segment_jitter_ms);

@@ -33,12 +33,11 @@ pub struct PartitionFile {
 impl PartitionLog {
     /// Segment files and Kafka side files, sorted by name, with live sizes.
     pub fn files(&self) -> Result<Vec<PartitionFile>> {
-        let published: BTreeMap<i64, u64> = self
-            .segments
-            .read()
-            .iter()
-            .map(|(b, s)| (*b, s.size()))
-            .collect();
+        self.check_online()?;
+        let mut published = BTreeMap::new();
+        for s in self.segment_list() {
+            published.insert(s.base_offset, s.size()?);
+        }
         let mut out = Vec::new();
         for entry in fs::read_dir(&self.dir).at(&self.dir)? {
             let entry = entry.at(&self.dir)?;
@@ -74,6 +73,7 @@ impl PartitionLog {
 
     /// One file from [`PartitionLog::files`], without listing the directory.
     pub fn file(&self, name: &str) -> Result<PartitionFile> {
+        self.check_online()?;
         let path = self.checked_name(name)?;
         let meta = match fs::metadata(&path) {
             Ok(m) => m,
@@ -85,14 +85,12 @@ impl PartitionLog {
         if !meta.is_file() {
             return Err(StorageError::NoSuchFile(name.to_string()));
         }
+        let segment = match parse_segment_file_name(name) {
+            Some((base, "log")) => self.segments.read().get(&base).cloned(),
+            _ => None,
+        };
         let (kind, size) = match parse_segment_file_name(name) {
-            Some((base, "log")) => (
-                FileKind::Log,
-                self.segments
-                    .read()
-                    .get(&base)
-                    .map_or(meta.len(), |s| s.size()),
-            ),
+            Some((_, "log")) => (FileKind::Log, segment.map_or(Ok(meta.len()), |s| s.size())?),
             Some((_, "index")) => (FileKind::Index, meta.len()),
             Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
             _ => (FileKind::Other, meta.len()),
@@ -123,11 +121,14 @@ impl PartitionLog {
 
     /// Positioned read of a file from [`PartitionLog::files`].
     pub fn read_file(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        if let Some((base, "log")) = parse_segment_file_name(name)
-            && let Some(seg) = self.segments.read().get(&base).cloned()
-        {
+        self.check_online()?;
+        let seg = match parse_segment_file_name(name) {
+            Some((base, "log")) => self.segments.read().get(&base).cloned(),
+            _ => None,
+        };
+        if let Some(seg) = seg {
             // Only published bytes: never half a batch.
-            let end = seg.size();
+            let end = seg.size()?;
             if offset >= end {
                 return Ok(0);
             }
@@ -141,6 +142,7 @@ impl PartitionLog {
 
     /// A read-only handle on a file from [`PartitionLog::files`] (for passthrough or mmap).
     pub fn open_file(&self, name: &str) -> Result<File> {
+        self.check_online()?;
         let path = self.file_path(name)?;
         File::open(&path).at(&path)
     }
