@@ -2,7 +2,7 @@
 //! under a name of its own: a write, an fsync, a rename, a truncate, an
 //! allocation, an msync, a removal, a file or directory created. With the
 //! `failpoints` feature each name is a failpoint (the `fail` crate) that
-//! `tests/failpoints.rs` turns into an error (`return`, or `return(ENOSPC)`)
+//! `tests/failpoints/` turns into an error (`return`, or `return(ENOSPC)`)
 //! or a panic (`panic`), in the manner of raft-engine's I/O error tests.
 //! Without it the names cost nothing.
 //!
