@@ -92,8 +92,14 @@ impl Backend for LocalBackend {
             .map_err(|_| BackendError::new(ErrorKind::Io(libc::EIO), "data dir path holds NUL"))?;
         // SAFETY: statvfs writes into the zeroed struct it is given.
         let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-            return Err(StorageError::io(dir, std::io::Error::last_os_error()).into());
+        loop {
+            if unsafe { libc::statvfs(path.as_ptr(), &mut st) } == 0 {
+                break;
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(StorageError::io(dir, e).into());
+            }
         }
         Ok(StatFs {
             blocks: st.f_blocks,
