@@ -137,7 +137,7 @@ fn rolls_are_followed_and_sealed_segments_are_not_scanned() {
         p.file(&seg_name(19, "index")).unwrap().size,
         10 * 1024 * 1024
     );
-    let status = p.status();
+    let status = p.status().unwrap();
     assert_eq!((status.segments, status.active_segment), (5, 19));
 }
 

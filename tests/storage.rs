@@ -159,12 +159,16 @@ fn batches_split_at_max_message_bytes_and_oversized_records_append_nothing() {
     assert_eq!((info.first_offset, info.last_offset), (0, 9));
     assert_eq!(info.batches, 4, "3+3+3+1 records of ~307 bytes under 1000");
     let big = vec![0u8; 2000];
-    let before = log.status();
+    let before = log.status().unwrap();
     let err = log
         .append(&[NewRecord::value(b"ok"), NewRecord::value(&big)])
         .unwrap_err();
     assert!(matches!(err, StorageError::RecordTooLarge { .. }), "{err}");
-    assert_eq!(log.status(), before, "nothing of a refused append lands");
+    assert_eq!(
+        log.status().unwrap(),
+        before,
+        "nothing of a refused append lands"
+    );
     mgr.close().unwrap();
 }
 
@@ -654,10 +658,10 @@ fn a_lookup_reads_one_index_interval_and_one_batch_and_repeats_read_nothing() {
     let mgr = open(tmp.path(), &small_segments());
     let log = mgr.create_partition("t-0").unwrap();
     fill(&log, 300, 10, 1506);
-    let before = log.status().lookup_bytes_read;
+    let before = log.status().unwrap().lookup_bytes_read;
     let r = log.read(2_000).unwrap();
     assert_eq!(r.value.unwrap(), value(2_000, 1506));
-    let first = log.status().lookup_bytes_read - before;
+    let first = log.status().unwrap().lookup_bytes_read - before;
     // At most one index interval of headers plus the batch itself.
     assert!(
         first <= 4096 + 2 * 61 + 15_211,
@@ -667,7 +671,7 @@ fn a_lookup_reads_one_index_interval_and_one_batch_and_repeats_read_nothing() {
     log.read(2_000).unwrap();
     log.read(2_005).unwrap();
     assert_eq!(
-        log.status().lookup_bytes_read - before,
+        log.status().unwrap().lookup_bytes_read - before,
         first,
         "same batch: no new reads"
     );
@@ -818,4 +822,108 @@ fn stray_files_are_cleaned_up_as_kafka_does() {
     assert_eq!(log.read(685).unwrap().value.unwrap(), value(685, 1506));
     drop(log);
     mgr.close().unwrap();
+}
+
+/// An index rebuilt under a `segment.index.bytes` smaller than the one its
+/// segment was written with holds every entry the rule gives (the setting
+/// sizes new segments only), and the load does not panic.
+#[test]
+fn a_rebuild_under_a_smaller_segment_index_bytes_fits_every_entry() {
+    let mut c = small_segments();
+    c.set("index.interval.bytes", "4096").unwrap();
+    let tmp = closed_partition(&c, 300, 1, 5000);
+    let bases = fs_bases(tmp.path());
+    assert!(bases.len() >= 2, "a sealed and an active segment");
+    let originals: Vec<(PathBuf, Vec<u8>)> = bases
+        .iter()
+        .flat_map(|b| ["index", "timeindex"].map(|s| seg_path(tmp.path(), "t-0", *b, s)))
+        .map(|p| {
+            let bytes = fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    let mut small = c.clone();
+    small.set("segment.index.bytes", "8").unwrap();
+    for clean in [true, false] {
+        for (p, _) in &originals {
+            fs::remove_file(p).unwrap();
+        }
+        if !clean {
+            fs::remove_file(tmp.path().join(".kafka_cleanshutdown")).unwrap();
+            fs::write(
+                tmp.path().join("recovery-point-offset-checkpoint"),
+                "0\n1\nt 0 0\n",
+            )
+            .unwrap();
+        }
+        let mgr = open(tmp.path(), &small);
+        let log = mgr.partition("t-0").unwrap();
+        assert_eq!(log.log_end_offset(), 300);
+        for i in [0usize, 1, 150, 299] {
+            assert_eq!(log.read(i as i64).unwrap().value.unwrap(), value(i, 5000));
+        }
+        drop(log);
+        mgr.close().unwrap();
+        for (p, bytes) in &originals {
+            assert_eq!(
+                &fs::read(p).unwrap(),
+                bytes,
+                "{} rebuilt identically (clean: {clean})",
+                p.display()
+            );
+        }
+    }
+    let report = commitfs::storage::check::check_data_dir(tmp.path(), &c, None).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}
+
+fn fs_bases(dir: &Path) -> Vec<i64> {
+    let mut bases: Vec<i64> = fs::read_dir(dir.join("t-0"))
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().into_string().unwrap();
+            n.strip_suffix(".log").map(|b| b.parse().unwrap())
+        })
+        .collect();
+    bases.sort();
+    bases
+}
+
+/// With `segment.bytes` below `max.message.bytes` (the README walkthrough's
+/// 1 MiB segments and the default limit), records are packed into batches
+/// that fit a segment; only a single record that fits no segment is refused.
+#[test]
+fn batches_are_packed_to_fit_segment_bytes_when_it_is_the_smaller_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = small_segments();
+    assert!(c.max_message_bytes as i64 > c.segment_bytes as i64);
+    let mgr = open(tmp.path(), &c);
+    let log = mgr.create_partition("t-0").unwrap();
+    // One 1 MiB write of `seq` lines, as `cat f >> log` sends it.
+    let vals: Vec<Vec<u8>> = (1..=150_000).map(|i| i.to_string().into_bytes()).collect();
+    let recs: Vec<NewRecord> = vals.iter().map(|v| NewRecord::value(v)).collect();
+    let info = log.append(&recs).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (0, 149_999));
+    assert!(info.batches >= 2, "{info:?}");
+    assert_eq!(log.read(149_999).unwrap().value.unwrap(), b"150000");
+    for f in fs::read_dir(tmp.path().join("t-0")).unwrap() {
+        let f = f.unwrap();
+        if f.file_name().to_str().unwrap().ends_with(".log") {
+            assert!(f.metadata().unwrap().len() <= 1_048_576);
+        }
+    }
+    // A single record that fits max.message.bytes but no segment.
+    log.set_config("max.message.bytes", "2000000").unwrap();
+    let big = vec![b'b'; 1_500_000];
+    let before = log.status().unwrap();
+    let err = log.append(&[NewRecord::value(&big)]).unwrap_err();
+    assert!(
+        matches!(err, StorageError::BatchLargerThanSegment { .. }),
+        "{err}"
+    );
+    assert_eq!(log.status().unwrap(), before);
+    drop(log);
+    mgr.close().unwrap();
+    let report = commitfs::storage::check::check_data_dir(tmp.path(), &c, None).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
 }

@@ -342,6 +342,7 @@ impl Tree {
                 let len = self.config_text(&*part, name, key)?.len() as u64;
                 (attr(len, self.started), TTL)
             }
+            // Answered above: `key.partition()` is `None` exactly for these.
             NodeKey::Root | NodeKey::RootFile(_) => unreachable!("root nodes have no partition"),
         })
     }

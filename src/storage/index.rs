@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 
 use memmap2::{MmapMut, MmapOptions};
 
-use super::error::{IoContext, Result};
+use super::error::{IoContext, Result, StorageError};
+use super::io as sio;
 
 pub const OFFSET_ENTRY: usize = 8;
 pub const TIME_ENTRY: usize = 12;
@@ -96,13 +97,7 @@ impl IndexFile {
 
     /// A fresh empty index file preallocated to `max_bytes`.
     fn create(path: &Path, entry_size: usize, max_bytes: u64) -> Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .at(path)?;
+        let file = sio::create_file("index.create", path).at(path)?;
         preallocate(&file, max_bytes).at(path)?;
         let mut idx = IndexFile {
             path: path.to_path_buf(),
@@ -147,16 +142,40 @@ impl IndexFile {
         self.mmap.as_ref().map_or(0, |m| m.len()) / self.entry_size
     }
 
+    /// Entry `i < entries`. An index with entries is mapped: its entry count
+    /// never exceeds what its mapping holds (`open`, `resize`, `push`).
     fn entry_bytes(&self, i: usize) -> &[u8] {
         let m = self.mmap.as_ref().expect("an index with entries is mapped");
         &m[i * self.entry_size..(i + 1) * self.entry_size]
     }
 
-    fn push(&mut self, bytes: &[u8]) {
+    /// Adds an entry. A full index is refused as Kafka's `AbstractIndex`
+    /// refuses it; callers roll (appends) or grow the index (rebuilds) first.
+    fn push(&mut self, bytes: &[u8]) -> Result<()> {
+        sio::map_write("index.push").at(&self.path)?;
         let at = self.entries * self.entry_size;
-        let m = self.mmap.as_mut().expect("an index with room is mapped");
-        m[at..at + self.entry_size].copy_from_slice(bytes);
-        self.entries += 1;
+        match self.mmap.as_mut() {
+            Some(m) if at + self.entry_size <= m.len() => {
+                m[at..at + self.entry_size].copy_from_slice(bytes);
+                self.entries += 1;
+                Ok(())
+            }
+            _ => Err(StorageError::IndexFull {
+                path: self.path.clone(),
+                entries: self.entries,
+            }),
+        }
+    }
+
+    /// Room for `spare` more entries, growing the file past its preallocation
+    /// if needed: a rebuild re-indexes what a larger `segment.index.bytes`
+    /// may have written, and the setting only sizes new segments.
+    fn reserve(&mut self, spare: usize) -> Result<()> {
+        if self.entries + spare <= self.capacity() {
+            return Ok(());
+        }
+        let want = (self.entries + spare).max(self.capacity() * 2).max(64);
+        self.resize((want * self.entry_size) as u64)
     }
 
     /// Changes the file (and mapping) length; a shrink drops entries past it.
@@ -167,7 +186,7 @@ impl IndexFile {
                 if len > f.metadata().at(&self.path)?.len() {
                     preallocate(f, len).at(&self.path)?;
                 } else {
-                    f.set_len(len).at(&self.path)?;
+                    sio::set_len("index.resize.truncate", f, len).at(&self.path)?;
                 }
             }
             Backing::Memory => {
@@ -227,7 +246,7 @@ impl IndexFile {
 
     fn flush(&self) -> Result<()> {
         if let (Backing::File(_), Some(m)) = (&self.backing, &self.mmap) {
-            m.flush().at(&self.path)?;
+            sio::msync("index.msync", m).synced(&self.path)?;
         }
         Ok(())
     }
@@ -236,19 +255,11 @@ impl IndexFile {
 /// Allocates real blocks where the filesystem can (so a later write through the
 /// mapping cannot hit a full disk as SIGBUS), and falls back to a sparse length.
 fn preallocate(file: &File, len: u64) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     let current = file.metadata()?.len();
     if len > current {
-        // SAFETY: plain syscall on an owned fd.
-        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
-        if rc != 0 {
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
-                return Err(err);
-            }
-        }
+        sio::fallocate("index.fallocate", file, len)?;
     }
-    file.set_len(len)
+    sio::set_len("index.set_len", file, len)
 }
 
 /// Kafka's warm-section trick: most lookups hit the tail, so search the last
@@ -323,6 +334,13 @@ macro_rules! index_common {
         }
         pub fn flush(&self) -> Result<()> {
             self.file.flush()
+        }
+        pub fn path(&self) -> &Path {
+            &self.file.path
+        }
+        /// The file was renamed to `path`.
+        pub fn moved_to(&mut self, path: &Path) {
+            self.file.path = path.to_path_buf();
         }
     };
 }
@@ -405,10 +423,14 @@ impl OffsetIndex {
         }
     }
 
-    pub fn append(&mut self, offset: i64, position: u32) {
-        debug_assert!(!self.is_full());
+    pub fn append(&mut self, offset: i64, position: u32) -> Result<()> {
         self.file
-            .push(&OffsetPosition { offset, position }.encode(self.base_offset));
+            .push(&OffsetPosition { offset, position }.encode(self.base_offset))
+    }
+
+    /// Grows the index, if it is full, so that one more entry fits.
+    pub fn make_room(&mut self) -> Result<()> {
+        self.file.reserve(1)
     }
 
     /// Kafka's `OffsetIndex.sanityCheck`, plus what an untrimmed file after a
@@ -467,7 +489,9 @@ pub struct TimestampOffset {
 }
 
 impl TimestampOffset {
-    /// An entry as stored; the add wraps, as in [`OffsetPosition::decode`].
+    /// An entry as stored (12 bytes: callers pass whole entries, so the
+    /// conversions below cannot fail); the add wraps, as in
+    /// [`OffsetPosition::decode`].
     #[inline]
     pub fn decode(base_offset: i64, entry: &[u8]) -> Self {
         TimestampOffset {
@@ -500,6 +524,7 @@ pub fn time_entries(base_offset: i64, bytes: &[u8]) -> impl Iterator<Item = Time
         .map(move |e| TimestampOffset::decode(base_offset, e))
 }
 
+/// Four bytes at a fixed range of a whole entry: the conversion cannot fail.
 #[inline]
 fn be_u32(b: &[u8]) -> u32 {
     u32::from_be_bytes(b.try_into().unwrap())
@@ -530,18 +555,30 @@ impl TimeIndex {
 
     /// Adds an entry only when the timestamp grows (Kafka's `maybeAppend`).
     /// `skip_full_check` is for the final entry of a segment becoming inactive.
-    pub fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) {
+    pub fn maybe_append(
+        &mut self,
+        timestamp: i64,
+        offset: i64,
+        skip_full_check: bool,
+    ) -> Result<()> {
         if !skip_full_check && self.is_full() {
-            return;
+            return Ok(());
         }
         if self.file.entries >= self.file.capacity() {
-            return;
+            return Ok(());
         }
         let last = self.last_entry();
         if timestamp > last.timestamp && offset >= last.offset {
             let entry = TimestampOffset { timestamp, offset };
-            self.file.push(&entry.encode(self.base_offset));
+            self.file.push(&entry.encode(self.base_offset))?;
         }
+        Ok(())
+    }
+
+    /// Grows the index, if it is full, so that one more entry plus the
+    /// final one of a segment becoming inactive fit.
+    pub fn make_room(&mut self) -> Result<()> {
+        self.file.reserve(2)
     }
 
     /// The entry with the largest timestamp <= `target`, or (-1, base offset).
@@ -599,7 +636,7 @@ mod tests {
         let path = dir.path().join("00000000000000000100.index");
         let mut idx = OffsetIndex::create(&path, 100, 80_000).unwrap();
         for i in 1..=5000u32 {
-            idx.append(100 + (i as i64) * 10, i * 100);
+            idx.append(100 + (i as i64) * 10, i * 100).unwrap();
         }
         assert_eq!(idx.lookup(50).position, 0);
         assert_eq!(idx.lookup(109).position, 0);
@@ -618,8 +655,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000000.index");
         let mut idx = OffsetIndex::create(&path, 0, 800).unwrap();
-        idx.append(5, 4200);
-        idx.append(9, 8400);
+        idx.append(5, 4200).unwrap();
+        idx.append(9, 8400).unwrap();
         idx.flush().unwrap();
         drop(idx);
         let reopened = OffsetIndex::open(&path, 0, true).unwrap();
@@ -662,18 +699,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000000.timeindex");
         let mut idx = TimeIndex::create(&path, 0, 120).unwrap();
-        idx.maybe_append(10, 3, false);
-        idx.maybe_append(10, 5, false);
-        idx.maybe_append(12, 7, false);
+        idx.maybe_append(10, 3, false).unwrap();
+        idx.maybe_append(10, 5, false).unwrap();
+        idx.maybe_append(12, 7, false).unwrap();
         assert_eq!(idx.entries(), 2);
         assert_eq!(idx.lookup(11).offset, 3);
         assert_eq!(idx.lookup(9).timestamp, -1);
         idx.check(8).unwrap();
         for t in 13..100 {
-            idx.maybe_append(t, t, false);
+            idx.maybe_append(t, t, false).unwrap();
         }
         assert_eq!(idx.entries(), 9, "one slot is kept for the final entry");
-        idx.maybe_append(1000, 1000, true);
+        idx.maybe_append(1000, 1000, true).unwrap();
         assert_eq!(idx.entries(), 10);
     }
 }

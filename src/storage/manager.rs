@@ -2,8 +2,7 @@
 //! clean-shutdown marker and the lock.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions as FsOpenOptions};
-use std::os::fd::AsRawFd;
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +15,7 @@ use super::batch_reader::read_full_at;
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
 use super::error::{IoContext, Result, StorageError};
+use super::io;
 use super::names::{parse_partition_name, validate_new_partition_name};
 use super::partition::{FileKind, LoadContext, PartitionFile, PartitionLog};
 
@@ -46,7 +46,7 @@ pub struct LogManager {
     /// Serialises partition creation and deletion.
     admin: Mutex<()>,
     /// Released at close, so the directory can be opened again.
-    lock: Mutex<Option<File>>,
+    lock: Mutex<Option<DataDirLock>>,
     closed: AtomicBool,
 }
 
@@ -54,22 +54,44 @@ impl LogManager {
     /// Opens (creating if missing) a data directory: takes the lock, loads every
     /// partition, recovering them if the clean-shutdown marker is absent.
     pub fn open(dir: &Path, defaults: LogConfig, opts: OpenOptions) -> Result<LogManager> {
-        let started = Instant::now();
         if !opts.read_only {
-            fs::create_dir_all(dir).at(dir)?;
+            io::create_dir_all("manager.mkdir", dir).at(dir)?;
         }
         let dir = fs::canonicalize(dir).at(dir)?;
         let lock = if opts.read_only {
             None
         } else {
-            Some(take_lock(&dir)?)
+            Some(DataDirLock::acquire(&dir)?)
         };
+        Self::open_locked(&dir, defaults, opts, lock)
+    }
+
+    /// [`LogManager::open`] with the lock already held, for a caller that
+    /// changes files of the directory before it opens it (`check --repair`).
+    pub fn open_with_lock(
+        dir: &Path,
+        defaults: LogConfig,
+        opts: OpenOptions,
+        lock: DataDirLock,
+    ) -> Result<LogManager> {
+        let dir = fs::canonicalize(dir).at(dir)?;
+        Self::open_locked(&dir, defaults, opts, Some(lock))
+    }
+
+    fn open_locked(
+        dir: &Path,
+        defaults: LogConfig,
+        opts: OpenOptions,
+        lock: Option<DataDirLock>,
+    ) -> Result<LogManager> {
+        let started = Instant::now();
+        let dir = dir.to_path_buf();
         let marker = dir.join(CLEAN_SHUTDOWN_FILE);
         let clean = marker.exists();
         if clean && !opts.read_only {
             // Gone before loading starts, so a crash while loading counts as unclean.
-            fs::remove_file(&marker).at(&marker)?;
-            File::open(&dir).and_then(|d| d.sync_all()).at(&dir)?;
+            io::remove_file("manager.marker.remove", &marker).at(&marker)?;
+            io::sync_dir("manager.marker.dir_fsync", &dir).synced(&dir)?;
         }
         let checkpoints = Arc::new(Checkpoints::load(&dir, opts.read_only));
         let mut names: Vec<PathBuf> = fs::read_dir(&dir)
@@ -103,6 +125,7 @@ impl LogManager {
             clean_shutdown: clean,
             writable: !opts.read_only,
         };
+        // A partition that fails to load is offline; the others load.
         let mut partitions = BTreeMap::new();
         for path in &names {
             let log = PartitionLog::load(path, &ctx)?;
@@ -134,8 +157,8 @@ impl LogManager {
     /// Notes in the held `.lock` what holds the directory (e.g. "mounted on
     /// /mnt"), so that another command finding it locked can say so.
     pub fn note_holder(&self, note: &str) -> Result<()> {
-        if let Some(f) = self.lock.lock().as_ref() {
-            write_holder(f, &format!("{note}\n")).at(&self.dir.join(LOCK_FILE))?;
+        if let Some(l) = self.lock.lock().as_ref() {
+            write_holder(&l.file, &format!("{note}\n")).at(&self.dir.join(LOCK_FILE))?;
         }
         Ok(())
     }
@@ -248,7 +271,7 @@ impl LogManager {
         Ok(())
     }
 
-    /// One retention pass over every partition.
+    /// One retention pass over every partition (offline ones are skipped).
     pub fn run_retention(&self, now_ms: i64) -> Result<()> {
         let mut first_error = None;
         for p in self.partitions() {
@@ -260,7 +283,7 @@ impl LogManager {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// `flush.ms` flushes due by `now_ms`.
+    /// `flush.ms` flushes due by `now_ms` (offline partitions are skipped).
     pub fn run_scheduled_flushes(&self, now_ms: i64) -> Result<()> {
         let mut first_error = None;
         for p in self.partitions() {
@@ -279,21 +302,39 @@ impl LogManager {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        let closed = self.close_partitions();
+        // Released whatever happened: nothing more is written through this
+        // manager, and a failed close leaves no marker, so the next open recovers.
+        self.lock.lock().take();
+        closed
+    }
+
+    fn close_partitions(&self) -> Result<()> {
         let mut first_error = None;
         for p in self.partitions() {
-            if let Err(e) = p.close() {
-                error!("Error closing log {}: {e}", p.name());
-                first_error.get_or_insert(e);
+            match p.close() {
+                Ok(()) => {}
+                // Its failure was logged when it went offline.
+                Err(e @ StorageError::Offline { .. }) => {
+                    info!(
+                        "Leaving offline log {} to recovery at the next start",
+                        p.name()
+                    );
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => {
+                    error!("Error closing log {}: {e}", p.name());
+                    first_error.get_or_insert(e);
+                }
             }
         }
         if let Some(e) = first_error {
             return Err(e);
         }
         if self.read_only {
-            self.lock.lock().take();
             return Ok(());
         }
-        self.checkpoints.write_all()?;
+        self.checkpoints.rewrite_all()?;
         write_atomically(
             &self.dir.join(CLEAN_SHUTDOWN_FILE),
             br#"{"version":0,"brokerEpoch":0}"#,
@@ -302,40 +343,38 @@ impl LogManager {
             "Shutdown complete: wrote the clean shutdown file in {}",
             self.dir.display()
         );
-        self.lock.lock().take();
         Ok(())
     }
 }
 
-fn take_lock(dir: &Path) -> Result<File> {
-    let path = dir.join(LOCK_FILE);
-    let f = FsOpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .at(&path)?;
-    // SAFETY: plain syscall on an owned fd.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(StorageError::Locked(dir.to_path_buf()));
+/// The data directory's `.lock`, held with `flock` (Kafka's `.lock`): one
+/// writer of a directory at a time. Released when dropped.
+pub struct DataDirLock {
+    file: File,
+}
+
+impl DataDirLock {
+    /// Takes the lock of `dir`, or `Locked` when another holder has it.
+    pub fn acquire(dir: &Path) -> Result<DataDirLock> {
+        let path = dir.join(LOCK_FILE);
+        let f = io::open_or_create("manager.lock.open", &path).at(&path)?;
+        if let Err(err) = io::flock(&f, libc::LOCK_EX | libc::LOCK_NB) {
+            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(StorageError::Locked(dir.to_path_buf()));
+            }
+            return Err(StorageError::io(&path, err));
         }
-        return Err(StorageError::io(&path, err));
+        write_holder(&f, "").at(&path)?;
+        Ok(DataDirLock { file: f })
     }
-    write_holder(&f, "").at(&path)?;
-    Ok(f)
 }
 
 /// Says who holds the lock, for whoever finds the directory in use (Kafka
 /// never reads `.lock`'s content).
 fn write_holder(f: &File, note: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
     let text = format!("pid {}\n{note}", std::process::id());
-    f.set_len(0)?;
-    f.write_all_at(text.as_bytes(), 0)
+    io::set_len("manager.lock.truncate", f, 0)?;
+    io::write_all_at("manager.lock.write", f, text.as_bytes(), 0)
 }
 
 /// Who holds `dir`'s lock, as the holder described itself (`pid N` and the
@@ -352,10 +391,8 @@ pub fn is_locked(dir: &Path) -> bool {
     let Ok(f) = File::open(dir.join(LOCK_FILE)) else {
         return false;
     };
-    // SAFETY: plain syscalls on an owned fd.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-    if rc == 0 {
-        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+    if io::flock(&f, libc::LOCK_SH | libc::LOCK_NB).is_ok() {
+        let _ = io::flock(&f, libc::LOCK_UN);
         false
     } else {
         true

@@ -7,7 +7,9 @@ pub mod check;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+mod health;
 pub mod index;
+pub mod io;
 mod manager;
 pub mod names;
 mod partition;
@@ -17,7 +19,7 @@ mod stream;
 pub use config::{CONFIG_NAMES, CompressionType, ConfigError, LogConfig};
 pub use error::{Result, StorageError};
 pub use manager::{
-    CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogManager, OpenOptions, is_locked, lock_holder,
+    CLEAN_SHUTDOWN_FILE, DataDirLock, LOCK_FILE, LogManager, OpenOptions, is_locked, lock_holder,
 };
 pub use names::{parse_partition_name, segment_file_name};
 pub use partition::PROPERTIES_FILE;

@@ -182,6 +182,9 @@ pub enum ErrorKind {
     Io(i32),
     /// Bytes that do not decode.
     Corrupt,
+    /// The partition stopped after an I/O failure (fail-stop); the failure
+    /// itself was logged once, when it happened.
+    Offline,
     Busy,
     TimedOut,
 }

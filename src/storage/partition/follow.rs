@@ -159,8 +159,13 @@ impl PartitionLog {
             }
             for base in replaced {
                 if let Some(old) = segs.get(base) {
-                    let seg =
-                        LogSegment::open(old.path().to_path_buf(), *base, settings(&config), false);
+                    let seg = LogSegment::open(
+                        old.path().to_path_buf(),
+                        *base,
+                        settings(&config),
+                        false,
+                        self.health.clone(),
+                    );
                     if old.is_active() {
                         seg.mark_active();
                     }
@@ -200,10 +205,12 @@ impl PartitionLog {
         let mut segs = self.segments.write();
         for base in sealed {
             let path = LogSegment::log_path(&self.dir, *base);
-            segs.insert(*base, Arc::new(LogSegment::open(path, *base, s, false)));
+            let seg = LogSegment::open(path, *base, s, false, self.health.clone());
+            segs.insert(*base, Arc::new(seg));
         }
         let path = LogSegment::log_path(&self.dir, active);
-        segs.insert(active, Arc::new(LogSegment::followed(path, active, s)));
+        let seg = LogSegment::followed(path, active, s, self.health.clone());
+        segs.insert(active, Arc::new(seg));
         drop(segs);
         self.tally.forget();
         if restarted {
@@ -257,10 +264,11 @@ impl PartitionLog {
             old.base_offset,
             settings(&config),
             false,
+            self.health.clone(),
         );
         seg.mark_active();
         let next = seg
-            .recover(old.base_offset)?
+            .recover(old.base_offset, || Ok(()))?
             .next_offset
             .unwrap_or(old.base_offset);
         self.segments.write().insert(old.base_offset, Arc::new(seg));

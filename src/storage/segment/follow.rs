@@ -7,6 +7,7 @@
 //! with Kafka's rule, in memory.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use log::debug;
@@ -14,6 +15,7 @@ use log::debug;
 use super::{AppendState, IndexSettings, Indexes, LogSegment, index_batch};
 use crate::storage::batch_reader::{BatchReader, Stop};
 use crate::storage::error::{IoContext, Result};
+use crate::storage::health::Health;
 use crate::storage::index::{OffsetIndex, TimeIndex};
 
 /// Bytes read at a time when catching up with a writer.
@@ -34,8 +36,14 @@ pub(crate) enum Tail {
 impl LogSegment {
     /// A segment first seen as the active one of a log another process
     /// writes: nothing published yet, indexes built in memory as it grows.
-    pub(crate) fn followed(log_path: PathBuf, base_offset: i64, settings: IndexSettings) -> Self {
-        let mut seg = LogSegment::from_parts(log_path, base_offset, None, 0, settings, false);
+    pub(crate) fn followed(
+        log_path: PathBuf,
+        base_offset: i64,
+        settings: IndexSettings,
+        health: Arc<Health>,
+    ) -> Self {
+        let mut seg =
+            LogSegment::from_parts(log_path, base_offset, None, 0, settings, false, health);
         let path = seg.index_path();
         let time_path = seg.time_index_path();
         let offset = OffsetIndex::in_memory(&path, base_offset, settings.offset_index_max_bytes);
@@ -54,7 +62,7 @@ impl LogSegment {
     /// next batch must not start below. Stops at the first batch that is
     /// torn or does not check: a later look tries it again.
     pub(crate) fn follow_tail(&self, file_len: u64, next_offset: i64) -> Result<Tail> {
-        let published = self.size();
+        let published = self.size()?;
         if file_len < published {
             return Ok(Tail::Shrank);
         }
@@ -77,8 +85,12 @@ impl LogSegment {
             {
                 return Ok(false);
             }
-            if let Some(ix) = guard.as_mut() {
-                index_batch(ix, &mut st, interval, pos, h);
+            // A batch the in-memory index has no room for is still
+            // published; lookups in it walk from the last entry.
+            if let Some(ix) = guard.as_mut()
+                && let Err(e) = index_batch(ix, &mut st, interval, pos, h)
+            {
+                debug!("{}: not indexed at {pos}: {e}", self.log_path.display());
             }
             next = h.next_offset();
             end = pos + batch.size() as u64;
