@@ -448,8 +448,8 @@ fn unclean_open_truncates_and_drops_later_segments() {
     drop(log);
     crash(mgr);
     // Rolls flush sealed segments in the background, which moves the recovery
-    // point past them; put it back to 0 as if those flushes had not happened.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // point past them; put it back to 0 as if those flushes had not happened
+    // (a dropped manager has stopped its flusher: nothing rewrites it later).
     fs::write(
         tmp.path().join("recovery-point-offset-checkpoint"),
         "0\n1\nt 0 0\n",
@@ -462,6 +462,11 @@ fn unclean_open_truncates_and_drops_later_segments() {
     fs::write(&p, &bytes).unwrap();
     let mgr = open(tmp.path(), &small_segments());
     let log = mgr.partition("t-0").unwrap();
+    assert_eq!(
+        log.recovery_point(),
+        0,
+        "recovery started at the first segment"
+    );
     assert_eq!(log.log_end_offset(), 710, "cut at the garbled batch");
     assert_eq!(log.segment_bases(), vec![0, 680]);
     assert!(!seg_path(tmp.path(), "t-0", 1360, "log").exists());
@@ -692,7 +697,7 @@ fn sealed_segments_keep_one_descriptor_and_a_clean_open_opens_none() {
         log.roll().unwrap();
     }
     // Let the background flushes after each roll finish.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(mgr.wait_for_flushes(std::time::Duration::from_secs(60)));
     let grown = open_fds().saturating_sub(before);
     assert!(
         grown <= 100 + 40,
@@ -730,8 +735,8 @@ fn unclean_recovery_rebuilds_every_index_byte_identical() {
     assert!(bases.len() >= 2);
     drop(log);
     crash(mgr);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    // Recover everything, as if no flush had ever completed.
+    // Recover everything, as if no flush had ever completed (a dropped
+    // manager has stopped its flusher: nothing rewrites the file later).
     fs::write(
         tmp.path().join("recovery-point-offset-checkpoint"),
         "0\n1\nt 0 0\n",
@@ -755,6 +760,11 @@ fn unclean_recovery_rebuilds_every_index_byte_identical() {
         );
     }
     let log = mgr.partition("t-0").unwrap();
+    assert_eq!(
+        log.recovery_point(),
+        0,
+        "recovery started at the first segment"
+    );
     assert_eq!(log.log_end_offset(), 1500);
     drop(log);
     mgr.close().unwrap();

@@ -16,6 +16,7 @@ use super::batch_reader::read_full_at;
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
 use super::error::{IoContext, Result, StorageError};
+use super::flusher::Flusher;
 use super::names::{parse_partition_name, validate_new_partition_name};
 use super::partition::{FileKind, LoadContext, PartitionFile, PartitionLog};
 
@@ -42,6 +43,8 @@ pub struct LogManager {
     /// Released at close, so the directory can be opened again.
     lock: Mutex<Option<File>>,
     closed: AtomicBool,
+    /// Runs the flushes that rolls schedule; stopped at close and at drop.
+    flusher: Flusher,
 }
 
 impl LogManager {
@@ -66,6 +69,7 @@ impl LogManager {
             File::open(&dir).and_then(|d| d.sync_all()).at(&dir)?;
         }
         let checkpoints = Arc::new(Checkpoints::load(&dir, opts.read_only));
+        let flusher = Flusher::default();
         let mut names: Vec<PathBuf> = fs::read_dir(&dir)
             .at(&dir)?
             .filter_map(|e| e.ok())
@@ -96,6 +100,7 @@ impl LogManager {
             checkpoints: &checkpoints,
             clean_shutdown: clean,
             writable: !opts.read_only,
+            flusher: &flusher,
         };
         let mut partitions = BTreeMap::new();
         for path in &names {
@@ -117,6 +122,7 @@ impl LogManager {
             admin: Mutex::new(()),
             lock: Mutex::new(lock),
             closed: AtomicBool::new(false),
+            flusher,
         })
     }
 
@@ -164,6 +170,7 @@ impl LogManager {
             checkpoints: &self.checkpoints,
             clean_shutdown: true,
             writable: true,
+            flusher: &self.flusher,
         };
         let log = PartitionLog::create(&path, &ctx)?;
         self.partitions
@@ -228,6 +235,12 @@ impl LogManager {
         read_full_at(&f, buf, offset).at(&path)
     }
 
+    /// Waits, `timeout` at most, until the background flushes that rolls
+    /// scheduled so far have run. Returns whether they have.
+    pub fn wait_for_flushes(&self, timeout: std::time::Duration) -> bool {
+        self.flusher.wait_idle(timeout)
+    }
+
     pub fn flush_all(&self) -> Result<()> {
         for p in self.partitions() {
             p.flush()?;
@@ -266,6 +279,9 @@ impl LogManager {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        // Each partition flushes everything below; no background flush may
+        // run after the directory is let go.
+        self.flusher.stop();
         let mut first_error = None;
         for p in self.partitions() {
             if let Err(e) = p.close() {
@@ -291,6 +307,14 @@ impl LogManager {
         );
         self.lock.lock().take();
         Ok(())
+    }
+}
+
+/// Dropped without `close` (a crash, as tests make one): the background
+/// flushes not yet run are lost, and none runs once the drop returns.
+impl Drop for LogManager {
+    fn drop(&mut self) {
+        self.flusher.stop();
     }
 }
 
