@@ -681,43 +681,66 @@ fn a_lookup_reads_one_index_interval_and_one_batch_and_repeats_read_nothing() {
     mgr.close().unwrap();
 }
 
-fn open_fds() -> usize {
-    fs::read_dir("/proc/self/fd").unwrap().count()
+/// This process's descriptors open on files under `dir`, as their paths.
+/// Other tests of this binary open files at the same time, elsewhere.
+fn fds_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+        .filter(|p| p.starts_with(dir))
+        .collect();
+    out.sort();
+    out
 }
 
 #[test]
 fn sealed_segments_keep_one_descriptor_and_a_clean_open_opens_none() {
     let tmp = tempfile::tempdir().unwrap();
-    let mgr = open(tmp.path(), &LogConfig::default());
+    let root = tmp.path().canonicalize().unwrap();
+    let part = root.join("t-0");
+    let mgr = open(&root, &LogConfig::default());
     let log = mgr.create_partition("t-0").unwrap();
-    let before = open_fds();
     for i in 0..100 {
         log.append(&[NewRecord::value(format!("{i}").as_bytes())])
             .unwrap();
         log.roll().unwrap();
     }
-    // Let the background flushes after each roll finish.
+    // The flushes after each roll open the directory while they run.
     assert!(mgr.wait_for_flushes(std::time::Duration::from_secs(60)));
-    let grown = open_fds().saturating_sub(before);
+    let fds = fds_under(&part);
+    let sealed = |p: &PathBuf, suffix: &str| {
+        p.extension().is_some_and(|e| e == suffix) && *p != seg_path(&root, "t-0", 100, suffix)
+    };
+    let sealed_logs = fds.iter().filter(|p| sealed(p, "log")).count();
+    assert_eq!(sealed_logs, 100, "one descriptor per sealed .log: {fds:#?}");
     assert!(
-        grown <= 100 + 40,
-        "{grown} descriptors for 100 sealed segments"
+        !fds.iter()
+            .any(|p| sealed(p, "index") || sealed(p, "timeindex")),
+        "sealed indexes keep no descriptor: {fds:#?}"
+    );
+    assert!(
+        fds.len() <= 100 + 3,
+        "100 sealed .log files and the active segment's files only: {fds:#?}"
     );
     assert_eq!(log.read(42).unwrap().value.unwrap(), b"42");
     drop(log);
     mgr.close().unwrap();
-
-    // Other tests in this binary open files at the same time, hence the slack;
-    // three descriptors per segment (or one per segment at open) would not fit it.
-    let before = open_fds();
-    let mgr = open(tmp.path(), &LogConfig::default());
-    let log = mgr.partition("t-0").unwrap();
-    let after_open = open_fds();
-    assert!(
-        after_open <= before + 40,
-        "a clean open of 101 segments opened {} files",
-        after_open.saturating_sub(before)
+    drop(mgr);
+    assert_eq!(
+        fds_under(&part),
+        Vec::<PathBuf>::new(),
+        "closed and dropped"
     );
+
+    let mgr = open(&root, &LogConfig::default());
+    let log = mgr.partition("t-0").unwrap();
+    let fds = fds_under(&part);
+    assert!(
+        !fds.iter()
+            .any(|p| sealed(p, "log") || sealed(p, "index") || sealed(p, "timeindex")),
+        "a clean open of 101 segments opened sealed ones: {fds:#?}"
+    );
+    assert!(fds.len() <= 3, "{fds:#?}");
     assert_eq!(log.read(7).unwrap().value.unwrap(), b"7");
     drop(log);
     mgr.close().unwrap();
