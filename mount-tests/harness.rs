@@ -87,6 +87,8 @@ pub struct Mount {
     pub opts: Vec<String>,
     /// Extra environment for the daemon (e.g. `RUST_LOG`).
     pub env: Vec<(String, String)>,
+    /// A command the daemon runs under (e.g. `strace -f -o FILE`), if any.
+    pub wrapper: Vec<String>,
     child: Option<Child>,
 }
 
@@ -112,6 +114,30 @@ impl Mount {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            wrapper: Vec::new(),
+            _tmp: tmp,
+            child: None,
+        };
+        m.start();
+        m
+    }
+
+    /// A mount of a fresh data dir whose daemon runs under `wrapper`, which
+    /// must run the daemon it is given and exit when it exits. `wrapper`
+    /// gets the work directory (the data dir's parent) for its files.
+    pub fn wrapped(opts: &[&str], wrapper: impl FnOnce(&Path) -> Vec<String>) -> Mount {
+        let tmp = tempfile::Builder::new()
+            .prefix("commitfs-mt-")
+            .tempdir()
+            .expect("tempdir");
+        let root = tmp.path().canonicalize().expect("canonical tempdir");
+        let mut m = Mount {
+            data: root.join("data"),
+            mnt: root.join("mnt"),
+            log_path: root.join("daemon.log"),
+            opts: opts.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
+            wrapper: wrapper(&root),
             _tmp: tmp,
             child: None,
         };
@@ -126,7 +152,14 @@ impl Mount {
 
     /// The daemon command line for this data dir and mountpoint.
     pub fn command(&self, mnt: &Path) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = match self.wrapper.split_first() {
+            Some((w, args)) => {
+                let mut c = Command::new(w);
+                c.args(args).arg(BIN);
+                c
+            }
+            None => Command::new(BIN),
+        };
         c.arg("mount").arg("--foreground");
         for o in &self.opts {
             c.arg("-o").arg(o);
