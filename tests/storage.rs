@@ -452,8 +452,8 @@ fn unclean_open_truncates_and_drops_later_segments() {
     drop(log);
     crash(mgr);
     // Rolls flush sealed segments in the background, which moves the recovery
-    // point past them; put it back to 0 as if those flushes had not happened.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // point past them; put it back to 0 as if those flushes had not happened
+    // (a dropped manager has stopped its flusher: nothing rewrites it later).
     fs::write(
         tmp.path().join("recovery-point-offset-checkpoint"),
         "0\n1\nt 0 0\n",
@@ -466,6 +466,11 @@ fn unclean_open_truncates_and_drops_later_segments() {
     fs::write(&p, &bytes).unwrap();
     let mgr = open(tmp.path(), &small_segments());
     let log = mgr.partition("t-0").unwrap();
+    assert_eq!(
+        log.recovery_point(),
+        0,
+        "recovery started at the first segment"
+    );
     assert_eq!(log.log_end_offset(), 710, "cut at the garbled batch");
     assert_eq!(log.segment_bases(), vec![0, 680]);
     assert!(!seg_path(tmp.path(), "t-0", 1360, "log").exists());
@@ -679,43 +684,66 @@ fn a_lookup_reads_one_index_interval_and_one_batch_and_repeats_read_nothing() {
     mgr.close().unwrap();
 }
 
-fn open_fds() -> usize {
-    fs::read_dir("/proc/self/fd").unwrap().count()
+/// This process's descriptors open on files under `dir`, as their paths.
+/// Other tests of this binary open files at the same time, elsewhere.
+fn fds_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+        .filter(|p| p.starts_with(dir))
+        .collect();
+    out.sort();
+    out
 }
 
 #[test]
 fn sealed_segments_keep_one_descriptor_and_a_clean_open_opens_none() {
     let tmp = tempfile::tempdir().unwrap();
-    let mgr = open(tmp.path(), &LogConfig::default());
+    let root = tmp.path().canonicalize().unwrap();
+    let part = root.join("t-0");
+    let mgr = open(&root, &LogConfig::default());
     let log = mgr.create_partition("t-0").unwrap();
-    let before = open_fds();
     for i in 0..100 {
         log.append(&[NewRecord::value(format!("{i}").as_bytes())])
             .unwrap();
         log.roll().unwrap();
     }
-    // Let the background flushes after each roll finish.
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let grown = open_fds().saturating_sub(before);
+    // The flushes after each roll open the directory while they run.
+    assert!(mgr.wait_for_flushes(std::time::Duration::from_secs(60)));
+    let fds = fds_under(&part);
+    let sealed = |p: &PathBuf, suffix: &str| {
+        p.extension().is_some_and(|e| e == suffix) && *p != seg_path(&root, "t-0", 100, suffix)
+    };
+    let sealed_logs = fds.iter().filter(|p| sealed(p, "log")).count();
+    assert_eq!(sealed_logs, 100, "one descriptor per sealed .log: {fds:#?}");
     assert!(
-        grown <= 100 + 40,
-        "{grown} descriptors for 100 sealed segments"
+        !fds.iter()
+            .any(|p| sealed(p, "index") || sealed(p, "timeindex")),
+        "sealed indexes keep no descriptor: {fds:#?}"
+    );
+    assert!(
+        fds.len() <= 100 + 3,
+        "100 sealed .log files and the active segment's files only: {fds:#?}"
     );
     assert_eq!(log.read(42).unwrap().value.unwrap(), b"42");
     drop(log);
     mgr.close().unwrap();
-
-    // Other tests in this binary open files at the same time, hence the slack;
-    // three descriptors per segment (or one per segment at open) would not fit it.
-    let before = open_fds();
-    let mgr = open(tmp.path(), &LogConfig::default());
-    let log = mgr.partition("t-0").unwrap();
-    let after_open = open_fds();
-    assert!(
-        after_open <= before + 40,
-        "a clean open of 101 segments opened {} files",
-        after_open.saturating_sub(before)
+    drop(mgr);
+    assert_eq!(
+        fds_under(&part),
+        Vec::<PathBuf>::new(),
+        "closed and dropped"
     );
+
+    let mgr = open(&root, &LogConfig::default());
+    let log = mgr.partition("t-0").unwrap();
+    let fds = fds_under(&part);
+    assert!(
+        !fds.iter()
+            .any(|p| sealed(p, "log") || sealed(p, "index") || sealed(p, "timeindex")),
+        "a clean open of 101 segments opened sealed ones: {fds:#?}"
+    );
+    assert!(fds.len() <= 3, "{fds:#?}");
     assert_eq!(log.read(7).unwrap().value.unwrap(), b"7");
     drop(log);
     mgr.close().unwrap();
@@ -733,8 +761,8 @@ fn unclean_recovery_rebuilds_every_index_byte_identical() {
     assert!(bases.len() >= 2);
     drop(log);
     crash(mgr);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    // Recover everything, as if no flush had ever completed.
+    // Recover everything, as if no flush had ever completed (a dropped
+    // manager has stopped its flusher: nothing rewrites the file later).
     fs::write(
         tmp.path().join("recovery-point-offset-checkpoint"),
         "0\n1\nt 0 0\n",
@@ -758,6 +786,11 @@ fn unclean_recovery_rebuilds_every_index_byte_identical() {
         );
     }
     let log = mgr.partition("t-0").unwrap();
+    assert_eq!(
+        log.recovery_point(),
+        0,
+        "recovery started at the first segment"
+    );
     assert_eq!(log.log_end_offset(), 1500);
     drop(log);
     mgr.close().unwrap();

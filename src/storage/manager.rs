@@ -15,6 +15,7 @@ use super::batch_reader::read_full_at;
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
 use super::error::{IoContext, Result, StorageError};
+use super::flusher::Flusher;
 use super::io;
 use super::names::{parse_partition_name, validate_new_partition_name};
 use super::partition::{FileKind, LoadContext, PartitionFile, PartitionLog};
@@ -48,6 +49,8 @@ pub struct LogManager {
     /// Released at close, so the directory can be opened again.
     lock: Mutex<Option<DataDirLock>>,
     closed: AtomicBool,
+    /// Runs the flushes that rolls schedule; stopped at close and at drop.
+    flusher: Flusher,
 }
 
 impl LogManager {
@@ -94,6 +97,7 @@ impl LogManager {
             io::sync_dir("manager.marker.dir_fsync", &dir).synced(&dir)?;
         }
         let checkpoints = Arc::new(Checkpoints::load(&dir, opts.read_only));
+        let flusher = Flusher::default();
         let mut names: Vec<PathBuf> = fs::read_dir(&dir)
             .at(&dir)?
             .filter_map(|e| e.ok())
@@ -124,6 +128,7 @@ impl LogManager {
             checkpoints: &checkpoints,
             clean_shutdown: clean,
             writable: !opts.read_only,
+            flusher: &flusher,
         };
         // A partition that fails to load is offline; the others load.
         let mut partitions = BTreeMap::new();
@@ -147,6 +152,7 @@ impl LogManager {
             admin: Mutex::new(()),
             lock: Mutex::new(lock),
             closed: AtomicBool::new(false),
+            flusher,
         })
     }
 
@@ -203,6 +209,7 @@ impl LogManager {
             checkpoints: &self.checkpoints,
             clean_shutdown: true,
             writable: true,
+            flusher: &self.flusher,
         };
         let log = PartitionLog::create(&path, &ctx)?;
         self.partitions
@@ -264,6 +271,12 @@ impl LogManager {
         read_full_at(&f, buf, offset).at(&path)
     }
 
+    /// Waits, `timeout` at most, until the background flushes that rolls
+    /// scheduled so far have run. Returns whether they have.
+    pub fn wait_for_flushes(&self, timeout: std::time::Duration) -> bool {
+        self.flusher.wait_idle(timeout)
+    }
+
     pub fn flush_all(&self) -> Result<()> {
         for p in self.partitions() {
             p.flush()?;
@@ -302,6 +315,9 @@ impl LogManager {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        // Each partition flushes everything below; no background flush may
+        // run after the directory is let go.
+        self.flusher.stop();
         let closed = self.close_partitions();
         // Released whatever happened: nothing more is written through this
         // manager, and a failed close leaves no marker, so the next open recovers.
@@ -344,6 +360,14 @@ impl LogManager {
             self.dir.display()
         );
         Ok(())
+    }
+}
+
+/// Dropped without `close` (a crash, as tests make one): the background
+/// flushes not yet run are lost, and none runs once the drop returns.
+impl Drop for LogManager {
+    fn drop(&mut self) {
+        self.flusher.stop();
     }
 }
 

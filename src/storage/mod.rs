@@ -7,6 +7,7 @@ pub mod check;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+mod flusher;
 mod health;
 pub mod index;
 pub mod io;

@@ -136,6 +136,7 @@ impl LogManager {
                 checkpoints: &self.checkpoints,
                 clean_shutdown: clean,
                 writable: false,
+                flusher: &self.flusher,
             };
             match PartitionLog::load(&self.dir.join(name), &ctx) {
                 Ok(log) => {

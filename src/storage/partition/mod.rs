@@ -19,6 +19,7 @@ use parking_lot::{Mutex, RwLock};
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::{LogConfig, format_properties};
 use super::error::{IoContext, Result, StorageError};
+use super::flusher::Flusher;
 use super::health::Health;
 use super::io;
 use super::names::parse_partition_name;
@@ -96,6 +97,8 @@ pub struct PartitionLog {
     /// The last batch decoded for a lookup. Batches never change once
     /// written, and the offset range check runs before it is used.
     recent_batch: Mutex<Option<Arc<CachedBatch>>>,
+    /// The data directory's background flusher (flushes after rolls).
+    flusher: Flusher,
     self_ref: Weak<PartitionLog>,
     /// Online, or offline after a failure (fail-stop); shared with the segments.
     health: Arc<Health>,
@@ -121,6 +124,7 @@ pub(crate) struct LoadContext<'a> {
     pub checkpoints: &'a Arc<Checkpoints>,
     pub clean_shutdown: bool,
     pub writable: bool,
+    pub flusher: &'a Flusher,
 }
 
 impl PartitionLog {
@@ -179,6 +183,7 @@ impl PartitionLog {
             stream: Mutex::new(stream),
             tally: AppendTally::default(),
             recent_batch: Mutex::new(None),
+            flusher: ctx.flusher.clone(),
             self_ref: me.clone(),
             health,
         })

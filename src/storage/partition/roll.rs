@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use log::{error, info, warn};
+use log::{error, info};
 
 use super::{PartitionLog, now_ms, settings};
 use crate::storage::config::LogConfig;
@@ -86,23 +86,15 @@ impl PartitionLog {
     /// Kafka flushes a sealed segment asynchronously, advancing the recovery point.
     pub(super) fn schedule_flush(&self, up_to: i64) {
         let me = self.self_ref.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("flush-{}", self.name))
-            .spawn(move || {
-                if let Some(log) = me.upgrade()
-                    && !log.deleted.load(Ordering::Acquire)
-                    && let Err(e) = log.flush_up_to(up_to)
-                    && !matches!(e, StorageError::Offline { .. })
-                {
-                    error!("Error flushing {} after roll: {e}", log.name);
-                }
-            });
-        if let Err(e) = spawned {
-            warn!(
-                "Could not start the flush after roll of {}: {e}; it runs at the next flush",
-                self.name
-            );
-        }
+        self.flusher.schedule(&self.name, move || {
+            if let Some(log) = me.upgrade()
+                && !log.deleted.load(Ordering::Acquire)
+                && let Err(e) = log.flush_up_to(up_to)
+                && !matches!(e, StorageError::Offline { .. })
+            {
+                error!("Error flushing {} after roll: {e}", log.name);
+            }
+        });
     }
 
     /// fsyncs every segment up to the LEO, advances the recovery point, writes the checkpoint.
