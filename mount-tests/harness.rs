@@ -87,6 +87,8 @@ pub struct Mount {
     pub opts: Vec<String>,
     /// Extra environment for the daemon (e.g. `RUST_LOG`).
     pub env: Vec<(String, String)>,
+    /// A cluster mount of these brokers instead of a data-dir mount.
+    pub bootstrap: Option<String>,
     child: Option<Child>,
 }
 
@@ -98,6 +100,20 @@ impl Mount {
     /// A mount whose data dir is `data` (e.g. on a filesystem the test
     /// mounted) instead of a fresh one, with extra environment for the daemon.
     pub fn with(opts: &[&str], data: Option<&Path>, env: &[(&str, &str)]) -> Mount {
+        Mount::build(opts, data, env, None)
+    }
+
+    /// A cluster mount: `commitfs mount --bootstrap-server BOOTSTRAP MNT`.
+    pub fn cluster(bootstrap: &str, opts: &[&str]) -> Mount {
+        Mount::build(opts, None, &[], Some(bootstrap.to_string()))
+    }
+
+    fn build(
+        opts: &[&str],
+        data: Option<&Path>,
+        env: &[(&str, &str)],
+        bootstrap: Option<String>,
+    ) -> Mount {
         let tmp = tempfile::Builder::new()
             .prefix("commitfs-mt-")
             .tempdir()
@@ -112,6 +128,7 @@ impl Mount {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            bootstrap,
             _tmp: tmp,
             child: None,
         };
@@ -131,7 +148,10 @@ impl Mount {
         for o in &self.opts {
             c.arg("-o").arg(o);
         }
-        c.arg(&self.data).arg(mnt);
+        match &self.bootstrap {
+            Some(b) => c.arg("--bootstrap-server").arg(b).arg(mnt),
+            None => c.arg(&self.data).arg(mnt),
+        };
         c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c
     }

@@ -4,6 +4,7 @@
 mod harness;
 
 mod basic;
+mod cluster;
 mod consumer;
 mod control;
 mod crash;

@@ -10,9 +10,10 @@
 
 use std::time::{Duration, Instant};
 
-use log::debug;
+use log::{debug, warn};
 use parking_lot::{Mutex, MutexGuard};
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::ClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
 use rdkafka::message::{Headers, Message, Timestamp};
 use rdkafka::{Offset, TopicPartitionList};
@@ -76,8 +77,25 @@ struct Position {
     next: i64,
 }
 
+/// The consumers' context: the end-of-log events a reader waits for are
+/// routine, not errors for the daemon's log.
+pub struct Quiet;
+
+impl ClientContext for Quiet {
+    fn error(&self, error: KafkaError, reason: &str) {
+        match error.rdkafka_error_code() {
+            Some(Code::PartitionEOF) => debug!("librdkafka: {reason}"),
+            _ => warn!("librdkafka: {error}: {reason}"),
+        }
+    }
+}
+
+impl ConsumerContext for Quiet {}
+
+pub type Consumer = BaseConsumer<Quiet>;
+
 struct Reader {
-    consumer: BaseConsumer,
+    consumer: Consumer,
     at: Option<Position>,
 }
 
@@ -85,7 +103,7 @@ pub struct Fetcher {
     readers: Vec<Mutex<Reader>>,
     /// For watermarks and timestamp lookups: never assigned, so its calls
     /// never wait behind a reader's fetch.
-    meta: BaseConsumer,
+    meta: Consumer,
     timeout: Duration,
 }
 
@@ -126,7 +144,7 @@ fn convert(m: &rdkafka::message::BorrowedMessage<'_>) -> Fetched {
 
 impl Fetcher {
     pub fn new(
-        make: impl Fn() -> ClusterResult<BaseConsumer>,
+        make: impl Fn() -> ClusterResult<Consumer>,
         timeout: Duration,
     ) -> ClusterResult<Self> {
         let readers = (0..READERS)
@@ -215,7 +233,7 @@ impl Fetcher {
         }
     }
 
-    fn collect(&self, consumer: &BaseConsumer, at: &Position, stop: i64) -> Result<Chunk, Collect> {
+    fn collect(&self, consumer: &Consumer, at: &Position, stop: i64) -> Result<Chunk, Collect> {
         let deadline = Instant::now() + self.timeout;
         let mut chunk = Chunk {
             first: at.next,

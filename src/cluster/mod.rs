@@ -34,7 +34,6 @@ use std::time::{Duration, Instant};
 use log::info;
 use parking_lot::{Mutex, RwLock};
 use rdkafka::admin::AdminClient;
-use rdkafka::consumer::BaseConsumer;
 
 pub use config::ClusterOptions;
 pub use error::{ClusterError, ClusterResult};
@@ -157,9 +156,9 @@ impl ClusterBackend {
     pub fn new(opts: ClusterOptions) -> ClusterResult<Self> {
         let timeout = opts.request_timeout;
         let consumer_config = opts.consumer_config();
-        let make_consumer = || -> ClusterResult<BaseConsumer> {
+        let make_consumer = || -> ClusterResult<fetch::Consumer> {
             consumer_config
-                .create()
+                .create_with_context(fetch::Quiet)
                 .map_err(|e| ClusterError::client("creating a consumer", &e))
         };
         let fetcher = Fetcher::new(make_consumer, timeout)?;
