@@ -31,6 +31,7 @@ fn external() -> Option<String> {
 struct Fixture {
     mock: Option<MockCluster<'static, DefaultProducerContext>>,
     bootstrap: String,
+    backend: Arc<ClusterBackend>,
     tree: Tree,
     /// This test's topic.
     topic: String,
@@ -68,10 +69,11 @@ fn fixture(partitions: i32, timeout_ms: u64, tweak: impl Fn(&mut ClusterOptions)
     tweak(&mut opts);
     let backend = Arc::new(ClusterBackend::new(opts).unwrap());
     backend.check().expect("the cluster answers");
-    let tree = Tree::new(backend);
+    let tree = Tree::new(backend.clone());
     let f = Fixture {
         mock,
         bootstrap,
+        backend,
         tree,
         topic,
     };
@@ -598,4 +600,28 @@ fn a_read_only_mount_refuses_every_change() {
     assert_eq!(f.open(&format!("{p}/log"), false, true), Err(libc::EROFS));
     assert_eq!(f.mkdir(&f.p(1)), Err(libc::EROFS));
     assert_eq!(f.text(&format!("{p}/log")), "");
+}
+
+#[test]
+fn closing_settles_produces_in_flight() {
+    let Some(f) = Some(fixture(1, 2000, |_| {})).filter(|f| !f.full()) else {
+        eprintln!("skipping: needs the mock cluster, whose broker the test can stop");
+        return;
+    };
+    let p = f.p(0);
+    f.write(&format!("{p}/log"), b"before\n").unwrap();
+    let (tree, backend) = (&f.tree, &f.backend);
+    let fh = f.open(&format!("{p}/log"), false, true).unwrap();
+    f.mock.as_ref().unwrap().broker_down(1).unwrap();
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| tree.write(fh, b"in flight\n").map_err(|e| e.errno));
+        std::thread::sleep(Duration::from_millis(300));
+        // What umount and SIGTERM do once the session ends.
+        backend.close();
+        let e = writer.join().unwrap().unwrap_err();
+        assert!([libc::EIO, libc::ETIMEDOUT].contains(&e), "{e}");
+    });
+    tree.release(fh).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
 }
