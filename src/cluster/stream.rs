@@ -103,8 +103,15 @@ impl StreamIndex {
         chunks: Chunks,
         deadline: Instant,
     ) -> ClusterResult<u64> {
+        match self.move_start(log_start, chunks) {
+            // The records before the new start in its span are gone already
+            // (retention, DeleteRecords): count afresh from the start.
+            Err(e) if matches!(e.kind, ErrorKind::OffsetOutOfRange { .. }) => {
+                *self = StreamIndex::new(log_start);
+            }
+            r => r?,
+        }
         self.extend(log_end, chunks, deadline)?;
-        self.move_start(log_start, chunks)?;
         Ok(self.end_pos - self.start.1)
     }
 
@@ -180,7 +187,7 @@ impl StreamIndex {
     /// Takes a new log start: its absolute position is found by counting
     /// the records of its span before it, and spans wholly below it go.
     fn move_start(&mut self, log_start: i64, chunks: Chunks) -> ClusterResult<()> {
-        if log_start <= self.start.0 {
+        if log_start <= self.start.0 || self.end <= self.start.0 {
             return Ok(());
         }
         let log_start = log_start.min(self.end);
@@ -360,6 +367,37 @@ mod tests {
         assert_eq!(ix.len(1000, n, &chunks, far()).unwrap(), want.len() as u64);
         let k = ix.read(0, &mut buf, &chunks).unwrap();
         assert_eq!(&buf[..k], &want[..13]);
+    }
+
+    #[test]
+    fn a_start_moved_past_deleted_records_counts_afresh() {
+        let n = 100;
+        let inner = log(n, -1);
+        let gone = std::cell::Cell::new(0);
+        let chunks = |at| {
+            if at < gone.get() {
+                return Err(ClusterError::new(
+                    ErrorKind::OffsetOutOfRange {
+                        offset: at,
+                        log_start: gone.get(),
+                        log_end: n,
+                    },
+                    "deleted",
+                ));
+            }
+            inner(at)
+        };
+        let mut ix = StreamIndex::new(0);
+        assert_eq!(
+            ix.len(0, n, &chunks, far()).unwrap(),
+            text(0, n, -1).len() as u64
+        );
+        gone.set(50);
+        let want = text(50, n, -1);
+        assert_eq!(ix.len(50, n, &chunks, far()).unwrap(), want.len() as u64);
+        let mut buf = [0u8; 8];
+        let k = ix.read(0, &mut buf, &chunks).unwrap();
+        assert_eq!(&buf[..k], &want[..8]);
     }
 
     #[test]
