@@ -228,10 +228,17 @@ impl Partition for ClusterPartition {
     }
 
     fn stream_len(&self) -> BackendResult<u64> {
-        let (low, high) = self.watermarks()?;
         let deadline = self.deadline();
         let chunks = |at| self.chunk(at);
-        Ok(self.with_index(low, high, |ix| ix.len(low, high, &chunks, deadline))?)
+        let mut tries = 0;
+        loop {
+            let (low, high) = self.watermarks()?;
+            match self.with_index(low, high, |ix| ix.len(low, high, &chunks, deadline)) {
+                // The log start moved while counting: once more from it.
+                Err(e) if e.kind == ErrorKind::Io(libc::EAGAIN) && tries == 0 => tries += 1,
+                r => return Ok(r?),
+            }
+        }
     }
 
     fn read_stream(&self, pos: u64, buf: &mut [u8]) -> BackendResult<usize> {

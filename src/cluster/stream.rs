@@ -103,6 +103,10 @@ impl StreamIndex {
         chunks: Chunks,
         deadline: Instant,
     ) -> ClusterResult<u64> {
+        if self.end < log_start {
+            // Everything counted is gone: count from the start.
+            *self = StreamIndex::new(log_start);
+        }
         match self.move_start(log_start, chunks) {
             // The records before the new start in its span are gone already
             // (retention, DeleteRecords): count afresh from the start.
@@ -111,7 +115,16 @@ impl StreamIndex {
             }
             r => r?,
         }
-        self.extend(log_end, chunks, deadline)?;
+        match self.extend(log_end, chunks, deadline) {
+            // Retention moved the start past where counting stood.
+            Err(e) if matches!(e.kind, ErrorKind::OffsetOutOfRange { .. }) => {
+                return Err(ClusterError::new(
+                    ErrorKind::Io(libc::EAGAIN),
+                    format!("{e}: the log start moved while counting; try again"),
+                ));
+            }
+            r => r?,
+        }
         Ok(self.end_pos - self.start.1)
     }
 
@@ -187,7 +200,7 @@ impl StreamIndex {
     /// Takes a new log start: its absolute position is found by counting
     /// the records of its span before it, and spans wholly below it go.
     fn move_start(&mut self, log_start: i64, chunks: Chunks) -> ClusterResult<()> {
-        if log_start <= self.start.0 || self.end <= self.start.0 {
+        if log_start <= self.start.0 {
             return Ok(());
         }
         let log_start = log_start.min(self.end);
