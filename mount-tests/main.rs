@@ -2,6 +2,8 @@
 //! They need root and /dev/fuse; without them they skip, or fail when `CI` is set.
 
 mod harness;
+#[path = "../tests/support/kafka_writer.rs"]
+mod kafka_writer;
 
 mod basic;
 mod cluster;
@@ -12,7 +14,9 @@ mod errors;
 mod fstab;
 mod kafka;
 mod lifecycle;
+mod live_ro;
 mod raw;
+mod ro_shrink;
 mod roll;
 mod torture_concurrency;
 mod torture_diskfull;

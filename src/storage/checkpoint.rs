@@ -94,6 +94,13 @@ impl Checkpoints {
         }
     }
 
+    /// Reads both files again: another process rewrote them (a read-only
+    /// mount of a running broker's directory).
+    pub fn reload(&self) {
+        *self.recovery_points.lock() = read(&self.dir.join(RECOVERY_POINT_FILE));
+        *self.log_start_offsets.lock() = read(&self.dir.join(LOG_START_OFFSET_FILE));
+    }
+
     pub fn recovery_point(&self, topic: &str, partition: u32) -> Option<i64> {
         self.recovery_points
             .lock()

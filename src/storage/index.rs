@@ -1,6 +1,9 @@
 //! Kafka's sparse indexes: `.index` (8-byte entries: relative offset u32,
 //! position u32) and `.timeindex` (12-byte entries: timestamp i64, relative
-//! offset u32), both big-endian and memory-mapped. Entries are decoded only
+//! offset u32), both big-endian and memory-mapped. On a read-only data dir
+//! no file is mapped: another process may truncate it at any time, and a
+//! mapped page past a new end faults (SIGBUS), so the file is read into the
+//! daemon's own memory instead. Entries are decoded only
 //! here, so that `check` and `dump` (through [`offset_entries`] and
 //! [`time_entries`]) cannot read the layout differently from the index.
 //!
@@ -22,9 +25,8 @@ pub const TIME_ENTRY: usize = 12;
 enum Backing {
     /// A shared mapping of the file: what we write reaches the file.
     File(File),
-    /// A private copy of a file we must not change (read-only data dir).
-    CopyOnWrite(File),
-    /// Built in memory only (a read-only data dir whose index had to be rebuilt).
+    /// In memory only: a copy of a file we must not change (a read-only
+    /// data dir), or an index rebuilt there.
     Memory,
 }
 
@@ -41,25 +43,54 @@ impl IndexFile {
     /// Maps `path`, taking every whole entry of its length as an entry (as Kafka
     /// does); callers sanity-check or count the real entries afterwards.
     fn open(path: &Path, entry_size: usize, writable: bool) -> Result<Self> {
-        let file = if writable {
-            OpenOptions::new().read(true).write(true).open(path)
-        } else {
-            File::open(path)
+        if !writable {
+            return Self::copy(path, entry_size);
         }
-        .at(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .at(path)?;
         let len = file.metadata().at(path)?.len() as usize;
         let mut idx = IndexFile {
             path: path.to_path_buf(),
-            backing: if writable {
-                Backing::File(file)
-            } else {
-                Backing::CopyOnWrite(file)
-            },
+            backing: Backing::File(file),
             mmap: None,
             entry_size,
             entries: len / entry_size,
         };
         idx.remap(len)?;
+        Ok(idx)
+    }
+
+    /// Reads a file we must not change (and that another process may cut
+    /// or rewrite meanwhile) into memory of our own. The length is what was
+    /// read: a file cut while it is read is taken as it was cut, so the
+    /// entry count and every later check see one consistent copy.
+    fn copy(path: &Path, entry_size: usize) -> Result<Self> {
+        let file = File::open(path).at(path)?;
+        let len = file.metadata().at(path)?.len() as usize;
+        let mut idx = IndexFile {
+            path: path.to_path_buf(),
+            backing: Backing::Memory,
+            mmap: None,
+            entry_size,
+            entries: 0,
+        };
+        idx.remap(len)?;
+        let read = match idx.mmap.as_mut() {
+            Some(m) => super::batch_reader::read_full_at(&file, &mut m[..], 0).at(path)?,
+            None => 0,
+        };
+        if read < len {
+            // Cut while it was read: keep only what was there.
+            let old = idx.mmap.take();
+            idx.remap(read)?;
+            if let (Some(to), Some(from)) = (idx.mmap.as_mut(), old.as_ref()) {
+                to.copy_from_slice(&from[..read]);
+            }
+        }
+        idx.entries = read / entry_size;
         Ok(idx)
     }
 
@@ -103,9 +134,9 @@ impl IndexFile {
         }
         let map = match &self.backing {
             // SAFETY: index files belong to this process (the data dir is locked);
-            // nothing else truncates them while they are mapped.
+            // nothing else truncates them while they are mapped. A read-only
+            // data dir is not locked, and is never mapped (see `copy`).
             Backing::File(f) => unsafe { MmapOptions::new().len(len).map_mut(f) },
-            Backing::CopyOnWrite(f) => unsafe { MmapOptions::new().len(len).map_copy(f) },
             Backing::Memory => MmapOptions::new().len(len).map_anon(),
         };
         self.mmap = Some(map.at(&self.path)?);
@@ -139,7 +170,7 @@ impl IndexFile {
                     f.set_len(len).at(&self.path)?;
                 }
             }
-            Backing::CopyOnWrite(_) | Backing::Memory => {
+            Backing::Memory => {
                 // Never touch the file: rebuild a private copy at the new size.
                 let old: Vec<u8> = (0..self.entries)
                     .flat_map(|i| self.entry_bytes_owned(i))
@@ -176,7 +207,7 @@ impl IndexFile {
 
     fn file_len(&self) -> Result<u64> {
         match &self.backing {
-            Backing::File(f) | Backing::CopyOnWrite(f) => Ok(f.metadata().at(&self.path)?.len()),
+            Backing::File(f) => Ok(f.metadata().at(&self.path)?.len()),
             Backing::Memory => Ok(self.mmap.as_ref().map_or(0, |m| m.len()) as u64),
         }
     }
@@ -598,6 +629,32 @@ mod tests {
             "Kafka counts entries from the file length"
         );
         assert!(reopened.check(100_000).unwrap_err().contains("position 0"));
+    }
+
+    #[test]
+    fn a_read_only_open_keeps_its_own_copy_when_the_file_is_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.index");
+        // 2000 entries (offset 2i, position 100i): four pages.
+        let bytes: Vec<u8> = (1..=2000u32)
+            .flat_map(|i| [(i * 2).to_be_bytes(), (i * 100).to_be_bytes()].concat())
+            .collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let ro = OffsetIndex::open(&path, 0, false).unwrap();
+        // Another process cuts the file: a mapping would fault here.
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        assert_eq!(ro.entries(), 2000);
+        assert_eq!(ro.lookup(3).position, 100);
+        assert_eq!(ro.lookup(2001).position, 100_000);
+        ro.check(1 << 30).unwrap();
+        let empty = OffsetIndex::open(&path, 0, false).unwrap();
+        assert_eq!(empty.entries(), 0);
+        assert_eq!(empty.lookup(7).position, 0);
     }
 
     #[test]

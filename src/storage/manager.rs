@@ -19,6 +19,10 @@ use super::error::{IoContext, Result, StorageError};
 use super::names::{parse_partition_name, validate_new_partition_name};
 use super::partition::{FileKind, LoadContext, PartitionFile, PartitionLog};
 
+// Read-only mounts following the directory another process writes.
+pub(super) mod follow;
+use follow::DirWatch;
+
 /// Written at a clean close, deleted at start-up (Kafka's `CleanShutdownFileHandler`).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 /// Held with `flock` while the directory is open, as Kafka's `.lock`.
@@ -33,6 +37,8 @@ pub struct OpenOptions {
 
 pub struct LogManager {
     dir: PathBuf,
+    /// Read-only: the data directory as last listed (see `manager/follow.rs`).
+    root_watch: Mutex<DirWatch>,
     defaults: LogConfig,
     read_only: bool,
     checkpoints: Arc<Checkpoints>,
@@ -110,6 +116,7 @@ impl LogManager {
         );
         Ok(LogManager {
             dir,
+            root_watch: Mutex::new(DirWatch::default()),
             defaults,
             read_only: opts.read_only,
             checkpoints,
@@ -139,12 +146,21 @@ impl LogManager {
         self.read_only
     }
 
-    /// All partitions, sorted by name.
+    /// All partitions, sorted by name. Read-only, those the directory
+    /// holds now (another process may create and delete them).
     pub fn partitions(&self) -> Vec<Arc<PartitionLog>> {
+        if self.read_only {
+            self.follow_root();
+        }
         self.partitions.read().values().cloned().collect()
     }
 
+    /// The partition. Read-only, brought up to what its directory holds
+    /// now, and `None` once its directory is gone.
     pub fn partition(&self, name: &str) -> Option<Arc<PartitionLog>> {
+        if self.read_only {
+            return self.followed_partition(name);
+        }
         self.partitions.read().get(name).cloned()
     }
 

@@ -368,6 +368,14 @@ impl Stream {
         Ok(filled)
     }
 
+    /// Forgets what was learned of segment `base`: its file changed
+    /// underneath (a read-only mount following another writer).
+    pub fn forget(&mut self, base: i64) {
+        self.sealed.remove(&base);
+        self.maps.remove(&base);
+        self.prefix = None;
+    }
+
     /// The persisted length of segment `base`, if any.
     pub fn known_len(&self, base: i64) -> Option<u64> {
         self.sealed.get(&base).copied()

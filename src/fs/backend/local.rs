@@ -22,10 +22,15 @@ use crate::storage::{
 /// The daemon's log, in the root of a read-write mount's data directory.
 pub const DAEMON_LOG_FILE: &str = "commitfs.log";
 
-/// Dot files (`.lock`, `.kafka_cleanshutdown`) and files being replaced
-/// (`*.tmp`) are never shown.
+/// Dot files (`.lock`, `.kafka_cleanshutdown`) and files on their way in or
+/// out are never shown: `*.tmp` being replaced, and Kafka's `.deleted`
+/// (retention), `.cleaned` and `.swap` (the log cleaner), which are not part
+/// of its log: a segment renamed `.deleted` is gone.
 fn transient_or_dot(name: &str) -> bool {
-    name.starts_with('.') || name.ends_with(".tmp")
+    name.starts_with('.')
+        || [".tmp", ".deleted", ".cleaned", ".swap"]
+            .iter()
+            .any(|suffix| name.ends_with(suffix))
 }
 
 /// A partition directory's files, but commitfs's own bookkeeping.

@@ -68,13 +68,7 @@ impl PartitionLog {
     /// bytes past it may be half a batch.
     fn describe(&self, name: String, meta: &fs::Metadata) -> PartitionFile {
         let (kind, size) = match parse_segment_file_name(&name) {
-            Some((base, "log")) => (
-                FileKind::Log,
-                self.segments
-                    .read()
-                    .get(&base)
-                    .map_or(meta.len(), |s| s.size()),
-            ),
+            Some((base, "log")) => (FileKind::Log, self.log_len(base, meta.len())),
             Some((_, "index")) => (FileKind::Index, meta.len()),
             Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
             _ => (FileKind::Other, meta.len()),
@@ -117,8 +111,35 @@ impl PartitionLog {
             return read_full_at(seg.log_file()?, &mut buf[..want], offset).at(seg.path());
         }
         let path = self.file_path(name)?;
+        if let Some((base, "log")) = parse_segment_file_name(name)
+            && self.unfollowed_len(base, u64::MAX) == 0
+        {
+            return Ok(0);
+        }
         let f = File::open(&path).at(&path)?;
         read_full_at(&f, buf, offset).at(&path)
+    }
+
+    /// The size shown of segment `base`'s `.log` (`file_len` bytes on
+    /// disk): its published size, since bytes past it may be half a batch.
+    fn log_len(&self, base: i64, file_len: u64) -> u64 {
+        let seg = self.segments.read().get(&base).cloned();
+        match seg {
+            Some(s) => s.size(),
+            None => self.unfollowed_len(base, file_len),
+        }
+    }
+
+    /// The size shown of a `.log` that is not one of the log's segments
+    /// (`file_len` bytes on disk). On a read-only mount, one past the active
+    /// segment is a segment the writer created since the last look: none
+    /// of its bytes are known to be whole batches yet, so none are shown
+    /// until it is followed.
+    fn unfollowed_len(&self, base: i64, file_len: u64) -> u64 {
+        let newer = self
+            .active_segment_base()
+            .is_none_or(|active| base > active);
+        if !self.writable && newer { 0 } else { file_len }
     }
 
     /// A read-only handle on a file from [`PartitionLog::files`] (for passthrough or mmap).

@@ -26,6 +26,7 @@ use super::stream::{AppendTally, Stream};
 
 mod append;
 mod files;
+mod follow;
 mod loader;
 mod read;
 mod retention;
@@ -35,6 +36,10 @@ pub use append::AppendInfo;
 pub use files::{FileKind, PartitionFile};
 use read::CachedBatch;
 pub use read::RecordEntry;
+
+// Read-only partitions following another writer.
+use follow::FollowState;
+pub(crate) use follow::Followed;
 
 /// Per-partition config overrides, in Java properties format.
 pub const PROPERTIES_FILE: &str = "commitfs.properties";
@@ -81,6 +86,8 @@ pub struct PartitionLog {
     last_flush_ms: AtomicI64,
     flush_lock: Mutex<()>,
     deleted: AtomicBool,
+    /// Read-only: what was seen of the directory another process writes.
+    follow: Mutex<FollowState>,
     stream: Mutex<Stream>,
     tally: AppendTally,
     /// The last batch decoded for a lookup. Batches never change once
@@ -167,6 +174,7 @@ impl PartitionLog {
             last_flush_ms: AtomicI64::new(now_ms()),
             flush_lock: Mutex::new(()),
             deleted: AtomicBool::new(false),
+            follow: Mutex::new(FollowState::default()),
             stream: Mutex::new(stream),
             tally: AppendTally::default(),
             recent_batch: Mutex::new(None),

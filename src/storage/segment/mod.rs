@@ -19,9 +19,11 @@ use super::index::{OffsetIndex, TimeIndex};
 use super::names::segment_file_name;
 use crate::record::BatchHeader;
 
+mod follow;
 mod lazy_index;
 mod read;
 
+pub(crate) use follow::Tail;
 pub(crate) use lazy_index::Indexes;
 use lazy_index::LazyIndex;
 pub use read::ReadBatch;
