@@ -89,6 +89,8 @@ pub struct Mount {
     pub env: Vec<(String, String)>,
     /// A command the daemon runs under (e.g. `strace -f -o FILE`), if any.
     pub wrapper: Vec<String>,
+    /// A cluster mount of these brokers instead of a data-dir mount.
+    pub bootstrap: Option<String>,
     child: Option<Child>,
 }
 
@@ -100,6 +102,20 @@ impl Mount {
     /// A mount whose data dir is `data` (e.g. on a filesystem the test
     /// mounted) instead of a fresh one, with extra environment for the daemon.
     pub fn with(opts: &[&str], data: Option<&Path>, env: &[(&str, &str)]) -> Mount {
+        Mount::build(opts, data, env, None)
+    }
+
+    /// A cluster mount: `commitfs mount --bootstrap-server BOOTSTRAP MNT`.
+    pub fn cluster(bootstrap: &str, opts: &[&str]) -> Mount {
+        Mount::build(opts, None, &[], Some(bootstrap.to_string()))
+    }
+
+    fn build(
+        opts: &[&str],
+        data: Option<&Path>,
+        env: &[(&str, &str)],
+        bootstrap: Option<String>,
+    ) -> Mount {
         let tmp = tempfile::Builder::new()
             .prefix("commitfs-mt-")
             .tempdir()
@@ -115,6 +131,7 @@ impl Mount {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             wrapper: Vec::new(),
+            bootstrap,
             _tmp: tmp,
             child: None,
         };
@@ -138,6 +155,7 @@ impl Mount {
             opts: opts.iter().map(|s| s.to_string()).collect(),
             env: Vec::new(),
             wrapper: wrapper(&root),
+            bootstrap: None,
             _tmp: tmp,
             child: None,
         };
@@ -164,7 +182,10 @@ impl Mount {
         for o in &self.opts {
             c.arg("-o").arg(o);
         }
-        c.arg(&self.data).arg(mnt);
+        match &self.bootstrap {
+            Some(b) => c.arg("--bootstrap-server").arg(b).arg(mnt),
+            None => c.arg(&self.data).arg(mnt),
+        };
         c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c
     }

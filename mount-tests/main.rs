@@ -6,6 +6,7 @@ mod harness;
 mod kafka_writer;
 
 mod basic;
+mod cluster;
 mod consumer;
 mod control;
 mod crash;

@@ -92,6 +92,7 @@ pub fn errno_of(kind: ErrorKind) -> i32 {
         ErrorKind::RecordTooLarge => libc::EMSGSIZE,
         ErrorKind::BatchTooLarge => libc::EFBIG,
         ErrorKind::ReadOnly => libc::EROFS,
+        ErrorKind::NotPermitted => libc::EPERM,
         ErrorKind::Unsupported => libc::EOPNOTSUPP,
         ErrorKind::Io(errno) => errno,
         ErrorKind::Corrupt | ErrorKind::Offline => libc::EIO,

@@ -251,8 +251,11 @@ impl Tree {
             }
             NodeKey::OffsetDir(p) => {
                 let n = parse_offset_name(name).ok_or_else(enoent)?;
-                let o = self.offsets(&*self.partition(p)?, parent)?;
-                if n < o.log_start || n >= o.log_end {
+                let part = self.partition(p)?;
+                let contains = part.contains(n).map_err(|e| {
+                    FsError::backend(format!("reading the offsets of {}", parent.path()), &e)
+                })?;
+                if !contains {
                     return Err(enoent());
                 }
                 Ok(NodeKey::Offset(p.clone(), n))

@@ -173,7 +173,7 @@ impl Partition for PartitionLog {
         let e = self.read_entry(offset)?;
         Ok(RecordEntry {
             record: e.record,
-            batch_base_offset: e.batch_base_offset,
+            batch_base_offset: Some(e.batch_base_offset),
             position: Some(e.position),
             timestamp_type: e.timestamp_type,
         })
