@@ -715,7 +715,11 @@ impl PartitionLog {
     }
 
     /// fsyncs every segment up to the LEO, advances the recovery point, writes the checkpoint.
+    /// A deleted partition (still held by an open handle) refuses: `NoSuchPartition`.
     pub fn flush(&self) -> Result<()> {
+        if self.deleted.load(Ordering::Acquire) {
+            return Err(StorageError::NoSuchPartition(self.name.clone()));
+        }
         self.flush_up_to(self.log_end_offset())
     }
 
@@ -893,13 +897,18 @@ impl PartitionLog {
         self.overrides.lock().clone()
     }
 
-    /// Validates, applies and persists one override.
+    /// Validates, applies and persists one override. A closed or deleted
+    /// partition refuses (`NoSuchPartition`): its directory may by now be a
+    /// new partition's of the same name.
     pub fn set_config(&self, name: &str, value: &str) -> Result<()> {
         if !self.writable {
             return Err(StorageError::ReadOnly);
         }
         let value = value.trim_end_matches(['\n', '\r']);
-        let _w = self.writer.lock();
+        let w = self.writer.lock();
+        if w.closed {
+            return Err(StorageError::NoSuchPartition(self.name.clone()));
+        }
         let mut overrides = self.overrides.lock().clone();
         overrides.insert(name.to_string(), value.to_string());
         let config = self.defaults.with_overrides(&overrides)?;
@@ -911,7 +920,8 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Removes an override, so the mount-wide default applies again.
+    /// Removes an override, so the mount-wide default applies again. A closed
+    /// or deleted partition refuses (`NoSuchPartition`).
     pub fn reset_config(&self, name: &str) -> Result<()> {
         if !self.writable {
             return Err(StorageError::ReadOnly);
@@ -919,7 +929,10 @@ impl PartitionLog {
         if self.defaults.get(name).is_none() {
             return Err(super::config::ConfigError::UnknownName(name.to_string()).into());
         }
-        let _w = self.writer.lock();
+        let w = self.writer.lock();
+        if w.closed {
+            return Err(StorageError::NoSuchPartition(self.name.clone()));
+        }
         let mut overrides = self.overrides.lock().clone();
         if overrides.remove(name).is_none() {
             return Ok(());
@@ -935,11 +948,16 @@ impl PartitionLog {
 
     /// Kafka's delete-records: the log start offset becomes `offset`, whole
     /// segments below it are deleted. Returns the new log start offset.
+    /// A closed or deleted partition refuses (`NoSuchPartition`): its segment
+    /// paths and checkpoint entry may by now be a new partition's.
     pub fn delete_records_before(&self, offset: i64) -> Result<i64> {
         if !self.writable {
             return Err(StorageError::ReadOnly);
         }
         let w = self.writer.lock();
+        if w.closed {
+            return Err(StorageError::NoSuchPartition(self.name.clone()));
+        }
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         if offset < 0 || offset > end {
             return Err(StorageError::OffsetOutOfRange {
