@@ -137,6 +137,25 @@ impl System for LocalSystem {
     }
 }
 
+impl Drop for LocalSystem {
+    /// The tree and the manager go first; what may still write then is a
+    /// roll's background flush (a checkpoint created while the directory is
+    /// being removed), so removal is retried until it holds.
+    fn drop(&mut self) {
+        self.mounted = None;
+        for dir in std::iter::once(&self.dir).chain(&self.crashed) {
+            for _ in 0..100 {
+                match fs::remove_dir_all(dir.path()) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        std::thread::sleep(std::time::Duration::from_millis(10))
+                    }
+                    _ => break,
+                }
+            }
+        }
+    }
+}
+
 fn temp_dir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("commitfs-model-")
