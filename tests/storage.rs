@@ -960,3 +960,37 @@ fn batches_are_packed_to_fit_segment_bytes_when_it_is_the_smaller_limit() {
     let report = commitfs::storage::check::check_data_dir(tmp.path(), &c, None).unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
 }
+
+/// A handle on a deleted partition (a file held open across `rmdir`) keeps
+/// its `PartitionLog`. Every change through it must be refused, and above
+/// all must not reach a new partition created under the same name: its
+/// files, config and checkpoints live at the same paths.
+#[test]
+fn a_deleted_partition_refuses_changes_and_spares_its_successor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path(), &LogConfig::default());
+    let old = mgr.create_partition("t-0").unwrap();
+    old.append(&[NewRecord::value(b"a"), NewRecord::value(b"b")])
+        .unwrap();
+    old.roll().unwrap();
+    old.append(&[NewRecord::value(b"c")]).unwrap();
+    mgr.delete_partition("t-0").unwrap();
+    let new = mgr.create_partition("t-0").unwrap();
+    new.append(&[NewRecord::value(b"x")]).unwrap();
+    let gone = |r: Result<(), StorageError>| matches!(r, Err(StorageError::NoSuchPartition(_)));
+    assert!(gone(old.delete_records_before(2).map(drop)));
+    assert!(gone(old.set_config("retention.ms", "5")));
+    assert!(gone(old.reset_config("retention.ms")));
+    assert!(gone(old.flush()));
+    assert!(seg_path(tmp.path(), "t-0", 0, "log").exists());
+    drop((old, new));
+    mgr.close().unwrap();
+    drop(mgr);
+    let mgr = open(tmp.path(), &LogConfig::default());
+    let new = mgr.partition("t-0").unwrap();
+    assert_eq!((new.log_start_offset(), new.log_end_offset()), (0, 1));
+    assert_eq!(new.read(0).unwrap().value.unwrap(), b"x");
+    assert_eq!(new.config().retention_ms, LogConfig::default().retention_ms);
+    drop(new);
+    mgr.close().unwrap();
+}

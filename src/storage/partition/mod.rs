@@ -370,7 +370,11 @@ impl PartitionLog {
 
     fn set_config_now(&self, name: &str, value: &str) -> Result<()> {
         let value = value.trim_end_matches(['\n', '\r']);
-        let _w = self.writer.lock();
+        let w = self.writer.lock();
+        // Its directory may by now be a new partition's of the same name.
+        if w.closed {
+            return Err(StorageError::NoSuchPartition(self.name.clone()));
+        }
         let mut overrides = self.overrides.lock().clone();
         overrides.insert(name.to_string(), value.to_string());
         let config = self.defaults.with_overrides(&overrides)?;
@@ -395,7 +399,11 @@ impl PartitionLog {
         if self.defaults.get(name).is_none() {
             return Err(super::config::ConfigError::UnknownName(name.to_string()).into());
         }
-        let _w = self.writer.lock();
+        let w = self.writer.lock();
+        // Its directory may by now be a new partition's of the same name.
+        if w.closed {
+            return Err(StorageError::NoSuchPartition(self.name.clone()));
+        }
         let mut overrides = self.overrides.lock().clone();
         if overrides.remove(name).is_none() {
             return Ok(());

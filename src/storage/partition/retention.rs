@@ -24,6 +24,10 @@ impl PartitionLog {
 
     fn delete_records_now(&self, offset: i64) -> Result<i64> {
         let w = self.writer.lock();
+        // Its segments' paths may by now be a new partition's of the same name.
+        if w.closed {
+            return Err(StorageError::NoSuchPartition(self.name.clone()));
+        }
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         if offset < 0 || offset > end {
             return Err(StorageError::OffsetOutOfRange {

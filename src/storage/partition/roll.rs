@@ -98,7 +98,12 @@ impl PartitionLog {
     }
 
     /// fsyncs every segment up to the LEO, advances the recovery point, writes the checkpoint.
+    /// A deleted partition (still held by an open handle) refuses:
+    /// `NoSuchPartition`.
     pub fn flush(&self) -> Result<()> {
+        if self.deleted.load(Ordering::Acquire) {
+            return Err(StorageError::NoSuchPartition(self.name.clone()));
+        }
         self.flush_up_to(self.log_end_offset())
     }
 
