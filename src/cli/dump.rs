@@ -13,7 +13,11 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use commitfs::record::internal::InternalDecoder;
-use commitfs::record::{Batch, Record, RecordError, control, peek_frame};
+use commitfs::record::{Batch, Record, RecordError, control};
+use commitfs::storage::batch_reader::{BatchReader, Step, Stop};
+use commitfs::storage::index::{
+    OFFSET_ENTRY, OffsetPosition, TimestampOffset, offset_entries, time_entries,
+};
 
 mod extra;
 
@@ -316,7 +320,7 @@ impl<W: Write> Dump<W> {
     fn index(&mut self, path: &Path) -> Result<(), DumpError> {
         let base = base_offset_of(path);
         let bytes = read(path).map_err(DumpError::Read)?;
-        let entries = bytes.len() / 8;
+        let entries = bytes.len() / OFFSET_ENTRY;
         if entries == 0 {
             writeln!(self.out, "{} is empty.", path.display())?;
             return Ok(());
@@ -326,15 +330,11 @@ impl<W: Write> Dump<W> {
         }
         let log = SiblingLog::open(path)?;
         let starts = log.as_ref().map(|l| l.batch_starts());
-        for i in 0..entries {
-            let e = &bytes[i * 8..i * 8 + 8];
-            let relative = u32::from_be_bytes(e[0..4].try_into().unwrap());
-            let position = u32::from_be_bytes(e[4..8].try_into().unwrap());
+        for (i, OffsetPosition { offset, position }) in offset_entries(base, &bytes).enumerate() {
             // A preallocated (untrimmed) index is zero-filled past its last entry.
-            if relative == 0 && i > 0 {
+            if offset == base && i > 0 {
                 break;
             }
-            let offset = base.wrapping_add(relative as i64);
             if let Some(starts) = &starts {
                 // -1: no batch starts at that position.
                 let found = starts.get(&(position as usize)).copied().unwrap_or(-1);
@@ -362,14 +362,10 @@ impl<W: Write> Dump<W> {
             (entries, ascending)
         });
         let mut prev_timestamp = -1i64;
-        for i in 0..bytes.len() / 12 {
-            let e = &bytes[i * 12..i * 12 + 12];
-            let timestamp = i64::from_be_bytes(e[0..8].try_into().unwrap());
-            let relative = u32::from_be_bytes(e[8..12].try_into().unwrap());
-            if relative == 0 && i > 0 {
+        for (i, TimestampOffset { timestamp, offset }) in time_entries(base, &bytes).enumerate() {
+            if offset == base && i > 0 {
                 break;
             }
-            let offset = base.wrapping_add(relative as i64);
             if let Some((log_entries, ascending)) = &entries_in_log {
                 match find_by_last_offset(log_entries, *ascending, offset) {
                     None => {
@@ -631,6 +627,7 @@ impl Entry<'_> {
 /// stopping at the first thing that is not a whole entry.
 struct Walk<'a> {
     buf: &'a [u8],
+    reader: BatchReader<'a>,
     valid_bytes: usize,
 }
 
@@ -638,6 +635,7 @@ impl<'a> Walk<'a> {
     fn new(buf: &'a [u8]) -> Self {
         Walk {
             buf,
+            reader: BatchReader::over(buf),
             valid_bytes: 0,
         }
     }
@@ -647,29 +645,36 @@ impl<'a> Iterator for Walk<'a> {
     type Item = Entry<'a>;
 
     fn next(&mut self) -> Option<Entry<'a>> {
-        let position = self.valid_bytes;
-        let rest = self.buf.get(position..).filter(|r| !r.is_empty())?;
-        let entry = match peek_frame(rest) {
-            Ok(_) => Entry::Batch {
+        let entry = match self.reader.next_batch().ok()? {
+            // Taken again from the file's bytes, which outlive the reader, so
+            // that entries can be kept (the time index check keeps them all).
+            Step::Batch(position, batch) => {
+                let (position, size) = (position as usize, batch.size());
+                Entry::Batch {
+                    position,
+                    batch: Batch::parse(&self.buf[position..position + size]).ok()?,
+                }
+            }
+            Step::Stop(Stop::Unframed {
                 position,
-                batch: Batch::parse(rest).ok()?,
-            },
-            Err(RecordError::UnsupportedMagic {
-                magic,
-                base_offset,
-                size,
-            }) if size <= rest.len() => Entry::Legacy {
-                position,
-                magic,
-                offset: base_offset,
-                size,
-            },
-            Err(_) => return None,
+                error:
+                    RecordError::UnsupportedMagic {
+                        magic,
+                        base_offset,
+                        size,
+                    },
+            }) if size <= self.buf.len() - position as usize => {
+                self.reader.skip(size);
+                Entry::Legacy {
+                    position: position as usize,
+                    magic,
+                    offset: base_offset,
+                    size,
+                }
+            }
+            _ => return None,
         };
-        self.valid_bytes += match &entry {
-            Entry::Batch { batch, .. } => batch.size(),
-            Entry::Legacy { size, .. } => *size,
-        };
+        self.valid_bytes = self.reader.position() as usize;
         Some(entry)
     }
 }

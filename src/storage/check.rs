@@ -4,17 +4,17 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use super::batch_reader::{BatchReader, Stop};
 use super::checkpoint::{self, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
 use super::config::{LogConfig, parse_properties};
 use super::error::{IoContext, Result};
-use super::index::{OFFSET_ENTRY, TIME_ENTRY};
-use super::log::PROPERTIES_FILE;
+use super::index::{OFFSET_ENTRY, TIME_ENTRY, offset_entries, time_entries};
 use super::manager::{CLEAN_SHUTDOWN_FILE, LogManager, OpenOptions};
 use super::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
-use crate::record::{Batch, BatchHeader, LOG_OVERHEAD, RecordError, peek_frame};
+use super::partition::PROPERTIES_FILE;
+use crate::record::{BatchHeader, RecordError};
 
 const CHUNK: usize = 8 * 1024 * 1024;
 
@@ -149,121 +149,93 @@ fn scan_log(
     let f = File::open(path).at(path)?;
     let size = f.metadata().at(path)?.len();
     let mut batches = Vec::new();
-    let mut pos = 0u64;
-    let mut buf = Vec::new();
-    let mut buf_start = 0u64;
-    while pos < size {
-        let need_header = 61u64.min(size - pos) as usize;
-        let bytes = read_window(
-            &f,
-            path,
-            &mut buf,
-            &mut buf_start,
-            pos,
-            need_header.max(LOG_OVERHEAD + 5),
-            size,
-        )?;
-        let frame = match peek_frame(bytes) {
-            Ok(fr) => fr,
-            Err(e) => {
-                report.problem(
-                    path,
-                    pos,
-                    format!("{} invalid bytes at the end: {}", size - pos, describe(&e)),
-                );
-                break;
-            }
-        };
-        if pos + frame.size as u64 > size {
-            report.problem(
-                path,
-                pos,
-                format!(
-                    "torn batch: {} bytes declared, {} present",
-                    frame.size,
-                    size - pos
-                ),
-            );
-            break;
-        }
-        let bytes = read_window(&f, path, &mut buf, &mut buf_start, pos, frame.size, size)?;
-        let batch = match Batch::parse(bytes) {
-            Ok(b) => b,
-            Err(e) => {
-                report.problem(path, pos, describe(&e));
-                break;
-            }
-        };
-        let h = batch.header;
+    // Big chunks, so a segment is read once.
+    let mut walk = BatchReader::new(&f, path, 0, size, CHUNK);
+    let stop = walk.for_each_batch(|pos, batch| {
         if let Err(e) = batch.verify_crc() {
             report.problem(path, pos, describe(&e));
-            break;
+            return Ok(false);
         }
-        if batches.is_empty() && h.base_offset != base {
-            report.problem(
-                path,
-                pos,
-                format!(
-                    "first batch has base offset {} but the file is named for {base}",
-                    h.base_offset
-                ),
-            );
-        }
-        if let Some(next) = *expected_next
-            && h.base_offset != next
-        {
-            let how = if h.base_offset < next {
-                "goes backwards"
-            } else {
-                "leaves a gap"
-            };
-            report.problem(
-                path,
-                pos,
-                format!("batch base offset {} {how}: expected {next}", h.base_offset),
-            );
-        }
-        if h.last_offset() - base > u32::MAX as i64 {
-            report.problem(path, pos, "offset does not fit a relative offset");
-        }
-        *expected_next = Some(h.next_offset());
+        let h = batch.header;
+        check_batch_offsets(
+            path,
+            pos,
+            &h,
+            base,
+            batches.is_empty(),
+            expected_next,
+            report,
+        );
         batches.push((pos, h));
-        pos += frame.size as u64;
+        Ok(true)
+    })?;
+    match stop {
+        None | Some(Stop::End) => {}
+        Some(Stop::Unframed { position, error }) => report.problem(
+            path,
+            position,
+            format!(
+                "{} invalid bytes at the end: {}",
+                size - position,
+                describe(&error)
+            ),
+        ),
+        Some(Stop::Torn {
+            position,
+            declared,
+            present,
+        }) => report.problem(
+            path,
+            position,
+            format!("torn batch: {declared} bytes declared, {present} present"),
+        ),
+        Some(Stop::Invalid { position, error }) => report.problem(path, position, describe(&error)),
     }
     Ok(LogScan { batches })
 }
 
-fn describe(e: &RecordError) -> String {
-    e.to_string()
+/// A batch's offsets against the file's name and the batch before it.
+fn check_batch_offsets(
+    path: &Path,
+    pos: u64,
+    h: &BatchHeader,
+    base: i64,
+    first: bool,
+    expected_next: &mut Option<i64>,
+    report: &mut CheckReport,
+) {
+    if first && h.base_offset != base {
+        report.problem(
+            path,
+            pos,
+            format!(
+                "first batch has base offset {} but the file is named for {base}",
+                h.base_offset
+            ),
+        );
+    }
+    if let Some(next) = *expected_next
+        && h.base_offset != next
+    {
+        let how = if h.base_offset < next {
+            "goes backwards"
+        } else {
+            "leaves a gap"
+        };
+        report.problem(
+            path,
+            pos,
+            format!("batch base offset {} {how}: expected {next}", h.base_offset),
+        );
+    }
+    if h.last_offset() - base > u32::MAX as i64 {
+        report.problem(path, pos, "offset does not fit a relative offset");
+    }
+    *expected_next = Some(h.next_offset());
 }
 
-/// Returns `len` bytes at `pos`, reading big chunks so a segment is read once.
-fn read_window<'a>(
-    f: &File,
-    path: &Path,
-    buf: &'a mut Vec<u8>,
-    buf_start: &mut u64,
-    pos: u64,
-    len: usize,
-    size: u64,
-) -> Result<&'a [u8]> {
-    let len = len.min((size - pos) as usize);
-    if pos < *buf_start || pos + len as u64 > *buf_start + buf.len() as u64 {
-        let want = len.max(CHUNK).min((size - pos) as usize);
-        buf.resize(want, 0);
-        let mut done = 0;
-        while done < want {
-            let n = f.read_at(&mut buf[done..], pos + done as u64).at(path)?;
-            if n == 0 {
-                break;
-            }
-            done += n;
-        }
-        buf.truncate(done);
-        *buf_start = pos;
-    }
-    let off = (pos - *buf_start) as usize;
-    Ok(&buf[off..(off + len).min(buf.len())])
+fn describe(e: &RecordError) -> String {
+    e.to_string()
 }
 
 /// Compares the index files with what Kafka's rule gives for the valid batches.
@@ -276,7 +248,29 @@ fn check_indexes(
     report: &mut CheckReport,
 ) -> Result<()> {
     let interval = config.index_interval_bytes.max(0) as u64;
-    let mut expected_offsets = Vec::new();
+    let expected = expected_index(base, scan, interval);
+    let index_path = pdir.join(segment_file_name(base, "index"));
+    check_offset_index(&index_path, base, scan, &expected, interval, active, report);
+    let time_path = pdir.join(segment_file_name(base, "timeindex"));
+    check_time_index(&time_path, base, scan, &expected, active, report);
+    Ok(())
+}
+
+/// What Kafka's index rule gives for a segment's valid batches.
+struct ExpectedIndex {
+    /// (last offset, position) of each batch that gets an offset index entry.
+    offsets: Vec<(i64, u64)>,
+    /// The segment's largest timestamp, and the last offset of its batch.
+    max_ts: i64,
+    max_ts_offset: i64,
+}
+
+/// Kafka's index rule, stated here again, apart from the one the segment
+/// writes its indexes with (`index_batch`), on purpose: `check` is the oracle
+/// that the written indexes are tested against, so the two must not share
+/// code, nor a mistake.
+fn expected_index(base: i64, scan: &LogScan, interval: u64) -> ExpectedIndex {
+    let mut offsets = Vec::new();
     let mut since = 0u64;
     let (mut max_ts, mut max_ts_offset) = (-1i64, base);
     for (pos, h) in &scan.batches {
@@ -285,19 +279,33 @@ fn check_indexes(
             max_ts_offset = h.last_offset();
         }
         if since > interval {
-            expected_offsets.push((h.last_offset(), *pos));
+            offsets.push((h.last_offset(), *pos));
             since = 0;
         }
         since += h.size() as u64;
     }
+    ExpectedIndex {
+        offsets,
+        max_ts,
+        max_ts_offset,
+    }
+}
 
-    let index_path = pdir.join(segment_file_name(base, "index"));
-    match fs::read(&index_path) {
-        Err(_) => report.problem(&index_path, 0, "offset index file is missing"),
+fn check_offset_index(
+    index_path: &Path,
+    base: i64,
+    scan: &LogScan,
+    expected: &ExpectedIndex,
+    interval: u64,
+    active: bool,
+    report: &mut CheckReport,
+) {
+    match fs::read(index_path) {
+        Err(_) => report.problem(index_path, 0, "offset index file is missing"),
         Ok(bytes) => {
             if bytes.len() % OFFSET_ENTRY != 0 {
                 report.problem(
-                    &index_path,
+                    index_path,
                     bytes.len() as u64,
                     format!(
                         "size {} is not a whole number of 8-byte entries",
@@ -305,14 +313,8 @@ fn check_indexes(
                     ),
                 );
             }
-            let entries: Vec<(i64, u64)> = bytes
-                .chunks_exact(OFFSET_ENTRY)
-                .map(|c| {
-                    (
-                        base + u32::from_be_bytes(c[0..4].try_into().unwrap()) as i64,
-                        u32::from_be_bytes(c[4..8].try_into().unwrap()) as u64,
-                    )
-                })
+            let entries: Vec<(i64, u64)> = offset_entries(base, &bytes)
+                .map(|e| (e.offset, e.position as u64))
                 .collect();
             let real = if active {
                 // The active index is preallocated: its entries end at the first zero one.
@@ -322,7 +324,7 @@ fn check_indexes(
             };
             if active && entries[real..].iter().any(|e| *e != (base, 0)) {
                 report.problem(
-                    &index_path,
+                    index_path,
                     (real * OFFSET_ENTRY) as u64,
                     "non-zero bytes after the last entry",
                 );
@@ -336,43 +338,52 @@ fn check_indexes(
                 let at = (i * OFFSET_ENTRY) as u64;
                 match positions.get(&position) {
                     None => report.problem(
-                        &index_path,
+                        index_path,
                         at,
                         format!("entry (offset {offset}, position {position}) does not point at a batch in the log"),
                     ),
                     Some(&last) if last != offset => report.problem(
-                        &index_path,
+                        index_path,
                         at,
                         format!("entry offset {offset} but the batch at position {position} ends at offset {last}"),
                     ),
                     _ => {}
                 }
             }
-            if entries[..real] != expected_offsets[..] {
+            if entries[..real] != expected.offsets[..] {
                 let first_diff = entries[..real]
                     .iter()
-                    .zip(&expected_offsets)
+                    .zip(&expected.offsets)
                     .position(|(a, b)| a != b)
-                    .unwrap_or(real.min(expected_offsets.len()));
+                    .unwrap_or(real.min(expected.offsets.len()));
                 report.problem(
-                    &index_path,
+                    index_path,
                     (first_diff * OFFSET_ENTRY) as u64,
                     format!(
                         "{real} entries where the index rule (index.interval.bytes={interval}) gives {}; first difference at entry {first_diff}",
-                        expected_offsets.len()
+                        expected.offsets.len()
                     ),
                 );
             }
         }
     }
+}
 
-    let time_path = pdir.join(segment_file_name(base, "timeindex"));
-    match fs::read(&time_path) {
-        Err(_) => report.problem(&time_path, 0, "time index file is missing"),
+fn check_time_index(
+    time_path: &Path,
+    base: i64,
+    scan: &LogScan,
+    expected: &ExpectedIndex,
+    active: bool,
+    report: &mut CheckReport,
+) {
+    let (max_ts, max_ts_offset) = (expected.max_ts, expected.max_ts_offset);
+    match fs::read(time_path) {
+        Err(_) => report.problem(time_path, 0, "time index file is missing"),
         Ok(bytes) => {
             if bytes.len() % TIME_ENTRY != 0 {
                 report.problem(
-                    &time_path,
+                    time_path,
                     bytes.len() as u64,
                     format!(
                         "size {} is not a whole number of 12-byte entries",
@@ -380,14 +391,8 @@ fn check_indexes(
                     ),
                 );
             }
-            let entries: Vec<(i64, i64)> = bytes
-                .chunks_exact(TIME_ENTRY)
-                .map(|c| {
-                    (
-                        i64::from_be_bytes(c[0..8].try_into().unwrap()),
-                        base + u32::from_be_bytes(c[8..12].try_into().unwrap()) as i64,
-                    )
-                })
+            let entries: Vec<(i64, i64)> = time_entries(base, &bytes)
+                .map(|e| (e.timestamp, e.offset))
                 .collect();
             let real = if active {
                 let mut n = 0;
@@ -413,20 +418,20 @@ fn check_indexes(
                 let at = (i * TIME_ENTRY) as u64;
                 if o < base || o >= next.max(base + 1) {
                     report.problem(
-                        &time_path,
+                        time_path,
                         at,
                         format!("entry offset {o} is outside the segment [{base}, {next})"),
                     );
                 } else if batch_max.get(&o) != Some(&t) {
                     report.problem(
-                        &time_path,
+                        time_path,
                         at,
                         format!("entry (timestamp {t}, offset {o}) does not match the batch ending at offset {o}"),
                     );
                 }
                 if i > 0 && (t <= entries[i - 1].0 || o < entries[i - 1].1) {
                     report.problem(
-                        &time_path,
+                        time_path,
                         at,
                         format!("entry (timestamp {t}, offset {o}) does not grow"),
                     );
@@ -435,14 +440,13 @@ fn check_indexes(
             // A sealed segment ends with the entry written when it became inactive.
             if !active && max_ts >= 0 && entries.last() != Some(&(max_ts, max_ts_offset)) {
                 report.problem(
-                    &time_path,
+                    time_path,
                     bytes.len() as u64,
                     format!("the last entry is not the segment's largest timestamp {max_ts} at offset {max_ts_offset}"),
                 );
             }
         }
     }
-    Ok(())
 }
 
 fn check_checkpoints(

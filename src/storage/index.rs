@@ -1,6 +1,8 @@
 //! Kafka's sparse indexes: `.index` (8-byte entries: relative offset u32,
 //! position u32) and `.timeindex` (12-byte entries: timestamp i64, relative
-//! offset u32), both big-endian and memory-mapped.
+//! offset u32), both big-endian and memory-mapped. Entries are decoded only
+//! here, so that `check` and `dump` (through [`offset_entries`] and
+//! [`time_entries`]) cannot read the layout differently from the index.
 //!
 //! An active index is preallocated to `segment.index.bytes` (rounded down to a
 //! whole entry) and trimmed to its entries when the segment becomes inactive.
@@ -306,15 +308,49 @@ pub struct OffsetPosition {
     pub position: u32,
 }
 
+impl OffsetPosition {
+    /// An entry as stored. The add wraps: `dump` decodes whatever bytes it
+    /// is given, under whatever base offset the file name says.
+    #[inline]
+    pub fn decode(base_offset: i64, entry: &[u8]) -> Self {
+        OffsetPosition {
+            offset: base_offset.wrapping_add(be_u32(&entry[0..4]) as i64),
+            position: be_u32(&entry[4..8]),
+        }
+    }
+
+    /// An entry as Kafka's `OffsetIndex.parseEntry` reads it: the relative
+    /// offset as a signed int, so one past `Int.MaxValue` comes out below the
+    /// base offset, which is what Kafka's sanity check looks for. The two
+    /// readings differ only for entries Kafka never writes.
+    pub fn decode_as_kafka(base_offset: i64, entry: &[u8]) -> Self {
+        OffsetPosition {
+            offset: base_offset.wrapping_add(be_u32(&entry[0..4]) as i32 as i64),
+            position: be_u32(&entry[4..8]),
+        }
+    }
+
+    fn encode(&self, base_offset: i64) -> [u8; OFFSET_ENTRY] {
+        let mut e = [0u8; OFFSET_ENTRY];
+        e[0..4].copy_from_slice(&((self.offset - base_offset) as u32).to_be_bytes());
+        e[4..8].copy_from_slice(&self.position.to_be_bytes());
+        e
+    }
+}
+
+/// Every whole entry of an `.index` file's bytes: Kafka counts them from
+/// the length, zero-filled preallocation included.
+pub fn offset_entries(base_offset: i64, bytes: &[u8]) -> impl Iterator<Item = OffsetPosition> + '_ {
+    bytes
+        .chunks_exact(OFFSET_ENTRY)
+        .map(move |e| OffsetPosition::decode(base_offset, e))
+}
+
 impl OffsetIndex {
     index_common!(OFFSET_ENTRY);
 
     pub fn entry(&self, i: usize) -> OffsetPosition {
-        let b = self.file.entry_bytes(i);
-        OffsetPosition {
-            offset: self.base_offset + u32::from_be_bytes(b[0..4].try_into().unwrap()) as i64,
-            position: u32::from_be_bytes(b[4..8].try_into().unwrap()),
-        }
+        OffsetPosition::decode(self.base_offset, self.file.entry_bytes(i))
     }
 
     pub fn last_entry(&self) -> Option<OffsetPosition> {
@@ -340,10 +376,8 @@ impl OffsetIndex {
 
     pub fn append(&mut self, offset: i64, position: u32) {
         debug_assert!(!self.is_full());
-        let mut e = [0u8; OFFSET_ENTRY];
-        e[0..4].copy_from_slice(&((offset - self.base_offset) as u32).to_be_bytes());
-        e[4..8].copy_from_slice(&position.to_be_bytes());
-        self.file.push(&e);
+        self.file
+            .push(&OffsetPosition { offset, position }.encode(self.base_offset));
     }
 
     /// Kafka's `OffsetIndex.sanityCheck`, plus what an untrimmed file after a
@@ -401,15 +435,50 @@ pub struct TimestampOffset {
     pub offset: i64,
 }
 
+impl TimestampOffset {
+    /// An entry as stored; the add wraps, as in [`OffsetPosition::decode`].
+    #[inline]
+    pub fn decode(base_offset: i64, entry: &[u8]) -> Self {
+        TimestampOffset {
+            timestamp: i64::from_be_bytes(entry[0..8].try_into().unwrap()),
+            offset: base_offset.wrapping_add(be_u32(&entry[8..12]) as i64),
+        }
+    }
+
+    /// An entry as Kafka's `TimeIndex.parseEntry` reads it, as
+    /// [`OffsetPosition::decode_as_kafka`].
+    pub fn decode_as_kafka(base_offset: i64, entry: &[u8]) -> Self {
+        TimestampOffset {
+            timestamp: i64::from_be_bytes(entry[0..8].try_into().unwrap()),
+            offset: base_offset.wrapping_add(be_u32(&entry[8..12]) as i32 as i64),
+        }
+    }
+
+    fn encode(&self, base_offset: i64) -> [u8; TIME_ENTRY] {
+        let mut e = [0u8; TIME_ENTRY];
+        e[0..8].copy_from_slice(&self.timestamp.to_be_bytes());
+        e[8..12].copy_from_slice(&((self.offset - base_offset) as u32).to_be_bytes());
+        e
+    }
+}
+
+/// Every whole entry of a `.timeindex` file's bytes, as [`offset_entries`].
+pub fn time_entries(base_offset: i64, bytes: &[u8]) -> impl Iterator<Item = TimestampOffset> + '_ {
+    bytes
+        .chunks_exact(TIME_ENTRY)
+        .map(move |e| TimestampOffset::decode(base_offset, e))
+}
+
+#[inline]
+fn be_u32(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b.try_into().unwrap())
+}
+
 impl TimeIndex {
     index_common!(TIME_ENTRY);
 
     pub fn entry(&self, i: usize) -> TimestampOffset {
-        let b = self.file.entry_bytes(i);
-        TimestampOffset {
-            timestamp: i64::from_be_bytes(b[0..8].try_into().unwrap()),
-            offset: self.base_offset + u32::from_be_bytes(b[8..12].try_into().unwrap()) as i64,
-        }
+        TimestampOffset::decode(self.base_offset, self.file.entry_bytes(i))
     }
 
     /// The last entry, or Kafka's "unknown": (-1, base offset).
@@ -439,10 +508,8 @@ impl TimeIndex {
         }
         let last = self.last_entry();
         if timestamp > last.timestamp && offset >= last.offset {
-            let mut e = [0u8; TIME_ENTRY];
-            e[0..8].copy_from_slice(&timestamp.to_be_bytes());
-            e[8..12].copy_from_slice(&((offset - self.base_offset) as u32).to_be_bytes());
-            self.file.push(&e);
+            let entry = TimestampOffset { timestamp, offset };
+            self.file.push(&entry.encode(self.base_offset));
         }
     }
 

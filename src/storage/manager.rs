@@ -12,11 +12,12 @@ use std::time::Instant;
 use log::{error, info};
 use parking_lot::{Mutex, RwLock};
 
+use super::batch_reader::read_full_at;
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
 use super::error::{IoContext, Result, StorageError};
-use super::log::{FileKind, LoadContext, PartitionFile, PartitionLog};
 use super::names::{parse_partition_name, validate_new_partition_name};
+use super::partition::{FileKind, LoadContext, PartitionFile, PartitionLog};
 
 /// Written at a clean close, deleted at start-up (Kafka's `CleanShutdownFileHandler`).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -224,16 +225,7 @@ impl LogManager {
             return Err(StorageError::NoSuchFile(name.to_string()));
         }
         let f = File::open(&path).at(&path)?;
-        let mut done = 0;
-        while done < buf.len() {
-            let n = std::os::unix::fs::FileExt::read_at(&f, &mut buf[done..], offset + done as u64)
-                .at(&path)?;
-            if n == 0 {
-                break;
-            }
-            done += n;
-        }
-        Ok(done)
+        read_full_at(&f, buf, offset).at(&path)
     }
 
     pub fn flush_all(&self) -> Result<()> {

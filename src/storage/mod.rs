@@ -2,22 +2,25 @@
 //! `.log` files, sparse memory-mapped `.index`/`.timeindex`, roll, flush,
 //! recovery and retention. No FUSE here: this is a library.
 
+pub mod batch_reader;
 pub mod check;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
 pub mod index;
-mod log;
 mod manager;
 pub mod names;
+mod partition;
 pub mod segment;
 mod stream;
 
 pub use config::{CONFIG_NAMES, CompressionType, ConfigError, LogConfig};
 pub use error::{Result, StorageError};
-pub use log::PROPERTIES_FILE;
-pub use log::{AppendInfo, FileKind, PartitionFile, PartitionLog, PartitionStatus, RecordEntry};
 pub use manager::{
     CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogManager, OpenOptions, is_locked, lock_holder,
 };
 pub use names::{parse_partition_name, segment_file_name};
+pub use partition::PROPERTIES_FILE;
+pub use partition::{
+    AppendInfo, FileKind, PartitionFile, PartitionLog, PartitionStatus, RecordEntry,
+};

@@ -10,6 +10,7 @@ use std::path::Path;
 use commitfs::record::Record;
 use commitfs::record::internal::InternalDecoder;
 use commitfs::record::state_files::{read_producer_snapshot, read_txn_index};
+use commitfs::storage::index::{OFFSET_ENTRY, OffsetPosition, TIME_ENTRY, TimestampOffset};
 
 /// Prints what `--print-data-log` adds to a record's line: ` key: K payload: P`.
 /// `prefix` is `"| "` when the record's metadata was skipped, else `" "`;
@@ -68,10 +69,10 @@ pub fn snapshot_header(name: &str) -> Result<String, String> {
 /// the line to print, or Kafka's `CorruptIndexException` message.
 pub fn offset_index_sanity(path: &Path, bytes: &[u8], base: i64) -> Result<String, String> {
     let abs = absolute(path);
-    let entries = bytes.len() / 8;
+    let entries = bytes.len() / OFFSET_ENTRY;
     if entries > 0 {
-        let e = &bytes[(entries - 1) * 8..entries * 8];
-        let last = base + i32::from_be_bytes(e[0..4].try_into().expect("4 bytes")) as i64;
+        let e = &bytes[(entries - 1) * OFFSET_ENTRY..entries * OFFSET_ENTRY];
+        let last = OffsetPosition::decode_as_kafka(base, e).offset;
         if last < base {
             return Err(format!(
                 "Corrupt index found, index file {abs} has non-zero size but the last offset is {last} which is less than the base offset {base}"
@@ -90,13 +91,11 @@ pub fn offset_index_sanity(path: &Path, bytes: &[u8], base: i64) -> Result<Strin
 /// `--index-sanity-check` for a time index (`TimeIndex.sanityCheck`).
 pub fn time_index_sanity(path: &Path, bytes: &[u8], base: i64) -> Result<String, String> {
     let abs = absolute(path);
-    let entries = bytes.len() / 12;
+    let entries = bytes.len() / TIME_ENTRY;
     let entry = |i: usize| {
-        let e = &bytes[i * 12..i * 12 + 12];
-        (
-            i64::from_be_bytes(e[0..8].try_into().expect("8 bytes")),
-            base + i32::from_be_bytes(e[8..12].try_into().expect("4 bytes")) as i64,
-        )
+        let e =
+            TimestampOffset::decode_as_kafka(base, &bytes[i * TIME_ENTRY..(i + 1) * TIME_ENTRY]);
+        (e.timestamp, e.offset)
     };
     if entries > 0 {
         let (last_ts, last_offset) = entry(entries - 1);

@@ -1,0 +1,224 @@
+//! Appends (Kafka's `UnifiedLog.append` and `maybeRoll`): records are packed
+//! into batches, written unpublished, and published together, or undone.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use log::{error, warn};
+
+use super::{PartitionLog, Writer, now_ms};
+use crate::record::{NewRecord, encode_batch_compressed};
+use crate::storage::config::LogConfig;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::segment::{LogSegment, SegmentSnapshot};
+
+/// Where an append landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// How many batches the records were packed into.
+    pub batches: usize,
+    /// Bytes added to the log.
+    pub bytes: u64,
+}
+
+/// What an append has written so far.
+struct Written {
+    /// Segments it wrote to, the first being the one active at its start.
+    segments: Vec<Arc<LogSegment>>,
+    /// Segments it sealed by rolling.
+    sealed: Vec<Arc<LogSegment>>,
+    next_offset: i64,
+    bytes: u64,
+}
+
+impl PartitionLog {
+    /// Appends `records` at the log end offset, packed in order into the fewest
+    /// batches that each fit `max.message.bytes`. All or nothing: a record that
+    /// fits no batch fails the whole call with `RecordTooLarge` before anything
+    /// is written. Returns once the bytes are in the segment file (page cache).
+    pub fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
+        if records.is_empty() {
+            return Err(StorageError::EmptyAppend);
+        }
+        if !self.writable {
+            return Err(StorageError::ReadOnly);
+        }
+        let config = self.config();
+        let groups = pack_batches(records, &config)?;
+        let timestamp = now_ms();
+        let mut w = self.writer.lock();
+        if w.closed {
+            return Err(StorageError::NoSuchPartition(self.name.clone()));
+        }
+        // All or nothing: batches are written unpublished and become visible
+        // together; if one fails, the ones before it are cut away again.
+        let first_offset = self.log_end_offset.load(Ordering::Acquire);
+        let first_segment = self
+            .active_segment()
+            .expect("a writable log has an active segment");
+        let snapshot = first_segment.snapshot()?;
+        let mut written = Written {
+            segments: vec![first_segment.clone()],
+            sealed: Vec::new(),
+            next_offset: first_offset,
+            bytes: 0,
+        };
+        let result = self.write_batches(&mut w, &config, records, &groups, timestamp, &mut written);
+        if let Err(e) = result {
+            self.undo_append(&first_segment, &snapshot, &written);
+            return Err(e);
+        }
+        for seg in &written.segments {
+            seg.publish();
+        }
+        self.log_end_offset
+            .store(written.next_offset, Ordering::Release);
+        drop(w);
+        for sealed in &written.sealed {
+            sealed.unload_indexes();
+        }
+        if let Some(last_sealed) = written.segments.last()
+            && written.segments.len() > 1
+        {
+            self.schedule_flush(last_sealed.base_offset);
+        }
+        let last_offset = written.next_offset - 1;
+        if last_offset + 1 - self.recovery_point() >= config.flush_messages {
+            self.flush()?;
+        }
+        Ok(AppendInfo {
+            first_offset,
+            last_offset,
+            batches: groups.len(),
+            bytes: written.bytes,
+        })
+    }
+
+    /// Encodes and writes each batch of an append, rolling where Kafka would.
+    fn write_batches(
+        &self,
+        w: &mut Writer,
+        config: &LogConfig,
+        records: &[NewRecord],
+        groups: &[std::ops::Range<usize>],
+        timestamp: i64,
+        written: &mut Written,
+    ) -> Result<()> {
+        let codec = config.compression_type.codec();
+        for range in groups {
+            let base = written.next_offset;
+            let recs = &records[range.clone()];
+            let last = base + recs.len() as i64 - 1;
+            w.buf.clear();
+            encode_batch_compressed(&mut w.buf, base, timestamp, recs, codec);
+            if let Some(sealed) =
+                self.maybe_roll(config, w.buf.len() as u64, timestamp, last, base)?
+            {
+                written.sealed.push(sealed);
+                written
+                    .segments
+                    .push(self.active_segment().expect("just rolled"));
+            }
+            let seg = self
+                .active_segment()
+                .expect("a writable log has an active segment");
+            let pos = seg.write_pos();
+            seg.append(&w.buf)?;
+            let stream_bytes: u64 = recs
+                .iter()
+                .map(|r| r.value.map_or(0, |v| v.len() as u64) + 1)
+                .sum();
+            self.tally
+                .appended(seg.base_offset, pos, w.buf.len() as u64, stream_bytes);
+            written.bytes += w.buf.len() as u64;
+            written.next_offset = last + 1;
+        }
+        Ok(())
+    }
+
+    /// Removes every trace of a failed append: segments it rolled to are
+    /// deleted, the first one is cut back and made active again.
+    fn undo_append(&self, first: &Arc<LogSegment>, snapshot: &SegmentSnapshot, written: &Written) {
+        for seg in &written.segments[1..] {
+            self.segments.write().remove(&seg.base_offset);
+            seg.delete_files();
+        }
+        if let Err(e) = first.rollback(snapshot) {
+            error!(
+                "Could not undo a failed append to {}: {e}; the unpublished bytes stay past the log end until recovery",
+                first.path().display()
+            );
+        }
+        self.tally.forget();
+        warn!(
+            "Append to {} failed; nothing of it was kept (log end offset stays {})",
+            self.name,
+            self.log_end_offset()
+        );
+    }
+
+    /// Kafka's `maybeRoll`, called with the writer lock held. Returns the
+    /// segment it sealed, if it rolled.
+    fn maybe_roll(
+        &self,
+        config: &LogConfig,
+        batch_size: u64,
+        max_timestamp: i64,
+        last_offset: i64,
+        new_base: i64,
+    ) -> Result<Option<Arc<LogSegment>>> {
+        let active = self.active_segment().expect("active segment");
+        if active.write_pos() == 0 {
+            return Ok(None);
+        }
+        let segment_ms = config.segment_ms.saturating_sub(config.segment_jitter_ms);
+        if active.should_roll(
+            batch_size,
+            max_timestamp,
+            config.segment_bytes as u64,
+            segment_ms,
+        )? || !active.can_convert_to_relative(last_offset)
+        {
+            return self.roll_locked(config, new_base);
+        }
+        Ok(None)
+    }
+}
+
+/// Splits records, in order, into the fewest batches that each fit
+/// `max.message.bytes` (greedy packing is optimal for contiguous groups).
+fn pack_batches(records: &[NewRecord], config: &LogConfig) -> Result<Vec<std::ops::Range<usize>>> {
+    let max = config.max_message_bytes.max(0) as usize;
+    let segment_bytes = config.segment_bytes as usize;
+    let mut groups = Vec::with_capacity(1);
+    let mut start = 0;
+    let mut size = crate::record::HEADER_LEN;
+    let check_segment = |size: usize| {
+        if size > segment_bytes {
+            return Err(StorageError::BatchLargerThanSegment {
+                size,
+                max: segment_bytes,
+            });
+        }
+        Ok(())
+    };
+    for (i, r) in records.iter().enumerate() {
+        let add = r.encoded_size((i - start) as i32);
+        if i > start && size + add > max {
+            check_segment(size)?;
+            groups.push(start..i);
+            start = i;
+            size = crate::record::HEADER_LEN + r.encoded_size(0);
+        } else {
+            size += add;
+        }
+        if i == start && size > max {
+            return Err(StorageError::RecordTooLarge { size, max });
+        }
+    }
+    check_segment(size)?;
+    groups.push(start..records.len());
+    Ok(groups)
+}

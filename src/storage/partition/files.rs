@@ -1,0 +1,147 @@
+//! The files of a partition directory as the mount shows them: segment files
+//! with their published sizes, Kafka's side files, and positioned reads of
+//! any of them.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::{PartitionLog, is_hidden};
+use crate::storage::batch_reader::read_full_at;
+use crate::storage::error::{IoContext, Result, StorageError};
+use crate::storage::names::parse_segment_file_name;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    Log,
+    Index,
+    TimeIndex,
+    /// Any other file Kafka keeps in a partition dir (`leader-epoch-checkpoint`, ...).
+    Other,
+}
+
+/// A file in the partition directory, as the mount lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionFile {
+    pub name: String,
+    pub size: u64,
+    pub kind: FileKind,
+    pub mtime: SystemTime,
+}
+
+impl PartitionLog {
+    /// Segment files and Kafka side files, sorted by name, with live sizes.
+    pub fn files(&self) -> Result<Vec<PartitionFile>> {
+        let published: BTreeMap<i64, u64> = self
+            .segments
+            .read()
+            .iter()
+            .map(|(b, s)| (*b, s.size()))
+            .collect();
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&self.dir).at(&self.dir)? {
+            let entry = entry.at(&self.dir)?;
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if is_hidden(&name) {
+                continue;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            if !meta.is_file() {
+                continue;
+            }
+            let (kind, size) = match parse_segment_file_name(&name) {
+                Some((base, "log")) => (
+                    FileKind::Log,
+                    published.get(&base).copied().unwrap_or(meta.len()),
+                ),
+                Some((_, "index")) => (FileKind::Index, meta.len()),
+                Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
+                _ => (FileKind::Other, meta.len()),
+            };
+            out.push(PartitionFile {
+                name,
+                size,
+                kind,
+                mtime: meta.modified().unwrap_or(UNIX_EPOCH),
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// One file from [`PartitionLog::files`], without listing the directory.
+    pub fn file(&self, name: &str) -> Result<PartitionFile> {
+        let path = self.checked_name(name)?;
+        let meta = match fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(StorageError::NoSuchFile(name.to_string()));
+            }
+            Err(e) => return Err(StorageError::io(&path, e)),
+        };
+        if !meta.is_file() {
+            return Err(StorageError::NoSuchFile(name.to_string()));
+        }
+        let (kind, size) = match parse_segment_file_name(name) {
+            Some((base, "log")) => (
+                FileKind::Log,
+                self.segments
+                    .read()
+                    .get(&base)
+                    .map_or(meta.len(), |s| s.size()),
+            ),
+            Some((_, "index")) => (FileKind::Index, meta.len()),
+            Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
+            _ => (FileKind::Other, meta.len()),
+        };
+        Ok(PartitionFile {
+            name: name.to_string(),
+            size,
+            kind,
+            mtime: meta.modified().unwrap_or(UNIX_EPOCH),
+        })
+    }
+
+    /// The path of a name that may be in the tree (not whether it exists).
+    fn checked_name(&self, name: &str) -> Result<PathBuf> {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." || is_hidden(name) {
+            return Err(StorageError::NoSuchFile(name.to_string()));
+        }
+        Ok(self.dir.join(name))
+    }
+
+    fn file_path(&self, name: &str) -> Result<PathBuf> {
+        let path = self.checked_name(name)?;
+        if !path.is_file() {
+            return Err(StorageError::NoSuchFile(name.to_string()));
+        }
+        Ok(path)
+    }
+
+    /// Positioned read of a file from [`PartitionLog::files`].
+    pub fn read_file(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        if let Some((base, "log")) = parse_segment_file_name(name)
+            && let Some(seg) = self.segments.read().get(&base).cloned()
+        {
+            // Only published bytes: never half a batch.
+            let end = seg.size();
+            if offset >= end {
+                return Ok(0);
+            }
+            let want = buf.len().min((end - offset) as usize);
+            return read_full_at(seg.log_file()?, &mut buf[..want], offset).at(seg.path());
+        }
+        let path = self.file_path(name)?;
+        let f = File::open(&path).at(&path)?;
+        read_full_at(&f, buf, offset).at(&path)
+    }
+
+    /// A read-only handle on a file from [`PartitionLog::files`] (for passthrough or mmap).
+    pub fn open_file(&self, name: &str) -> Result<File> {
+        let path = self.file_path(name)?;
+        File::open(&path).at(&path)
+    }
+}

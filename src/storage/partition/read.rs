@@ -1,0 +1,126 @@
+//! Reads: one record through the sparse index, the consumer stream, and
+//! lookups by timestamp.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::PartitionLog;
+use crate::record::{Record, TimestampType, decode_record_at};
+use crate::storage::error::{Result, StorageError};
+use crate::storage::segment::{LogSegment, ReadBatch};
+use crate::storage::stream::Stream;
+
+/// A record plus where it sits in the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordEntry {
+    pub record: Record,
+    pub batch_base_offset: i64,
+    /// File position of the record's batch in its segment's `.log`.
+    pub position: u64,
+    pub segment_base_offset: i64,
+    pub timestamp_type: TimestampType,
+}
+
+pub(super) struct CachedBatch {
+    segment_base_offset: i64,
+    batch: ReadBatch,
+}
+
+impl PartitionLog {
+    /// Record `offset`, found through the sparse index.
+    /// `OffsetOutOfRange` outside [log start, LEO).
+    pub fn read(&self, offset: i64) -> Result<Record> {
+        self.read_entry(offset).map(|e| e.record)
+    }
+
+    /// Record `offset` with where it sits: its batch and file position.
+    pub fn read_entry(&self, offset: i64) -> Result<RecordEntry> {
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if offset < start || offset >= end {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset: start,
+                log_end_offset: end,
+            });
+        }
+        let batch = self.batch_for(offset)?;
+        // Control records (transaction markers) hold no user record.
+        let cached = &batch.batch;
+        if cached.header.is_control() {
+            return Err(StorageError::RecordNotFound(offset));
+        }
+        let record = decode_record_at(&cached.header, cached.section(), offset)?
+            .ok_or(StorageError::RecordNotFound(offset))?;
+        Ok(RecordEntry {
+            record,
+            batch_base_offset: cached.header.base_offset,
+            position: cached.position,
+            segment_base_offset: batch.segment_base_offset,
+            timestamp_type: cached.header.timestamp_type(),
+        })
+    }
+
+    /// The batch holding `offset`. The last one is kept: `stat` then `cat` of
+    /// `offset/N`, or a consumer walking offsets, reads it once, and each
+    /// lookup decodes only the record it wants.
+    fn batch_for(&self, offset: i64) -> Result<Arc<CachedBatch>> {
+        if let Some(c) = self.recent_batch.lock().clone()
+            && c.batch.header.base_offset <= offset
+            && offset <= c.batch.header.last_offset()
+        {
+            return Ok(c);
+        }
+        let seg = self
+            .segment_for(offset)
+            .ok_or(StorageError::RecordNotFound(offset))?;
+        let read = seg
+            .read_batch_section(offset, &self.lookup_bytes_read)?
+            .ok_or(StorageError::RecordNotFound(offset))?;
+        let batch = Arc::new(CachedBatch {
+            segment_base_offset: seg.base_offset,
+            batch: read,
+        });
+        *self.recent_batch.lock() = Some(batch.clone());
+        Ok(batch)
+    }
+
+    /// Length of the consumer stream (`value\n` per record from the log start).
+    pub fn stream_len(&self) -> Result<u64> {
+        let segs = self.segment_list();
+        let mut stream = self.stream.lock();
+        let len = stream.len(&segs, self.log_start_offset(), &self.tally)?;
+        self.save_stream(&mut stream, &segs);
+        Ok(len)
+    }
+
+    /// Reads the consumer stream at `pos`; returns the bytes copied.
+    pub fn read_stream(&self, pos: u64, buf: &mut [u8]) -> Result<usize> {
+        let segs = self.segment_list();
+        let mut stream = self.stream.lock();
+        let n = stream.read(&segs, self.log_start_offset(), pos, buf, &self.tally)?;
+        self.save_stream(&mut stream, &segs);
+        Ok(n)
+    }
+
+    pub(super) fn save_stream(&self, stream: &mut Stream, segs: &[Arc<LogSegment>]) {
+        if self.deleted.load(Ordering::Acquire) {
+            return;
+        }
+        let live: Vec<i64> = segs.iter().map(|s| s.base_offset).collect();
+        stream.save(&self.dir, &live, self.writable);
+    }
+
+    /// Kafka's offsetsForTimes: the first offset whose timestamp is >= `timestamp_ms`.
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<i64>> {
+        let start = self.log_start_offset();
+        for seg in self.segment_list() {
+            if seg.size() == 0 || seg.largest_timestamp()? < timestamp_ms {
+                continue;
+            }
+            if let Some(o) = seg.find_offset_by_timestamp(timestamp_ms, start)? {
+                return Ok(Some(o));
+            }
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,170 @@
+//! Retention (Kafka's `UnifiedLog.deleteOldSegments`) and delete-records:
+//! each pass deletes a prefix of sealed segments and moves the log start
+//! offset up to what remains.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use log::{error, info};
+
+use super::PartitionLog;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::segment::LogSegment;
+
+impl PartitionLog {
+    /// Kafka's delete-records: the log start offset becomes `offset`, whole
+    /// segments below it are deleted. Returns the new log start offset.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64> {
+        if !self.writable {
+            return Err(StorageError::ReadOnly);
+        }
+        let w = self.writer.lock();
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if offset < 0 || offset > end {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset: start,
+                log_end_offset: end,
+            });
+        }
+        if offset <= start {
+            return Ok(start);
+        }
+        self.log_start_offset.store(offset, Ordering::Release);
+        self.checkpoints
+            .set_log_start_offset(&self.topic, self.partition, offset)?;
+        info!(
+            "Incremented log start offset to {offset} of partition {} due to client delete records request",
+            self.name
+        );
+        let doomed = self.take_prefix(|_, next| next.is_some_and(|n| n <= offset));
+        drop(w);
+        self.delete_segments(doomed, "log start offset breach");
+        Ok(offset)
+    }
+
+    /// Removes from the map the longest prefix of sealed segments for which
+    /// `pred(segment, next segment's base)` holds. Writer lock held by caller.
+    fn take_prefix(
+        &self,
+        mut pred: impl FnMut(&LogSegment, Option<i64>) -> bool,
+    ) -> Vec<Arc<LogSegment>> {
+        let mut segs = self.segments.write();
+        let bases: Vec<i64> = segs.keys().copied().collect();
+        let mut doomed = Vec::new();
+        for (i, base) in bases.iter().enumerate() {
+            let Some(next) = bases.get(i + 1).copied() else {
+                break; // never the active segment
+            };
+            if !pred(&segs[base], Some(next)) {
+                break;
+            }
+            doomed.push(segs.remove(base).expect("present"));
+        }
+        if let Some(first) = segs.keys().next().copied()
+            && first > self.log_start_offset()
+        {
+            self.log_start_offset.store(first, Ordering::Release);
+        }
+        doomed
+    }
+
+    fn delete_segments(&self, doomed: Vec<Arc<LogSegment>>, reason: &str) {
+        for seg in &doomed {
+            info!(
+                "Deleting segment {} of partition {} due to {reason}",
+                seg.base_offset, self.name
+            );
+            seg.delete_files();
+        }
+        if !doomed.is_empty()
+            && let Err(e) = self.checkpoints.set_log_start_offset(
+                &self.topic,
+                self.partition,
+                self.log_start_offset(),
+            )
+        {
+            error!(
+                "Could not write the log start offset checkpoint for {}: {e}",
+                self.name
+            );
+        }
+    }
+
+    /// Applies the log start offset, retention.bytes and retention.ms (in
+    /// Kafka's order); returns how many segments were deleted. Never deletes
+    /// the active segment: when every segment qualifies, it rolls first.
+    pub fn apply_retention(&self, now_ms: i64) -> Result<usize> {
+        if !self.writable {
+            return Ok(0);
+        }
+        let config = self.config();
+        if config.retention_ms >= 0 {
+            // Loading a sealed segment's time index is I/O: do it before taking
+            // the lock appends wait on. A segment's largest timestamp never
+            // changes once sealed, so the values stay good.
+            for seg in self.segment_list() {
+                let _ = seg.largest_timestamp();
+            }
+        }
+        let w = self.writer.lock();
+        if w.closed {
+            return Ok(0);
+        }
+        let mut deleted = 0;
+        let start = self.log_start_offset();
+        let doomed = self.take_prefix(|_, next| next.is_some_and(|n| n <= start));
+        deleted += doomed.len();
+        self.delete_segments(doomed, "log start offset breach");
+
+        if config.retention_bytes >= 0 {
+            let total: u64 = self.segments.read().values().map(|s| s.size()).sum();
+            let mut diff = total as i64 - config.retention_bytes;
+            let all_qualify = {
+                let segs = self.segments.read();
+                let mut d = diff;
+                segs.values().all(|s| {
+                    let ok = d - s.size() as i64 >= 0;
+                    d -= s.size() as i64;
+                    ok
+                })
+            };
+            if all_qualify {
+                self.roll_now(&config)?;
+            }
+            let doomed = self.take_prefix(|s, _| {
+                if diff - s.size() as i64 >= 0 {
+                    diff -= s.size() as i64;
+                    true
+                } else {
+                    false
+                }
+            });
+            deleted += doomed.len();
+            self.delete_segments(
+                doomed,
+                &format!("retention size {} breach", config.retention_bytes),
+            );
+        }
+
+        if config.retention_ms >= 0 {
+            let expired = |s: &LogSegment| {
+                s.size() > 0
+                    && s.largest_timestamp()
+                        .is_ok_and(|t| now_ms - t > config.retention_ms)
+            };
+            let all_qualify = self.segments.read().values().all(|s| expired(s));
+            if all_qualify {
+                self.roll_now(&config)?;
+            }
+            let doomed = self.take_prefix(|s, _| expired(s));
+            deleted += doomed.len();
+            self.delete_segments(
+                doomed,
+                &format!("retention time {}ms breach", config.retention_ms),
+            );
+        }
+        drop(w);
+        Ok(deleted)
+    }
+}

@@ -1,0 +1,140 @@
+//! Rolls and flushes (Kafka's `LocalLog.roll` and `flush`): sealing the
+//! active segment, and making what was written durable up to the recovery
+//! point.
+
+use std::fs::File;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use log::{error, info, warn};
+
+use super::{PartitionLog, now_ms, settings};
+use crate::storage::config::LogConfig;
+use crate::storage::error::{IoContext, Result, StorageError};
+use crate::storage::segment::LogSegment;
+
+impl PartitionLog {
+    /// Rolls the active segment. Rolling an empty active segment does nothing.
+    pub fn roll(&self) -> Result<()> {
+        if !self.writable {
+            return Err(StorageError::ReadOnly);
+        }
+        let config = self.config();
+        let w = self.writer.lock();
+        if w.closed {
+            return Err(StorageError::NoSuchPartition(self.name.clone()));
+        }
+        self.roll_now(&config)
+    }
+
+    /// A roll outside an append: at the log end, with nothing unpublished.
+    pub(super) fn roll_now(&self, config: &LogConfig) -> Result<()> {
+        let new_base = self.log_end_offset();
+        if let Some(sealed) = self.roll_locked(config, new_base)? {
+            sealed.unload_indexes();
+            self.schedule_flush(new_base);
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment and starts one at `new_base`. The caller
+    /// unloads the sealed segment's indexes and schedules its flush once
+    /// what it wrote is published.
+    pub(super) fn roll_locked(
+        &self,
+        config: &LogConfig,
+        new_base: i64,
+    ) -> Result<Option<Arc<LogSegment>>> {
+        let started = Instant::now();
+        let active = self.active_segment().expect("active segment");
+        if active.write_pos() == 0 {
+            return Ok(None);
+        }
+        // Create first: if the disk is full the old segment stays active, untouched.
+        let segment = Arc::new(LogSegment::create(&self.dir, new_base, settings(config))?);
+        active.seal()?;
+        self.tally.sealed(active.base_offset, active.write_pos());
+        self.tally.start_segment(new_base);
+        self.segments.write().insert(new_base, segment);
+        info!(
+            "[Log partition={}, dir={}] Rolled new log segment at offset {new_base} in {} ms.",
+            self.name,
+            self.dir.parent().unwrap_or(&self.dir).display(),
+            started.elapsed().as_millis()
+        );
+        Ok(Some(active))
+    }
+
+    /// Kafka flushes a sealed segment asynchronously, advancing the recovery point.
+    pub(super) fn schedule_flush(&self, up_to: i64) {
+        let me = self.self_ref.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("flush-{}", self.name))
+            .spawn(move || {
+                if let Some(log) = me.upgrade()
+                    && !log.deleted.load(Ordering::Acquire)
+                    && let Err(e) = log.flush_up_to(up_to)
+                {
+                    error!("Error flushing {} after roll: {e}", log.name);
+                }
+            });
+        if let Err(e) = spawned {
+            warn!(
+                "Could not start the flush after roll of {}: {e}; it runs at the next flush",
+                self.name
+            );
+        }
+    }
+
+    /// fsyncs every segment up to the LEO, advances the recovery point, writes the checkpoint.
+    pub fn flush(&self) -> Result<()> {
+        self.flush_up_to(self.log_end_offset())
+    }
+
+    fn flush_up_to(&self, offset: i64) -> Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        let _f = self.flush_lock.lock();
+        let segs: Vec<_> = self
+            .segments
+            .read()
+            .range(..offset)
+            .map(|(_, s)| s.clone())
+            .collect();
+        for seg in segs {
+            if seg.flush()? {
+                self.fsyncs.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // New segment files are durable only once the directory entry is.
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .at(&self.dir)?;
+        self.last_flush_ms.store(now_ms(), Ordering::Relaxed);
+        if offset > self.recovery_point() {
+            self.recovery_point.fetch_max(offset, Ordering::AcqRel);
+            if !self.deleted.load(Ordering::Acquire) {
+                self.checkpoints.set_recovery_point(
+                    &self.topic,
+                    self.partition,
+                    self.recovery_point(),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes when `flush.ms` has passed since the last flush.
+    pub fn maybe_flush_on_time(&self, now_ms: i64) -> Result<()> {
+        let flush_ms = self.config().flush_ms;
+        if flush_ms == i64::MAX || self.log_end_offset() == self.recovery_point() {
+            return Ok(());
+        }
+        if now_ms - self.last_flush_ms.load(Ordering::Relaxed) >= flush_ms {
+            self.flush()?;
+        }
+        Ok(())
+    }
+}

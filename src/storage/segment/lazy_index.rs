@@ -1,0 +1,225 @@
+//! Kafka's `LazyIndex`: a segment's `.index` and `.timeindex` are mapped on
+//! first use, not when the partition loads, so that opening a partition of
+//! many sealed segments maps none of them, and a sealed segment's maps can be
+//! dropped again after a roll. Loading checks the files against the `.log`
+//! and rebuilds them from it when they are missing or cannot be trusted.
+
+use log::{error, info};
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use super::{AppendState, LogSegment, index_batch};
+use crate::record::{BatchHeader, HEADER_LEN};
+use crate::storage::batch_reader::read_full_at;
+use crate::storage::error::{IoContext, Result};
+use crate::storage::index::{OffsetIndex, TimeIndex};
+
+pub(crate) struct Indexes {
+    pub offset: OffsetIndex,
+    pub time: TimeIndex,
+}
+
+/// A segment's two indexes, or nothing until they are first used.
+#[derive(Default)]
+pub(super) struct LazyIndex {
+    slot: RwLock<Option<Indexes>>,
+}
+
+impl LazyIndex {
+    /// The indexes, loaded by `load` on first use.
+    fn get(
+        &self,
+        load: impl FnOnce() -> Result<Indexes>,
+    ) -> Result<RwLockReadGuard<'_, Option<Indexes>>> {
+        {
+            let g = self.slot.read();
+            if g.is_some() {
+                return Ok(g);
+            }
+        }
+        {
+            let mut g = self.slot.write();
+            if g.is_none() {
+                *g = Some(load()?);
+            }
+        }
+        Ok(self.slot.read())
+    }
+
+    /// The indexes as they are, loaded or not, to change them.
+    pub(super) fn write(&self) -> RwLockWriteGuard<'_, Option<Indexes>> {
+        self.slot.write()
+    }
+
+    /// The indexes as they are: a flush has nothing to sync in unloaded ones.
+    pub(super) fn loaded(&self) -> RwLockReadGuard<'_, Option<Indexes>> {
+        self.slot.read()
+    }
+
+    pub(super) fn set(&mut self, ix: Indexes) {
+        *self.slot.get_mut() = Some(ix);
+    }
+
+    /// Drops the maps and their descriptors; they load again on first use.
+    pub(super) fn unload(&self) {
+        *self.slot.write() = None;
+    }
+}
+
+impl LogSegment {
+    /// The indexes, loading (and if needed rebuilding) them on first use.
+    pub(crate) fn indexes(&self) -> Result<RwLockReadGuard<'_, Option<Indexes>>> {
+        self.indexes.get(|| self.load_indexes())
+    }
+
+    /// Maps the index files, checks them against the log and rebuilds them
+    /// from the `.log` if they are missing or cannot be trusted.
+    fn load_indexes(&self) -> Result<Indexes> {
+        if !self.index_path().exists() {
+            error!(
+                "Could not find offset index file corresponding to log file {}, recovering segment and rebuilding index files...",
+                self.log_path.display()
+            );
+            return self.rebuild_indexes();
+        }
+        match self.open_checked_indexes()? {
+            Ok(ix) => {
+                let last = ix.time.last_entry();
+                let mut st = self.state.lock();
+                if !st.timestamps_known {
+                    st.max_timestamp = last.timestamp;
+                    st.offset_of_max_timestamp = last.offset;
+                    st.timestamps_known = true;
+                }
+                Ok(ix)
+            }
+            Err(why) => {
+                error!(
+                    "Found a corrupted index file corresponding to log file {} due to {why}, recovering segment and rebuilding index files...",
+                    self.log_path.display()
+                );
+                self.rebuild_indexes()
+            }
+        }
+    }
+
+    /// Maps the index files and checks them against the log. `Ok(Err(why))`:
+    /// they cannot be trusted and are to be rebuilt.
+    fn open_checked_indexes(&self) -> Result<std::result::Result<Indexes, String>> {
+        let index_path = self.index_path();
+        let time_path = self.time_index_path();
+        let size = self.size();
+        let offset = OffsetIndex::open(&index_path, self.base_offset, self.writable)?;
+        if let Err(why) = offset.check(size) {
+            return Ok(Err(format!("offset index {}: {why}", index_path.display())));
+        }
+        // The log end is found by scanning from the last entry, so that
+        // entry must point at the batch ending at its offset. Other entries
+        // are checked as lookups use them.
+        if let Some(last) = offset.last_entry() {
+            let mut hdr = [0u8; HEADER_LEN];
+            let n =
+                read_full_at(self.log_file()?, &mut hdr, last.position as u64).at(&self.log_path)?;
+            match BatchHeader::parse(&hdr[..n]) {
+                Ok(h) if h.last_offset() == last.offset => {}
+                _ => {
+                    return Ok(Err(format!(
+                        "offset index {}: last entry (offset {}, position {}) does not point at its batch",
+                        index_path.display(),
+                        last.offset,
+                        last.position
+                    )));
+                }
+            }
+        }
+        if !time_path.exists() {
+            return Ok(Err(format!(
+                "time index {} is missing",
+                time_path.display()
+            )));
+        }
+        let time = TimeIndex::open(&time_path, self.base_offset, self.writable)?;
+        let next = self.next_offset_upper_bound(&offset)?;
+        if let Err(why) = time.check(next) {
+            return Ok(Err(format!("time index {}: {why}", time_path.display())));
+        }
+        Ok(Ok(Indexes { offset, time }))
+    }
+
+    /// The offset after the last batch, found from the last index entry plus a
+    /// short scan (an upper bound for checks when the log is damaged).
+    fn next_offset_upper_bound(&self, offset: &OffsetIndex) -> Result<i64> {
+        let start = offset.last_entry().map(|e| e.position as u64).unwrap_or(0);
+        let mut next = self.base_offset;
+        self.scan(start, |_, h| {
+            next = h.next_offset();
+            true
+        })?;
+        Ok(next.max(
+            offset
+                .last_entry()
+                .map_or(self.base_offset, |e| e.offset + 1),
+        ))
+    }
+
+    /// Builds both indexes from the `.log` with Kafka's rule, byte for byte what
+    /// the appends would have written. Sealed segments get the final time index
+    /// entry and trimmed files; the active one keeps its preallocation.
+    pub(super) fn rebuild_indexes(&self) -> Result<Indexes> {
+        let mut ix = self.fresh_indexes()?;
+        let mut st = AppendState::rebuilt(self.base_offset);
+        let interval = self.settings.index_interval_bytes;
+        let size = self.size();
+        self.scan(0, |pos, h| {
+            if pos + h.size() as u64 > size {
+                return false;
+            }
+            index_batch(&mut ix, &mut st, interval, pos, h);
+            true
+        })?;
+        if !self.is_active() {
+            ix.time
+                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true);
+            ix.offset.trim()?;
+            ix.time.trim()?;
+        }
+        *self.state.lock() = st;
+        Ok(ix)
+    }
+
+    /// Empty indexes at the preallocated size: on disk, or in memory when the
+    /// data directory must not be written.
+    pub(super) fn fresh_indexes(&self) -> Result<Indexes> {
+        let s = self.settings;
+        if self.writable {
+            Ok(Indexes {
+                offset: OffsetIndex::create(
+                    &self.index_path(),
+                    self.base_offset,
+                    s.offset_index_max_bytes,
+                )?,
+                time: TimeIndex::create(
+                    &self.time_index_path(),
+                    self.base_offset,
+                    s.time_index_max_bytes,
+                )?,
+            })
+        } else {
+            info!(
+                "Rebuilding the indexes of {} in memory only: the data directory is read-only",
+                self.log_path.display()
+            );
+            Ok(Indexes {
+                offset: OffsetIndex::in_memory(
+                    &self.index_path(),
+                    self.base_offset,
+                    s.offset_index_max_bytes,
+                )?,
+                time: TimeIndex::in_memory(
+                    &self.time_index_path(),
+                    self.base_offset,
+                    s.time_index_max_bytes,
+                )?,
+            })
+        }
+    }
+}

@@ -1,0 +1,565 @@
+//! One segment: a `.log` of RecordBatches plus its `.index` and `.timeindex`
+//! (Kafka's `LogSegment`).
+//!
+//! The `.log` is written with `pwrite` through the page cache. Readers see only
+//! bytes below the published `size`, so they never see a half-written batch.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use log::{error, warn};
+use parking_lot::Mutex;
+
+use super::batch_reader::BatchReader;
+use super::error::{IoContext, Result, StorageError};
+use super::index::{OffsetIndex, TimeIndex};
+use super::names::segment_file_name;
+use crate::record::BatchHeader;
+
+mod lazy_index;
+mod read;
+
+pub(crate) use lazy_index::Indexes;
+use lazy_index::LazyIndex;
+pub use read::ReadBatch;
+
+/// A size not learned yet (see [`LogSegment::size`]).
+const UNKNOWN_SIZE: u64 = u64::MAX;
+
+/// Bytes read at a time when recovering a whole segment.
+const RECOVERY_CHUNK: usize = 8 * 1024 * 1024;
+
+/// Index sizing for one segment, from the partition's config.
+#[derive(Clone, Copy, Debug)]
+pub struct IndexSettings {
+    pub offset_index_max_bytes: u64,
+    pub time_index_max_bytes: u64,
+    pub index_interval_bytes: u64,
+}
+
+/// State only the appender touches (under the partition's writer lock).
+#[derive(Clone, Copy, Debug, Default)]
+struct AppendState {
+    bytes_since_last_index_entry: u64,
+    /// (max timestamp so far, offset of that batch's last record); -1 = unknown.
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+    /// The first batch's max timestamp, which `segment.ms` counts from.
+    rolling_based_timestamp: Option<i64>,
+    /// Whether `max_timestamp` is known (sealed segments load it lazily).
+    timestamps_known: bool,
+}
+
+/// A segment's append position and index state, to undo an append that failed.
+#[derive(Clone, Copy, Debug)]
+pub struct SegmentSnapshot {
+    write_pos: u64,
+    offset_entries: usize,
+    time_entries: usize,
+    state: AppendState,
+    active: bool,
+}
+
+impl AppendState {
+    /// The counters of indexes rebuilt from the `.log`, before its first batch.
+    fn rebuilt(base_offset: i64) -> Self {
+        AppendState {
+            max_timestamp: -1,
+            offset_of_max_timestamp: base_offset,
+            timestamps_known: true,
+            ..Default::default()
+        }
+    }
+}
+
+/// What recovering a segment found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryResult {
+    /// Batches kept.
+    pub batches: u64,
+    /// Bytes cut from the end of the `.log`.
+    pub truncated_bytes: u64,
+    /// The offset after the last kept batch.
+    pub next_offset: Option<i64>,
+}
+
+pub struct LogSegment {
+    pub base_offset: i64,
+    log_path: PathBuf,
+    /// Opened on first use: a clean mount of many segments opens none of them.
+    log: OnceLock<File>,
+    /// Published size: every byte below it belongs to a whole, indexed batch.
+    size: AtomicU64,
+    /// Bytes written, published or not. Only the appender (under the
+    /// partition's writer lock) moves it; an append publishes at its end.
+    write_pos: AtomicU64,
+    /// Bytes that have been fsynced.
+    flushed_size: AtomicU64,
+    indexes: LazyIndex,
+    state: Mutex<AppendState>,
+    settings: IndexSettings,
+    writable: bool,
+    active: AtomicBool,
+}
+
+impl LogSegment {
+    pub fn log_path(dir: &Path, base_offset: i64) -> PathBuf {
+        dir.join(segment_file_name(base_offset, "log"))
+    }
+    // The sibling files share the `.log`'s name but for the suffix.
+    pub fn index_path(&self) -> PathBuf {
+        self.log_path.with_extension("index")
+    }
+    pub fn time_index_path(&self) -> PathBuf {
+        self.log_path.with_extension("timeindex")
+    }
+    pub fn path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// Creates a new, empty, active segment with preallocated indexes.
+    pub fn create(dir: &Path, base_offset: i64, settings: IndexSettings) -> Result<LogSegment> {
+        let log_path = Self::log_path(dir, base_offset);
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&log_path)
+            .at(&log_path)?;
+        let mut seg = LogSegment::from_parts(log_path, base_offset, Some(log), 0, settings, true);
+        let created = (|| {
+            let offset = OffsetIndex::create(
+                &seg.index_path(),
+                base_offset,
+                settings.offset_index_max_bytes,
+            )?;
+            let time = TimeIndex::create(
+                &seg.time_index_path(),
+                base_offset,
+                settings.time_index_max_bytes,
+            )?;
+            Ok::<_, StorageError>(Indexes { offset, time })
+        })();
+        match created {
+            Ok(ix) => {
+                seg.indexes.set(ix);
+                seg.state.get_mut().timestamps_known = true;
+                seg.active.store(true, Ordering::Relaxed);
+                Ok(seg)
+            }
+            Err(e) => {
+                // A roll that cannot create its files leaves nothing behind.
+                seg.delete_files();
+                Err(e)
+            }
+        }
+    }
+
+    /// An existing segment. Its size is learned, its files opened and its
+    /// indexes loaded on first use, so loading many sealed segments costs
+    /// no system call for each.
+    /// `log_path` is the segment's `.log`, as the directory listing named it.
+    pub fn open(
+        log_path: PathBuf,
+        base_offset: i64,
+        settings: IndexSettings,
+        writable: bool,
+    ) -> LogSegment {
+        LogSegment::from_parts(
+            log_path,
+            base_offset,
+            None,
+            UNKNOWN_SIZE,
+            settings,
+            writable,
+        )
+    }
+
+    fn from_parts(
+        log_path: PathBuf,
+        base_offset: i64,
+        log: Option<File>,
+        size: u64,
+        settings: IndexSettings,
+        writable: bool,
+    ) -> Self {
+        LogSegment {
+            base_offset,
+            log_path,
+            log: log.map(OnceLock::from).unwrap_or_default(),
+            size: AtomicU64::new(size),
+            write_pos: AtomicU64::new(size),
+            flushed_size: AtomicU64::new(size),
+            indexes: LazyIndex::default(),
+            state: Mutex::new(AppendState {
+                max_timestamp: -1,
+                offset_of_max_timestamp: base_offset,
+                ..Default::default()
+            }),
+            settings,
+            writable,
+            active: AtomicBool::new(false),
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        let size = self.size.load(Ordering::Acquire);
+        if size != UNKNOWN_SIZE {
+            return size;
+        }
+        // A segment loaded without a stat: its file has not changed since.
+        let size = match std::fs::metadata(&self.log_path) {
+            Ok(m) => m.len(),
+            Err(e) => {
+                error!(
+                    "Could not stat {}: {e}; serving it as empty",
+                    self.log_path.display()
+                );
+                0
+            }
+        };
+        for a in [&self.write_pos, &self.flushed_size, &self.size] {
+            let _ = a.compare_exchange(UNKNOWN_SIZE, size, Ordering::AcqRel, Ordering::Acquire);
+        }
+        self.size.load(Ordering::Acquire)
+    }
+
+    /// Bytes written so far, including an append's not yet published batches.
+    pub fn write_pos(&self) -> u64 {
+        let pos = self.write_pos.load(Ordering::Acquire);
+        if pos != UNKNOWN_SIZE {
+            return pos;
+        }
+        self.size();
+        self.write_pos.load(Ordering::Acquire)
+    }
+
+    /// Makes everything written so far visible to readers.
+    pub fn publish(&self) {
+        self.size.store(self.write_pos(), Ordering::Release);
+    }
+
+    /// The `.log` file, opened on first use.
+    pub fn log_file(&self) -> Result<&File> {
+        if let Some(f) = self.log.get() {
+            return Ok(f);
+        }
+        let f = if self.writable {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&self.log_path)
+        } else {
+            File::open(&self.log_path)
+        }
+        .at(&self.log_path)?;
+        // Another thread may have won the race; either descriptor will do.
+        let _ = self.log.set(f);
+        Ok(self.log.get().expect("just set"))
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Prepares a segment loaded from disk to take appends: preallocates its
+    /// indexes again and restores the append counters (Kafka's `resizeIndexes`
+    /// on the active segment).
+    pub fn activate(&self) -> Result<()> {
+        self.active.store(true, Ordering::Relaxed);
+        let guard = self.indexes()?;
+        drop(guard);
+        let mut g = self.indexes.write();
+        let ix = g.as_mut().expect("indexes were just loaded");
+        ix.offset.resize(self.settings.offset_index_max_bytes)?;
+        ix.time.resize(self.settings.time_index_max_bytes)?;
+        let size = self.size();
+        let mut st = self.state.lock();
+        st.bytes_since_last_index_entry =
+            size - ix.offset.last_entry().map_or(0, |e| e.position as u64);
+        drop(st);
+        drop(g);
+        let first = self.first_batch_header()?;
+        self.state.lock().rolling_based_timestamp = first.map(|h| h.max_timestamp);
+        Ok(())
+    }
+
+    // ---- appends -------------------------------------------------------------
+
+    /// Kafka's `shouldRoll`, minus the size test which the caller knows best.
+    pub fn should_roll(
+        &self,
+        batch_size: u64,
+        max_timestamp: i64,
+        segment_bytes: u64,
+        segment_ms: i64,
+    ) -> Result<bool> {
+        let size = self.write_pos();
+        if size + batch_size > segment_bytes {
+            return Ok(true);
+        }
+        {
+            let g = self.indexes()?;
+            let ix = g.as_ref().expect("loaded");
+            if ix.offset.is_full() || ix.time.is_full() {
+                return Ok(true);
+            }
+        }
+        let st = self.state.lock();
+        if size > 0
+            && let Some(first) = st.rolling_based_timestamp
+            && max_timestamp.saturating_sub(first) > segment_ms
+        {
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Whether `last_offset` still fits a u32 relative offset.
+    pub fn can_convert_to_relative(&self, last_offset: i64) -> bool {
+        let rel = last_offset - self.base_offset;
+        (0..=u32::MAX as i64).contains(&rel)
+    }
+
+    /// Appends one encoded batch. On a failed write the file is cut back, so no
+    /// partial batch stays in the `.log`.
+    pub fn append(&self, batch: &[u8]) -> Result<()> {
+        let header = BatchHeader::parse(batch)?;
+        let pos = self.write_pos();
+        if let Err(e) = self.log_file()?.write_all_at(batch, pos) {
+            if let Err(t) = self.log_file()?.set_len(pos) {
+                error!(
+                    "Could not cut {} back to {pos} after a failed write: {t}",
+                    self.log_path.display()
+                );
+            }
+            return Err(StorageError::io(&self.log_path, e));
+        }
+        let mut g = self.indexes.write();
+        if g.is_none() {
+            drop(g);
+            drop(self.indexes()?);
+            g = self.indexes.write();
+        }
+        let ix = g.as_mut().expect("loaded");
+        let mut st = self.state.lock();
+        if st.rolling_based_timestamp.is_none() {
+            st.rolling_based_timestamp = Some(header.max_timestamp);
+        }
+        index_batch(
+            ix,
+            &mut st,
+            self.settings.index_interval_bytes,
+            pos,
+            &header,
+        );
+        drop(st);
+        drop(g);
+        // Not published yet: entries past the published size are never chosen
+        // by a lookup, whose offsets are all below the published log end.
+        self.write_pos
+            .store(pos + batch.len() as u64, Ordering::Release);
+        Ok(())
+    }
+
+    /// What an append may have to undo.
+    pub fn snapshot(&self) -> Result<SegmentSnapshot> {
+        let g = self.indexes()?;
+        let ix = g.as_ref().expect("loaded");
+        Ok(SegmentSnapshot {
+            write_pos: self.write_pos(),
+            offset_entries: ix.offset.entries(),
+            time_entries: ix.time.entries(),
+            state: *self.state.lock(),
+            active: self.is_active(),
+        })
+    }
+
+    /// Undoes unpublished appends (and a seal) back to `snap`: the `.log` is
+    /// cut, index entries past it removed, the append counters restored.
+    pub fn rollback(&self, snap: &SegmentSnapshot) -> Result<()> {
+        let f = self.log_file()?;
+        if f.metadata().at(&self.log_path)?.len() > snap.write_pos {
+            f.set_len(snap.write_pos).at(&self.log_path)?;
+        }
+        self.write_pos.store(snap.write_pos, Ordering::Release);
+        drop(self.indexes()?);
+        let mut g = self.indexes.write();
+        let ix = g.as_mut().expect("loaded");
+        if snap.active && !self.is_active() {
+            self.active.store(true, Ordering::Relaxed);
+            ix.offset.resize(self.settings.offset_index_max_bytes)?;
+            ix.time.resize(self.settings.time_index_max_bytes)?;
+        }
+        ix.offset.truncate_entries(snap.offset_entries);
+        ix.time.truncate_entries(snap.time_entries);
+        *self.state.lock() = snap.state;
+        Ok(())
+    }
+
+    /// Makes the segment inactive: final time index entry, trimmed indexes.
+    pub fn seal(&self) -> Result<()> {
+        if !self.active.swap(false, Ordering::Relaxed) {
+            return Ok(());
+        }
+        let mut g = self.indexes.write();
+        if let Some(ix) = g.as_mut() {
+            let st = *self.state.lock();
+            if st.max_timestamp >= 0 {
+                ix.time
+                    .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true);
+            }
+            if self.writable {
+                ix.offset.trim()?;
+                ix.time.trim()?;
+                ix.offset.flush()?;
+                ix.time.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the index maps and their descriptors; they load again on first
+    /// use. A long-lived log that rolls often would otherwise keep two more
+    /// descriptors and two maps per sealed segment.
+    pub fn unload_indexes(&self) {
+        if self.writable && !self.is_active() {
+            self.indexes.unload();
+        }
+    }
+
+    /// fsync of the `.log` and msync of the indexes.
+    pub fn flush(&self) -> Result<bool> {
+        if self.size.load(Ordering::Acquire) == UNKNOWN_SIZE {
+            // Never touched since a load that found it on disk: nothing to sync.
+            return Ok(false);
+        }
+        let size = self.size();
+        if self.flushed_size.load(Ordering::Acquire) == size && !self.is_active() {
+            return Ok(false);
+        }
+        self.log_file()?.sync_data().at(&self.log_path)?;
+        if let Some(ix) = self.indexes.loaded().as_ref() {
+            ix.offset.flush()?;
+            ix.time.flush()?;
+        }
+        self.flushed_size.store(size, Ordering::Release);
+        Ok(true)
+    }
+
+    // ---- recovery --------------------------------------------------------------
+
+    /// Kafka's `LogSegment.recover`: validates every batch (framing, CRC,
+    /// offsets), cuts the `.log` at the first bad or torn one and rebuilds both
+    /// indexes from what remains.
+    pub fn recover(&self, min_offset: i64) -> Result<RecoveryResult> {
+        let log = self.log_file()?;
+        let file_size = log.metadata().at(&self.log_path)?.len();
+        // One pass: each batch is validated and indexed as it is read. The old
+        // maps go first, since the index files are recreated under them.
+        let mut guard = self.indexes.write();
+        *guard = None;
+        let mut ix = self.fresh_indexes()?;
+        let mut st = AppendState::rebuilt(self.base_offset);
+        let interval = self.settings.index_interval_bytes;
+        let mut valid: u64 = 0;
+        let mut expected_min = min_offset.max(self.base_offset);
+        let mut batches = 0u64;
+        let mut next_offset = None;
+        let mut first_max_timestamp = None;
+        let mut walk = BatchReader::new(log, &self.log_path, 0, file_size, RECOVERY_CHUNK);
+        // The first bad or torn batch ends what is kept, whatever is wrong with it.
+        walk.for_each_batch(|pos, batch| {
+            let h = &batch.header;
+            if batch.verify_crc().is_err()
+                || h.base_offset < expected_min
+                || !self.can_convert_to_relative(h.last_offset())
+            {
+                return Ok(false);
+            }
+            index_batch(&mut ix, &mut st, interval, pos, h);
+            first_max_timestamp.get_or_insert(h.max_timestamp);
+            expected_min = h.next_offset();
+            next_offset = Some(h.next_offset());
+            batches += 1;
+            valid = pos + batch.size() as u64;
+            Ok(true)
+        })?;
+        let truncated = file_size - valid;
+        if truncated > 0 {
+            if self.writable {
+                self.log_file()?.set_len(valid).at(&self.log_path)?;
+            } else {
+                // Never write a read-only data dir: the bad tail is just not served.
+                warn!(
+                    "Ignoring {truncated} invalid bytes at the end of {} (read-only, not truncated)",
+                    self.log_path.display()
+                );
+            }
+        }
+        self.size.store(valid, Ordering::Release);
+        self.write_pos.store(valid, Ordering::Release);
+        self.flushed_size.store(0, Ordering::Release);
+        if !self.is_active() {
+            ix.time
+                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true);
+            ix.offset.trim()?;
+            ix.time.trim()?;
+        }
+        st.rolling_based_timestamp = first_max_timestamp;
+        *self.state.lock() = st;
+        *guard = Some(ix);
+        Ok(RecoveryResult {
+            batches,
+            truncated_bytes: truncated,
+            next_offset,
+        })
+    }
+
+    /// Marks the segment active before recovery, so its rebuilt indexes stay
+    /// preallocated.
+    pub fn mark_active(&self) {
+        self.active.store(true, Ordering::Relaxed);
+    }
+
+    /// Removes the segment's files (best effort; readers holding the segment
+    /// keep their open descriptor).
+    pub fn delete_files(&self) {
+        if !self.writable {
+            return; // a read-only data dir only drops the segment from view
+        }
+        for p in [
+            self.log_path.clone(),
+            self.index_path(),
+            self.time_index_path(),
+        ] {
+            if let Err(e) = std::fs::remove_file(&p)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                error!("Could not delete {}: {e}", p.display());
+            }
+        }
+        let _ = std::fs::remove_file(self.log_path.with_extension("txnindex"));
+    }
+}
+
+/// Kafka's per-batch index rule (`LogSegment.append` and `recover`):
+/// index the batch (its last offset, its start position) only when more than
+/// `index.interval.bytes` have gone by since the last entry, then count its bytes.
+fn index_batch(ix: &mut Indexes, st: &mut AppendState, interval: u64, pos: u64, h: &BatchHeader) {
+    if h.max_timestamp > st.max_timestamp {
+        st.max_timestamp = h.max_timestamp;
+        st.offset_of_max_timestamp = h.last_offset();
+    }
+    if st.bytes_since_last_index_entry > interval {
+        ix.offset.append(h.last_offset(), pos as u32);
+        ix.time
+            .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, false);
+        st.bytes_since_last_index_entry = 0;
+    }
+    st.bytes_since_last_index_entry += h.size() as u64;
+}

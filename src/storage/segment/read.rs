@@ -1,0 +1,296 @@
+//! A segment's reads: header scans, the lookup of one batch through the
+//! sparse index (Kafka's `translateOffset`), lookups by timestamp, and the
+//! whole-batch walk the consumer stream reads through. All of them walk the
+//! `.log` with the batch reader.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use log::error;
+
+use super::LogSegment;
+use crate::record::{Batch, BatchHeader, HEADER_LEN};
+use crate::storage::batch_reader::{BatchReader, Stop, read_full_into};
+use crate::storage::error::{IoContext, Result, StorageError};
+use crate::storage::index::{OffsetPosition, TimestampOffset};
+
+/// Bytes read at a time when scanning a segment.
+const SCAN_CHUNK: usize = 64 * 1024;
+
+/// Where a lookup's walk from an index entry ended.
+enum Located {
+    /// (position, header, the batch's bytes if the walk read all of them)
+    Found(u64, BatchHeader, Option<Vec<u8>>),
+    /// No batch holds the offset (a gap, or past the published end).
+    Absent,
+    /// The index entry does not point at its batch.
+    BadEntry,
+}
+
+/// A batch read for a lookup.
+pub struct ReadBatch {
+    pub position: u64,
+    pub header: BatchHeader,
+    /// The batch, or its decompressed records section.
+    pub bytes: Vec<u8>,
+    /// Where the records section starts in `bytes`.
+    pub section_start: usize,
+}
+
+impl ReadBatch {
+    pub fn section(&self) -> &[u8] {
+        &self.bytes[self.section_start..]
+    }
+}
+
+impl LogSegment {
+    /// Walks batch headers from `start`, calling `f(position, header)` until it
+    /// returns false, the published end is reached, or a batch cannot be read.
+    /// Returns the bytes read from the file.
+    pub fn scan(&self, start: u64, f: impl FnMut(u64, &BatchHeader) -> bool) -> Result<u64> {
+        let mut walk = self.reader(start, SCAN_CHUNK)?;
+        walk.for_each_header(f)?;
+        Ok(walk.bytes_read())
+    }
+
+    /// A walk of the published bytes from `start`, reading `chunk` bytes at a
+    /// time. A range too short for a batch opens no file, so walking an empty
+    /// segment (a new active one) leaves its `.log` unopened until it is used.
+    fn reader(&self, start: u64, chunk: usize) -> Result<BatchReader<'_>> {
+        let end = self.size();
+        if start + HEADER_LEN as u64 > end {
+            return Ok(BatchReader::empty_at(start));
+        }
+        Ok(BatchReader::new(
+            self.log_file()?,
+            &self.log_path,
+            start,
+            end,
+            chunk,
+        ))
+    }
+
+    /// Reads the whole batch at `pos` and checks its CRC.
+    pub fn read_batch(&self, pos: u64, size: usize) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        let n = read_full_into(self.log_file()?, &mut buf, size, pos).at(&self.log_path)?;
+        if n < size {
+            return Err(self.corrupt(pos, format!("batch of {size} bytes is cut short at {n}")));
+        }
+        Batch::parse(&buf)?.verify_crc()?;
+        Ok(buf)
+    }
+
+    fn corrupt(&self, pos: u64, reason: String) -> StorageError {
+        StorageError::Corrupt {
+            path: self.log_path.clone(),
+            position: pos,
+            reason,
+        }
+    }
+
+    /// The index entry to start a scan for `offset` from.
+    pub fn lookup(&self, offset: i64) -> Result<OffsetPosition> {
+        let g = self.indexes()?;
+        Ok(g.as_ref().expect("loaded").offset.lookup(offset))
+    }
+
+    /// Finds the batch holding `offset`: its position, its header and, when
+    /// the scan already read all of it, its bytes. Reads about one index
+    /// interval of headers plus the batch, never a segment scan.
+    fn find_batch(&self, offset: i64, bytes_read: &AtomicU64) -> Result<Located> {
+        for attempt in 0..2 {
+            let entry = self.lookup(offset)?;
+            let (read, found) = self.locate(offset, entry)?;
+            bytes_read.fetch_add(read, Ordering::Relaxed);
+            match found {
+                Located::BadEntry if attempt == 0 => {}
+                Located::BadEntry => return Ok(Located::Absent),
+                other => return Ok(other),
+            }
+            error!(
+                "Found a corrupted index file corresponding to log file {}: entry (offset {}, position {}) does not point at its batch, rebuilding index files...",
+                self.log_path.display(),
+                entry.offset,
+                entry.position
+            );
+            // Rebuild under the write lock: the files are recreated underneath
+            // the old mapping, which nobody may touch meanwhile.
+            let mut g = self.indexes.write();
+            *g = Some(self.rebuild_indexes()?);
+        }
+        unreachable!("the loop returns on its second pass")
+    }
+
+    /// Walks batch headers from an index entry to the batch holding `offset`.
+    /// The first read is one index interval plus a header; past a batch larger
+    /// than that, it reads as much as that batch held, which usually brings
+    /// the whole next batch in the same read.
+    fn locate(&self, offset: i64, entry: OffsetPosition) -> Result<(u64, Located)> {
+        let start = entry.position as u64;
+        let chunk =
+            (self.settings.index_interval_bytes as usize + HEADER_LEN).clamp(512, SCAN_CHUNK);
+        let mut walk = self.reader(start, chunk)?.for_lookup();
+        let mut first = true;
+        let mut found = None;
+        walk.for_each_header(|pos, h| {
+            if first {
+                first = false;
+                // An index entry must point at the start of the batch that ends
+                // at its offset; anything else means the index is damaged.
+                if start != 0 && h.last_offset() != entry.offset {
+                    found = Some(Located::BadEntry);
+                    return false;
+                }
+            }
+            if h.last_offset() >= offset {
+                found = Some(if h.base_offset > offset {
+                    Located::Absent
+                } else {
+                    Located::Found(pos, *h, None)
+                });
+                return false;
+            }
+            true
+        })?;
+        let located = match found {
+            Some(Located::Found(pos, h, _)) => {
+                let bytes = walk.take_buffered(pos, h.size());
+                Located::Found(pos, h, bytes)
+            }
+            Some(other) => other,
+            None if first && start != 0 => Located::BadEntry,
+            None => Located::Absent,
+        };
+        Ok((walk.bytes_read(), located))
+    }
+
+    /// The batch holding `offset`, CRC-checked, with its position, and its
+    /// records section (decompressed) as bytes plus where the section starts
+    /// in them, or `None` if no batch of this segment
+    /// covers it (a gap). Control batches are returned too; callers decide.
+    pub fn read_batch_section(
+        &self,
+        offset: i64,
+        bytes_read: &AtomicU64,
+    ) -> Result<Option<ReadBatch>> {
+        let Located::Found(pos, h, buffered) = self.find_batch(offset, bytes_read)? else {
+            return Ok(None);
+        };
+        let bytes = match buffered {
+            Some(b) => {
+                Batch::parse(&b)?.verify_crc()?;
+                b
+            }
+            None => {
+                let b = self.read_batch(pos, h.size())?;
+                bytes_read.fetch_add(b.len() as u64, Ordering::Relaxed);
+                b
+            }
+        };
+        // Returned with where its records section starts, so an uncompressed
+        // batch is not copied to drop its header.
+        let raw = match Batch::parse(&bytes)?.uncompressed_section()? {
+            std::borrow::Cow::Owned(raw) => Some(raw),
+            std::borrow::Cow::Borrowed(_) => None,
+        };
+        let (bytes, section_start) = match raw {
+            Some(raw) => (raw, 0),
+            None => (bytes, HEADER_LEN),
+        };
+        Ok(Some(ReadBatch {
+            position: pos,
+            header: h,
+            bytes,
+            section_start,
+        }))
+    }
+
+    /// First record at or after `min_offset` whose timestamp is >= `timestamp`.
+    pub fn find_offset_by_timestamp(&self, timestamp: i64, min_offset: i64) -> Result<Option<i64>> {
+        let start_offset = {
+            let g = self.indexes()?;
+            let ix = g.as_ref().expect("loaded");
+            let t: TimestampOffset = ix.time.lookup(timestamp);
+            ix.offset.lookup(t.offset.max(min_offset)).position as u64
+        };
+        let mut candidate = None;
+        self.scan(start_offset, |pos, h| {
+            if h.max_timestamp >= timestamp && h.last_offset() >= min_offset {
+                candidate = Some((pos, *h));
+                return false;
+            }
+            true
+        })?;
+        let Some((pos, h)) = candidate else {
+            return Ok(None);
+        };
+        let bytes = self.read_batch(pos, h.size())?;
+        let batch = Batch::parse(&bytes)?;
+        Ok(batch
+            .records()?
+            .into_iter()
+            .find(|r| r.timestamp >= timestamp && r.offset >= min_offset)
+            .map(|r| r.offset))
+    }
+
+    /// The largest timestamp in the segment (from the time index), for retention.
+    pub fn largest_timestamp(&self) -> Result<i64> {
+        drop(self.indexes()?);
+        let st = self.state.lock();
+        if st.max_timestamp >= 0 {
+            return Ok(st.max_timestamp);
+        }
+        // Kafka falls back to the file's modification time.
+        let mtime = self
+            .log_file()?
+            .metadata()
+            .at(&self.log_path)?
+            .modified()
+            .ok();
+        Ok(mtime
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(-1, |d| d.as_millis() as i64))
+    }
+
+    pub fn first_batch_header(&self) -> Result<Option<BatchHeader>> {
+        let mut first = None;
+        self.scan(0, |_, h| {
+            first = Some(*h);
+            false
+        })?;
+        Ok(first)
+    }
+
+    /// The offset after the last batch (clean load: index tail plus a short scan).
+    pub fn read_next_offset(&self) -> Result<i64> {
+        let start = {
+            let g = self.indexes()?;
+            g.as_ref()
+                .expect("loaded")
+                .offset
+                .last_entry()
+                .map_or(0, |e| e.position as u64)
+        };
+        let mut next = self.base_offset;
+        self.scan(start, |_, h| {
+            next = h.next_offset();
+            true
+        })?;
+        Ok(next)
+    }
+
+    /// Calls `f(position, batch)` for each whole batch from `start` up to the
+    /// published size, reading in large chunks, until `f` returns false.
+    /// Batches are not CRC-checked here; a batch that cannot be framed ends the walk.
+    pub fn for_each_batch(
+        &self,
+        start: u64,
+        f: impl FnMut(u64, &Batch) -> Result<bool>,
+    ) -> Result<()> {
+        let mut walk = self.reader(start, SCAN_CHUNK)?;
+        match walk.for_each_batch(f)? {
+            Some(Stop::Invalid { error, .. }) => Err(error.into()),
+            _ => Ok(()),
+        }
+    }
+}
