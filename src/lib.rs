@@ -26,5 +26,6 @@
 //! ```
 
 pub mod fs;
+pub mod kafka;
 pub mod record;
 pub mod storage;

@@ -18,6 +18,12 @@ pub enum StorageError {
     Config(#[from] ConfigError),
     #[error("invalid partition name {0:?}: {1}")]
     InvalidPartitionName(String, &'static str),
+    #[error("partition {name}: {reason}")]
+    PartitionGap { name: String, reason: String },
+    #[error(
+        "topic {topic} collides with existing topic {existing} ('.' and '_' are taken as equal)"
+    )]
+    TopicCollision { topic: String, existing: String },
     #[error("partition {0} already exists")]
     PartitionExists(String),
     #[error("partition {0} does not exist")]

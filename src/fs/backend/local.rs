@@ -259,6 +259,8 @@ impl From<StorageError> for BackendError {
             StorageError::Io { .. } => ErrorKind::Io(e.raw_os_error().unwrap_or(libc::EIO)),
             StorageError::Config(_)
             | StorageError::InvalidPartitionName(..)
+            | StorageError::PartitionGap { .. }
+            | StorageError::TopicCollision { .. }
             | StorageError::EmptyAppend => ErrorKind::Invalid,
             StorageError::PartitionExists(_) => ErrorKind::Exists,
             StorageError::NoSuchPartition(_) | StorageError::NoSuchFile(_) => ErrorKind::NotFound,
