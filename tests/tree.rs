@@ -172,3 +172,39 @@ fn a_read_only_tree_is_readable_and_never_writable() {
     let attr = t.lookup(cfg, OsStr::new("segment.bytes")).unwrap().attr;
     assert_eq!(attr.perm, 0o444);
 }
+
+/// commitfs's own bookkeeping, the daemon's log, dot files and `*.tmp` are
+/// not part of the tree; Kafka's files are.
+#[test]
+fn the_tree_shows_kafka_files_only() {
+    let f = fixture(true);
+    let data = f.manager.dir().to_path_buf();
+    std::fs::write(data.join("meta.properties"), "version=1\n").unwrap();
+    std::fs::write(data.join("commitfs.log"), "daemon log\n").unwrap();
+    std::fs::write(data.join("x.tmp"), "").unwrap();
+    std::fs::write(data.join("t-0/commitfs.properties"), "").unwrap();
+    std::fs::write(data.join("t-0/leader-epoch-checkpoint"), "0\n0\n").unwrap();
+    let t = &f.tree;
+    let names = |ino| {
+        let fh = t.opendir(ino).unwrap();
+        read_stream(t, ino, fh, usize::MAX, || {})
+    };
+    let root = names(ROOT);
+    assert!(root.contains(&"meta.properties".to_string()), "{root:?}");
+    for hidden in [".lock", "commitfs.log", "x.tmp", ".kafka_cleanshutdown"] {
+        assert!(!root.contains(&hidden.to_string()), "{hidden}: {root:?}");
+        let e = t.lookup(ROOT, OsStr::new(hidden)).unwrap_err();
+        assert_eq!(e.errno, libc::ENOENT, "{hidden}");
+    }
+    let dir = t.lookup(ROOT, OsStr::new("t-0")).unwrap().attr.ino;
+    let part = names(dir);
+    assert!(
+        part.contains(&"leader-epoch-checkpoint".to_string()),
+        "{part:?}"
+    );
+    for hidden in ["commitfs.properties", "commitfs.streamlen"] {
+        assert!(!part.contains(&hidden.to_string()), "{hidden}: {part:?}");
+        let e = t.lookup(dir, OsStr::new(hidden)).unwrap_err();
+        assert_eq!(e.errno, libc::ENOENT, "{hidden}");
+    }
+}

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 pub mod check;
 pub mod completions;
+mod daemon;
 pub mod dump;
 pub mod helper;
 mod lock;

@@ -1,20 +1,18 @@
 //! `commitfs mount`: open a data directory and serve it over FUSE until unmounted.
 
-use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use clap::Args;
 use commitfs::fs::{CommitFs, LocalBackend};
-use commitfs::storage::{CONFIG_NAMES, LogConfig, LogManager, OpenOptions, StorageError};
-use fuser::{Config, MountOption, Session, SessionACL};
+use commitfs::storage::{CONFIG_NAMES, LogConfig, LogManager};
+use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use log::{error, info, warn};
+
+use super::daemon::{self, Ready, Scheduler, Signals, Stop};
 
 #[derive(Args, Debug)]
 pub struct MountArgs {
@@ -43,9 +41,7 @@ pub struct MountArgs {
     pub ready_fd: Option<i32>,
 }
 
-const LOG_FILE: &str = "commitfs.log";
 const DEFAULT_RETENTION_CHECK_MS: u64 = 300_000;
-const FLUSH_CHECK: Duration = Duration::from_millis(500);
 
 struct Options {
     defaults: LogConfig,
@@ -136,26 +132,20 @@ pub fn run(args: MountArgs) -> i32 {
         return daemonize(&args, opts.read_only);
     }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    let ready = args.ready_fd.map(|fd| {
-        // SAFETY: the parent passed this descriptor open for us alone.
-        std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) })
-    });
-    let mut ready = ready;
+    let mut ready = Ready::from_fd(args.ready_fd);
     match serve(&args, opts, &mut ready) {
         Ok(()) => 0,
         Err(e) => {
             error!("{e}");
-            if let Some(mut r) = ready.take() {
-                let _ = writeln!(r, "{e}");
-            }
+            ready.failed(&e);
             1
         }
     }
 }
 
-/// Re-executes this command in the foreground as a new session leader with its
-/// log going to the data directory, and returns once it reports the mount live
-/// (or its error).
+/// Re-executes this command in the foreground as a daemon with its log going
+/// to the data directory, and returns once it reports the mount live (or its
+/// error).
 fn daemonize(args: &MountArgs, read_only: bool) -> i32 {
     let prepare = || -> std::io::Result<(PathBuf, PathBuf, PathBuf, std::fs::File)> {
         if !read_only {
@@ -164,11 +154,8 @@ fn daemonize(args: &MountArgs, read_only: bool) -> i32 {
         std::fs::create_dir_all(&args.mountpoint)?;
         let data = args.data_dir.canonicalize()?;
         let mnt = args.mountpoint.canonicalize()?;
-        let log_path = log_file_path(&data, read_only);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)?;
+        let log_path = daemon::log_file_path(&data, read_only);
+        let log = daemon::open_log(&log_path)?;
         Ok((data, mnt, log_path, log))
     };
     let (data, mnt, log_path, log) = match prepare() {
@@ -178,146 +165,23 @@ fn daemonize(args: &MountArgs, read_only: bool) -> i32 {
             return 1;
         }
     };
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills the two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        eprintln!("commitfs: pipe: {}", std::io::Error::last_os_error());
-        return 1;
-    }
-    // SAFETY: both descriptors were just created and are owned here.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("commitfs: cannot find my own executable: {e}");
-            return 1;
-        }
-    };
-    let mut cmd = Command::new(exe);
-    // Whatever name started us (a mount(8) helper link), the daemon is `commitfs`.
-    cmd.arg0("commitfs")
-        .arg("mount")
-        .arg("--foreground")
-        .arg("--threads")
-        .arg(args.threads.to_string());
+    let mut cmd: Vec<OsString> = ["mount", "--foreground", "--threads"]
+        .map(OsString::from)
+        .into();
+    cmd.push(args.threads.to_string().into());
     for o in &args.options {
-        cmd.arg("-o").arg(o);
+        cmd.push("-o".into());
+        cmd.push(o.into());
     }
-    cmd.arg("--ready-fd").arg("3").arg(&data).arg(&mnt);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .current_dir("/");
-    let wfd = w.into_raw_fd();
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if wfd == 3 {
-                libc::fcntl(3, libc::F_SETFD, 0);
-            } else if libc::dup2(wfd, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let spawned = cmd.spawn();
-    // SAFETY: wfd came from into_raw_fd above; the parent's copy must go so
-    // that a dying daemon shows as EOF.
-    drop(unsafe { OwnedFd::from_raw_fd(wfd) });
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("commitfs: cannot start the daemon: {e}");
-            return 1;
-        }
-    };
-    let mut msg = String::new();
-    let _ = std::fs::File::from(r).read_to_string(&mut msg);
-    if msg.trim() == "ok" {
-        return 0;
-    }
-    let _ = child.wait();
-    let msg = msg.trim();
-    if msg.is_empty() {
-        eprintln!(
-            "commitfs: the daemon exited before mounting; see {}",
-            log_path.display()
-        );
-    } else {
-        eprintln!("commitfs: {msg}");
-    }
-    1
+    cmd.push(data.into());
+    cmd.push(mnt.into());
+    daemon::spawn(&cmd, log, &log_path)
 }
 
-/// Where a daemon logs. A read-only mount must leave the data directory
-/// untouched, so its log goes to the temp dir, named after the data dir.
-fn log_file_path(data: &Path, read_only: bool) -> PathBuf {
-    if !read_only {
-        return data.join(LOG_FILE);
-    }
-    let escaped: String = data
-        .to_string_lossy()
-        .trim_start_matches('/')
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    std::env::temp_dir().join(format!("commitfs-{escaped}.log"))
-}
-
-fn raise_nofile_limit() {
-    // SAFETY: plain syscalls on a local struct.
-    unsafe {
-        let mut lim: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            let want = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) != 0 {
-                warn!("could not raise RLIMIT_NOFILE to {}", lim.rlim_max);
-            }
-        }
-    }
-}
-
-/// The signals that end the mount, plus SIGUSR1 which the session thread
-/// sends itself when the session ends on its own (an external umount).
-fn shutdown_signals() -> libc::sigset_t {
-    // SAFETY: sigset manipulation on a local set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1] {
-            libc::sigaddset(&mut set, s);
-        }
-        set
-    }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-fn serve(args: &MountArgs, opts: Options, ready: &mut Option<std::fs::File>) -> Result<(), String> {
-    // Before any thread exists (storage may start some), so that every thread
-    // inherits the mask and the signals wait for sigwait below.
-    let signals = shutdown_signals();
-    // SAFETY: blocks signals for this thread; the set is valid.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut()) };
-
+/// Creates what a mount needs and returns the canonical data dir and mountpoint.
+fn prepare_dirs(args: &MountArgs, read_only: bool) -> Result<(PathBuf, PathBuf), String> {
     // A read-only mount writes nothing to the data dir, not even the dir itself.
-    let create: &[&PathBuf] = if opts.read_only {
+    let create: &[&PathBuf] = if read_only {
         &[&args.mountpoint]
     } else {
         &[&args.data_dir, &args.mountpoint]
@@ -326,35 +190,66 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Option<std::fs::File>) -> 
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    raise_nofile_limit();
-    let data = args
-        .data_dir
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", args.data_dir.display()))?;
-    let mnt = args
-        .mountpoint
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", args.mountpoint.display()))?;
+    let canonical = |p: &Path| {
+        p.canonicalize()
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
+    Ok((canonical(&args.data_dir)?, canonical(&args.mountpoint)?))
+}
 
-    if !opts.read_only {
-        // A daemon of this directory that is still shutting down (after an
-        // umount) is waited for; a live mount is refused.
-        super::lock::wait_for_release(&data, "mount")
-            .map_err(|e| format!("the data directory is locked: {e}; refusing a second mount"))?;
+fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), String> {
+    let signals = Signals::block();
+    let (data, mnt) = prepare_dirs(args, opts.read_only)?;
+    daemon::raise_nofile_limit();
+    let manager = daemon::open_storage(&data, &opts.defaults, opts.read_only, "mount")?;
+    let (unmounter, session) = match mount_session(args, &opts, &manager, &mnt) {
+        Ok(s) => s,
+        Err(e) => {
+            if let Err(ce) = manager.close() {
+                error!("closing {} failed: {ce}", data.display());
+            }
+            return Err(e);
+        }
+    };
+    let scheduler = Scheduler::start(manager.clone(), opts.retention_check)?;
+    if let Err(e) = manager.note_holder(&super::lock::mounted_note(&mnt)) {
+        warn!("could not note the mount in {}: {e}", data.display());
     }
-    let manager = LogManager::open(
-        &data,
-        opts.defaults.clone(),
-        OpenOptions {
-            read_only: opts.read_only,
-        },
-    )
-    .map_err(|e| match e {
-        StorageError::Locked(_) => format!("{e}: is it mounted already? Refusing a second mount"),
-        e => format!("cannot open {}: {e}", data.display()),
-    })?;
-    let manager = Arc::new(manager);
+    info!(
+        "Mounted {} on {}{}",
+        data.display(),
+        mnt.display(),
+        if opts.read_only { " read-only" } else { "" }
+    );
+    ready.live();
+    let forced = wait_for_unmount(&signals, unmounter, &mnt);
+    let result = if forced { Ok(()) } else { session_end(session) };
+    scheduler.stop();
+    info!("Unmounted {}; shutting down the log manager", mnt.display());
+    manager
+        .close()
+        .map_err(|e| format!("closing {} failed: {e}", data.display()))?;
+    info!(
+        "Shutdown of {} complete{}",
+        data.display(),
+        if forced { " (forced)" } else { "" }
+    );
+    if forced {
+        // The session thread still blocks on /dev/fuse: leave without it.
+        std::process::exit(0);
+    }
+    result
+}
 
+type SessionThread = thread::JoinHandle<std::io::Result<()>>;
+
+/// Mounts the tree and runs the FUSE session on its own thread.
+fn mount_session(
+    args: &MountArgs,
+    opts: &Options,
+    manager: &Arc<LogManager>,
+    mnt: &Path,
+) -> Result<(SessionUnmounter, SessionThread), String> {
     let mut config = Config::default();
     config.mount_options = opts.fuse.clone();
     config.acl = opts.acl;
@@ -362,7 +257,7 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Option<std::fs::File>) -> 
     config.clone_fd = true;
     // After an external umount, fuser's own clean-up retries the umount and
     // logs a spurious EINVAL; releasing the mount from destroy() first avoids it.
-    let slot: Arc<parking_lot::Mutex<Option<fuser::SessionUnmounter>>> = Arc::default();
+    let slot: Arc<parking_lot::Mutex<Option<SessionUnmounter>>> = Arc::default();
     let fs = CommitFs::new(Arc::new(LocalBackend::new(manager.clone()))).on_destroy({
         let slot = slot.clone();
         move || {
@@ -373,75 +268,38 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Option<std::fs::File>) -> 
             }
         }
     });
-    let mut session = match Session::new(fs, &mnt, &config) {
-        Ok(s) => s,
-        Err(e) => {
-            if let Err(ce) = manager.close() {
-                error!("closing {} failed: {ce}", data.display());
-            }
-            return Err(format!("cannot mount on {}: {e}", mnt.display()));
-        }
-    };
+    let mut session = Session::new(fs, mnt, &config)
+        .map_err(|e| format!("cannot mount on {}: {e}", mnt.display()))?;
     // Taken before the session moves to its thread: run() keeps the mount in
     // the same shared slot, so this unmounter stays live (unlike after spawn()).
-    let mut unmounter = session.unmount_callable();
+    let unmounter = session.unmount_callable();
     *slot.lock() = Some(session.unmount_callable());
-    let session_thread = thread::Builder::new()
+    let thread = thread::Builder::new()
         .name("fuse-session".into())
         .spawn(move || {
             let r = session.run();
-            // SAFETY: wakes the main thread's sigwait.
-            unsafe { libc::kill(libc::getpid(), libc::SIGUSR1) };
+            Signals::wake();
             r
         })
         .map_err(|e| format!("cannot start the session thread: {e}"))?;
+    Ok((unmounter, thread))
+}
 
-    let (stop_tx, stop_rx) = mpsc::channel::<()>();
-    let sched = {
-        let manager = manager.clone();
-        let every = opts.retention_check;
-        let read_only = opts.read_only;
-        thread::Builder::new()
-            .name("scheduler".into())
-            .spawn(move || scheduler(&manager, every, read_only, stop_rx))
-            .map_err(|e| format!("cannot start the scheduler thread: {e}"))?
-    };
-
-    if let Err(e) = manager.note_holder(&super::lock::mounted_note(&mnt)) {
-        warn!("could not note the mount in {}: {e}", data.display());
-    }
-    info!(
-        "Mounted {} on {}{}",
-        data.display(),
-        mnt.display(),
-        if opts.read_only { " read-only" } else { "" }
-    );
-    if let Some(mut r) = ready.take() {
-        let _ = writeln!(r, "ok");
-    }
-
+/// Waits until the session ends (an external umount, or one a signal asked
+/// for). Returns true when a second signal forced the end while open files
+/// kept a lazily detached mount alive.
+fn wait_for_unmount(signals: &Signals, mut unmounter: SessionUnmounter, mnt: &Path) -> bool {
     let mut detached = false;
-    let mut forced = false;
     loop {
-        let mut sig: libc::c_int = 0;
-        // SAFETY: waits on the blocked set.
-        if unsafe { libc::sigwait(&signals, &mut sig) } != 0 {
-            continue;
-        }
-        if sig == libc::SIGUSR1 {
-            break;
-        }
-        let name = match sig {
-            libc::SIGINT => "SIGINT",
-            libc::SIGTERM => "SIGTERM",
-            _ => "SIGHUP",
+        let name = match signals.wait() {
+            Stop::Ended => return false,
+            Stop::Asked(name) => name,
         };
         if detached {
             // Open descriptors keep a lazily detached session alive; a second
             // signal stops waiting for them (they get ENOTCONN at our exit).
             warn!("Received {name} again: shutting down without waiting for open files");
-            forced = true;
-            break;
+            return true;
         }
         info!("Received {name}, unmounting {}", mnt.display());
         if let Err(e) = unmounter.unmount() {
@@ -452,23 +310,14 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Option<std::fs::File>) -> 
                  on it is closed, or at the next signal",
                 mnt.display()
             );
-            lazy_unmount(&mnt);
+            lazy_unmount(mnt);
             detached = true;
         }
     }
+}
 
-    if forced {
-        drop(stop_tx);
-        let _ = sched.join();
-        manager
-            .close()
-            .map_err(|e| format!("closing {} failed: {e}", data.display()))?;
-        info!("Shutdown of {} complete (forced)", data.display());
-        // The session thread still blocks on /dev/fuse: leave without it.
-        std::process::exit(0);
-    }
-
-    let result = match session_thread.join() {
+fn session_end(session: SessionThread) -> Result<(), String> {
+    match session.join() {
         Ok(Ok(())) => Ok(()),
         // A loop that had just taken a request (often the RELEASE that let a
         // lazily detached mount go) when the kernel tore the connection down
@@ -479,15 +328,7 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Option<std::fs::File>) -> 
         }
         Ok(Err(e)) => Err(format!("the FUSE session ended with an error: {e}")),
         Err(_) => Err("the FUSE session thread panicked".to_string()),
-    };
-    drop(stop_tx);
-    let _ = sched.join();
-    info!("Unmounted {}; shutting down the log manager", mnt.display());
-    manager
-        .close()
-        .map_err(|e| format!("closing {} failed: {e}", data.display()))?;
-    info!("Shutdown of {} complete", data.display());
-    result
+    }
 }
 
 fn lazy_unmount(mnt: &Path) {
@@ -501,41 +342,6 @@ fn lazy_unmount(mnt: &Path) {
             mnt.display(),
             std::io::Error::last_os_error()
         );
-    }
-}
-
-/// Periodic work: `flush.ms` flushes and the retention check. Storage takes
-/// its own locks; this thread holds none.
-fn scheduler(
-    manager: &LogManager,
-    retention_every: Duration,
-    read_only: bool,
-    stop: mpsc::Receiver<()>,
-) {
-    if read_only {
-        let _ = stop.recv();
-        return;
-    }
-    let mut next_retention = Instant::now() + retention_every;
-    loop {
-        match stop.recv_timeout(FLUSH_CHECK) {
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-        let guarded = |what: &str, f: &dyn Fn() -> commitfs::storage::Result<()>| {
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => error!("{what} failed: {e}"),
-                Err(_) => error!("{what} panicked"),
-            }
-        };
-        guarded("scheduled flush", &|| {
-            manager.run_scheduled_flushes(now_ms())
-        });
-        if Instant::now() >= next_retention {
-            guarded("retention check", &|| manager.run_retention(now_ms()));
-            next_retention = Instant::now() + retention_every;
-        }
     }
 }
 

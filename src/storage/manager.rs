@@ -213,8 +213,8 @@ impl LogManager {
         log.delete()
     }
 
-    /// Kafka's files in the data-directory root (`meta.properties`, the
-    /// checkpoints, ...), sorted by name. Dot files and `*.tmp` are not shown.
+    /// The regular files of the data-directory root (Kafka's
+    /// `meta.properties`, the checkpoints, ...), sorted by name.
     pub fn root_files(&self) -> Result<Vec<PartitionFile>> {
         let mut out = Vec::new();
         for e in fs::read_dir(&self.dir)
@@ -224,9 +224,6 @@ impl LogManager {
             let Some(name) = e.file_name().to_str().map(str::to_string) else {
                 continue;
             };
-            if is_hidden_root_file(&name) {
-                continue;
-            }
             let Ok(meta) = e.metadata() else { continue };
             if !meta.is_file() {
                 continue;
@@ -244,7 +241,7 @@ impl LogManager {
 
     /// Positioned read of a file from [`LogManager::root_files`].
     pub fn read_root_file(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        if name.contains('/') || is_hidden_root_file(name) {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
             return Err(StorageError::NoSuchFile(name.to_string()));
         }
         let path = self.dir.join(name);
@@ -319,11 +316,6 @@ impl LogManager {
         self.lock.lock().take();
         Ok(())
     }
-}
-
-/// The daemon's own files and transient ones are not part of the tree.
-fn is_hidden_root_file(name: &str) -> bool {
-    name.starts_with('.') || name.ends_with(".tmp") || name == "commitfs.log"
 }
 
 fn take_lock(dir: &Path) -> Result<File> {

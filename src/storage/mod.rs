@@ -27,4 +27,5 @@ pub use partition::{
     AppendInfo, FetchRead, FileKind, LEADER_EPOCH, NoProducerState, PartitionFile, PartitionLog,
     PartitionStatus, ProducedInfo, ProducerCheck, ProducerStateHook, RecordEntry, SegmentSlice,
 };
+pub use stream::STREAM_LENGTHS_FILE;
 pub use topics::{Topic, is_internal_topic};

@@ -1,7 +1,8 @@
 //! The tree over a local data directory: the storage library's partitions.
 //!
 //! What the tree shows of the directory is decided here, not in storage:
-//! commitfs's own bookkeeping files and transient files are not part of it.
+//! commitfs's own bookkeeping files, the daemon's log and transient files
+//! are not part of it.
 
 use std::fs::File;
 use std::sync::Arc;
@@ -14,8 +15,32 @@ use super::{
 use crate::record::NewRecord;
 use crate::storage::names::parse_segment_file_name;
 use crate::storage::{
-    CONFIG_NAMES, LogManager, PartitionFile, PartitionLog, StorageError, segment_file_name,
+    CONFIG_NAMES, LogManager, PROPERTIES_FILE, PartitionFile, PartitionLog, STREAM_LENGTHS_FILE,
+    StorageError, segment_file_name,
 };
+
+/// The daemon's log, in the root of a read-write mount's data directory.
+pub const DAEMON_LOG_FILE: &str = "commitfs.log";
+
+/// Dot files (`.lock`, `.kafka_cleanshutdown`) and files being replaced
+/// (`*.tmp`) are never shown.
+fn transient_or_dot(name: &str) -> bool {
+    name.starts_with('.') || name.ends_with(".tmp")
+}
+
+/// A partition directory's files, but commitfs's own bookkeeping.
+fn shown_in_partition(name: &str) -> bool {
+    !(transient_or_dot(name) || name == PROPERTIES_FILE || name == STREAM_LENGTHS_FILE)
+}
+
+/// The data directory's own files (Kafka's), but the daemon's log.
+fn shown_in_root(name: &str) -> bool {
+    !(transient_or_dot(name) || name == DAEMON_LOG_FILE)
+}
+
+fn not_shown(name: &str) -> BackendError {
+    StorageError::NoSuchFile(name.to_string()).into()
+}
 
 pub struct LocalBackend {
     manager: Arc<LogManager>,
@@ -74,11 +99,15 @@ impl Backend for LocalBackend {
             .manager
             .root_files()?
             .into_iter()
+            .filter(|f| shown_in_root(&f.name))
             .map(|f| file_info(f, false))
             .collect())
     }
 
     fn read_root_file(&self, name: &str, pos: u64, buf: &mut [u8]) -> BackendResult<usize> {
+        if !shown_in_root(name) {
+            return Err(not_shown(name));
+        }
         Ok(self.manager.read_root_file(name, pos, buf)?)
     }
 
@@ -206,6 +235,7 @@ impl Partition for PartitionLog {
         let active = self.active_segment_base();
         Ok(PartitionLog::files(self)?
             .into_iter()
+            .filter(|f| shown_in_partition(&f.name))
             .map(|f| {
                 let sealed = is_sealed(&f.name, active);
                 file_info(f, sealed)
@@ -214,16 +244,25 @@ impl Partition for PartitionLog {
     }
 
     fn file(&self, name: &str) -> BackendResult<FileInfo> {
+        if !shown_in_partition(name) {
+            return Err(not_shown(name));
+        }
         let active = self.active_segment_base();
         let f = PartitionLog::file(self, name)?;
         Ok(file_info(f, is_sealed(name, active)))
     }
 
     fn read_file(&self, name: &str, pos: u64, buf: &mut [u8]) -> BackendResult<usize> {
+        if !shown_in_partition(name) {
+            return Err(not_shown(name));
+        }
         Ok(PartitionLog::read_file(self, name, pos, buf)?)
     }
 
     fn open_file(&self, name: &str) -> BackendResult<File> {
+        if !shown_in_partition(name) {
+            return Err(not_shown(name));
+        }
         Ok(PartitionLog::open_file(self, name)?)
     }
 }

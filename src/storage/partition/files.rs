@@ -1,13 +1,12 @@
-//! The files of a partition directory as the mount shows them: segment files
-//! with their published sizes, Kafka's side files, and positioned reads of
-//! any of them.
+//! The files of a partition directory: segment files with their published
+//! sizes, Kafka's side files and commitfs's own, and positioned reads of any
+//! of them. Which of them a face shows is its own business.
 
-use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{PartitionLog, is_hidden};
+use super::PartitionLog;
 use crate::storage::batch_reader::read_full_at;
 use crate::storage::error::{IoContext, Result, StorageError};
 use crate::storage::names::parse_segment_file_name;
@@ -31,42 +30,19 @@ pub struct PartitionFile {
 }
 
 impl PartitionLog {
-    /// Segment files and Kafka side files, sorted by name, with live sizes.
+    /// Every regular file of the partition directory, sorted by name, the
+    /// `.log` files with their published sizes.
     pub fn files(&self) -> Result<Vec<PartitionFile>> {
-        let published: BTreeMap<i64, u64> = self
-            .segments
-            .read()
-            .iter()
-            .map(|(b, s)| (*b, s.size()))
-            .collect();
         let mut out = Vec::new();
         for entry in fs::read_dir(&self.dir).at(&self.dir)? {
             let entry = entry.at(&self.dir)?;
             let Some(name) = entry.file_name().to_str().map(str::to_string) else {
                 continue;
             };
-            if is_hidden(&name) {
-                continue;
-            }
             let Ok(meta) = entry.metadata() else { continue };
-            if !meta.is_file() {
-                continue;
+            if meta.is_file() {
+                out.push(self.describe(name, &meta));
             }
-            let (kind, size) = match parse_segment_file_name(&name) {
-                Some((base, "log")) => (
-                    FileKind::Log,
-                    published.get(&base).copied().unwrap_or(meta.len()),
-                ),
-                Some((_, "index")) => (FileKind::Index, meta.len()),
-                Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
-                _ => (FileKind::Other, meta.len()),
-            };
-            out.push(PartitionFile {
-                name,
-                size,
-                kind,
-                mtime: meta.modified().unwrap_or(UNIX_EPOCH),
-            });
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
@@ -85,7 +61,13 @@ impl PartitionLog {
         if !meta.is_file() {
             return Err(StorageError::NoSuchFile(name.to_string()));
         }
-        let (kind, size) = match parse_segment_file_name(name) {
+        Ok(self.describe(name.to_string(), &meta))
+    }
+
+    /// A file as listed: a segment's `.log` has its published size, since
+    /// bytes past it may be half a batch.
+    fn describe(&self, name: String, meta: &fs::Metadata) -> PartitionFile {
+        let (kind, size) = match parse_segment_file_name(&name) {
             Some((base, "log")) => (
                 FileKind::Log,
                 self.segments
@@ -97,17 +79,17 @@ impl PartitionLog {
             Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
             _ => (FileKind::Other, meta.len()),
         };
-        Ok(PartitionFile {
-            name: name.to_string(),
+        PartitionFile {
+            name,
             size,
             kind,
             mtime: meta.modified().unwrap_or(UNIX_EPOCH),
-        })
+        }
     }
 
-    /// The path of a name that may be in the tree (not whether it exists).
+    /// The path of a name in the partition directory (not whether it exists).
     fn checked_name(&self, name: &str) -> Result<PathBuf> {
-        if name.is_empty() || name.contains('/') || name == "." || name == ".." || is_hidden(name) {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
             return Err(StorageError::NoSuchFile(name.to_string()));
         }
         Ok(self.dir.join(name))

@@ -23,7 +23,7 @@ use super::config::{LogConfig, format_properties};
 use super::error::{IoContext, Result, StorageError};
 use super::names::parse_partition_name;
 use super::segment::{IndexSettings, LogSegment};
-use super::stream::{AppendTally, STREAM_LENGTHS_FILE, Stream};
+use super::stream::{AppendTally, Stream};
 
 mod append;
 mod fetch;
@@ -368,12 +368,4 @@ impl PartitionLog {
     pub fn segment_bases(&self) -> Vec<i64> {
         self.segments.read().keys().copied().collect()
     }
-}
-
-/// Files of ours and transient files that the tree does not show.
-fn is_hidden(name: &str) -> bool {
-    name == PROPERTIES_FILE
-        || name == STREAM_LENGTHS_FILE
-        || name.ends_with(".tmp")
-        || name.starts_with('.')
 }

@@ -1,0 +1,291 @@
+//! What every long-running commitfs process shares, whatever face it serves:
+//! starting as a daemon that reports when it is live, the signals that end
+//! it, opening the data directory, and the periodic storage work.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use commitfs::fs::backend::local::DAEMON_LOG_FILE;
+use commitfs::storage::{LogConfig, LogManager, OpenOptions, StorageError};
+use log::{error, warn};
+
+const FLUSH_CHECK: Duration = Duration::from_millis(500);
+
+/// Re-executes this program with `args` (a foreground command taking
+/// `--ready-fd`) as a new session leader logging to `log`, and returns its
+/// exit code once the daemon reports itself live (0) or fails (1).
+pub fn spawn(args: &[OsString], log: std::fs::File, log_path: &Path) -> i32 {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        eprintln!("commitfs: pipe: {}", std::io::Error::last_os_error());
+        return 1;
+    }
+    // SAFETY: both descriptors were just created and are owned here.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("commitfs: cannot find my own executable: {e}");
+            return 1;
+        }
+    };
+    let mut cmd = Command::new(exe);
+    // Whatever name started us (a mount(8) helper link), the daemon is `commitfs`.
+    cmd.arg0("commitfs").args(args).arg("--ready-fd").arg("3");
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .current_dir("/");
+    let wfd = w.into_raw_fd();
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if wfd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0);
+            } else if libc::dup2(wfd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let spawned = cmd.spawn();
+    // SAFETY: wfd came from into_raw_fd above; the parent's copy must go so
+    // that a dying daemon shows as EOF.
+    drop(unsafe { OwnedFd::from_raw_fd(wfd) });
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("commitfs: cannot start the daemon: {e}");
+            return 1;
+        }
+    };
+    let mut msg = String::new();
+    let _ = std::fs::File::from(r).read_to_string(&mut msg);
+    if msg.trim() == "ok" {
+        return 0;
+    }
+    let _ = child.wait();
+    let msg = msg.trim();
+    if msg.is_empty() {
+        eprintln!(
+            "commitfs: the daemon exited before it was live; see {}",
+            log_path.display()
+        );
+    } else {
+        eprintln!("commitfs: {msg}");
+    }
+    1
+}
+
+/// The daemon's side of [`spawn`]: where it says it is live, or why not.
+pub struct Ready(Option<std::fs::File>);
+
+impl Ready {
+    pub fn from_fd(fd: Option<i32>) -> Ready {
+        // SAFETY: the parent passed this descriptor open for us alone.
+        Ready(fd.map(|fd| std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) })))
+    }
+
+    pub fn live(&mut self) {
+        if let Some(mut r) = self.0.take() {
+            let _ = writeln!(r, "ok");
+        }
+    }
+
+    pub fn failed(&mut self, why: &str) {
+        if let Some(mut r) = self.0.take() {
+            let _ = writeln!(r, "{why}");
+        }
+    }
+}
+
+/// Where a daemon logs. A read-only daemon must leave the data directory
+/// untouched, so its log goes to the temp dir, named after the data dir.
+pub fn log_file_path(data: &Path, read_only: bool) -> PathBuf {
+    if !read_only {
+        return data.join(DAEMON_LOG_FILE);
+    }
+    let escaped: String = data
+        .to_string_lossy()
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    std::env::temp_dir().join(format!("commitfs-{escaped}.log"))
+}
+
+/// Opens the log file a daemon writes, creating it.
+pub fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+}
+
+pub fn raise_nofile_limit() {
+    // SAFETY: plain syscalls on a local struct.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) != 0 {
+                warn!("could not raise RLIMIT_NOFILE to {}", lim.rlim_max);
+            }
+        }
+    }
+}
+
+/// Opens the data directory for a daemon: a daemon of the same directory
+/// still finishing its shutdown is waited for; a live one is refused.
+pub fn open_storage(
+    data: &Path,
+    defaults: &LogConfig,
+    read_only: bool,
+    command: &str,
+) -> Result<Arc<LogManager>, String> {
+    if !read_only {
+        super::lock::wait_for_release(data, command).map_err(|e| {
+            format!("the data directory is locked: {e}; refusing a second {command}")
+        })?;
+    }
+    let manager = LogManager::open(data, defaults.clone(), OpenOptions { read_only }).map_err(
+        |e| match e {
+            StorageError::Locked(_) => {
+                format!("{e}: is it in use already? Refusing a second {command}")
+            }
+            e => format!("cannot open {}: {e}", data.display()),
+        },
+    )?;
+    Ok(Arc::new(manager))
+}
+
+/// What ended the wait for a signal.
+pub enum Stop {
+    /// SIGINT, SIGTERM or SIGHUP, by name.
+    Asked(&'static str),
+    /// The face ended on its own (see [`Signals::wake`]).
+    Ended,
+}
+
+/// The signals that end a daemon, blocked in every thread and waited for
+/// on one, plus SIGUSR1, which a daemon sends itself when its face ends on
+/// its own (an external umount).
+pub struct Signals(libc::sigset_t);
+
+impl Signals {
+    /// Blocks them. Call before any thread exists (storage may start some),
+    /// so that every thread inherits the mask.
+    pub fn block() -> Signals {
+        // SAFETY: sigset manipulation on a local set, then a mask change of
+        // this thread with a valid set.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1] {
+                libc::sigaddset(&mut set, s);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            Signals(set)
+        }
+    }
+
+    pub fn wait(&self) -> Stop {
+        loop {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: waits on the blocked set.
+            if unsafe { libc::sigwait(&self.0, &mut sig) } != 0 {
+                continue;
+            }
+            return match sig {
+                libc::SIGUSR1 => Stop::Ended,
+                libc::SIGINT => Stop::Asked("SIGINT"),
+                libc::SIGTERM => Stop::Asked("SIGTERM"),
+                _ => Stop::Asked("SIGHUP"),
+            };
+        }
+    }
+
+    /// Wakes [`Signals::wait`] with [`Stop::Ended`].
+    pub fn wake() {
+        // SAFETY: a signal to our own process.
+        unsafe { libc::kill(libc::getpid(), libc::SIGUSR1) };
+    }
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Periodic storage work on its own thread: `flush.ms` flushes and the
+/// retention check. Storage takes its own locks; this thread holds none.
+pub struct Scheduler {
+    stop: mpsc::Sender<()>,
+    thread: thread::JoinHandle<()>,
+}
+
+impl Scheduler {
+    pub fn start(manager: Arc<LogManager>, retention_every: Duration) -> Result<Scheduler, String> {
+        let (stop, rx) = mpsc::channel::<()>();
+        let thread = thread::Builder::new()
+            .name("scheduler".into())
+            .spawn(move || run_scheduler(&manager, retention_every, rx))
+            .map_err(|e| format!("cannot start the scheduler thread: {e}"))?;
+        Ok(Scheduler { stop, thread })
+    }
+
+    pub fn stop(self) {
+        drop(self.stop);
+        let _ = self.thread.join();
+    }
+}
+
+fn run_scheduler(manager: &LogManager, retention_every: Duration, stop: mpsc::Receiver<()>) {
+    if manager.read_only() {
+        let _ = stop.recv();
+        return;
+    }
+    let mut next_retention = Instant::now() + retention_every;
+    loop {
+        match stop.recv_timeout(FLUSH_CHECK) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        let guarded = |what: &str, f: &dyn Fn() -> commitfs::storage::Result<()>| {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => error!("{what} failed: {e}"),
+                Err(_) => error!("{what} panicked"),
+            }
+        };
+        guarded("scheduled flush", &|| {
+            manager.run_scheduled_flushes(now_ms())
+        });
+        if Instant::now() >= next_retention {
+            guarded("retention check", &|| manager.run_retention(now_ms()));
+            next_retention = Instant::now() + retention_every;
+        }
+    }
+}
