@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use clap::Args;
 use commitfs::fs::{CommitFs, LocalBackend};
+use commitfs::kafka::config::BROKER_CONFIG_NAMES;
+use commitfs::kafka::{KafkaServer, ListenerConfig};
 use commitfs::storage::{CONFIG_NAMES, LogConfig, LogManager};
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use log::{error, info, warn};
@@ -29,6 +31,11 @@ pub struct MountArgs {
     /// defaults (segment.bytes=1048576, ...), ro, allow_other, allow_root,
     /// log.retention.check.interval.ms=N, and FUSE flags (noatime, nosuid, ...).
     ///
+    /// listeners=PLAINTEXT://HOST:PORT also serves the partitions over the
+    /// Kafka protocol (no authentication), with advertised.listeners,
+    /// auto.create.topics.enable, num.partitions, socket.request.max.bytes
+    /// and node.id as in Kafka. Without listeners nothing listens.
+    ///
     /// Options of mount(8), fstab and systemd (defaults, nofail, _netdev,
     /// x-systemd.*, ...) are accepted and ignored.
     #[arg(short = 'o', value_name = "OPT[,OPT...]", action = clap::ArgAction::Append)]
@@ -49,6 +56,7 @@ struct Options {
     acl: SessionACL,
     fuse: Vec<MountOption>,
     retention_check: Duration,
+    kafka: ListenerConfig,
 }
 
 fn parse_options(raw: &[String]) -> Result<Options, String> {
@@ -58,6 +66,7 @@ fn parse_options(raw: &[String]) -> Result<Options, String> {
         acl: SessionACL::Owner,
         fuse: Vec::new(),
         retention_check: Duration::from_millis(DEFAULT_RETENTION_CHECK_MS),
+        kafka: ListenerConfig::default(),
     };
     let mut fsname = None;
     for tok in raw
@@ -103,9 +112,13 @@ fn parse_options(raw: &[String]) -> Result<Options, String> {
             Some((k, v)) if CONFIG_NAMES.contains(&k) => {
                 o.defaults.set(k, v).map_err(|e| e.to_string())?
             }
+            Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) => {
+                o.kafka.set(k, v)?;
+            }
             Some((k, _)) => return Err(format!("unknown mount option {k:?}")),
         }
     }
+    o.kafka.check()?;
     o.fuse.push(MountOption::FSName(
         fsname.unwrap_or_else(|| "commitfs".to_string()),
     ));
@@ -202,15 +215,19 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     let (data, mnt) = prepare_dirs(args, opts.read_only)?;
     daemon::raise_nofile_limit();
     let manager = daemon::open_storage(&data, &opts.defaults, opts.read_only, "mount")?;
-    let (unmounter, session) = match mount_session(args, &opts, &manager, &mnt) {
-        Ok(s) => s,
-        Err(e) => {
-            if let Err(ce) = manager.close() {
-                error!("closing {} failed: {ce}", data.display());
-            }
-            return Err(e);
+    let close = |e: String| {
+        if let Err(ce) = manager.close() {
+            error!("closing {} failed: {ce}", data.display());
         }
+        e
     };
+    // Bound before the mount, so a listener that cannot bind fails the mount
+    // with nothing to undo but the storage.
+    let mut kafka = KafkaServer::start(manager.clone(), opts.kafka.clone()).map_err(close)?;
+    let (unmounter, session) = mount_session(args, &opts, &manager, &mnt).map_err(|e| {
+        drop(kafka.take());
+        close(e)
+    })?;
     let scheduler = Scheduler::start(manager.clone(), opts.retention_check)?;
     if let Err(e) = manager.note_holder(&super::lock::mounted_note(&mnt)) {
         warn!("could not note the mount in {}: {e}", data.display());
@@ -224,6 +241,10 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     ready.live();
     let forced = wait_for_unmount(&signals, unmounter, &mnt);
     let result = if forced { Ok(()) } else { session_end(session) };
+    // The listener and its connections end before the storage closes.
+    if let Some(mut k) = kafka.take() {
+        k.stop();
+    }
     scheduler.stop();
     info!("Unmounted {}; shutting down the log manager", mnt.display());
     manager
