@@ -47,6 +47,8 @@ pub fn kcat() -> Result<PathBuf, String> {
 
 /// A Python with kafka-python and confluent-kafka, from a venv under
 /// `target/`, created (and the packages installed from PyPI) on first use.
+/// kafka-python decodes snappy, lz4 and zstd only with python-snappy, lz4
+/// and zstandard, so those come too.
 pub fn python() -> Result<PathBuf, String> {
     static VENV: Mutex<()> = Mutex::new(());
     let _once = VENV.lock().unwrap_or_else(|e| e.into_inner());
@@ -54,7 +56,10 @@ pub fn python() -> Result<PathBuf, String> {
     let py = venv.join("bin/python");
     let has_clients = |py: &Path| {
         Command::new(py)
-            .args(["-c", "import kafka, confluent_kafka"])
+            .args([
+                "-c",
+                "import kafka, confluent_kafka, snappy, lz4, zstandard",
+            ])
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
@@ -84,8 +89,11 @@ pub fn python() -> Result<PathBuf, String> {
             "-q",
             "kafka-python",
             "confluent-kafka",
+            "python-snappy",
+            "lz4",
+            "zstandard",
         ]),
-        "pip install kafka-python confluent-kafka",
+        "pip install kafka-python confluent-kafka python-snappy lz4 zstandard",
     )?;
     if has_clients(&py) {
         Ok(py)
@@ -111,28 +119,48 @@ pub fn run_python(py: &Path, script: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Runs a command, with a bound on its time.
+/// Runs a command, with a bound on its time. Its output is read as it comes,
+/// so a chatty command never blocks on a full pipe.
 pub fn run_bounded(cmd: &mut Command, bound: Duration) -> Output {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr")));
     let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
         }
         if start.elapsed() > bound {
             let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "{cmd:?} ran longer than {bound:?}:\n{}\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let _ = child.wait();
+            break None;
         }
         std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    match status {
+        Some(status) => Output {
+            status,
+            stdout,
+            stderr,
+        },
+        None => panic!(
+            "{cmd:?} ran longer than {bound:?}:\n{}\n{}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        ),
     }
 }
 
