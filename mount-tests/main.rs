@@ -10,6 +10,7 @@ mod crash;
 mod errors;
 mod fstab;
 mod kafka;
+mod kafka_listener;
 mod lifecycle;
 mod raw;
 mod roll;
