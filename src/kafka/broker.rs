@@ -45,7 +45,9 @@ impl Broker {
         self.stopping.load(Ordering::Acquire)
     }
 
-    pub(super) fn stop(&self) {
+    /// Marks the broker as stopping: long polls end at once. Called by the
+    /// server's shutdown (and by the fuzz target, so no request waits).
+    pub fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
         // Long polls wake up and see the flag.
         self.mgr.appends().notify();
