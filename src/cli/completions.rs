@@ -62,6 +62,12 @@ const MOUNT_OPTIONS: &[&str] = &[
     "log.retention.check.interval.ms=",
     "fsname=",
     "subtype=",
+    "listeners=",
+    "advertised.listeners=",
+    "auto.create.topics.enable=",
+    "num.partitions=",
+    "socket.request.max.bytes=",
+    "node.id=",
 ];
 
 /// The values of the configs that take one of a fixed set.
@@ -71,6 +77,8 @@ const CONFIG_VALUES: &[(&str, &[&str])] = &[
         &["producer", "none", "gzip", "snappy", "lz4", "zstd"],
     ),
     ("parse.key", &["true", "false"]),
+    ("message.timestamp.type", &["CreateTime", "LogAppendTime"]),
+    ("auto.create.topics.enable", &["true", "false"]),
 ];
 
 /// `KEY=` for every topic config: what `check -o` takes.
