@@ -120,10 +120,32 @@ fn malformed_requests_get_their_documented_answer() {
         rows: 0,
     };
     let mut c = Conn::new(&t.server.addr);
-    let metadata = c.encode(ApiKey::Metadata, 12, &MetadataRequest::default());
-    let good = batch(3, Compression::None);
+    framing_rows(&mut t, &mut c);
+    version_rows(&mut t, &mut c);
+    produce_rows(&mut t);
+    let rows = t.rows + other_refusals(&mut c);
+    assert!(rows >= 20, "only {rows} rows");
+    assert_eq!(
+        kafka_support::snapshot(&data),
+        before,
+        "the data dir changed"
+    );
+    let log = server.log();
+    for line in [
+        "larger than socket.request.max.bytes",
+        "unknown API key 999",
+        "Produce v2 is not served",
+        "refused with CorruptMessage",
+        "refused with MessageTooLarge",
+        "SASL handshake refused",
+    ] {
+        assert!(log.contains(line), "no log line with {line:?}:\n{log}");
+    }
+    assert!(server.stop(), "the daemon did not stop cleanly");
+}
 
-    // Framing.
+fn framing_rows(t: &mut Table, c: &mut Conn) {
+    let metadata = c.encode(ApiKey::Metadata, 12, &MetadataRequest::default());
     let mut conn = Conn::new(&t.server.addr);
     conn.stream.write_all(&(-1i32).to_be_bytes()).unwrap();
     t.check("negative frame size", conn, Expect::Closed);
@@ -141,8 +163,11 @@ fn malformed_requests_get_their_documented_answer() {
     kafka_support::half_close(&truncated);
     t.check("a frame cut short by the peer", truncated, Expect::Closed);
     t.raw("garbage bytes", &[0xde; 64], Expect::Closed);
+}
 
-    // Headers, keys and versions.
+fn version_rows(t: &mut Table, c: &mut Conn) {
+    let metadata = c.encode(ApiKey::Metadata, 12, &MetadataRequest::default());
+    let good = batch(3, Compression::None);
     let mut unknown = metadata.clone();
     unknown[0..2].copy_from_slice(&999i16.to_be_bytes());
     t.raw("unknown API key 999", &unknown, Expect::Closed);
@@ -191,8 +216,10 @@ fn malformed_requests_get_their_documented_answer() {
     let n = huge.len();
     huge[n - 4..].copy_from_slice(&i32::MAX.to_be_bytes());
     t.raw("an array claiming 2^31-1 elements", &huge, Expect::Closed);
+}
 
-    // Produce content.
+fn produce_rows(t: &mut Table) {
+    let good = batch(3, Compression::None);
     let mut crc = good.clone();
     let last = crc.len() - 1;
     crc[last] ^= 0xff;
@@ -268,8 +295,10 @@ fn malformed_requests_get_their_documented_answer() {
         &produce("t", Some(good[..20].to_vec()), 0),
         Expect::Closed,
     );
+}
 
-    // Other APIs' refusals.
+/// Refusals that answer on a live connection; returns how many rows.
+fn other_refusals(c: &mut Conn) -> usize {
     let r: SaslHandshakeResponse = c.call(
         ApiKey::SaslHandshake,
         1,
@@ -313,26 +342,7 @@ fn malformed_requests_get_their_documented_answer() {
     let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &bad_topics);
     assert_eq!(r.topics[0].error_code, 17, "INVALID_TOPIC_EXCEPTION");
     assert_eq!(r.topics[1].error_code, 38, "INVALID_REPLICATION_FACTOR");
-
-    let rows = t.rows + 5;
-    assert!(rows >= 20, "only {rows} rows");
-    assert_eq!(
-        kafka_support::snapshot(&data),
-        before,
-        "the data dir changed"
-    );
-    let log = server.log();
-    for line in [
-        "larger than socket.request.max.bytes",
-        "unknown API key 999",
-        "Produce v2 is not served",
-        "refused with CorruptMessage",
-        "refused with MessageTooLarge",
-        "SASL handshake refused",
-    ] {
-        assert!(log.contains(line), "no log line with {line:?}:\n{log}");
-    }
-    assert!(server.stop(), "the daemon did not stop cleanly");
+    5
 }
 
 use std::io::Write;

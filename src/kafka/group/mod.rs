@@ -14,12 +14,15 @@
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::{Coordinator, FindCoordinatorResponse};
 use kafka_protocol::messages::heartbeat_response::HeartbeatResponse;
+use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
 use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
 use kafka_protocol::messages::join_group_response::JoinGroupResponse;
 use kafka_protocol::messages::leave_group_response::LeaveGroupResponse;
+use kafka_protocol::messages::offset_commit_request::OffsetCommitRequest;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequest;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponse, OffsetFetchResponseGroup,
 };
@@ -45,29 +48,7 @@ pub fn handle(_b: &Broker, version: i16, request: RequestKind) -> Outcome {
     let response = match request {
         RequestKind::FindCoordinator(r) => {
             refuse("FindCoordinator", GROUPS);
-            let msg = Some(StrBytes::from_static_str(GROUPS));
-            let resp = FindCoordinatorResponse::default();
-            ResponseKind::FindCoordinator(if version >= 4 {
-                let keys = r.coordinator_keys.into_iter().map(|k| {
-                    Coordinator::default()
-                        .with_key(k)
-                        .with_node_id(BrokerId(-1))
-                        .with_port(-1)
-                        .with_error_code(code)
-                        .with_error_message(msg.clone())
-                });
-                resp.with_coordinators(keys.collect())
-            } else {
-                let resp = resp
-                    .with_error_code(code)
-                    .with_node_id(BrokerId(-1))
-                    .with_port(-1);
-                if version >= 1 {
-                    resp.with_error_message(msg)
-                } else {
-                    resp
-                }
-            })
+            ResponseKind::FindCoordinator(find_coordinator(version, r.coordinator_keys))
         }
         RequestKind::JoinGroup(_) => {
             refuse("JoinGroup", GROUPS);
@@ -91,57 +72,89 @@ pub fn handle(_b: &Broker, version: i16, request: RequestKind) -> Outcome {
         }
         RequestKind::OffsetCommit(r) => {
             refuse("OffsetCommit", GROUPS);
-            let topics = r.topics.into_iter().map(|t| {
-                let parts = t.partitions.iter().map(|p| {
-                    OffsetCommitResponsePartition::default()
-                        .with_partition_index(p.partition_index)
-                        .with_error_code(code)
-                });
-                OffsetCommitResponseTopic::default()
-                    .with_name(t.name)
-                    .with_partitions(parts.collect())
-            });
-            ResponseKind::OffsetCommit(
-                OffsetCommitResponse::default().with_topics(topics.collect()),
-            )
+            ResponseKind::OffsetCommit(offset_commit(r))
         }
         RequestKind::OffsetFetch(r) => {
             refuse("OffsetFetch", GROUPS);
-            let resp = OffsetFetchResponse::default();
-            ResponseKind::OffsetFetch(if version >= 8 {
-                let groups = r.groups.into_iter().map(|g| {
-                    OffsetFetchResponseGroup::default()
-                        .with_group_id(g.group_id)
-                        .with_error_code(code)
-                });
-                resp.with_groups(groups.collect())
-            } else if version >= 2 {
-                resp.with_error_code(code)
-            } else {
-                resp
-            })
+            ResponseKind::OffsetFetch(offset_fetch(version, r))
         }
-        RequestKind::InitProducerId(r) => {
-            let (code, why) = if r.transactional_id.is_some() {
-                (
-                    ResponseError::TransactionalIdAuthorizationFailed,
-                    "transactions are not served",
-                )
-            } else {
-                (
-                    ResponseError::ClusterAuthorizationFailed,
-                    "idempotent producers are not served yet: produce with enable.idempotence=false",
-                )
-            };
-            refuse("InitProducerId", why);
-            ResponseKind::InitProducerId(
-                InitProducerIdResponse::default()
-                    .with_error_code(code.code())
-                    .with_producer_id(ProducerId(-1))
-                    .with_producer_epoch(-1),
-            )
-        }
+        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id(&r)),
         _ => return Outcome::Close("a request of an API that is not served".to_string()),
     };
     Outcome::Respond(response)
+}
+
+fn find_coordinator(version: i16, keys: Vec<StrBytes>) -> FindCoordinatorResponse {
+    let code = NO_GROUPS.code();
+    let msg = Some(StrBytes::from_static_str(GROUPS));
+    let resp = FindCoordinatorResponse::default();
+    if version >= 4 {
+        let keys = keys.into_iter().map(|k| {
+            Coordinator::default()
+                .with_key(k)
+                .with_node_id(BrokerId(-1))
+                .with_port(-1)
+                .with_error_code(code)
+                .with_error_message(msg.clone())
+        });
+        return resp.with_coordinators(keys.collect());
+    }
+    let resp = resp
+        .with_error_code(code)
+        .with_node_id(BrokerId(-1))
+        .with_port(-1);
+    if version >= 1 {
+        resp.with_error_message(msg)
+    } else {
+        resp
+    }
+}
+
+fn offset_commit(r: OffsetCommitRequest) -> OffsetCommitResponse {
+    let topics = r.topics.into_iter().map(|t| {
+        let parts = t.partitions.iter().map(|p| {
+            OffsetCommitResponsePartition::default()
+                .with_partition_index(p.partition_index)
+                .with_error_code(NO_GROUPS.code())
+        });
+        OffsetCommitResponseTopic::default()
+            .with_name(t.name)
+            .with_partitions(parts.collect())
+    });
+    OffsetCommitResponse::default().with_topics(topics.collect())
+}
+
+fn offset_fetch(version: i16, r: OffsetFetchRequest) -> OffsetFetchResponse {
+    let resp = OffsetFetchResponse::default();
+    if version >= 8 {
+        let groups = r.groups.into_iter().map(|g| {
+            OffsetFetchResponseGroup::default()
+                .with_group_id(g.group_id)
+                .with_error_code(NO_GROUPS.code())
+        });
+        resp.with_groups(groups.collect())
+    } else if version >= 2 {
+        resp.with_error_code(NO_GROUPS.code())
+    } else {
+        resp
+    }
+}
+
+fn init_producer_id(r: &InitProducerIdRequest) -> InitProducerIdResponse {
+    let (code, why) = if r.transactional_id.is_some() {
+        (
+            ResponseError::TransactionalIdAuthorizationFailed,
+            "transactions are not served",
+        )
+    } else {
+        (
+            ResponseError::ClusterAuthorizationFailed,
+            "idempotent producers are not served yet: produce with enable.idempotence=false",
+        )
+    };
+    refuse("InitProducerId", why);
+    InitProducerIdResponse::default()
+        .with_error_code(code.code())
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1)
 }
