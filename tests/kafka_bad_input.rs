@@ -142,6 +142,10 @@ fn malformed_requests_get_their_documented_answer() {
         assert!(log.contains(line), "no log line with {line:?}:\n{log}");
     }
     assert!(server.stop(), "the daemon did not stop cleanly");
+    assert!(
+        data.join(".kafka_cleanshutdown").exists(),
+        "SIGTERM did not end in a clean shutdown"
+    );
 }
 
 fn framing_rows(t: &mut Table, c: &mut Conn) {
