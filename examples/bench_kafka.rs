@@ -116,9 +116,35 @@ struct Figures {
     cat: f64,
     produce: f64,
     fetch: f64,
+    /// `kcat -C -c N`: the same fetch, ending at the last record instead of
+    /// at the end-of-partition answer, which comes after one long poll
+    /// (librdkafka's fetch.wait.max.ms, 500 ms) as from Kafka.
+    fetch_count: f64,
+    /// The daemon's CPU seconds during the produce and during `kcat -C -e`.
+    daemon_cpu: (f64, f64),
 }
 
-fn one_run(bin: &Path, kcat: &str, lines: &Path, scratch: &Path, run: usize) -> Res<Figures> {
+/// utime + stime of a process, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / ticks.max(1.0)
+}
+
+fn one_run(
+    bin: &Path,
+    kcat: &str,
+    (lines, n): (&Path, usize),
+    scratch: &Path,
+    run: usize,
+) -> Res<Figures> {
     let data = scratch.join(format!("data-{run}"));
     let mnt = scratch.join(format!("mnt-{run}"));
     let addr = format!("127.0.0.1:{}", free_port());
@@ -128,12 +154,20 @@ fn one_run(bin: &Path, kcat: &str, lines: &Path, scratch: &Path, run: usize) -> 
     fs::create_dir(&k).map_err(|e| e.to_string())?;
     let l = lines.display();
     let append = sh(&format!("cat {l} >> {}/log", m.display()))?;
+    let pid = d.child.id();
+    let cpu0 = cpu_seconds(pid);
     let produce = sh(&format!(
         "{kcat} -b {addr} -P -t k -p 0 -l {l} -X linger.ms=5 -X batch.size=1000000"
     ))?;
+    let cpu1 = cpu_seconds(pid);
     let cat = sh(&format!("cat {}/log > /dev/null", m.display()))?;
+    let cpu2 = cpu_seconds(pid);
     let fetch = sh(&format!(
         "{kcat} -b {addr} -C -t k -p 0 -o beginning -e -q > /dev/null"
+    ))?;
+    let daemon_cpu = (cpu1 - cpu0, cpu_seconds(pid) - cpu2);
+    let fetch_count = sh(&format!(
+        "{kcat} -b {addr} -C -t k -p 0 -o beginning -c {n} -q > /dev/null"
     ))?;
     let (a, b) = (
         fs::read_to_string(m.join("status")).unwrap_or_default(),
@@ -154,6 +188,8 @@ fn one_run(bin: &Path, kcat: &str, lines: &Path, scratch: &Path, run: usize) -> 
         cat,
         produce,
         fetch,
+        fetch_count,
+        daemon_cpu,
     })
 }
 
@@ -180,7 +216,7 @@ fn main() {
     let mb = (n * 100) as f64 / 1e6;
     let mut figs = Vec::new();
     for run in 0..runs {
-        match one_run(&bin, &kcat, &lines, scratch.path(), run) {
+        match one_run(&bin, &kcat, (&lines, n), scratch.path(), run) {
             Ok(f) => figs.push(f),
             Err(e) => {
                 eprintln!("bench_kafka: {e}");
@@ -195,6 +231,7 @@ fn main() {
         m(|f| f.produce),
         m(|f| f.fetch),
     );
+    let fetch_count = m(|f| f.fetch_count);
     println!("{n} lines of 100 bytes ({mb:.0} MB), median of {runs} runs, MB/s:");
     println!("| what | Kafka listener | mount | ratio (target >= 0.5) |");
     println!("|---|---|---|---|");
@@ -209,6 +246,17 @@ fn main() {
         mb / fetch,
         mb / cat,
         cat / fetch
+    );
+    println!(
+        "| fetch (`kcat -C -c N`, no final long poll) vs `cat log` | {:.1} | {:.1} | {:.2} |",
+        mb / fetch_count,
+        mb / cat,
+        cat / fetch_count
+    );
+    let (pc, fc) = (m(|f| f.daemon_cpu.0), m(|f| f.daemon_cpu.1));
+    println!(
+        "daemon CPU: {pc:.2} s of the produce's {produce:.2} s, {fc:.2} s of the fetch's {fetch:.2} s \
+         (the rest is kcat's own work and, for -e, the final long poll)"
     );
     match which("tansu") {
         Ok(_) => println!("tansu is installed, but measuring it is not wired in yet"),
