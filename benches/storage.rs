@@ -444,7 +444,7 @@ fn bench_lookup(p: &Params, big: &BigPartition) {
         let n = rng.below(end as u64) as i64;
         log.read(n).expect("read");
     }
-    let before = log.status().lookup_bytes_read;
+    let before = log.status().unwrap().lookup_bytes_read;
     let (mut lib, mut raw) = (Vec::with_capacity(p.lookups), Vec::with_capacity(p.lookups));
     let mut batch_bytes = 0u64;
     for i in 0..p.lookups {
@@ -478,7 +478,7 @@ fn bench_lookup(p: &Params, big: &BigPartition) {
         raw.push(r);
         batch_bytes += sz as u64;
     }
-    let read_bytes = log.status().lookup_bytes_read - before;
+    let read_bytes = log.status().unwrap().lookup_bytes_read - before;
     drop(log);
     mgr.close().expect("close");
     lib.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -719,7 +719,7 @@ fn build_segments(dir: &Path, pool: &[u8], sealed: usize, config: &LogConfig) {
     let log = mgr.create_partition(PARTITION).expect("create");
     let values = batch_values(pool, 100, 100);
     let records: Vec<NewRecord> = values.iter().map(|v| NewRecord::value(v)).collect();
-    while log.status().segments <= sealed {
+    while log.status().unwrap().segments <= sealed {
         log.append(&records).expect("append");
     }
     drop(log);

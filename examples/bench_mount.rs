@@ -404,7 +404,7 @@ fn build_data(
     let records = vec![NewRecord::value(&value); 100];
     let mut n = 0usize;
     loop {
-        let st = log.status();
+        let st = log.status().unwrap();
         let done = if sealed == 0 {
             st.size_bytes + 16 * KIB >= MIB
         } else {
@@ -417,7 +417,7 @@ fn build_data(
         n += 1;
         if seg_bytes.is_none()
             && n.is_multiple_of(per_segment.max(1))
-            && log.status().segments <= sealed
+            && log.status().unwrap().segments <= sealed
         {
             log.roll().map_err(|e| e.to_string())?;
             rolls += 1;
@@ -439,7 +439,7 @@ fn build_data(
             }
         }
     }
-    let size = log.status().size_bytes;
+    let size = log.status().unwrap().size_bytes;
     drop(log);
     mgr.close().map_err(|e| e.to_string())?;
     Ok((size, t.elapsed().as_secs_f64()))

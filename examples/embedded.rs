@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     log.roll()?;
     log.flush()?;
-    let status = log.status();
+    let status = log.status()?;
     println!(
         "log start {} end {} recovery point {} segments {} size {} bytes",
         status.log_start_offset,

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::harness::{fuse_or_skip, mounted};
+use crate::harness::{fuse_or_skip, mounted, run_bounded, sh_timeout, umount};
 
 const BIN: &str = env!("CARGO_BIN_EXE_commitfs");
 /// Where mount(8) looks first for the helper of type fuse.commitfs.
@@ -127,11 +127,14 @@ fn wait_gone(pid: i32) -> bool {
 
 fn run(cmd: &str, args: &[&Path]) -> Output {
     let mut parts = cmd.split(' ');
-    Command::new(parts.next().unwrap())
-        .args(parts)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+    let mut c = Command::new(parts.next().unwrap());
+    c.args(parts).args(args);
+    run_bounded(
+        &mut c,
+        &format!("`{cmd} {args:?}`"),
+        sh_timeout(),
+        String::new,
+    )
 }
 
 fn ok(cmd: &str, args: &[&Path]) -> String {
@@ -162,7 +165,7 @@ fn mount_source(mnt: &Path) -> Option<String> {
 fn umount_and_wait(mnt: &Path, data: &Path) {
     let pids = daemons(data);
     assert_eq!(pids.len(), 1, "one daemon for {}", data.display());
-    ok("umount", &[mnt]);
+    umount(mnt).unwrap();
     assert!(!mounted(mnt));
     assert!(
         wait_gone(pids[0]),

@@ -87,6 +87,10 @@ pub struct Mount {
     pub opts: Vec<String>,
     /// Extra environment for the daemon (e.g. `RUST_LOG`).
     pub env: Vec<(String, String)>,
+    /// A command the daemon runs under (e.g. `strace -f -o FILE`), if any.
+    pub wrapper: Vec<String>,
+    /// A cluster mount of these brokers instead of a data-dir mount.
+    pub bootstrap: Option<String>,
     child: Option<Child>,
 }
 
@@ -98,6 +102,20 @@ impl Mount {
     /// A mount whose data dir is `data` (e.g. on a filesystem the test
     /// mounted) instead of a fresh one, with extra environment for the daemon.
     pub fn with(opts: &[&str], data: Option<&Path>, env: &[(&str, &str)]) -> Mount {
+        Mount::build(opts, data, env, None)
+    }
+
+    /// A cluster mount: `commitfs mount --bootstrap-server BOOTSTRAP MNT`.
+    pub fn cluster(bootstrap: &str, opts: &[&str]) -> Mount {
+        Mount::build(opts, None, &[], Some(bootstrap.to_string()))
+    }
+
+    fn build(
+        opts: &[&str],
+        data: Option<&Path>,
+        env: &[(&str, &str)],
+        bootstrap: Option<String>,
+    ) -> Mount {
         let tmp = tempfile::Builder::new()
             .prefix("commitfs-mt-")
             .tempdir()
@@ -112,6 +130,32 @@ impl Mount {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            wrapper: Vec::new(),
+            bootstrap,
+            _tmp: tmp,
+            child: None,
+        };
+        m.start();
+        m
+    }
+
+    /// A mount of a fresh data dir whose daemon runs under `wrapper`, which
+    /// must run the daemon it is given and exit when it exits. `wrapper`
+    /// gets the work directory (the data dir's parent) for its files.
+    pub fn wrapped(opts: &[&str], wrapper: impl FnOnce(&Path) -> Vec<String>) -> Mount {
+        let tmp = tempfile::Builder::new()
+            .prefix("commitfs-mt-")
+            .tempdir()
+            .expect("tempdir");
+        let root = tmp.path().canonicalize().expect("canonical tempdir");
+        let mut m = Mount {
+            data: root.join("data"),
+            mnt: root.join("mnt"),
+            log_path: root.join("daemon.log"),
+            opts: opts.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
+            wrapper: wrapper(&root),
+            bootstrap: None,
             _tmp: tmp,
             child: None,
         };
@@ -126,12 +170,22 @@ impl Mount {
 
     /// The daemon command line for this data dir and mountpoint.
     pub fn command(&self, mnt: &Path) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = match self.wrapper.split_first() {
+            Some((w, args)) => {
+                let mut c = Command::new(w);
+                c.args(args).arg(BIN);
+                c
+            }
+            None => Command::new(BIN),
+        };
         c.arg("mount").arg("--foreground");
         for o in &self.opts {
             c.arg("-o").arg(o);
         }
-        c.arg(&self.data).arg(mnt);
+        match &self.bootstrap {
+            Some(b) => c.arg("--bootstrap-server").arg(b).arg(mnt),
+            None => c.arg(&self.data).arg(mnt),
+        };
         c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c
     }
@@ -174,13 +228,15 @@ impl Mount {
     }
 
     pub fn sh_in(&self, dir: &Path, cmd: &str) -> Output {
-        Command::new("sh")
-            .arg("-c")
-            .arg(cmd)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run sh")
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(cmd).current_dir(dir);
+        run_bounded(&mut c, &format!("`{cmd}`"), sh_timeout(), || {
+            format!(
+                "{}\ndaemon log (last lines):\n{}",
+                self.pid().map_or_else(String::new, |p| stacks("daemon", p)),
+                self.log_tail()
+            )
+        })
     }
 
     /// `sh -c cmd` that must succeed; returns its stdout.
@@ -268,25 +324,8 @@ impl Mount {
 
     /// `umount` the mountpoint and wait for the daemon to exit 0.
     pub fn unmount_clean(&mut self) {
-        // A descriptor this process had open on the mount can live on for a
-        // moment in a child that another test thread forked before it was
-        // closed (until that child's exec closes it): the mount is busy until
-        // then. Wait for that, with a bound.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let out = Command::new("umount")
-                .arg(&self.mnt)
-                .output()
-                .expect("umount");
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            if out.status.success() {
-                break;
-            }
-            assert!(
-                stderr.contains("busy") && Instant::now() < deadline,
-                "umount failed: {stderr}"
-            );
-            sleep(Duration::from_millis(20));
+        if let Err(e) = umount(&self.mnt) {
+            panic!("{e}\ndaemon log:\n{}", self.log_tail());
         }
         let child = self.child.take().expect("daemon running");
         let st = wait_exit(child);
@@ -301,6 +340,118 @@ impl Mount {
     pub fn remount(&mut self) {
         self.start();
     }
+}
+
+/// `umount mnt`, as a user would, but waiting out a transient "target is
+/// busy": a descriptor this process had open on the mount can live on for a
+/// moment in a child that another test thread forked before it was closed
+/// (until that child's exec closes it). Any other failure, or a mount still
+/// busy after 10 s, is an error.
+pub fn umount(mnt: &Path) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = Command::new("umount");
+        c.arg(mnt);
+        let out = run_bounded(&mut c, "umount", sh_timeout(), String::new);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() {
+            return Ok(());
+        }
+        if !stderr.contains("busy") || Instant::now() > deadline {
+            return Err(format!("umount {} failed: {stderr}", mnt.display()));
+        }
+        sleep(Duration::from_millis(20));
+    }
+}
+
+/// How long one command of a test may run: far more than any needs, even on
+/// a loaded machine, so that only a hang (a deadlocked daemon) reaches it.
+/// `COMMITFS_TEST_CMD_TIMEOUT` (seconds) overrides it.
+pub fn sh_timeout() -> Duration {
+    std::env::var("COMMITFS_TEST_CMD_TIMEOUT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(Duration::from_secs(180), Duration::from_secs)
+}
+
+/// Runs `cmd` (stdin from /dev/null, output captured) for `limit` at most.
+/// Past it, the command's process group is killed and the test fails with
+/// `what`, where the command's processes were blocked, and `context()` (the
+/// daemon's log, say), instead of hanging.
+pub fn run_bounded(
+    cmd: &mut Command,
+    what: &str,
+    limit: Duration,
+    context: impl FnOnce() -> String,
+) -> Output {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("piped stderr")));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let pid = child.id() as i32;
+            let blocked = stacks("command", pid as u32);
+            // SAFETY: signalling the process group of our own child.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            // A process blocked in a FUSE request stays until the daemon
+            // answers or dies, which the mount's guard sees to: do not
+            // wait for it here, nor for its output.
+            panic!(
+                "{what} did not finish within {limit:?} (killed; COMMITFS_TEST_CMD_TIMEOUT sets the bound)\n{blocked}\n{}",
+                context()
+            );
+        }
+        sleep(Duration::from_millis(5));
+    };
+    Output {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    }
+}
+
+/// Where each thread of process `pid` is blocked, from /proc (root reads the
+/// kernel stacks).
+pub fn stacks(who: &str, pid: u32) -> String {
+    let mut text = format!("{who} {pid}, per thread:");
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return format!("{text} (gone)");
+    };
+    for t in tasks.filter_map(|t| t.ok()) {
+        let p = t.path();
+        let read = |f: &str| std::fs::read_to_string(p.join(f)).unwrap_or_default();
+        text += &format!(
+            "\n  {} {} wchan={}\n{}",
+            t.file_name().to_string_lossy(),
+            read("comm").trim(),
+            read("wchan").trim(),
+            read("stack")
+                .lines()
+                .map(|l| format!("    {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    text
 }
 
 fn wait_exit(mut child: Child) -> ExitStatus {

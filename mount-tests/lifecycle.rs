@@ -2,7 +2,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::mounted;
+use crate::harness::{mounted, run_bounded, sh_timeout, umount};
 use crate::mount;
 
 #[test]
@@ -62,7 +62,9 @@ fn sigterm_with_open_files_detaches_then_exits_at_last_close() {
     m.remount();
     let held = std::fs::File::open(m.mnt.join("t-0/status")).unwrap();
     m.signal(libc::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(10);
     while mounted(&m.mnt) {
+        assert!(Instant::now() < deadline, "still mounted after SIGTERM");
         std::thread::sleep(Duration::from_millis(20));
     }
     m.signal(libc::SIGTERM);
@@ -76,11 +78,12 @@ fn sigterm_with_open_files_detaches_then_exits_at_last_close() {
 fn second_mount_of_a_data_dir_is_refused() {
     let m = mount!();
     let other = m.mnt.parent().unwrap().join("mnt2");
-    let out = m
-        .command(&other)
-        .stdin(Stdio::null())
-        .output()
-        .expect("second mount");
+    let out = run_bounded(
+        &mut m.command(&other),
+        "second mount",
+        sh_timeout(),
+        String::new,
+    );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("locked"), "{err}");
@@ -115,22 +118,24 @@ fn default_mode_daemonises_and_returns_when_mounted() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
     let (data, mnt) = (root.join("data"), root.join("mnt"));
-    let st = Command::new(env!("CARGO_BIN_EXE_commitfs"))
-        .args(["mount", "-o", "segment.bytes=1048576"])
-        .arg(&data)
-        .arg(&mnt)
-        .status()
-        .unwrap();
+    let out = run_bounded(
+        Command::new(env!("CARGO_BIN_EXE_commitfs"))
+            .args(["mount", "-o", "segment.bytes=1048576"])
+            .arg(&data)
+            .arg(&mnt),
+        "commitfs mount",
+        sh_timeout(),
+        || std::fs::read_to_string(data.join("commitfs.log")).unwrap_or_default(),
+    );
     let _guard = DaemonGuard(&data, &mnt);
-    assert!(st.success());
+    assert!(out.status.success(), "{out:?}");
     // Live at once: the next command can use it.
     assert!(mounted(&mnt));
     std::fs::create_dir(mnt.join("t-0")).unwrap();
     std::fs::write(mnt.join("t-0/log"), "x\n").unwrap();
     assert_eq!(std::fs::read(mnt.join("t-0/offset/0")).unwrap(), b"x");
     assert!(data.join("commitfs.log").exists());
-    let st = Command::new("umount").arg(&mnt).status().unwrap();
-    assert!(st.success());
+    umount(&mnt).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !data.join(".kafka_cleanshutdown").exists() {
         assert!(
@@ -141,12 +146,15 @@ fn default_mode_daemonises_and_returns_when_mounted() {
     }
 
     // Bad options fail in the foreground process, with Kafka's wording.
-    let out = Command::new(env!("CARGO_BIN_EXE_commitfs"))
-        .args(["mount", "-o", "segment.bytes=16384"])
-        .arg(&data)
-        .arg(&mnt)
-        .output()
-        .unwrap();
+    let out = run_bounded(
+        Command::new(env!("CARGO_BIN_EXE_commitfs"))
+            .args(["mount", "-o", "segment.bytes=16384"])
+            .arg(&data)
+            .arg(&mnt),
+        "commitfs mount",
+        sh_timeout(),
+        String::new,
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains(
         "Invalid value 16384 for configuration segment.bytes: Value must be at least 1048576"

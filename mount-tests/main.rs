@@ -2,8 +2,11 @@
 //! They need root and /dev/fuse; without them they skip, or fail when `CI` is set.
 
 mod harness;
+#[path = "../tests/support/kafka_writer.rs"]
+mod kafka_writer;
 
 mod basic;
+mod cluster;
 mod consumer;
 mod control;
 mod crash;
@@ -12,7 +15,9 @@ mod fstab;
 mod kafka;
 mod kafka_listener;
 mod lifecycle;
+mod live_ro;
 mod raw;
+mod ro_shrink;
 mod roll;
 mod torture_concurrency;
 mod torture_diskfull;

@@ -48,3 +48,21 @@ fn roll_at_one_mib() {
         m.log()
     );
 }
+
+/// The README walkthrough's `segment.bytes=1048576` with the default
+/// `max.message.bytes` (1048588): `cat` of a big file sends 1 MiB writes,
+/// whose lines are packed into batches that fit a segment.
+#[test]
+fn big_writes_fit_one_mib_segments() {
+    let m = mount!("segment.bytes=1048576");
+    m.ok("mkdir t-0");
+    let src = m.data.parent().unwrap().join("seq.txt");
+    m.ok(&format!("seq 1 2000000 > {}", src.display()));
+    m.ok(&format!("cat {} >> t-0/log", src.display()));
+    assert_eq!(m.status("t-0", "log_end_offset"), 2_000_000);
+    assert_eq!(m.ok("cat t-0/offset/1999999"), "2000000");
+    assert_eq!(
+        m.ok("cat t-0/log | md5sum"),
+        m.ok(&format!("md5sum < {}", src.display()))
+    );
+}

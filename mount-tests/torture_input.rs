@@ -80,13 +80,12 @@ impl Table<'_> {
     }
 
     fn expect_line(&mut self, what: &str, from: usize, line: Option<&str>) {
-        // The daemon logs asynchronously to the reply; give it a moment.
+        // The daemon may log after it replied: wait for the line, with a
+        // bound that only a missing line reaches, even on a loaded machine.
         let mut log = log_since(self.m, from);
         if let Some(l) = line {
-            for _ in 0..50 {
-                if log.contains(l) {
-                    break;
-                }
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !log.contains(l) && std::time::Instant::now() < deadline {
                 std::thread::sleep(std::time::Duration::from_millis(10));
                 log = log_since(self.m, from);
             }

@@ -12,9 +12,9 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::harness::Mount;
 use crate::mount;
@@ -47,6 +47,7 @@ fn writer(
     first_seq: u64,
     seed: u64,
     stop: Arc<AtomicBool>,
+    acks: Arc<AtomicU64>,
 ) -> Vec<Write1> {
     let mut rng = Rng::seeded(seed);
     let mut done = Vec::new();
@@ -74,7 +75,10 @@ fn writer(
             acked: false,
         });
         match f.write(buf.as_bytes()) {
-            Ok(n) if n == buf.len() => done.last_mut().unwrap().acked = true,
+            Ok(n) if n == buf.len() => {
+                done.last_mut().unwrap().acked = true;
+                acks.fetch_add(1, Ordering::Relaxed);
+            }
             _ => break,
         }
         seq += 1;
@@ -179,20 +183,42 @@ fn kill9_mid_write(kills: usize) {
     let mut truncations = 0usize;
     for round in 0..kills {
         let stop = Arc::new(AtomicBool::new(false));
+        let acks: Vec<Arc<AtomicU64>> = WRITERS.iter().map(|_| Arc::default()).collect();
         let handles: Vec<_> = WRITERS
             .iter()
             .enumerate()
             .map(|(w, part)| {
                 let first = history[w].last().map_or(0, |x| x.seq + 1);
                 let (path, seed, stop) = (m.mnt.join(part).join("log"), rng.next(), stop.clone());
-                thread::spawn(move || writer(path, w, first, seed, stop))
+                let acks = acks[w].clone();
+                thread::spawn(move || writer(path, w, first, seed, stop, acks))
             })
             .collect();
+        // The kill lands mid-write, after every writer had writes acknowledged.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while acks.iter().any(|a| a.load(Ordering::Relaxed) == 0) {
+            if Instant::now() > deadline || handles.iter().any(|h| h.is_finished()) {
+                stop.store(true, Ordering::Relaxed);
+                panic!(
+                    "round {round}: a writer had no write acknowledged ({:?}):\n{}",
+                    acks.iter()
+                        .map(|a| a.load(Ordering::Relaxed))
+                        .collect::<Vec<_>>(),
+                    m.log()
+                );
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
         thread::sleep(Duration::from_millis(rng.range(20, 300)));
         m.kill9();
         stop.store(true, Ordering::Relaxed);
         for (w, h) in handles.into_iter().enumerate() {
-            history[w].extend(h.join().expect("writer thread"));
+            let round_writes = h.join().expect("writer thread");
+            assert!(
+                round_writes.iter().any(|x| x.acked),
+                "round {round}: writer {w} has no acknowledged write"
+            );
+            history[w].extend(round_writes);
         }
         let from = m.log().len();
         m.remount();
@@ -209,6 +235,10 @@ fn kill9_mid_write(kills: usize) {
     }
     m.unmount_clean();
     assert_check_clean(&m.data, OPTS);
+    assert!(
+        tally.writes_acked >= (kills * WRITERS.len()) as u64,
+        "{tally:?}"
+    );
     println!(
         "kill9_mid_write: {kills} kills; {} writes ({} lines) acknowledged, {} acknowledged lines lost; \
          in-flight writes: {} absent, {} whole, {} a prefix of whole batches; \

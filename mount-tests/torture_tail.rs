@@ -11,39 +11,37 @@
 use std::path::Path;
 use std::process::Command;
 
-use commitfs::record::{Batch, NewRecord, encode_batch};
+use commitfs::record::{NewRecord, encode_batch};
 
 use crate::harness::Mount;
 use crate::mount;
 use crate::torture_util::{
-    Rng, append, assert_check_clean, assert_no_panic, log_since, read_value, scale, seg_file,
-    status,
+    Rng, append, assert_check_clean, assert_no_panic, batch_info, frames, log_since, read_value,
+    scale, seg_file, status,
 };
 
 const OPTS: &str = "segment.index.bytes=8192,index.interval.bytes=200";
 
 /// What a damaged active `.log` must recover to: (bytes kept, next offset).
-/// An independent walk: whole frames, magic 2, valid CRC, offsets not going
-/// backwards and fitting the segment's relative offsets.
+/// An independent walk, with kafka-protocol as the judge of each batch:
+/// whole frames, magic 2, valid CRC, offsets not going backwards and fitting
+/// the segment's relative offsets.
 fn expected_recovery(bytes: &[u8], base: i64, min_offset: i64) -> (usize, i64) {
-    let mut pos = 0;
+    let mut kept = 0;
     let mut next = min_offset.max(base);
-    let mut leo = min_offset.max(base);
-    while pos < bytes.len() {
-        let Ok(b) = Batch::parse(&bytes[pos..]) else {
+    for (pos, frame) in frames(bytes).0 {
+        let Ok(info) = batch_info(frame) else {
             break;
         };
-        let h = b.header;
-        let rel = h.last_offset() - base;
-        if b.verify_crc().is_err() || h.base_offset < next || !(0..=u32::MAX as i64).contains(&rel)
-        {
+        // lastOffsetDelta, at byte 23 of the header (kafka-protocol skips it).
+        let last = info.min_offset + i32::from_be_bytes(frame[23..27].try_into().unwrap()) as i64;
+        if info.min_offset < next || !(0..=u32::MAX as i64).contains(&(last - base)) {
             break;
         }
-        next = h.next_offset();
-        leo = next;
-        pos += b.size();
+        next = last + 1;
+        kept = pos + frame.len();
     }
-    (pos, leo)
+    (kept, next)
 }
 
 fn batch(base: i64, values: &[&str]) -> Vec<u8> {
@@ -69,9 +67,9 @@ fn restore(pristine: &Path, data: &Path) {
 
 /// Starts of the batches of a `.log`.
 fn batch_starts(bytes: &[u8]) -> Vec<usize> {
-    commitfs::record::BatchIter::new(bytes)
-        .map(|r| r.expect("pristine log").0)
-        .collect()
+    let (frames, tail) = frames(bytes);
+    assert!(tail.is_empty(), "pristine log");
+    frames.into_iter().map(|(pos, _)| pos).collect()
 }
 
 struct Tail {
@@ -101,8 +99,17 @@ fn setup(m: &mut Mount) -> Tail {
     for n in [2, 9, 1, 4, 5, 1] {
         write(m, n, &mut values);
     }
-    // Give the asynchronous flush after the roll time to move the recovery point.
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // The flush after the roll runs in the background: wait for it to move
+    // the recovery point to the active segment, so that recovery starts there.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while status(m, "t-0", "recovery_point") < 13 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flush after the roll never ran:\n{}",
+            m.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     m.kill9();
     let pristine = m.data.parent().unwrap().join("pristine");
     restore(&m.data, &pristine);
@@ -236,8 +243,8 @@ fn torn_tails(random_cases: usize) {
             _ => {
                 // A whole batch copied again: the same offsets a second time.
                 let s = starts[rng.range(0, starts.len() as u64) as usize];
-                let b = Batch::parse(&t.log[s..]).unwrap().size();
-                d.extend_from_slice(&t.log[s..s + b]);
+                let b = frames(&t.log[s..]).0[0].1;
+                d.extend_from_slice(b);
                 format!("the batch at {s} repeated")
             }
         };

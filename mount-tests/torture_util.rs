@@ -1,5 +1,6 @@
 //! Shared pieces of the torture suite: scale, a seeded RNG, an independent
-//! reader of a partition's `.log` files, and `commitfs check` as a judge.
+//! reader of a partition's `.log` files (another implementation's decoder,
+//! the kafka-protocol crate), and `commitfs check` as a second judge.
 //!
 //! Short variants run in `cargo test`. `COMMITFS_TORTURE_SCALE=N` multiplies
 //! the rounds (the long suite is N=10, plus the `#[ignore]`d tests, see the
@@ -8,7 +9,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use commitfs::record::BatchIter;
+use kafka_protocol::records::{BatchDecodeInfo, Record, RecordBatchDecoder};
 
 /// The rounds multiplier: 1 in `cargo test`, more for the long suite.
 pub fn scale() -> usize {
@@ -83,48 +84,89 @@ pub fn seg_file(dir: &Path, base: i64, suffix: &str) -> std::path::PathBuf {
     dir.join(format!("{base:020}.{suffix}"))
 }
 
-/// Every batch of a partition directory, checked: each `.log` is whole batches
-/// with valid CRCs, the file name is its first base offset, and offsets are
-/// contiguous from the first segment to the end. Panics with the reason.
+/// The frames of a `.log` (base offset, length, then `length` bytes), split
+/// by their 12-byte prefix alone: (position, frame). The bytes past the last
+/// whole frame are returned apart (a torn tail).
+pub fn frames(bytes: &[u8]) -> (Vec<(usize, &[u8])>, &[u8]) {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while bytes.len() - pos >= 12 {
+        let len = i32::from_be_bytes(bytes[pos + 8..pos + 12].try_into().unwrap());
+        let end = pos + 12 + len.max(0) as usize;
+        if len < 0 || end > bytes.len() {
+            break;
+        }
+        out.push((pos, &bytes[pos..end]));
+        pos = end;
+    }
+    (out, &bytes[pos..])
+}
+
+/// One frame's batch header, checked by kafka-protocol (magic 2, CRC-32C).
+pub fn batch_info(frame: &[u8]) -> Result<BatchDecodeInfo, String> {
+    let mut b = frame;
+    let mut infos = RecordBatchDecoder::decode_batch_info(&mut b).map_err(|e| e.to_string())?;
+    match (infos.len(), b.is_empty()) {
+        (1, true) => Ok(infos.remove(0)),
+        _ => Err("not one v2 batch".to_string()),
+    }
+}
+
+/// One frame decoded by kafka-protocol: its header and its records.
+pub fn decode_batch(frame: &[u8]) -> Result<(BatchDecodeInfo, Vec<Record>), String> {
+    let info = batch_info(frame)?;
+    let mut b = frame;
+    let set = RecordBatchDecoder::decode(&mut b).map_err(|e| e.to_string())?;
+    if !b.is_empty() {
+        return Err(format!("{} bytes left after the batch", b.len()));
+    }
+    Ok((info, set.records))
+}
+
+/// Every batch of a partition directory, checked with kafka-protocol: each
+/// `.log` is whole batches with valid CRCs, the file name is its first base
+/// offset, and offsets are contiguous from the first segment to the end.
+/// Panics with the reason.
 pub fn read_partition(dir: &Path) -> Vec<ReadBatch> {
     let mut out = Vec::new();
     let mut next: Option<i64> = None;
     for base in segment_bases(dir) {
         let bytes = std::fs::read(seg_file(dir, base, "log")).expect("read .log");
-        let mut first = true;
-        let mut end = 0;
-        for item in BatchIter::new(&bytes) {
-            let (pos, batch) =
-                item.unwrap_or_else(|e| panic!("{}/{base:020}.log: bad batch: {e}", dir.display()));
-            batch
-                .verify_crc()
+        let (frames, tail) = frames(&bytes);
+        assert!(
+            tail.is_empty(),
+            "{base:020}.log has a torn tail of {} bytes",
+            tail.len()
+        );
+        for (i, (pos, frame)) in frames.into_iter().enumerate() {
+            let (info, records) = decode_batch(frame)
                 .unwrap_or_else(|e| panic!("{}/{base:020}.log at {pos}: {e}", dir.display()));
-            let h = batch.header;
-            if first {
-                assert_eq!(h.base_offset, base, "{base:020}.log starts elsewhere");
-                first = false;
+            if i == 0 {
+                assert_eq!(info.min_offset, base, "{base:020}.log starts elsewhere");
             }
             if let Some(n) = next {
                 assert_eq!(
-                    h.base_offset, n,
+                    info.min_offset, n,
                     "{base:020}.log at {pos}: offsets not contiguous"
                 );
             }
-            next = Some(h.next_offset());
-            let values = batch
-                .records()
-                .expect("records decode")
-                .into_iter()
-                .map(|r| r.value.unwrap_or_default().to_vec())
-                .collect::<Vec<_>>();
-            assert_eq!(values.len() as i64, h.next_offset() - h.base_offset);
+            assert_eq!(records.len(), info.record_count as usize);
+            for (j, r) in records.iter().enumerate() {
+                assert_eq!(
+                    r.offset,
+                    info.min_offset + j as i64,
+                    "{base:020}.log at {pos}"
+                );
+            }
+            next = Some(info.min_offset + records.len() as i64);
             out.push(ReadBatch {
-                base_offset: h.base_offset,
-                values,
+                base_offset: info.min_offset,
+                values: records
+                    .into_iter()
+                    .map(|r| r.value.map(|v| v.to_vec()).unwrap_or_default())
+                    .collect(),
             });
-            end = pos + batch.size();
         }
-        assert_eq!(end, bytes.len(), "{base:020}.log has a torn tail");
     }
     out
 }

@@ -4,7 +4,8 @@
 //! Layers, each usable without the ones above it:
 //! - [`record`]: the RecordBatch v2 codec (pure, no I/O);
 //! - [`storage`]: segments, indexes, partition logs, recovery, retention;
-//! - [`fs`]: the FUSE tree over `storage`.
+//! - [`fs`]: the FUSE tree over a backend: `storage`, or
+//! - [`cluster`]: a Kafka cluster, through librdkafka.
 //!
 //! The storage library on its own:
 //!
@@ -25,6 +26,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod cluster;
 pub mod fs;
 pub mod kafka;
 pub mod record;

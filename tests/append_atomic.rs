@@ -57,7 +57,7 @@ fn failed_appends_keep_nothing() {
     // may grow by the first only.
     let s0 = log_len(tmp.path(), 0);
     let leo = log.log_end_offset();
-    let status = log.status();
+    let status = log.status().unwrap();
     let small = vec![b's'; 1024];
     let m = vec![b'm'; 400_000];
     let recs = [
@@ -71,7 +71,7 @@ fn failed_appends_keep_nothing() {
     assert_eq!(err.raw_os_error(), Some(libc::EFBIG), "{err}");
     assert_eq!(log.log_end_offset(), leo);
     assert_eq!(
-        log.status(),
+        log.status().unwrap(),
         status,
         "nothing of the failed append is visible"
     );

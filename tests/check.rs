@@ -223,3 +223,36 @@ fn a_mounted_data_dir_is_refused() {
     assert!(out.contains("in use"), "{out}");
     mgr.close().unwrap();
 }
+
+/// The library's repair takes the data-dir lock before it changes anything:
+/// with the directory open (a mount) it is refused and no file is touched.
+#[test]
+fn repair_of_an_open_data_dir_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_data_dir(tmp.path());
+    let idx = seg(tmp.path(), 0, "index");
+    let mut bad = fs::read(&idx).unwrap();
+    bad[4..8].copy_from_slice(&123u32.to_be_bytes());
+    fs::write(&idx, &bad).unwrap();
+    let report = check_data_dir(tmp.path(), &config(), None).unwrap();
+    assert!(!report.is_clean());
+    let rp = tmp.path().join("recovery-point-offset-checkpoint");
+    let rp_before = fs::read(&rp).unwrap();
+    // The mount: the index of the sealed segment loads lazily, so the open
+    // leaves it as it is.
+    let mgr = LogManager::open(tmp.path(), config(), OpenOptions::default()).unwrap();
+    let err =
+        commitfs::storage::check::repair_data_dir(tmp.path(), &config(), &report).unwrap_err();
+    assert!(
+        matches!(err, commitfs::storage::StorageError::Locked(_)),
+        "{err}"
+    );
+    assert_eq!(fs::read(&idx).unwrap(), bad, "the index was not deleted");
+    assert_eq!(
+        fs::read(&rp).unwrap(),
+        rp_before,
+        "the checkpoint was not rewritten"
+    );
+    mgr.close().unwrap();
+    assert!(tmp.path().join(".kafka_cleanshutdown").exists());
+}

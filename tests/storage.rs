@@ -159,12 +159,16 @@ fn batches_split_at_max_message_bytes_and_oversized_records_append_nothing() {
     assert_eq!((info.first_offset, info.last_offset), (0, 9));
     assert_eq!(info.batches, 4, "3+3+3+1 records of ~307 bytes under 1000");
     let big = vec![0u8; 2000];
-    let before = log.status();
+    let before = log.status().unwrap();
     let err = log
         .append(&[NewRecord::value(b"ok"), NewRecord::value(&big)])
         .unwrap_err();
     assert!(matches!(err, StorageError::RecordTooLarge { .. }), "{err}");
-    assert_eq!(log.status(), before, "nothing of a refused append lands");
+    assert_eq!(
+        log.status().unwrap(),
+        before,
+        "nothing of a refused append lands"
+    );
     mgr.close().unwrap();
 }
 
@@ -448,8 +452,8 @@ fn unclean_open_truncates_and_drops_later_segments() {
     drop(log);
     crash(mgr);
     // Rolls flush sealed segments in the background, which moves the recovery
-    // point past them; put it back to 0 as if those flushes had not happened.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // point past them; put it back to 0 as if those flushes had not happened
+    // (a dropped manager has stopped its flusher: nothing rewrites it later).
     fs::write(
         tmp.path().join("recovery-point-offset-checkpoint"),
         "0\n1\nt 0 0\n",
@@ -462,6 +466,11 @@ fn unclean_open_truncates_and_drops_later_segments() {
     fs::write(&p, &bytes).unwrap();
     let mgr = open(tmp.path(), &small_segments());
     let log = mgr.partition("t-0").unwrap();
+    assert_eq!(
+        log.recovery_point(),
+        0,
+        "recovery started at the first segment"
+    );
     assert_eq!(log.log_end_offset(), 710, "cut at the garbled batch");
     assert_eq!(log.segment_bases(), vec![0, 680]);
     assert!(!seg_path(tmp.path(), "t-0", 1360, "log").exists());
@@ -654,10 +663,10 @@ fn a_lookup_reads_one_index_interval_and_one_batch_and_repeats_read_nothing() {
     let mgr = open(tmp.path(), &small_segments());
     let log = mgr.create_partition("t-0").unwrap();
     fill(&log, 300, 10, 1506);
-    let before = log.status().lookup_bytes_read;
+    let before = log.status().unwrap().lookup_bytes_read;
     let r = log.read(2_000).unwrap();
     assert_eq!(r.value.unwrap(), value(2_000, 1506));
-    let first = log.status().lookup_bytes_read - before;
+    let first = log.status().unwrap().lookup_bytes_read - before;
     // At most one index interval of headers plus the batch itself.
     assert!(
         first <= 4096 + 2 * 61 + 15_211,
@@ -667,7 +676,7 @@ fn a_lookup_reads_one_index_interval_and_one_batch_and_repeats_read_nothing() {
     log.read(2_000).unwrap();
     log.read(2_005).unwrap();
     assert_eq!(
-        log.status().lookup_bytes_read - before,
+        log.status().unwrap().lookup_bytes_read - before,
         first,
         "same batch: no new reads"
     );
@@ -675,43 +684,66 @@ fn a_lookup_reads_one_index_interval_and_one_batch_and_repeats_read_nothing() {
     mgr.close().unwrap();
 }
 
-fn open_fds() -> usize {
-    fs::read_dir("/proc/self/fd").unwrap().count()
+/// This process's descriptors open on files under `dir`, as their paths.
+/// Other tests of this binary open files at the same time, elsewhere.
+fn fds_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+        .filter(|p| p.starts_with(dir))
+        .collect();
+    out.sort();
+    out
 }
 
 #[test]
 fn sealed_segments_keep_one_descriptor_and_a_clean_open_opens_none() {
     let tmp = tempfile::tempdir().unwrap();
-    let mgr = open(tmp.path(), &LogConfig::default());
+    let root = tmp.path().canonicalize().unwrap();
+    let part = root.join("t-0");
+    let mgr = open(&root, &LogConfig::default());
     let log = mgr.create_partition("t-0").unwrap();
-    let before = open_fds();
     for i in 0..100 {
         log.append(&[NewRecord::value(format!("{i}").as_bytes())])
             .unwrap();
         log.roll().unwrap();
     }
-    // Let the background flushes after each roll finish.
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let grown = open_fds().saturating_sub(before);
+    // The flushes after each roll open the directory while they run.
+    assert!(mgr.wait_for_flushes(std::time::Duration::from_secs(60)));
+    let fds = fds_under(&part);
+    let sealed = |p: &PathBuf, suffix: &str| {
+        p.extension().is_some_and(|e| e == suffix) && *p != seg_path(&root, "t-0", 100, suffix)
+    };
+    let sealed_logs = fds.iter().filter(|p| sealed(p, "log")).count();
+    assert_eq!(sealed_logs, 100, "one descriptor per sealed .log: {fds:#?}");
     assert!(
-        grown <= 100 + 40,
-        "{grown} descriptors for 100 sealed segments"
+        !fds.iter()
+            .any(|p| sealed(p, "index") || sealed(p, "timeindex")),
+        "sealed indexes keep no descriptor: {fds:#?}"
+    );
+    assert!(
+        fds.len() <= 100 + 3,
+        "100 sealed .log files and the active segment's files only: {fds:#?}"
     );
     assert_eq!(log.read(42).unwrap().value.unwrap(), b"42");
     drop(log);
     mgr.close().unwrap();
-
-    // Other tests in this binary open files at the same time, hence the slack;
-    // three descriptors per segment (or one per segment at open) would not fit it.
-    let before = open_fds();
-    let mgr = open(tmp.path(), &LogConfig::default());
-    let log = mgr.partition("t-0").unwrap();
-    let after_open = open_fds();
-    assert!(
-        after_open <= before + 40,
-        "a clean open of 101 segments opened {} files",
-        after_open.saturating_sub(before)
+    drop(mgr);
+    assert_eq!(
+        fds_under(&part),
+        Vec::<PathBuf>::new(),
+        "closed and dropped"
     );
+
+    let mgr = open(&root, &LogConfig::default());
+    let log = mgr.partition("t-0").unwrap();
+    let fds = fds_under(&part);
+    assert!(
+        !fds.iter()
+            .any(|p| sealed(p, "log") || sealed(p, "index") || sealed(p, "timeindex")),
+        "a clean open of 101 segments opened sealed ones: {fds:#?}"
+    );
+    assert!(fds.len() <= 3, "{fds:#?}");
     assert_eq!(log.read(7).unwrap().value.unwrap(), b"7");
     drop(log);
     mgr.close().unwrap();
@@ -729,8 +761,8 @@ fn unclean_recovery_rebuilds_every_index_byte_identical() {
     assert!(bases.len() >= 2);
     drop(log);
     crash(mgr);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    // Recover everything, as if no flush had ever completed.
+    // Recover everything, as if no flush had ever completed (a dropped
+    // manager has stopped its flusher: nothing rewrites the file later).
     fs::write(
         tmp.path().join("recovery-point-offset-checkpoint"),
         "0\n1\nt 0 0\n",
@@ -754,6 +786,11 @@ fn unclean_recovery_rebuilds_every_index_byte_identical() {
         );
     }
     let log = mgr.partition("t-0").unwrap();
+    assert_eq!(
+        log.recovery_point(),
+        0,
+        "recovery started at the first segment"
+    );
     assert_eq!(log.log_end_offset(), 1500);
     drop(log);
     mgr.close().unwrap();
@@ -818,4 +855,108 @@ fn stray_files_are_cleaned_up_as_kafka_does() {
     assert_eq!(log.read(685).unwrap().value.unwrap(), value(685, 1506));
     drop(log);
     mgr.close().unwrap();
+}
+
+/// An index rebuilt under a `segment.index.bytes` smaller than the one its
+/// segment was written with holds every entry the rule gives (the setting
+/// sizes new segments only), and the load does not panic.
+#[test]
+fn a_rebuild_under_a_smaller_segment_index_bytes_fits_every_entry() {
+    let mut c = small_segments();
+    c.set("index.interval.bytes", "4096").unwrap();
+    let tmp = closed_partition(&c, 300, 1, 5000);
+    let bases = fs_bases(tmp.path());
+    assert!(bases.len() >= 2, "a sealed and an active segment");
+    let originals: Vec<(PathBuf, Vec<u8>)> = bases
+        .iter()
+        .flat_map(|b| ["index", "timeindex"].map(|s| seg_path(tmp.path(), "t-0", *b, s)))
+        .map(|p| {
+            let bytes = fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    let mut small = c.clone();
+    small.set("segment.index.bytes", "8").unwrap();
+    for clean in [true, false] {
+        for (p, _) in &originals {
+            fs::remove_file(p).unwrap();
+        }
+        if !clean {
+            fs::remove_file(tmp.path().join(".kafka_cleanshutdown")).unwrap();
+            fs::write(
+                tmp.path().join("recovery-point-offset-checkpoint"),
+                "0\n1\nt 0 0\n",
+            )
+            .unwrap();
+        }
+        let mgr = open(tmp.path(), &small);
+        let log = mgr.partition("t-0").unwrap();
+        assert_eq!(log.log_end_offset(), 300);
+        for i in [0usize, 1, 150, 299] {
+            assert_eq!(log.read(i as i64).unwrap().value.unwrap(), value(i, 5000));
+        }
+        drop(log);
+        mgr.close().unwrap();
+        for (p, bytes) in &originals {
+            assert_eq!(
+                &fs::read(p).unwrap(),
+                bytes,
+                "{} rebuilt identically (clean: {clean})",
+                p.display()
+            );
+        }
+    }
+    let report = commitfs::storage::check::check_data_dir(tmp.path(), &c, None).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}
+
+fn fs_bases(dir: &Path) -> Vec<i64> {
+    let mut bases: Vec<i64> = fs::read_dir(dir.join("t-0"))
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().into_string().unwrap();
+            n.strip_suffix(".log").map(|b| b.parse().unwrap())
+        })
+        .collect();
+    bases.sort();
+    bases
+}
+
+/// With `segment.bytes` below `max.message.bytes` (the README walkthrough's
+/// 1 MiB segments and the default limit), records are packed into batches
+/// that fit a segment; only a single record that fits no segment is refused.
+#[test]
+fn batches_are_packed_to_fit_segment_bytes_when_it_is_the_smaller_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = small_segments();
+    assert!(c.max_message_bytes as i64 > c.segment_bytes as i64);
+    let mgr = open(tmp.path(), &c);
+    let log = mgr.create_partition("t-0").unwrap();
+    // One 1 MiB write of `seq` lines, as `cat f >> log` sends it.
+    let vals: Vec<Vec<u8>> = (1..=150_000).map(|i| i.to_string().into_bytes()).collect();
+    let recs: Vec<NewRecord> = vals.iter().map(|v| NewRecord::value(v)).collect();
+    let info = log.append(&recs).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (0, 149_999));
+    assert!(info.batches >= 2, "{info:?}");
+    assert_eq!(log.read(149_999).unwrap().value.unwrap(), b"150000");
+    for f in fs::read_dir(tmp.path().join("t-0")).unwrap() {
+        let f = f.unwrap();
+        if f.file_name().to_str().unwrap().ends_with(".log") {
+            assert!(f.metadata().unwrap().len() <= 1_048_576);
+        }
+    }
+    // A single record that fits max.message.bytes but no segment.
+    log.set_config("max.message.bytes", "2000000").unwrap();
+    let big = vec![b'b'; 1_500_000];
+    let before = log.status().unwrap();
+    let err = log.append(&[NewRecord::value(&big)]).unwrap_err();
+    assert!(
+        matches!(err, StorageError::BatchLargerThanSegment { .. }),
+        "{err}"
+    );
+    assert_eq!(log.status().unwrap(), before);
+    drop(log);
+    mgr.close().unwrap();
+    let report = commitfs::storage::check::check_data_dir(tmp.path(), &c, None).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
 }

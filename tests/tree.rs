@@ -208,3 +208,47 @@ fn the_tree_shows_kafka_files_only() {
         assert_eq!(e.errno, libc::ENOENT, "{hidden}");
     }
 }
+
+/// A partition whose load fails is listed offline: its `status` says why,
+/// everything else on it is EIO (logged once, when it failed), and the
+/// other partitions mount.
+#[test]
+fn a_partition_that_fails_to_load_is_offline_and_the_others_mount() {
+    use commitfs::fs::backend::Backend;
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = LogManager::open(tmp.path(), LogConfig::default(), OpenOptions::default()).unwrap();
+    for p in ["t-0", "u-0"] {
+        let log = mgr.create_partition(p).unwrap();
+        log.append(&[NewRecord::value(b"x")]).unwrap();
+    }
+    mgr.close().unwrap();
+    // t-0's active segment cannot be opened: a directory stands in its place.
+    let seg = tmp.path().join("t-0").join("00000000000000000000.log");
+    std::fs::remove_file(&seg).unwrap();
+    std::fs::create_dir(&seg).unwrap();
+    let manager = Arc::new(
+        LogManager::open(tmp.path(), LogConfig::default(), OpenOptions::default()).unwrap(),
+    );
+    let backend = LocalBackend::new(manager.clone());
+    let t0 = backend.partition("t-0").unwrap();
+    let status = t0.status().unwrap();
+    assert_eq!(status.len(), 1, "{status:?}");
+    assert_eq!(status[0].0, "offline");
+    assert!(
+        status[0].1.starts_with("loading the log failed"),
+        "{status:?}"
+    );
+    let tree = Tree::new(Arc::new(LocalBackend::new(manager.clone())));
+    let dir = tree.lookup(ROOT, OsStr::new("t-0")).unwrap().attr.ino;
+    let log = tree.lookup(dir, OsStr::new("log"));
+    assert_eq!(log.map(|_| ()).map_err(|e| e.errno), Err(libc::EIO));
+    assert!(tree.lookup(dir, OsStr::new("status")).is_ok());
+    let u0 = backend.partition("u-0").unwrap();
+    assert_eq!(u0.offsets().unwrap().log_end, 1);
+    u0.append(&[NewRecord::value(b"y")]).unwrap();
+    assert!(
+        manager.close().is_err(),
+        "no clean shutdown with an offline partition"
+    );
+    assert!(!tmp.path().join(".kafka_cleanshutdown").exists());
+}

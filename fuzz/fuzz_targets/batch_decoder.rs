@@ -10,7 +10,13 @@ fuzz_target!(|data: &[u8]| {
     let _ = peek_frame(data);
     if let Ok(b) = Batch::parse(data) {
         assert!(b.size() <= data.len());
-        assert_eq!(b.verify_crc().is_ok(), b.is_valid());
+        // The CRC rule, from the bytes and not the decoder: CRC-32C of
+        // everything after the CRC field (byte 21) to the end of the batch,
+        // against the big-endian value stored at byte 17.
+        let stored = u32::from_be_bytes(data[17..21].try_into().unwrap());
+        let valid = crc32c::crc32c(&data[21..b.size()]) == stored;
+        assert_eq!(b.is_valid(), valid, "is_valid disagrees with the CRC rule");
+        assert_eq!(b.verify_crc().is_ok(), valid, "verify_crc disagrees with the CRC rule");
         if let Ok(records) = b.records() {
             assert_eq!(records.len(), b.header.record_count as usize);
             // Decoding one record by offset agrees with decoding them all.

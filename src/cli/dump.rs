@@ -5,21 +5,22 @@
 //! An inspection tool: it reads whatever bytes it is given, never panics on
 //! them, and reports what it cannot decode instead of stopping.
 
-use std::collections::HashMap;
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use commitfs::record::internal::InternalDecoder;
-use commitfs::record::{Batch, Record, RecordError, control};
-use commitfs::storage::batch_reader::{BatchReader, Step, Stop};
+use commitfs::record::{Batch, Record, control};
 use commitfs::storage::index::{
     OFFSET_ENTRY, OffsetPosition, TimestampOffset, offset_entries, time_entries,
 };
 
 mod extra;
+mod walk;
+
+use walk::{
+    Entry, SiblingLog, Walk, ascending, base_offset_of, file_name, find_by_last_offset, read,
+};
 
 #[derive(Args, Debug)]
 pub struct DumpArgs {
@@ -529,207 +530,4 @@ fn control_record(r: &Record) -> String {
             size_of(&r.value)
         ),
     }
-}
-
-fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string())
-}
-
-/// Base offset from a segment file name (`00000000000000000042.log`), 0 if it is not one.
-fn base_offset_of(path: &Path) -> i64 {
-    let name = file_name(path);
-    let stem = name.split('.').next().unwrap_or("");
-    if !stem.is_empty() && stem.bytes().all(|b| b.is_ascii_digit()) {
-        stem.parse().unwrap_or(0)
-    } else {
-        0
-    }
-}
-
-/// File contents: mapped, since segments run to a GiB; read when mapping is not possible.
-enum Contents {
-    Mapped(memmap2::Mmap),
-    Read(Vec<u8>),
-}
-
-impl Deref for Contents {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Contents::Mapped(m) => m,
-            Contents::Read(v) => v,
-        }
-    }
-}
-
-fn read(path: &Path) -> io::Result<Contents> {
-    let file = File::open(path)?;
-    let meta = file.metadata()?;
-    if meta.is_dir() {
-        return Err(io::Error::other("is a directory"));
-    }
-    if meta.len() == 0 || !meta.is_file() {
-        return std::fs::read(path).map(Contents::Read);
-    }
-    // SAFETY: read-only map; a file truncated underneath us could fault, the same
-    // risk Kafka's own tool takes with its mapped indexes.
-    match unsafe { memmap2::Mmap::map(&file) } {
-        Ok(m) => Ok(Contents::Mapped(m)),
-        Err(_) => std::fs::read(path).map(Contents::Read),
-    }
-}
-
-/// One entry of a log: a v2 batch, or a legacy message (set) stepped over.
-enum Entry<'a> {
-    Batch {
-        position: usize,
-        batch: Batch<'a>,
-    },
-    Legacy {
-        position: usize,
-        magic: i8,
-        offset: i64,
-        size: usize,
-    },
-}
-
-impl Entry<'_> {
-    fn position(&self) -> usize {
-        match self {
-            Entry::Batch { position, .. } | Entry::Legacy { position, .. } => *position,
-        }
-    }
-
-    fn last_offset(&self) -> i64 {
-        match self {
-            Entry::Batch { batch, .. } => batch.header.last_offset(),
-            // A legacy wrapper's offset is that of its last inner message.
-            Entry::Legacy { offset, .. } => *offset,
-        }
-    }
-
-    /// The largest record timestamp, as Kafka computes it for its time index
-    /// check; the header's when the records cannot be decoded; None for legacy.
-    fn max_timestamp(&self) -> Option<i64> {
-        match self {
-            Entry::Batch { batch, .. } => Some(match batch.records() {
-                Ok(records) => records.iter().map(|r| r.timestamp).fold(-1, i64::max),
-                Err(_) => batch.header.max_timestamp,
-            }),
-            Entry::Legacy { .. } => None,
-        }
-    }
-}
-
-/// Walks a log as Kafka's FileRecords does, stepping over legacy entries, and
-/// stopping at the first thing that is not a whole entry.
-struct Walk<'a> {
-    buf: &'a [u8],
-    reader: BatchReader<'a>,
-    valid_bytes: usize,
-}
-
-impl<'a> Walk<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Walk {
-            buf,
-            reader: BatchReader::over(buf),
-            valid_bytes: 0,
-        }
-    }
-}
-
-impl<'a> Iterator for Walk<'a> {
-    type Item = Entry<'a>;
-
-    fn next(&mut self) -> Option<Entry<'a>> {
-        let entry = match self.reader.next_batch().ok()? {
-            // Taken again from the file's bytes, which outlive the reader, so
-            // that entries can be kept (the time index check keeps them all).
-            Step::Batch(position, batch) => {
-                let (position, size) = (position as usize, batch.size());
-                Entry::Batch {
-                    position,
-                    batch: Batch::parse(&self.buf[position..position + size]).ok()?,
-                }
-            }
-            Step::Stop(Stop::Unframed {
-                position,
-                error:
-                    RecordError::UnsupportedMagic {
-                        magic,
-                        base_offset,
-                        size,
-                    },
-            }) if size <= self.buf.len() - position as usize => {
-                self.reader.skip(size);
-                Entry::Legacy {
-                    position: position as usize,
-                    magic,
-                    offset: base_offset,
-                    size,
-                }
-            }
-            _ => return None,
-        };
-        self.valid_bytes = self.reader.position() as usize;
-        Some(entry)
-    }
-}
-
-/// The `.log` next to an index file, if there is one.
-struct SiblingLog {
-    bytes: Contents,
-}
-
-impl SiblingLog {
-    fn open(index: &Path) -> Result<Option<SiblingLog>, DumpError> {
-        let name = file_name(index);
-        let stem = name.split('.').next().unwrap_or("");
-        let log = index.with_file_name(format!("{stem}.log"));
-        if !log.is_file() {
-            return Ok(None);
-        }
-        match read(&log) {
-            Ok(bytes) => Ok(Some(SiblingLog { bytes })),
-            Err(e) => Err(DumpError::Read(io::Error::new(
-                e.kind(),
-                format!("{}: {e}", log.display()),
-            ))),
-        }
-    }
-
-    fn entries(&self) -> Vec<Entry<'_>> {
-        Walk::new(&self.bytes).collect()
-    }
-
-    /// Position of each entry → its last offset.
-    fn batch_starts(&self) -> HashMap<usize, i64> {
-        Walk::new(&self.bytes)
-            .map(|e| (e.position(), e.last_offset()))
-            .collect()
-    }
-}
-
-/// The first entry whose last offset is at least `offset`, as Kafka's
-/// `batches.find(_.lastOffset >= offset)`; a binary search when offsets ascend.
-fn find_by_last_offset<'e, 'a>(
-    entries: &'e [Entry<'a>],
-    ascending: bool,
-    offset: i64,
-) -> Option<&'e Entry<'a>> {
-    if ascending {
-        let i = entries.partition_point(|e| e.last_offset() < offset);
-        entries.get(i)
-    } else {
-        entries.iter().find(|e| e.last_offset() >= offset)
-    }
-}
-
-fn ascending(entries: &[Entry]) -> bool {
-    entries
-        .windows(2)
-        .all(|w| w[0].last_offset() <= w[1].last_offset())
 }

@@ -201,7 +201,11 @@ pub fn main(args: Vec<OsString>) -> i32 {
         eprintln!(
             "{name}: mounting {} on {}",
             margs.data_dir.display(),
-            margs.mountpoint.display()
+            margs
+                .mountpoint
+                .as_deref()
+                .unwrap_or(&margs.data_dir)
+                .display()
         );
     }
     match mount::run(margs) {

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 pub mod check;
+mod cluster_mount;
 pub mod completions;
 mod daemon;
 pub mod dump;

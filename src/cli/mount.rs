@@ -7,10 +7,10 @@ use std::thread;
 use std::time::Duration;
 
 use clap::Args;
-use commitfs::fs::{CommitFs, LocalBackend};
+use commitfs::fs::{Backend, CommitFs, LocalBackend};
 use commitfs::kafka::config::BROKER_CONFIG_NAMES;
 use commitfs::kafka::{KafkaServer, ListenerConfig};
-use commitfs::storage::{CONFIG_NAMES, LogConfig, LogManager};
+use commitfs::storage::{CONFIG_NAMES, LogConfig};
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use log::{error, info, warn};
 
@@ -18,13 +18,22 @@ use super::daemon::{self, Ready, Scheduler, Signals, Stop};
 
 #[derive(Args, Debug)]
 pub struct MountArgs {
-    /// The data directory (Kafka's log.dir); created if missing.
+    /// The data directory (Kafka's log.dir); created if missing. With
+    /// --bootstrap-server there is none, and the one path given is the
+    /// mountpoint.
     pub data_dir: PathBuf,
     /// Where to mount it; created if missing.
-    pub mountpoint: PathBuf,
+    pub mountpoint: Option<PathBuf>,
+    /// Mount a Kafka cluster instead of a data directory: the same tree over
+    /// the cluster's topics, through a Kafka client. `-o` then also takes
+    /// client properties (security.protocol, sasl.*, client.id,
+    /// request.timeout.ms, ...) and cache.bytes, replication.factor.
+    #[arg(long, value_name = "HOST:PORT[,HOST:PORT...]")]
+    pub bootstrap_server: Option<String>,
     /// Stay attached and log to stderr (default: return once mounted, log to
     /// DATA_DIR/commitfs.log, or on a read-only mount, which never writes to
-    /// the data directory, to $TMPDIR/commitfs-<data dir path>.log).
+    /// the data directory, to $TMPDIR/commitfs-<data dir path>.log; a cluster
+    /// mount logs to $TMPDIR/commitfs-cluster-<mountpoint path>.log).
     #[arg(short, long)]
     pub foreground: bool,
     /// Options, comma-separated, repeatable: Kafka topic configs as mount-wide
@@ -48,7 +57,105 @@ pub struct MountArgs {
     pub ready_fd: Option<i32>,
 }
 
+impl MountArgs {
+    /// The mountpoint of a data-directory mount (checked present by `run`).
+    fn mnt(&self) -> &Path {
+        self.mountpoint.as_deref().unwrap_or(&self.data_dir)
+    }
+}
+
 const DEFAULT_RETENTION_CHECK_MS: u64 = 300_000;
+
+/// The options every mount shares: FUSE's, mount(8)'s.
+pub(super) struct FuseOptions {
+    pub read_only: bool,
+    pub acl: SessionACL,
+    pub fuse: Vec<MountOption>,
+    pub fsname: Option<String>,
+}
+
+impl Default for FuseOptions {
+    fn default() -> Self {
+        FuseOptions {
+            read_only: false,
+            acl: SessionACL::Owner,
+            fuse: Vec::new(),
+            fsname: None,
+        }
+    }
+}
+
+impl FuseOptions {
+    /// Takes `tok` if it is a FUSE or mount(8) option; false if it is not.
+    pub fn take(&mut self, tok: &str) -> bool {
+        if super::helper::is_mount8_option(tok) {
+            return true;
+        }
+        let flag = match tok {
+            "ro" => {
+                self.read_only = true;
+                return true;
+            }
+            "rw" => {
+                self.read_only = false;
+                return true;
+            }
+            "allow_other" => {
+                self.acl = SessionACL::All;
+                return true;
+            }
+            "allow_root" => {
+                self.acl = SessionACL::RootAndOwner;
+                return true;
+            }
+            "auto_unmount" => MountOption::AutoUnmount,
+            "default_permissions" => MountOption::DefaultPermissions,
+            "dev" => MountOption::Dev,
+            "nodev" => MountOption::NoDev,
+            "suid" => MountOption::Suid,
+            "nosuid" => MountOption::NoSuid,
+            "exec" => MountOption::Exec,
+            "noexec" => MountOption::NoExec,
+            "atime" => MountOption::Atime,
+            "noatime" => MountOption::NoAtime,
+            "sync" => MountOption::Sync,
+            "async" => MountOption::Async,
+            "dirsync" => MountOption::DirSync,
+            _ => match tok.split_once('=') {
+                Some(("fsname", v)) => {
+                    self.fsname = Some(v.to_string());
+                    return true;
+                }
+                Some(("subtype", v)) => MountOption::Subtype(v.to_string()),
+                _ => return false,
+            },
+        };
+        self.fuse.push(flag);
+        true
+    }
+
+    /// The FUSE mount options, named `default_fsname` unless `fsname=` said.
+    pub fn mount_options(&self, default_fsname: &str) -> Vec<MountOption> {
+        let mut out = self.fuse.clone();
+        out.push(MountOption::FSName(
+            self.fsname
+                .clone()
+                .unwrap_or_else(|| default_fsname.to_string()),
+        ));
+        if self.read_only {
+            out.push(MountOption::RO);
+        }
+        out
+    }
+}
+
+/// Each `-o` token, split at commas.
+pub(super) fn tokens(raw: &[String]) -> impl Iterator<Item = &str> {
+    raw.iter()
+        .flat_map(|s| s.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
 
 struct Options {
     defaults: LogConfig,
@@ -60,72 +167,42 @@ struct Options {
 }
 
 fn parse_options(raw: &[String]) -> Result<Options, String> {
-    let mut o = Options {
-        defaults: LogConfig::default(),
-        read_only: false,
-        acl: SessionACL::Owner,
-        fuse: Vec::new(),
-        retention_check: Duration::from_millis(DEFAULT_RETENTION_CHECK_MS),
-        kafka: ListenerConfig::default(),
-    };
-    let mut fsname = None;
-    for tok in raw
-        .iter()
-        .flat_map(|s| s.split(','))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-    {
-        if super::helper::is_mount8_option(tok) {
+    let mut f = FuseOptions::default();
+    let mut defaults = LogConfig::default();
+    let mut retention_check = Duration::from_millis(DEFAULT_RETENTION_CHECK_MS);
+    let mut kafka = ListenerConfig::default();
+    for tok in tokens(raw) {
+        if f.take(tok) {
             continue;
         }
         match tok.split_once('=') {
-            None => match tok {
-                "ro" => o.read_only = true,
-                "rw" => o.read_only = false,
-                "allow_other" => o.acl = SessionACL::All,
-                "allow_root" => o.acl = SessionACL::RootAndOwner,
-                "auto_unmount" => o.fuse.push(MountOption::AutoUnmount),
-                "default_permissions" => o.fuse.push(MountOption::DefaultPermissions),
-                "dev" => o.fuse.push(MountOption::Dev),
-                "nodev" => o.fuse.push(MountOption::NoDev),
-                "suid" => o.fuse.push(MountOption::Suid),
-                "nosuid" => o.fuse.push(MountOption::NoSuid),
-                "exec" => o.fuse.push(MountOption::Exec),
-                "noexec" => o.fuse.push(MountOption::NoExec),
-                "atime" => o.fuse.push(MountOption::Atime),
-                "noatime" => o.fuse.push(MountOption::NoAtime),
-                "sync" => o.fuse.push(MountOption::Sync),
-                "async" => o.fuse.push(MountOption::Async),
-                "dirsync" => o.fuse.push(MountOption::DirSync),
-                _ => return Err(format!("unknown mount option {tok:?}")),
-            },
+            None => return Err(format!("unknown mount option {tok:?}")),
             Some(("log.retention.check.interval.ms", v)) => {
                 let ms: u64 = v
                     .parse()
                     .ok()
                     .filter(|ms| *ms >= 1)
                     .ok_or_else(|| format!("Invalid value {v} for configuration log.retention.check.interval.ms: Value must be at least 1"))?;
-                o.retention_check = Duration::from_millis(ms);
+                retention_check = Duration::from_millis(ms);
             }
-            Some(("fsname", v)) => fsname = Some(v.to_string()),
-            Some(("subtype", v)) => o.fuse.push(MountOption::Subtype(v.to_string())),
             Some((k, v)) if CONFIG_NAMES.contains(&k) => {
-                o.defaults.set(k, v).map_err(|e| e.to_string())?
+                defaults.set(k, v).map_err(|e| e.to_string())?
             }
             Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) => {
-                o.kafka.set(k, v)?;
+                kafka.set(k, v)?;
             }
             Some((k, _)) => return Err(format!("unknown mount option {k:?}")),
         }
     }
-    o.kafka.check()?;
-    o.fuse.push(MountOption::FSName(
-        fsname.unwrap_or_else(|| "commitfs".to_string()),
-    ));
-    if o.read_only {
-        o.fuse.push(MountOption::RO);
-    }
-    Ok(o)
+    kafka.check()?;
+    Ok(Options {
+        defaults,
+        read_only: f.read_only,
+        acl: f.acl,
+        fuse: f.mount_options("commitfs"),
+        retention_check,
+        kafka,
+    })
 }
 
 /// Checks `-o` options as a mount would, without mounting.
@@ -134,6 +211,21 @@ pub fn check_options(raw: &[String]) -> Result<(), String> {
 }
 
 pub fn run(args: MountArgs) -> i32 {
+    if let Some(bootstrap) = args.bootstrap_server.clone() {
+        if args.mountpoint.is_some() {
+            eprintln!(
+                "commitfs: a cluster mount takes no data directory: commitfs mount --bootstrap-server HOST:PORT MOUNTPOINT"
+            );
+            return 2;
+        }
+        return super::cluster_mount::run(&args, &bootstrap);
+    }
+    if args.mountpoint.is_none() {
+        eprintln!(
+            "commitfs: mount needs DATA_DIR and MOUNTPOINT (or --bootstrap-server and MOUNTPOINT)"
+        );
+        return 2;
+    }
     let opts = match parse_options(&args.options) {
         Ok(o) => o,
         Err(e) => {
@@ -164,9 +256,9 @@ fn daemonize(args: &MountArgs, read_only: bool) -> i32 {
         if !read_only {
             std::fs::create_dir_all(&args.data_dir)?;
         }
-        std::fs::create_dir_all(&args.mountpoint)?;
+        std::fs::create_dir_all(args.mnt())?;
         let data = args.data_dir.canonicalize()?;
-        let mnt = args.mountpoint.canonicalize()?;
+        let mnt = args.mnt().canonicalize()?;
         let log_path = daemon::log_file_path(&data, read_only);
         let log = daemon::open_log(&log_path)?;
         Ok((data, mnt, log_path, log))
@@ -194,10 +286,10 @@ fn daemonize(args: &MountArgs, read_only: bool) -> i32 {
 /// Creates what a mount needs and returns the canonical data dir and mountpoint.
 fn prepare_dirs(args: &MountArgs, read_only: bool) -> Result<(PathBuf, PathBuf), String> {
     // A read-only mount writes nothing to the data dir, not even the dir itself.
-    let create: &[&PathBuf] = if read_only {
-        &[&args.mountpoint]
+    let create: &[&Path] = if read_only {
+        &[args.mnt()]
     } else {
-        &[&args.data_dir, &args.mountpoint]
+        &[&args.data_dir, args.mnt()]
     };
     for dir in create {
         std::fs::create_dir_all(dir)
@@ -207,7 +299,7 @@ fn prepare_dirs(args: &MountArgs, read_only: bool) -> Result<(PathBuf, PathBuf),
         p.canonicalize()
             .map_err(|e| format!("{}: {e}", p.display()))
     };
-    Ok((canonical(&args.data_dir)?, canonical(&args.mountpoint)?))
+    Ok((canonical(&args.data_dir)?, canonical(args.mnt())?))
 }
 
 fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), String> {
@@ -224,7 +316,13 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     // Bound before the mount, so a listener that cannot bind fails the mount
     // with nothing to undo but the storage.
     let mut kafka = KafkaServer::start(manager.clone(), opts.kafka.clone()).map_err(close)?;
-    let (unmounter, session) = mount_session(args, &opts, &manager, &mnt).map_err(|e| {
+    let backend = Arc::new(LocalBackend::new(manager.clone()));
+    let session = SessionSpec {
+        threads: args.threads,
+        options: opts.fuse.clone(),
+        acl: opts.acl,
+    };
+    let (unmounter, session) = mount_session(&session, backend, &mnt).map_err(|e| {
         drop(kafka.take());
         close(e)
     })?;
@@ -262,24 +360,30 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     result
 }
 
-type SessionThread = thread::JoinHandle<std::io::Result<()>>;
+pub(super) type SessionThread = thread::JoinHandle<std::io::Result<()>>;
 
-/// Mounts the tree and runs the FUSE session on its own thread.
-fn mount_session(
-    args: &MountArgs,
-    opts: &Options,
-    manager: &Arc<LogManager>,
+/// How the FUSE session is set up.
+pub(super) struct SessionSpec {
+    pub threads: u16,
+    pub options: Vec<MountOption>,
+    pub acl: SessionACL,
+}
+
+/// Mounts the tree over `backend` and runs the FUSE session on its own thread.
+pub(super) fn mount_session(
+    spec: &SessionSpec,
+    backend: Arc<dyn Backend>,
     mnt: &Path,
 ) -> Result<(SessionUnmounter, SessionThread), String> {
     let mut config = Config::default();
-    config.mount_options = opts.fuse.clone();
-    config.acl = opts.acl;
-    config.n_threads = Some(args.threads as usize);
+    config.mount_options = spec.options.clone();
+    config.acl = spec.acl;
+    config.n_threads = Some(spec.threads as usize);
     config.clone_fd = true;
     // After an external umount, fuser's own clean-up retries the umount and
     // logs a spurious EINVAL; releasing the mount from destroy() first avoids it.
     let slot: Arc<parking_lot::Mutex<Option<SessionUnmounter>>> = Arc::default();
-    let fs = CommitFs::new(Arc::new(LocalBackend::new(manager.clone()))).on_destroy({
+    let fs = CommitFs::new(backend).on_destroy({
         let slot = slot.clone();
         move || {
             if let Some(mut u) = slot.lock().take()
@@ -309,7 +413,11 @@ fn mount_session(
 /// Waits until the session ends (an external umount, or one a signal asked
 /// for). Returns true when a second signal forced the end while open files
 /// kept a lazily detached mount alive.
-fn wait_for_unmount(signals: &Signals, mut unmounter: SessionUnmounter, mnt: &Path) -> bool {
+pub(super) fn wait_for_unmount(
+    signals: &Signals,
+    mut unmounter: SessionUnmounter,
+    mnt: &Path,
+) -> bool {
     let mut detached = false;
     loop {
         let name = match signals.wait() {
@@ -337,7 +445,7 @@ fn wait_for_unmount(signals: &Signals, mut unmounter: SessionUnmounter, mnt: &Pa
     }
 }
 
-fn session_end(session: SessionThread) -> Result<(), String> {
+pub(super) fn session_end(session: SessionThread) -> Result<(), String> {
     match session.join() {
         Ok(Ok(())) => Ok(()),
         // A loop that had just taken a request (often the RELEASE that let a

@@ -57,9 +57,11 @@ impl FsError {
                 Level::Error,
                 format!("{what} failed: {e} ({})", name(errno)),
             ),
-            ErrorKind::NotFound | ErrorKind::OffsetOutOfRange { .. } | ErrorKind::NoRecord => {
-                (Level::Debug, format!("{what}: {e}"))
-            }
+            // An offline partition's cause was logged once, when it failed.
+            ErrorKind::NotFound
+            | ErrorKind::OffsetOutOfRange { .. }
+            | ErrorKind::NoRecord
+            | ErrorKind::Offline => (Level::Debug, format!("{what}: {e}")),
             _ => (
                 Level::Warn,
                 format!("refused {what}: {e} ({})", name(errno)),
@@ -90,9 +92,10 @@ pub fn errno_of(kind: ErrorKind) -> i32 {
         ErrorKind::RecordTooLarge => libc::EMSGSIZE,
         ErrorKind::BatchTooLarge => libc::EFBIG,
         ErrorKind::ReadOnly => libc::EROFS,
+        ErrorKind::NotPermitted => libc::EPERM,
         ErrorKind::Unsupported => libc::EOPNOTSUPP,
         ErrorKind::Io(errno) => errno,
-        ErrorKind::Corrupt => libc::EIO,
+        ErrorKind::Corrupt | ErrorKind::Offline => libc::EIO,
         ErrorKind::Busy => libc::EBUSY,
         ErrorKind::TimedOut => libc::ETIMEDOUT,
     }

@@ -48,7 +48,9 @@ impl CommitFs {
 
     /// Runs a request on the tree: an error is logged here and only here,
     /// and a panic becomes EIO so that the request is still answered and the
-    /// event loop thread survives.
+    /// event loop thread survives. A panic on a storage write path has
+    /// already taken its partition offline (storage's guard), so serving on
+    /// cannot publish what it left half done.
     fn run<T>(&self, op: &str, f: impl FnOnce() -> FsResult<T>) -> Result<T, Errno> {
         let r = match std::panic::catch_unwind(AssertUnwindSafe(f)) {
             Ok(r) => r,

@@ -23,6 +23,12 @@ pub const TTL: Duration = Duration::ZERO;
 /// retention or an offset below a new log start fails to open at once. Only
 /// `stat` of such a name can show it for up to this long after it went.
 pub const IMMUTABLE_TTL: Duration = Duration::from_secs(10);
+/// On a read-only mount the directory may belong to a running broker, whose
+/// retention deletes sealed segments (and the offsets in them) and whose
+/// admin deletes partitions, with no request of ours to tell the kernel:
+/// there, nothing is kept longer than this, so a name that went stops
+/// showing within about a second.
+pub const FOLLOW_TTL: Duration = Duration::from_secs(1);
 /// Large enough that `cp` and `cat` move 1 MiB per request.
 pub const BLKSIZE: u32 = 1 << 20;
 
@@ -91,6 +97,15 @@ impl Tree {
     /// this once the kernel has agreed to passthrough).
     pub fn enable_passthrough(&self) {
         self.passthrough.enable();
+    }
+
+    /// How long the kernel may keep what does not change while it exists.
+    pub(super) fn lasting_ttl(&self) -> Duration {
+        if self.read_only {
+            FOLLOW_TTL
+        } else {
+            IMMUTABLE_TTL
+        }
     }
 
     /// The one refusal of every change on a read-only mount.
@@ -189,7 +204,7 @@ impl Tree {
         Ok(Entry {
             attr,
             attr_ttl,
-            entry_ttl: entry_ttl(&key, attr_ttl),
+            entry_ttl: entry_ttl(&key, attr_ttl, self.lasting_ttl()),
         })
     }
 
@@ -236,8 +251,11 @@ impl Tree {
             }
             NodeKey::OffsetDir(p) => {
                 let n = parse_offset_name(name).ok_or_else(enoent)?;
-                let o = self.offsets(&*self.partition(p)?, parent)?;
-                if n < o.log_start || n >= o.log_end {
+                let part = self.partition(p)?;
+                let contains = part.contains(n).map_err(|e| {
+                    FsError::backend(format!("reading the offsets of {}", parent.path()), &e)
+                })?;
+                if !contains {
                     return Err(enoent());
                 }
                 Ok(NodeKey::Offset(p.clone(), n))
@@ -280,7 +298,8 @@ impl Tree {
         let ino = self.inodes.ino(key);
         let (kind, perm) = self.mode(key);
         let attr = |size, mtime| self.attr_of(ino, kind, perm, size, mtime);
-        let dir = || (attr(0, self.started), IMMUTABLE_TTL);
+        let lasting = self.lasting_ttl();
+        let dir = || (attr(0, self.started), lasting);
         let Some(p) = key.partition() else {
             return Ok(match key {
                 NodeKey::RootFile(name) => {
@@ -299,7 +318,7 @@ impl Tree {
             | NodeKey::TimeDir(_) => dir(),
             NodeKey::Raw(_, name) => {
                 let f = self.raw_file(&*part, name, key)?;
-                let ttl = if f.sealed { IMMUTABLE_TTL } else { TTL };
+                let ttl = if f.sealed { lasting } else { TTL };
                 (attr(f.size, f.mtime), ttl)
             }
             NodeKey::Log(_) => {
@@ -316,7 +335,7 @@ impl Tree {
             NodeKey::Offset(_, n) => {
                 let r = self.record(&*part, *n, key)?;
                 let len = r.record.value.as_ref().map_or(0, |v| v.len()) as u64;
-                (attr(len, timestamp(r.record.timestamp)), IMMUTABLE_TTL)
+                (attr(len, timestamp(r.record.timestamp)), lasting)
             }
             NodeKey::Status(_) => {
                 let len = self.status_text(&*part, key)?.len() as u64;
@@ -326,6 +345,7 @@ impl Tree {
                 let len = self.config_text(&*part, name, key)?.len() as u64;
                 (attr(len, self.started), TTL)
             }
+            // Answered above: `key.partition()` is `None` exactly for these.
             NodeKey::Root | NodeKey::RootFile(_) => unreachable!("root nodes have no partition"),
         })
     }
@@ -389,11 +409,12 @@ impl Tree {
 /// partition directory other than its raw files, and the partition itself,
 /// are fixed for the life of the partition, which only an rmdir through this
 /// mount ends (the kernel then drops the entries itself); so a path like
-/// `t-0/offset/N` costs one LOOKUP, not three. Other names (raw files, the
+/// `t-0/offset/N` costs one LOOKUP, not three. On a read-only mount another
+/// process may delete the partition, so `lasting` is short there. Other names (raw files, the
 /// data dir's own files) last as long as their attributes. `log` is not
 /// cached either: every path lookup of it sizes the stream, which is also when
 /// storage saves its stream-length cache (the torture tests count on that).
-fn entry_ttl(key: &NodeKey, attr_ttl: Duration) -> Duration {
+fn entry_ttl(key: &NodeKey, attr_ttl: Duration, lasting: Duration) -> Duration {
     match key {
         NodeKey::Partition(_)
         | NodeKey::OffsetDir(_)
@@ -401,7 +422,7 @@ fn entry_ttl(key: &NodeKey, attr_ttl: Duration) -> Duration {
         | NodeKey::Control(..)
         | NodeKey::Status(_)
         | NodeKey::ConfigDir(_)
-        | NodeKey::Config(..) => IMMUTABLE_TTL,
+        | NodeKey::Config(..) => lasting,
         _ => attr_ttl,
     }
 }

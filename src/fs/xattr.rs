@@ -108,10 +108,12 @@ fn record_xattrs(e: &RecordEntry, path: &str) -> Vec<(String, Vec<u8>)> {
             None => out.push((name, value)),
         }
     }
-    out.push((
-        "user.kafka.batch_base_offset".to_string(),
-        e.batch_base_offset.to_string().into_bytes(),
-    ));
+    if let Some(base) = e.batch_base_offset {
+        out.push((
+            "user.kafka.batch_base_offset".to_string(),
+            base.to_string().into_bytes(),
+        ));
+    }
     if let Some(position) = e.position {
         out.push((
             "user.kafka.position".to_string(),

@@ -50,7 +50,11 @@ pub fn code_for(what: &str, e: &StorageError) -> ResponseError {
         // Not ours to write: the same answer Kafka gives a client it will not
         // let write, so clients stop instead of retrying.
         StorageError::ReadOnly => ResponseError::TopicAuthorizationFailed,
+        // Kafka's answer for a log it cannot read or write, offline ones included.
         StorageError::Io { .. }
+        | StorageError::Sync { .. }
+        | StorageError::Offline { .. }
+        | StorageError::IndexFull { .. }
         | StorageError::Corrupt { .. }
         | StorageError::Locked(_)
         | StorageError::NoSuchFile(_)

@@ -103,6 +103,8 @@ pub fn peek_frame(buf: &[u8]) -> Result<Frame, RecordError> {
             available: buf.len(),
         });
     }
+    // Fixed ranges of a buffer whose length was checked above: the
+    // conversions to arrays cannot fail.
     let base_offset = i64::from_be_bytes(buf[0..8].try_into().unwrap());
     let length = i32::from_be_bytes(buf[8..12].try_into().unwrap());
     let magic = buf[MAGIC_OFFSET] as i8;
@@ -169,6 +171,8 @@ impl BatchHeader {
                 available: buf.len(),
             });
         }
+        // Fixed offsets below HEADER_LEN, checked above: the conversions
+        // to arrays cannot fail.
         let i16_at = |p: usize| i16::from_be_bytes(buf[p..p + 2].try_into().unwrap());
         let i32_at = |p: usize| i32::from_be_bytes(buf[p..p + 4].try_into().unwrap());
         let i64_at = |p: usize| i64::from_be_bytes(buf[p..p + 8].try_into().unwrap());

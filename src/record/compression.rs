@@ -153,6 +153,7 @@ fn lz4_frame_len(data: &[u8]) -> Result<usize, RecordError> {
         };
         pos += 4;
         // The high bit flags a block stored uncompressed.
+        // `word` is the 4 bytes `get` returned: the conversion cannot fail.
         let size = (u32::from_le_bytes(word.try_into().unwrap()) & 0x7fff_ffff) as usize;
         if size == 0 {
             break;
@@ -205,6 +206,7 @@ fn snappy_decompress(data: &[u8], limit: usize) -> Result<Vec<u8>, RecordError> 
             pos += XERIAL_HEADER.len();
             continue;
         }
+        // `len_bytes` is 4 bytes long: the conversion cannot fail.
         let len = u32::from_be_bytes(len_bytes.try_into().unwrap()) as usize;
         pos += 4;
         let Some(block) = data.get(pos..).and_then(|rest| rest.get(..len)) else {

@@ -36,7 +36,7 @@ pub fn read_full_into(file: &File, buf: &mut Vec<u8>, len: usize, pos: u64) -> i
     // SAFETY: `spare` is memory we own, valid for `len` bytes of writes.
     let n = unsafe { pread_full(file, spare.as_mut_ptr().cast(), len, pos)? };
     // SAFETY: the kernel initialised these `n` bytes.
-    unsafe { buf.set_len(n) };
+    unsafe { buf.set_len(n) }; // not a file
     Ok(n)
 }
 

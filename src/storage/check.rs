@@ -11,7 +11,8 @@ use super::checkpoint::{self, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
 use super::config::{LogConfig, parse_properties};
 use super::error::{IoContext, Result};
 use super::index::{OFFSET_ENTRY, TIME_ENTRY, offset_entries, time_entries};
-use super::manager::{CLEAN_SHUTDOWN_FILE, LogManager, OpenOptions};
+use super::io;
+use super::manager::{CLEAN_SHUTDOWN_FILE, DataDirLock, LogManager, OpenOptions};
 use super::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
 use super::partition::PROPERTIES_FILE;
 use crate::record::{BatchHeader, RecordError};
@@ -504,6 +505,9 @@ pub fn repair_data_dir(
     if report.damaged.is_empty() {
         return Ok(out);
     }
+    // Held before anything is changed: a mounted directory is refused here,
+    // whatever the caller checked before.
+    let lock = DataDirLock::acquire(dir)?;
     let before = sizes(dir)?;
     // Make recovery start at the first damaged segment of each damaged partition,
     // and drop damaged index files so they are rebuilt from the log.
@@ -521,7 +525,7 @@ pub fn repair_data_dir(
             && (suffix == "index" || suffix == "timeindex")
             && p.file.exists()
         {
-            fs::remove_file(&p.file).at(&p.file)?;
+            io::remove_file("repair.remove_index", &p.file).at(&p.file)?;
             out.actions.push(format!(
                 "removed {} to rebuild it from the log",
                 p.file.display()
@@ -530,10 +534,9 @@ pub fn repair_data_dir(
     }
     let marker = dir.join(CLEAN_SHUTDOWN_FILE);
     if marker.exists() {
-        fs::remove_file(&marker).at(&marker)?;
+        io::remove_file("repair.remove_marker", &marker).at(&marker)?;
     }
-    // Opening takes the lock, so a mounted directory is refused here too.
-    let mgr = LogManager::open(dir, defaults.clone(), OpenOptions::default())?;
+    let mgr = LogManager::open_with_lock(dir, defaults.clone(), OpenOptions::default(), lock)?;
     mgr.close()?;
     let after = sizes(dir)?;
     for (path, size) in &before {

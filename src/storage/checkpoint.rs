@@ -3,14 +3,14 @@
 //! `topic partition offset` lines. Written to `.tmp`, fsynced, renamed.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use log::warn;
 use parking_lot::Mutex;
 
 use super::error::{IoContext, Result};
+use super::io;
 
 pub const RECOVERY_POINT_FILE: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_FILE: &str = "log-start-offset-checkpoint";
@@ -59,16 +59,18 @@ pub fn read(path: &Path) -> OffsetMap {
 }
 
 /// Atomically replaces a file: write `.tmp`, fsync, rename, fsync the directory.
+/// A failure before the rename leaves the old file whole (and a `.tmp`,
+/// which the next load removes).
 pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
     let tmp = PathBuf::from(format!("{}.tmp", path.display()));
     {
-        let mut f = File::create(&tmp).at(&tmp)?;
-        f.write_all(contents).at(&tmp)?;
-        f.sync_all().at(&tmp)?;
+        let mut f = io::create_file("atomic.create", &tmp).at(&tmp)?;
+        io::write_all("atomic.write", &mut f, contents).at(&tmp)?;
+        io::sync_all("atomic.fsync", &f).synced(&tmp)?;
     }
-    fs::rename(&tmp, path).at(path)?;
+    io::rename("atomic.rename", &tmp, path).at(path)?;
     if let Some(dir) = path.parent() {
-        File::open(dir).and_then(|d| d.sync_all()).at(dir)?;
+        io::sync_dir("atomic.dir_fsync", dir).synced(dir)?;
     }
     Ok(())
 }
@@ -92,6 +94,13 @@ impl Checkpoints {
             log_start_offsets: Mutex::new(read(&dir.join(LOG_START_OFFSET_FILE))),
             write_lock: Mutex::new(()),
         }
+    }
+
+    /// Reads both files again: another process rewrote them (a read-only
+    /// mount of a running broker's directory).
+    pub fn reload(&self) {
+        *self.recovery_points.lock() = read(&self.dir.join(RECOVERY_POINT_FILE));
+        *self.log_start_offsets.lock() = read(&self.dir.join(LOG_START_OFFSET_FILE));
     }
 
     pub fn recovery_point(&self, topic: &str, partition: u32) -> Option<i64> {
@@ -146,6 +155,9 @@ impl Checkpoints {
         )
     }
 
+    /// Writes the file with the change, and keeps the change in memory only
+    /// once written: a failed write must not reach the file later through
+    /// another partition's update.
     fn update(
         &self,
         map: &Mutex<OffsetMap>,
@@ -155,26 +167,24 @@ impl Checkpoints {
         offset: Option<i64>,
     ) -> Result<()> {
         let _w = self.write_lock.lock();
-        let text = {
-            let mut m = map.lock();
-            let key = (topic.to_string(), partition);
-            let changed = match offset {
-                Some(o) => m.insert(key, o) != Some(o),
-                None => m.remove(&key).is_some(),
-            };
-            if !changed {
-                return Ok(());
-            }
-            format(&m)
+        let key = (topic.to_string(), partition);
+        let mut next = map.lock().clone();
+        let changed = match offset {
+            Some(o) => next.insert(key, o) != Some(o),
+            None => next.remove(&key).is_some(),
         };
-        if self.read_only {
+        if !changed {
             return Ok(());
         }
-        write_atomically(&self.dir.join(file), text.as_bytes())
+        if !self.read_only {
+            write_atomically(&self.dir.join(file), format(&next).as_bytes())?;
+        }
+        *map.lock() = next;
+        Ok(())
     }
 
     /// Rewrites both files (at close).
-    pub fn write_all(&self) -> Result<()> {
+    pub fn rewrite_all(&self) -> Result<()> {
         if self.read_only {
             return Ok(());
         }

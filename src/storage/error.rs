@@ -14,6 +14,18 @@ pub enum StorageError {
         #[source]
         source: io::Error,
     },
+    /// An fsync or msync that failed: what it was to make durable may be
+    /// lost from the page cache, whatever the errno (never a refusal).
+    #[error("fsync of {path} failed: {source}")]
+    Sync {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// Refused because an earlier failure took the partition offline
+    /// (Kafka's `KafkaStorageException` for an offline log dir).
+    #[error("partition {partition} is offline: {cause}")]
+    Offline { partition: String, cause: String },
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("invalid partition name {0:?}: {1}")]
@@ -56,6 +68,9 @@ pub enum StorageError {
     NoSuchFile(String),
     #[error("an append needs at least one record")]
     EmptyAppend,
+    /// Kafka's `AbstractIndex.append` refusal.
+    #[error("Attempt to append to a full index {path} (size = {entries})")]
+    IndexFull { path: PathBuf, entries: usize },
 }
 
 impl StorageError {
@@ -69,8 +84,43 @@ impl StorageError {
     /// The OS error behind this one, if any (ENOSPC, EIO, ...).
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
-            StorageError::Io { source, .. } => source.raw_os_error(),
+            StorageError::Io { source, .. } | StorageError::Sync { source, .. } => {
+                super::io::raw_os_error(source)
+            }
+            StorageError::Offline { .. } => Some(libc::EIO),
             _ => None,
+        }
+    }
+
+    /// Whether the error leaves the files as they were before the call: bad
+    /// input, or a full disk (or a file size limit) met by a call that
+    /// allocates, whose caller undid what it had done. Any other error on a
+    /// write path takes the partition offline (see `storage::health`).
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            StorageError::Io { source, .. } => matches!(
+                super::io::raw_os_error(source),
+                Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
+            ),
+            StorageError::Sync { .. }
+            | StorageError::Corrupt { .. }
+            | StorageError::Record(_)
+            | StorageError::IndexFull { .. } => false,
+            StorageError::Offline { .. }
+            | StorageError::Config(_)
+            | StorageError::InvalidPartitionName(..)
+            | StorageError::PartitionGap { .. }
+            | StorageError::TopicCollision { .. }
+            | StorageError::PartitionExists(_)
+            | StorageError::NoSuchPartition(_)
+            | StorageError::RecordTooLarge { .. }
+            | StorageError::BatchLargerThanSegment { .. }
+            | StorageError::OffsetOutOfRange { .. }
+            | StorageError::RecordNotFound(_)
+            | StorageError::ReadOnly
+            | StorageError::Locked(_)
+            | StorageError::NoSuchFile(_)
+            | StorageError::EmptyAppend => true,
         }
     }
 }
@@ -80,10 +130,18 @@ pub type Result<T, E = StorageError> = std::result::Result<T, E>;
 /// Adds the path to an `io::Result`.
 pub(crate) trait IoContext<T> {
     fn at(self, path: &std::path::Path) -> Result<T>;
+    /// The same, for an fsync or msync ([`StorageError::Sync`]).
+    fn synced(self, path: &std::path::Path) -> Result<T>;
 }
 
 impl<T> IoContext<T> for io::Result<T> {
     fn at(self, path: &std::path::Path) -> Result<T> {
         self.map_err(|e| StorageError::io(path, e))
+    }
+    fn synced(self, path: &std::path::Path) -> Result<T> {
+        self.map_err(|source| StorageError::Sync {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 }

@@ -1,6 +1,9 @@
 //! Kafka's sparse indexes: `.index` (8-byte entries: relative offset u32,
 //! position u32) and `.timeindex` (12-byte entries: timestamp i64, relative
-//! offset u32), both big-endian and memory-mapped. Entries are decoded only
+//! offset u32), both big-endian and memory-mapped. On a read-only data dir
+//! no file is mapped: another process may truncate it at any time, and a
+//! mapped page past a new end faults (SIGBUS), so the file is read into the
+//! daemon's own memory instead. Entries are decoded only
 //! here, so that `check` and `dump` (through [`offset_entries`] and
 //! [`time_entries`]) cannot read the layout differently from the index.
 //!
@@ -13,7 +16,8 @@ use std::path::{Path, PathBuf};
 
 use memmap2::{MmapMut, MmapOptions};
 
-use super::error::{IoContext, Result};
+use super::error::{IoContext, Result, StorageError};
+use super::io as sio;
 
 pub const OFFSET_ENTRY: usize = 8;
 pub const TIME_ENTRY: usize = 12;
@@ -22,9 +26,8 @@ pub const TIME_ENTRY: usize = 12;
 enum Backing {
     /// A shared mapping of the file: what we write reaches the file.
     File(File),
-    /// A private copy of a file we must not change (read-only data dir).
-    CopyOnWrite(File),
-    /// Built in memory only (a read-only data dir whose index had to be rebuilt).
+    /// In memory only: a copy of a file we must not change (a read-only
+    /// data dir), or an index rebuilt there.
     Memory,
 }
 
@@ -41,20 +44,18 @@ impl IndexFile {
     /// Maps `path`, taking every whole entry of its length as an entry (as Kafka
     /// does); callers sanity-check or count the real entries afterwards.
     fn open(path: &Path, entry_size: usize, writable: bool) -> Result<Self> {
-        let file = if writable {
-            OpenOptions::new().read(true).write(true).open(path)
-        } else {
-            File::open(path)
+        if !writable {
+            return Self::copy(path, entry_size);
         }
-        .at(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .at(path)?;
         let len = file.metadata().at(path)?.len() as usize;
         let mut idx = IndexFile {
             path: path.to_path_buf(),
-            backing: if writable {
-                Backing::File(file)
-            } else {
-                Backing::CopyOnWrite(file)
-            },
+            backing: Backing::File(file),
             mmap: None,
             entry_size,
             entries: len / entry_size,
@@ -63,15 +64,40 @@ impl IndexFile {
         Ok(idx)
     }
 
+    /// Reads a file we must not change (and that another process may cut
+    /// or rewrite meanwhile) into memory of our own. The length is what was
+    /// read: a file cut while it is read is taken as it was cut, so the
+    /// entry count and every later check see one consistent copy.
+    fn copy(path: &Path, entry_size: usize) -> Result<Self> {
+        let file = File::open(path).at(path)?;
+        let len = file.metadata().at(path)?.len() as usize;
+        let mut idx = IndexFile {
+            path: path.to_path_buf(),
+            backing: Backing::Memory,
+            mmap: None,
+            entry_size,
+            entries: 0,
+        };
+        idx.remap(len)?;
+        let read = match idx.mmap.as_mut() {
+            Some(m) => super::batch_reader::read_full_at(&file, &mut m[..], 0).at(path)?,
+            None => 0,
+        };
+        if read < len {
+            // Cut while it was read: keep only what was there.
+            let old = idx.mmap.take();
+            idx.remap(read)?;
+            if let (Some(to), Some(from)) = (idx.mmap.as_mut(), old.as_ref()) {
+                to.copy_from_slice(&from[..read]);
+            }
+        }
+        idx.entries = read / entry_size;
+        Ok(idx)
+    }
+
     /// A fresh empty index file preallocated to `max_bytes`.
     fn create(path: &Path, entry_size: usize, max_bytes: u64) -> Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .at(path)?;
+        let file = sio::create_file("index.create", path).at(path)?;
         preallocate(&file, max_bytes).at(path)?;
         let mut idx = IndexFile {
             path: path.to_path_buf(),
@@ -103,9 +129,9 @@ impl IndexFile {
         }
         let map = match &self.backing {
             // SAFETY: index files belong to this process (the data dir is locked);
-            // nothing else truncates them while they are mapped.
+            // nothing else truncates them while they are mapped. A read-only
+            // data dir is not locked, and is never mapped (see `copy`).
             Backing::File(f) => unsafe { MmapOptions::new().len(len).map_mut(f) },
-            Backing::CopyOnWrite(f) => unsafe { MmapOptions::new().len(len).map_copy(f) },
             Backing::Memory => MmapOptions::new().len(len).map_anon(),
         };
         self.mmap = Some(map.at(&self.path)?);
@@ -116,16 +142,40 @@ impl IndexFile {
         self.mmap.as_ref().map_or(0, |m| m.len()) / self.entry_size
     }
 
+    /// Entry `i < entries`. An index with entries is mapped: its entry count
+    /// never exceeds what its mapping holds (`open`, `resize`, `push`).
     fn entry_bytes(&self, i: usize) -> &[u8] {
         let m = self.mmap.as_ref().expect("an index with entries is mapped");
         &m[i * self.entry_size..(i + 1) * self.entry_size]
     }
 
-    fn push(&mut self, bytes: &[u8]) {
+    /// Adds an entry. A full index is refused as Kafka's `AbstractIndex`
+    /// refuses it; callers roll (appends) or grow the index (rebuilds) first.
+    fn push(&mut self, bytes: &[u8]) -> Result<()> {
+        sio::map_write("index.push").at(&self.path)?;
         let at = self.entries * self.entry_size;
-        let m = self.mmap.as_mut().expect("an index with room is mapped");
-        m[at..at + self.entry_size].copy_from_slice(bytes);
-        self.entries += 1;
+        match self.mmap.as_mut() {
+            Some(m) if at + self.entry_size <= m.len() => {
+                m[at..at + self.entry_size].copy_from_slice(bytes);
+                self.entries += 1;
+                Ok(())
+            }
+            _ => Err(StorageError::IndexFull {
+                path: self.path.clone(),
+                entries: self.entries,
+            }),
+        }
+    }
+
+    /// Room for `spare` more entries, growing the file past its preallocation
+    /// if needed: a rebuild re-indexes what a larger `segment.index.bytes`
+    /// may have written, and the setting only sizes new segments.
+    fn reserve(&mut self, spare: usize) -> Result<()> {
+        if self.entries + spare <= self.capacity() {
+            return Ok(());
+        }
+        let want = (self.entries + spare).max(self.capacity() * 2).max(64);
+        self.resize((want * self.entry_size) as u64)
     }
 
     /// Changes the file (and mapping) length; a shrink drops entries past it.
@@ -136,10 +186,10 @@ impl IndexFile {
                 if len > f.metadata().at(&self.path)?.len() {
                     preallocate(f, len).at(&self.path)?;
                 } else {
-                    f.set_len(len).at(&self.path)?;
+                    sio::set_len("index.resize.truncate", f, len).at(&self.path)?;
                 }
             }
-            Backing::CopyOnWrite(_) | Backing::Memory => {
+            Backing::Memory => {
                 // Never touch the file: rebuild a private copy at the new size.
                 let old: Vec<u8> = (0..self.entries)
                     .flat_map(|i| self.entry_bytes_owned(i))
@@ -176,7 +226,7 @@ impl IndexFile {
 
     fn file_len(&self) -> Result<u64> {
         match &self.backing {
-            Backing::File(f) | Backing::CopyOnWrite(f) => Ok(f.metadata().at(&self.path)?.len()),
+            Backing::File(f) => Ok(f.metadata().at(&self.path)?.len()),
             Backing::Memory => Ok(self.mmap.as_ref().map_or(0, |m| m.len()) as u64),
         }
     }
@@ -196,7 +246,7 @@ impl IndexFile {
 
     fn flush(&self) -> Result<()> {
         if let (Backing::File(_), Some(m)) = (&self.backing, &self.mmap) {
-            m.flush().at(&self.path)?;
+            sio::msync("index.msync", m).synced(&self.path)?;
         }
         Ok(())
     }
@@ -205,19 +255,11 @@ impl IndexFile {
 /// Allocates real blocks where the filesystem can (so a later write through the
 /// mapping cannot hit a full disk as SIGBUS), and falls back to a sparse length.
 fn preallocate(file: &File, len: u64) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     let current = file.metadata()?.len();
     if len > current {
-        // SAFETY: plain syscall on an owned fd.
-        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
-        if rc != 0 {
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
-                return Err(err);
-            }
-        }
+        sio::fallocate("index.fallocate", file, len)?;
     }
-    file.set_len(len)
+    sio::set_len("index.set_len", file, len)
 }
 
 /// Kafka's warm-section trick: most lookups hit the tail, so search the last
@@ -292,6 +334,13 @@ macro_rules! index_common {
         }
         pub fn flush(&self) -> Result<()> {
             self.file.flush()
+        }
+        pub fn path(&self) -> &Path {
+            &self.file.path
+        }
+        /// The file was renamed to `path`.
+        pub fn moved_to(&mut self, path: &Path) {
+            self.file.path = path.to_path_buf();
         }
     };
 }
@@ -374,10 +423,14 @@ impl OffsetIndex {
         }
     }
 
-    pub fn append(&mut self, offset: i64, position: u32) {
-        debug_assert!(!self.is_full());
+    pub fn append(&mut self, offset: i64, position: u32) -> Result<()> {
         self.file
-            .push(&OffsetPosition { offset, position }.encode(self.base_offset));
+            .push(&OffsetPosition { offset, position }.encode(self.base_offset))
+    }
+
+    /// Grows the index, if it is full, so that one more entry fits.
+    pub fn make_room(&mut self) -> Result<()> {
+        self.file.reserve(1)
     }
 
     /// Kafka's `OffsetIndex.sanityCheck`, plus what an untrimmed file after a
@@ -436,7 +489,9 @@ pub struct TimestampOffset {
 }
 
 impl TimestampOffset {
-    /// An entry as stored; the add wraps, as in [`OffsetPosition::decode`].
+    /// An entry as stored (12 bytes: callers pass whole entries, so the
+    /// conversions below cannot fail); the add wraps, as in
+    /// [`OffsetPosition::decode`].
     #[inline]
     pub fn decode(base_offset: i64, entry: &[u8]) -> Self {
         TimestampOffset {
@@ -469,6 +524,7 @@ pub fn time_entries(base_offset: i64, bytes: &[u8]) -> impl Iterator<Item = Time
         .map(move |e| TimestampOffset::decode(base_offset, e))
 }
 
+/// Four bytes at a fixed range of a whole entry: the conversion cannot fail.
 #[inline]
 fn be_u32(b: &[u8]) -> u32 {
     u32::from_be_bytes(b.try_into().unwrap())
@@ -499,18 +555,30 @@ impl TimeIndex {
 
     /// Adds an entry only when the timestamp grows (Kafka's `maybeAppend`).
     /// `skip_full_check` is for the final entry of a segment becoming inactive.
-    pub fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) {
+    pub fn maybe_append(
+        &mut self,
+        timestamp: i64,
+        offset: i64,
+        skip_full_check: bool,
+    ) -> Result<()> {
         if !skip_full_check && self.is_full() {
-            return;
+            return Ok(());
         }
         if self.file.entries >= self.file.capacity() {
-            return;
+            return Ok(());
         }
         let last = self.last_entry();
         if timestamp > last.timestamp && offset >= last.offset {
             let entry = TimestampOffset { timestamp, offset };
-            self.file.push(&entry.encode(self.base_offset));
+            self.file.push(&entry.encode(self.base_offset))?;
         }
+        Ok(())
+    }
+
+    /// Grows the index, if it is full, so that one more entry plus the
+    /// final one of a segment becoming inactive fit.
+    pub fn make_room(&mut self) -> Result<()> {
+        self.file.reserve(2)
     }
 
     /// The entry with the largest timestamp <= `target`, or (-1, base offset).
@@ -568,7 +636,7 @@ mod tests {
         let path = dir.path().join("00000000000000000100.index");
         let mut idx = OffsetIndex::create(&path, 100, 80_000).unwrap();
         for i in 1..=5000u32 {
-            idx.append(100 + (i as i64) * 10, i * 100);
+            idx.append(100 + (i as i64) * 10, i * 100).unwrap();
         }
         assert_eq!(idx.lookup(50).position, 0);
         assert_eq!(idx.lookup(109).position, 0);
@@ -587,8 +655,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000000.index");
         let mut idx = OffsetIndex::create(&path, 0, 800).unwrap();
-        idx.append(5, 4200);
-        idx.append(9, 8400);
+        idx.append(5, 4200).unwrap();
+        idx.append(9, 8400).unwrap();
         idx.flush().unwrap();
         drop(idx);
         let reopened = OffsetIndex::open(&path, 0, true).unwrap();
@@ -601,22 +669,48 @@ mod tests {
     }
 
     #[test]
+    fn a_read_only_open_keeps_its_own_copy_when_the_file_is_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.index");
+        // 2000 entries (offset 2i, position 100i): four pages.
+        let bytes: Vec<u8> = (1..=2000u32)
+            .flat_map(|i| [(i * 2).to_be_bytes(), (i * 100).to_be_bytes()].concat())
+            .collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let ro = OffsetIndex::open(&path, 0, false).unwrap();
+        // Another process cuts the file: a mapping would fault here.
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        assert_eq!(ro.entries(), 2000);
+        assert_eq!(ro.lookup(3).position, 100);
+        assert_eq!(ro.lookup(2001).position, 100_000);
+        ro.check(1 << 30).unwrap();
+        let empty = OffsetIndex::open(&path, 0, false).unwrap();
+        assert_eq!(empty.entries(), 0);
+        assert_eq!(empty.lookup(7).position, 0);
+    }
+
+    #[test]
     fn time_index_appends_only_when_the_timestamp_grows() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000000.timeindex");
         let mut idx = TimeIndex::create(&path, 0, 120).unwrap();
-        idx.maybe_append(10, 3, false);
-        idx.maybe_append(10, 5, false);
-        idx.maybe_append(12, 7, false);
+        idx.maybe_append(10, 3, false).unwrap();
+        idx.maybe_append(10, 5, false).unwrap();
+        idx.maybe_append(12, 7, false).unwrap();
         assert_eq!(idx.entries(), 2);
         assert_eq!(idx.lookup(11).offset, 3);
         assert_eq!(idx.lookup(9).timestamp, -1);
         idx.check(8).unwrap();
         for t in 13..100 {
-            idx.maybe_append(t, t, false);
+            idx.maybe_append(t, t, false).unwrap();
         }
         assert_eq!(idx.entries(), 9, "one slot is kept for the final entry");
-        idx.maybe_append(1000, 1000, true);
+        idx.maybe_append(1000, 1000, true).unwrap();
         assert_eq!(idx.entries(), 10);
     }
 }

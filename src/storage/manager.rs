@@ -2,8 +2,7 @@
 //! clean-shutdown marker and the lock.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions as FsOpenOptions};
-use std::os::fd::AsRawFd;
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,8 +16,14 @@ use super::batch_reader::read_full_at;
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
 use super::error::{IoContext, Result, StorageError};
+use super::flusher::Flusher;
+use super::io;
 use super::names::{parse_partition_name, validate_new_partition_name};
 use super::partition::{FileKind, LoadContext, PartitionFile, PartitionLog};
+
+// Read-only mounts following the directory another process writes.
+pub(super) mod follow;
+use follow::DirWatch;
 
 /// Written at a clean close, deleted at start-up (Kafka's `CleanShutdownFileHandler`).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -34,6 +39,8 @@ pub struct OpenOptions {
 
 pub struct LogManager {
     dir: PathBuf,
+    /// Read-only: the data directory as last listed (see `manager/follow.rs`).
+    root_watch: Mutex<DirWatch>,
     defaults: LogConfig,
     read_only: bool,
     checkpoints: Arc<Checkpoints>,
@@ -43,32 +50,57 @@ pub struct LogManager {
     /// Raised after every append to any partition (long-polling fetches wait on it).
     appends: Arc<AppendSignal>,
     /// Released at close, so the directory can be opened again.
-    lock: Mutex<Option<File>>,
+    lock: Mutex<Option<DataDirLock>>,
     closed: AtomicBool,
+    /// Runs the flushes that rolls schedule; stopped at close and at drop.
+    flusher: Flusher,
 }
 
 impl LogManager {
     /// Opens (creating if missing) a data directory: takes the lock, loads every
     /// partition, recovering them if the clean-shutdown marker is absent.
     pub fn open(dir: &Path, defaults: LogConfig, opts: OpenOptions) -> Result<LogManager> {
-        let started = Instant::now();
         if !opts.read_only {
-            fs::create_dir_all(dir).at(dir)?;
+            io::create_dir_all("manager.mkdir", dir).at(dir)?;
         }
         let dir = fs::canonicalize(dir).at(dir)?;
         let lock = if opts.read_only {
             None
         } else {
-            Some(take_lock(&dir)?)
+            Some(DataDirLock::acquire(&dir)?)
         };
+        Self::open_locked(&dir, defaults, opts, lock)
+    }
+
+    /// [`LogManager::open`] with the lock already held, for a caller that
+    /// changes files of the directory before it opens it (`check --repair`).
+    pub fn open_with_lock(
+        dir: &Path,
+        defaults: LogConfig,
+        opts: OpenOptions,
+        lock: DataDirLock,
+    ) -> Result<LogManager> {
+        let dir = fs::canonicalize(dir).at(dir)?;
+        Self::open_locked(&dir, defaults, opts, Some(lock))
+    }
+
+    fn open_locked(
+        dir: &Path,
+        defaults: LogConfig,
+        opts: OpenOptions,
+        lock: Option<DataDirLock>,
+    ) -> Result<LogManager> {
+        let started = Instant::now();
+        let dir = dir.to_path_buf();
         let marker = dir.join(CLEAN_SHUTDOWN_FILE);
         let clean = marker.exists();
         if clean && !opts.read_only {
             // Gone before loading starts, so a crash while loading counts as unclean.
-            fs::remove_file(&marker).at(&marker)?;
-            File::open(&dir).and_then(|d| d.sync_all()).at(&dir)?;
+            io::remove_file("manager.marker.remove", &marker).at(&marker)?;
+            io::sync_dir("manager.marker.dir_fsync", &dir).synced(&dir)?;
         }
         let checkpoints = Arc::new(Checkpoints::load(&dir, opts.read_only));
+        let flusher = Flusher::default();
         let mut names: Vec<PathBuf> = fs::read_dir(&dir)
             .at(&dir)?
             .filter_map(|e| e.ok())
@@ -101,7 +133,9 @@ impl LogManager {
             clean_shutdown: clean,
             writable: !opts.read_only,
             appends: &appends,
+            flusher: &flusher,
         };
+        // A partition that fails to load is offline; the others load.
         let mut partitions = BTreeMap::new();
         for path in &names {
             let log = PartitionLog::load(path, &ctx)?;
@@ -115,6 +149,7 @@ impl LogManager {
         );
         Ok(LogManager {
             dir,
+            root_watch: Mutex::new(DirWatch::default()),
             defaults,
             read_only: opts.read_only,
             checkpoints,
@@ -123,6 +158,7 @@ impl LogManager {
             appends,
             lock: Mutex::new(lock),
             closed: AtomicBool::new(false),
+            flusher,
         })
     }
 
@@ -133,8 +169,8 @@ impl LogManager {
     /// Notes in the held `.lock` what holds the directory (e.g. "mounted on
     /// /mnt"), so that another command finding it locked can say so.
     pub fn note_holder(&self, note: &str) -> Result<()> {
-        if let Some(f) = self.lock.lock().as_ref() {
-            write_holder(f, &format!("{note}\n")).at(&self.dir.join(LOCK_FILE))?;
+        if let Some(l) = self.lock.lock().as_ref() {
+            write_holder(&l.file, &format!("{note}\n")).at(&self.dir.join(LOCK_FILE))?;
         }
         Ok(())
     }
@@ -145,12 +181,21 @@ impl LogManager {
         self.read_only
     }
 
-    /// All partitions, sorted by name.
+    /// All partitions, sorted by name. Read-only, those the directory
+    /// holds now (another process may create and delete them).
     pub fn partitions(&self) -> Vec<Arc<PartitionLog>> {
+        if self.read_only {
+            self.follow_root();
+        }
         self.partitions.read().values().cloned().collect()
     }
 
+    /// The partition. Read-only, brought up to what its directory holds
+    /// now, and `None` once its directory is gone.
     pub fn partition(&self, name: &str) -> Option<Arc<PartitionLog>> {
+        if self.read_only {
+            return self.followed_partition(name);
+        }
         self.partitions.read().get(name).cloned()
     }
 
@@ -184,6 +229,7 @@ impl LogManager {
             clean_shutdown: true,
             writable: true,
             appends: &self.appends,
+            flusher: &self.flusher,
         };
         let log = PartitionLog::create(&path, &ctx)?;
         self.partitions
@@ -252,6 +298,12 @@ impl LogManager {
         read_full_at(&f, buf, offset).at(&path)
     }
 
+    /// Waits, `timeout` at most, until the background flushes that rolls
+    /// scheduled so far have run. Returns whether they have.
+    pub fn wait_for_flushes(&self, timeout: std::time::Duration) -> bool {
+        self.flusher.wait_idle(timeout)
+    }
+
     pub fn flush_all(&self) -> Result<()> {
         for p in self.partitions() {
             p.flush()?;
@@ -259,7 +311,7 @@ impl LogManager {
         Ok(())
     }
 
-    /// One retention pass over every partition.
+    /// One retention pass over every partition (offline ones are skipped).
     pub fn run_retention(&self, now_ms: i64) -> Result<()> {
         let mut first_error = None;
         for p in self.partitions() {
@@ -271,7 +323,7 @@ impl LogManager {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// `flush.ms` flushes due by `now_ms`.
+    /// `flush.ms` flushes due by `now_ms` (offline partitions are skipped).
     pub fn run_scheduled_flushes(&self, now_ms: i64) -> Result<()> {
         let mut first_error = None;
         for p in self.partitions() {
@@ -290,21 +342,42 @@ impl LogManager {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        // Each partition flushes everything below; no background flush may
+        // run after the directory is let go.
+        self.flusher.stop();
+        let closed = self.close_partitions();
+        // Released whatever happened: nothing more is written through this
+        // manager, and a failed close leaves no marker, so the next open recovers.
+        self.lock.lock().take();
+        closed
+    }
+
+    fn close_partitions(&self) -> Result<()> {
         let mut first_error = None;
         for p in self.partitions() {
-            if let Err(e) = p.close() {
-                error!("Error closing log {}: {e}", p.name());
-                first_error.get_or_insert(e);
+            match p.close() {
+                Ok(()) => {}
+                // Its failure was logged when it went offline.
+                Err(e @ StorageError::Offline { .. }) => {
+                    info!(
+                        "Leaving offline log {} to recovery at the next start",
+                        p.name()
+                    );
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => {
+                    error!("Error closing log {}: {e}", p.name());
+                    first_error.get_or_insert(e);
+                }
             }
         }
         if let Some(e) = first_error {
             return Err(e);
         }
         if self.read_only {
-            self.lock.lock().take();
             return Ok(());
         }
-        self.checkpoints.write_all()?;
+        self.checkpoints.rewrite_all()?;
         write_atomically(
             &self.dir.join(CLEAN_SHUTDOWN_FILE),
             br#"{"version":0,"brokerEpoch":0}"#,
@@ -313,40 +386,46 @@ impl LogManager {
             "Shutdown complete: wrote the clean shutdown file in {}",
             self.dir.display()
         );
-        self.lock.lock().take();
         Ok(())
     }
 }
 
-fn take_lock(dir: &Path) -> Result<File> {
-    let path = dir.join(LOCK_FILE);
-    let f = FsOpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .at(&path)?;
-    // SAFETY: plain syscall on an owned fd.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(StorageError::Locked(dir.to_path_buf()));
-        }
-        return Err(StorageError::io(&path, err));
+/// Dropped without `close` (a crash, as tests make one): the background
+/// flushes not yet run are lost, and none runs once the drop returns.
+impl Drop for LogManager {
+    fn drop(&mut self) {
+        self.flusher.stop();
     }
-    write_holder(&f, "").at(&path)?;
-    Ok(f)
+}
+
+/// The data directory's `.lock`, held with `flock` (Kafka's `.lock`): one
+/// writer of a directory at a time. Released when dropped.
+pub struct DataDirLock {
+    file: File,
+}
+
+impl DataDirLock {
+    /// Takes the lock of `dir`, or `Locked` when another holder has it.
+    pub fn acquire(dir: &Path) -> Result<DataDirLock> {
+        let path = dir.join(LOCK_FILE);
+        let f = io::open_or_create("manager.lock.open", &path).at(&path)?;
+        if let Err(err) = io::flock(&f, libc::LOCK_EX | libc::LOCK_NB) {
+            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(StorageError::Locked(dir.to_path_buf()));
+            }
+            return Err(StorageError::io(&path, err));
+        }
+        write_holder(&f, "").at(&path)?;
+        Ok(DataDirLock { file: f })
+    }
 }
 
 /// Says who holds the lock, for whoever finds the directory in use (Kafka
 /// never reads `.lock`'s content).
 fn write_holder(f: &File, note: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
     let text = format!("pid {}\n{note}", std::process::id());
-    f.set_len(0)?;
-    f.write_all_at(text.as_bytes(), 0)
+    io::set_len("manager.lock.truncate", f, 0)?;
+    io::write_all_at("manager.lock.write", f, text.as_bytes(), 0)
 }
 
 /// Who holds `dir`'s lock, as the holder described itself (`pid N` and the
@@ -363,10 +442,8 @@ pub fn is_locked(dir: &Path) -> bool {
     let Ok(f) = File::open(dir.join(LOCK_FILE)) else {
         return false;
     };
-    // SAFETY: plain syscalls on an owned fd.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-    if rc == 0 {
-        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+    if io::flock(&f, libc::LOCK_SH | libc::LOCK_NB).is_ok() {
+        let _ = io::flock(&f, libc::LOCK_UN);
         false
     } else {
         true

@@ -8,7 +8,10 @@ pub mod check;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+mod flusher;
+mod health;
 pub mod index;
+pub mod io;
 mod manager;
 pub mod names;
 mod partition;
@@ -19,7 +22,7 @@ mod topics;
 pub use config::{CONFIG_NAMES, CompressionType, ConfigError, LogConfig};
 pub use error::{Result, StorageError};
 pub use manager::{
-    CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogManager, OpenOptions, is_locked, lock_holder,
+    CLEAN_SHUTDOWN_FILE, DataDirLock, LOCK_FILE, LogManager, OpenOptions, is_locked, lock_holder,
 };
 pub use names::{parse_partition_name, segment_file_name};
 pub use partition::PROPERTIES_FILE;

@@ -67,7 +67,7 @@ impl SegmentMap {
 
     /// Brings the map up to the segment's published end.
     fn extend(&mut self, seg: &LogSegment) -> Result<()> {
-        if self.covered >= seg.size() {
+        if self.covered >= seg.size()? {
             return Ok(());
         }
         seg.for_each_batch(self.covered, |pos, batch| {
@@ -190,6 +190,17 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
+    /// No lengths known (an offline partition's).
+    pub fn empty() -> Stream {
+        Stream {
+            sealed: BTreeMap::new(),
+            dirty: false,
+            maps: BTreeMap::new(),
+            prefix: None,
+            clock: 0,
+        }
+    }
+
     /// Loads the persisted lengths, dropping those of segments at or after
     /// `invalid_from` (segments recovery may have changed).
     pub fn load(dir: &Path, invalid_from: Option<i64>) -> Stream {
@@ -221,13 +232,14 @@ impl Stream {
     fn map(&mut self, seg: &LogSegment) -> Result<&mut SegmentMap> {
         self.clock += 1;
         let clock = self.clock;
-        if !self.maps.contains_key(&seg.base_offset) && self.maps.len() >= MAX_MAPS {
-            let oldest = self
+        if !self.maps.contains_key(&seg.base_offset)
+            && self.maps.len() >= MAX_MAPS
+            && let Some(oldest) = self
                 .maps
                 .iter()
                 .min_by_key(|(_, m)| m.last_used)
                 .map(|(b, _)| *b)
-                .expect("non-empty");
+        {
             self.maps.remove(&oldest);
         }
         let map = self
@@ -247,7 +259,7 @@ impl Stream {
             return Ok(*l);
         }
         if seg.is_active()
-            && let Some(l) = tally.active_len(seg.base_offset, seg.size())
+            && let Some(l) = tally.active_len(seg.base_offset, seg.size()?)
         {
             return Ok(l);
         }
@@ -368,6 +380,14 @@ impl Stream {
         Ok(filled)
     }
 
+    /// Forgets what was learned of segment `base`: its file changed
+    /// underneath (a read-only mount following another writer).
+    pub fn forget(&mut self, base: i64) {
+        self.sealed.remove(&base);
+        self.maps.remove(&base);
+        self.prefix = None;
+    }
+
     /// The persisted length of segment `base`, if any.
     pub fn known_len(&self, base: i64) -> Option<u64> {
         self.sealed.get(&base).copied()
@@ -384,8 +404,9 @@ impl Stream {
         }
     }
 
-    /// Forgets segments that are gone and persists new sealed lengths.
-    pub fn save(&mut self, dir: &Path, live: &[i64], writable: bool) {
+    /// Forgets segments that are gone and persists new sealed lengths. A
+    /// failed write keeps them to be saved again.
+    pub fn save(&mut self, dir: &Path, live: &[i64], writable: bool) -> Result<()> {
         let before = self.sealed.len();
         self.sealed.retain(|b, _| live.binary_search(b).is_ok());
         self.maps.retain(|b, _| live.binary_search(b).is_ok());
@@ -393,7 +414,7 @@ impl Stream {
             self.dirty = true;
         }
         if !self.dirty || !writable {
-            return;
+            return Ok(());
         }
         let text: String = self
             .sealed
@@ -401,8 +422,14 @@ impl Stream {
             .map(|(b, l)| format!("{b} {l}\n"))
             .collect();
         match write_atomically(&dir.join(STREAM_LENGTHS_FILE), text.as_bytes()) {
-            Ok(()) => self.dirty = false,
-            Err(e) => warn!("Could not save stream lengths in {}: {e}", dir.display()),
+            Ok(()) => {
+                self.dirty = false;
+                Ok(())
+            }
+            Err(e) => {
+                warn!("Could not save stream lengths in {}: {e}", dir.display());
+                Err(e)
+            }
         }
     }
 }

@@ -22,10 +22,15 @@ use crate::storage::{
 /// The daemon's log, in the root of a read-write mount's data directory.
 pub const DAEMON_LOG_FILE: &str = "commitfs.log";
 
-/// Dot files (`.lock`, `.kafka_cleanshutdown`) and files being replaced
-/// (`*.tmp`) are never shown.
+/// Dot files (`.lock`, `.kafka_cleanshutdown`) and files on their way in or
+/// out are never shown: `*.tmp` being replaced, and Kafka's `.deleted`
+/// (retention), `.cleaned` and `.swap` (the log cleaner), which are not part
+/// of its log: a segment renamed `.deleted` is gone.
 fn transient_or_dot(name: &str) -> bool {
-    name.starts_with('.') || name.ends_with(".tmp")
+    name.starts_with('.')
+        || [".tmp", ".deleted", ".cleaned", ".swap"]
+            .iter()
+            .any(|suffix| name.ends_with(suffix))
 }
 
 /// A partition directory's files, but commitfs's own bookkeeping.
@@ -121,8 +126,14 @@ impl Backend for LocalBackend {
             .map_err(|_| BackendError::new(ErrorKind::Io(libc::EIO), "data dir path holds NUL"))?;
         // SAFETY: statvfs writes into the zeroed struct it is given.
         let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-            return Err(StorageError::io(dir, std::io::Error::last_os_error()).into());
+        loop {
+            if unsafe { libc::statvfs(path.as_ptr(), &mut st) } == 0 {
+                break;
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(StorageError::io(dir, e).into());
+            }
         }
         Ok(StatFs {
             blocks: st.f_blocks,
@@ -142,6 +153,7 @@ impl Partition for PartitionLog {
     }
 
     fn offsets(&self) -> BackendResult<Offsets> {
+        self.check_online()?;
         Ok(Offsets {
             log_start: self.log_start_offset(),
             log_end: self.log_end_offset(),
@@ -161,7 +173,7 @@ impl Partition for PartitionLog {
         let e = self.read_entry(offset)?;
         Ok(RecordEntry {
             record: e.record,
-            batch_base_offset: e.batch_base_offset,
+            batch_base_offset: Some(e.batch_base_offset),
             position: Some(e.position),
             timestamp_type: e.timestamp_type,
         })
@@ -177,6 +189,7 @@ impl Partition for PartitionLog {
 
     /// The active segment's mtime: it moves with every append.
     fn log_mtime(&self) -> Option<SystemTime> {
+        self.check_online().ok()?;
         let base = self.active_segment_base()?;
         PartitionLog::file(self, &segment_file_name(base, "log"))
             .ok()
@@ -187,8 +200,13 @@ impl Partition for PartitionLog {
         Ok(PartitionLog::offset_for_timestamp(self, ms)?)
     }
 
+    /// An offline partition's status is its cause alone: the other
+    /// figures may no longer match its files.
     fn status(&self) -> BackendResult<Vec<(&'static str, String)>> {
-        let s = PartitionLog::status(self);
+        let s = PartitionLog::status(self)?;
+        if let Some(cause) = s.offline {
+            return Ok(vec![("offline", cause)]);
+        }
         Ok(vec![
             ("log_start_offset", s.log_start_offset.to_string()),
             ("log_end_offset", s.log_end_offset.to_string()),
@@ -202,6 +220,7 @@ impl Partition for PartitionLog {
     }
 
     fn config(&self, name: &str) -> BackendResult<Option<String>> {
+        self.check_online()?;
         Ok(PartitionLog::config(self).get(name))
     }
 
@@ -295,7 +314,10 @@ fn file_info(f: PartitionFile, sealed: bool) -> FileInfo {
 impl From<StorageError> for BackendError {
     fn from(e: StorageError) -> Self {
         let kind = match &e {
-            StorageError::Io { .. } => ErrorKind::Io(e.raw_os_error().unwrap_or(libc::EIO)),
+            StorageError::Io { .. } | StorageError::Sync { .. } => {
+                ErrorKind::Io(e.raw_os_error().unwrap_or(libc::EIO))
+            }
+            StorageError::Offline { .. } => ErrorKind::Offline,
             StorageError::Config(_)
             | StorageError::InvalidPartitionName(..)
             | StorageError::PartitionGap { .. }
@@ -316,6 +338,7 @@ impl From<StorageError> for BackendError {
             },
             StorageError::RecordNotFound(_) => ErrorKind::NoRecord,
             StorageError::Corrupt { .. } | StorageError::Record(_) => ErrorKind::Corrupt,
+            StorageError::IndexFull { .. } => ErrorKind::Io(libc::EIO),
             StorageError::ReadOnly => ErrorKind::ReadOnly,
             StorageError::Locked(_) => ErrorKind::Busy,
         };

@@ -46,6 +46,14 @@ pub trait Partition: Send + Sync {
     /// Appends `records` in order, all or nothing, and returns once they are
     /// as durable as the backend promises an acknowledged write to be.
     fn append(&self, records: &[NewRecord]) -> BackendResult<Appended>;
+    /// Whether `offset` lies in `[log start, log end)`: the name `offset/N`
+    /// exists. A backend for which `offsets` costs a round trip may answer
+    /// from what it knows for sure (a record it has fetched is below the log
+    /// end for good).
+    fn contains(&self, offset: i64) -> BackendResult<bool> {
+        let o = self.offsets()?;
+        Ok(o.log_start <= offset && offset < o.log_end)
+    }
     /// Record `offset`: `OffsetOutOfRange` outside the log, `NoRecord` for an
     /// offset that holds none (a control record).
     fn record(&self, offset: i64) -> BackendResult<RecordEntry>;
@@ -105,7 +113,9 @@ pub struct Appended {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordEntry {
     pub record: Record,
-    pub batch_base_offset: i64,
+    /// The base offset of the record's batch, where the backend knows it (a
+    /// Kafka client library hands out records, not batches).
+    pub batch_base_offset: Option<i64>,
     /// The batch's file position in its segment, where the backend knows it.
     pub position: Option<u64>,
     pub timestamp_type: TimestampType,
@@ -176,12 +186,18 @@ pub enum ErrorKind {
     /// A batch that no segment can hold.
     BatchTooLarge,
     ReadOnly,
+    /// A change the backend's rules forbid (a cluster cannot remove one
+    /// partition of a topic).
+    NotPermitted,
     /// Something this backend cannot do at all.
     Unsupported,
     /// An operating-system error, with its errno.
     Io(i32),
     /// Bytes that do not decode.
     Corrupt,
+    /// The partition stopped after an I/O failure (fail-stop); the failure
+    /// itself was logged once, when it happened.
+    Offline,
     Busy,
     TimedOut,
 }

@@ -45,9 +45,12 @@ pub(super) struct Written {
 
 impl PartitionLog {
     /// Appends `records` at the log end offset, packed in order into the fewest
-    /// batches that each fit `max.message.bytes`. All or nothing: a record that
-    /// fits no batch fails the whole call with `RecordTooLarge` before anything
-    /// is written. Returns once the bytes are in the segment file (page cache).
+    /// batches that each fit `max.message.bytes` and `segment.bytes`. All or
+    /// nothing: a record that fits no batch fails the whole call with
+    /// `RecordTooLarge` (or `BatchLargerThanSegment`) before anything is
+    /// written. Returns once the bytes are in the segment file (page cache),
+    /// and with `flush.messages` due, once they are fsynced: an error means
+    /// nothing of the append was published.
     pub fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
         if records.is_empty() {
             return Err(StorageError::EmptyAppend);
@@ -55,12 +58,17 @@ impl PartitionLog {
         if !self.writable {
             return Err(StorageError::ReadOnly);
         }
+        self.health.guard("an append", || self.append_now(records))
+    }
+
+    fn append_now(&self, records: &[NewRecord]) -> Result<AppendInfo> {
         let config = self.config();
         let groups = pack_batches(records, &config)?;
         let timestamp = now_ms();
-        let (first_offset, written) = self.append_with(&config, |w, written| {
-            self.write_batches(w, &config, records, &groups, timestamp, written)
-        })?;
+        let (first_offset, written) =
+            self.append_with(&config, records.len() as i64, |w, written| {
+                self.write_batches(w, &config, records, &groups, timestamp, written)
+            })?;
         Ok(AppendInfo {
             first_offset,
             last_offset: written.next_offset - 1,
@@ -70,23 +78,25 @@ impl PartitionLog {
     }
 
     /// The one append path, whoever appends (the tree's `log`, a Kafka
-    /// produce): under the writer lock, `write` writes batches unpublished;
-    /// they become visible together, or, if it fails, are cut away again.
-    /// Then waiting fetches are woken and the flush policy applies.
-    /// Returns the first offset written and what was written.
+    /// produce): under the writer lock, `write` writes batches of `count`
+    /// records unpublished; they become visible together, or, if anything
+    /// fails, are cut away again. Then waiting fetches are woken. Returns the
+    /// first offset written and what was written. Call it inside
+    /// `health.guard`.
     pub(super) fn append_with(
         &self,
         config: &LogConfig,
+        count: i64,
         write: impl FnOnce(&mut Writer, &mut Written) -> Result<()>,
     ) -> Result<(i64, Written)> {
         let mut w = self.writer.lock();
         if w.closed {
             return Err(StorageError::NoSuchPartition(self.name.clone()));
         }
+        // All or nothing: batches are written unpublished and become visible
+        // together; if one fails, the ones before it are cut away again.
         let first_offset = self.log_end_offset.load(Ordering::Acquire);
-        let first_segment = self
-            .active_segment()
-            .expect("a writable log has an active segment");
+        let first_segment = self.writable_active()?;
         let snapshot = first_segment.snapshot()?;
         let mut written = Written {
             segments: vec![first_segment.clone()],
@@ -94,8 +104,20 @@ impl PartitionLog {
             next_offset: first_offset,
             bytes: 0,
         };
-        if let Err(e) = write(&mut w, &mut written) {
-            self.undo_append(&first_segment, &snapshot, &written);
+        let end = first_offset + count;
+        let flush_due = end - self.recovery_point() >= config.flush_messages;
+        // A flush that is due happens before the publish, so that a failed
+        // fsync is undone like a failed write: an append is never published
+        // and then reported failed.
+        let result = write(&mut w, &mut written).and_then(|()| {
+            if flush_due {
+                self.sync_segments(None)
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = result {
+            self.undo_append(&first_segment, &snapshot, &written, &e);
             return Err(e);
         }
         for seg in &written.segments {
@@ -105,18 +127,30 @@ impl PartitionLog {
             .store(written.next_offset, Ordering::Release);
         drop(w);
         self.appends.notify();
+        self.after_publish(&written, flush_due);
+        Ok((first_offset, written))
+    }
+
+    /// What follows a publish: sealed segments' indexes unloaded, their
+    /// flush scheduled, or the recovery point advanced after a due flush.
+    fn after_publish(&self, written: &Written, flush_due: bool) {
         for sealed in &written.sealed {
             sealed.unload_indexes();
         }
         if let Some(last_sealed) = written.segments.last()
             && written.segments.len() > 1
+            && !flush_due
         {
             self.schedule_flush(last_sealed.base_offset);
         }
-        if written.next_offset - self.recovery_point() >= config.flush_messages {
-            self.flush()?;
+        if flush_due {
+            // The append is published and durable: a checkpoint that cannot
+            // be written takes the partition offline, but the append stands.
+            let _ = self.health.judge(
+                "the recovery point checkpoint",
+                self.advance_recovery_point(written.next_offset),
+            );
         }
-        Ok((first_offset, written))
     }
 
     /// Encodes and writes each batch of an append, rolling where Kafka would.
@@ -168,14 +202,10 @@ impl PartitionLog {
             self.maybe_roll(config, size, batch.max_timestamp, batch.last_offset, base)?
         {
             written.sealed.push(sealed);
-            written
-                .segments
-                .push(self.active_segment().expect("just rolled"));
+            written.segments.push(self.writable_active()?);
         }
-        let seg = self
-            .active_segment()
-            .expect("a writable log has an active segment");
-        let pos = seg.write_pos();
+        let seg = self.writable_active()?;
+        let pos = seg.write_pos()?;
         seg.append(batch.bytes)?;
         self.tally
             .appended(seg.base_offset, pos, size, batch.stream_bytes);
@@ -185,24 +215,39 @@ impl PartitionLog {
     }
 
     /// Removes every trace of a failed append: segments it rolled to are
-    /// deleted, the first one is cut back and made active again.
-    fn undo_append(&self, first: &Arc<LogSegment>, snapshot: &SegmentSnapshot, written: &Written) {
-        for seg in &written.segments[1..] {
-            self.segments.write().remove(&seg.base_offset);
-            seg.delete_files();
-        }
-        if let Err(e) = first.rollback(snapshot) {
-            error!(
-                "Could not undo a failed append to {}: {e}; the unpublished bytes stay past the log end until recovery",
-                first.path().display()
-            );
-        }
+    /// deleted, the first one is cut back and made active again. An undo
+    /// that fails leaves bytes the partition no longer accounts for, so it
+    /// takes the partition offline.
+    fn undo_append(
+        &self,
+        first: &Arc<LogSegment>,
+        snapshot: &SegmentSnapshot,
+        written: &Written,
+        cause: &StorageError,
+    ) {
+        let undone = (|| {
+            for seg in &written.segments[1..] {
+                self.segments.write().remove(&seg.base_offset);
+                seg.delete_files()?;
+            }
+            first.rollback(snapshot)
+        })();
         self.tally.forget();
-        warn!(
-            "Append to {} failed; nothing of it was kept (log end offset stays {})",
-            self.name,
-            self.log_end_offset()
-        );
+        match undone {
+            Ok(()) => warn!(
+                "Append to {} failed ({cause}); nothing of it was kept (log end offset stays {})",
+                self.name,
+                self.log_end_offset()
+            ),
+            Err(e) => {
+                error!(
+                    "Could not undo a failed append to {}: {e}; the unpublished bytes stay past the log end until recovery",
+                    self.name
+                );
+                self.health
+                    .fail("an append", &format!("{cause}; undoing it failed too: {e}"));
+            }
+        }
     }
 
     /// Kafka's `maybeRoll`, called with the writer lock held. Returns the
@@ -215,8 +260,8 @@ impl PartitionLog {
         last_offset: i64,
         new_base: i64,
     ) -> Result<Option<Arc<LogSegment>>> {
-        let active = self.active_segment().expect("active segment");
-        if active.write_pos() == 0 {
+        let active = self.writable_active()?;
+        if active.write_pos()? == 0 {
             return Ok(None);
         }
         let segment_ms = config.segment_ms.saturating_sub(config.segment_jitter_ms);
@@ -233,38 +278,37 @@ impl PartitionLog {
     }
 }
 
-/// Splits records, in order, into the fewest batches that each fit
-/// `max.message.bytes` (greedy packing is optimal for contiguous groups).
+/// Splits records, in order, into the fewest batches that each fit both
+/// `max.message.bytes` and `segment.bytes` (greedy packing is optimal for
+/// contiguous groups). A record that fits a batch of its own under neither
+/// is refused, naming the limit it breaks.
 fn pack_batches(records: &[NewRecord], config: &LogConfig) -> Result<Vec<std::ops::Range<usize>>> {
     let max = config.max_message_bytes.max(0) as usize;
-    let segment_bytes = config.segment_bytes as usize;
+    let segment_bytes = config.segment_bytes.max(0) as usize;
+    let limit = max.min(segment_bytes);
     let mut groups = Vec::with_capacity(1);
     let mut start = 0;
     let mut size = crate::record::HEADER_LEN;
-    let check_segment = |size: usize| {
-        if size > segment_bytes {
-            return Err(StorageError::BatchLargerThanSegment {
-                size,
-                max: segment_bytes,
-            });
-        }
-        Ok(())
-    };
     for (i, r) in records.iter().enumerate() {
         let add = r.encoded_size((i - start) as i32);
-        if i > start && size + add > max {
-            check_segment(size)?;
+        if i > start && size + add > limit {
             groups.push(start..i);
             start = i;
             size = crate::record::HEADER_LEN + r.encoded_size(0);
         } else {
             size += add;
         }
-        if i == start && size > max {
-            return Err(StorageError::RecordTooLarge { size, max });
+        if i == start && size > limit {
+            return Err(if size > max {
+                StorageError::RecordTooLarge { size, max }
+            } else {
+                StorageError::BatchLargerThanSegment {
+                    size,
+                    max: segment_bytes,
+                }
+            });
         }
     }
-    check_segment(size)?;
     groups.push(start..records.len());
     Ok(groups)
 }

@@ -65,7 +65,7 @@ impl PartitionLog {
     pub fn max_timestamp(&self) -> Result<Option<i64>> {
         let mut max = None;
         for seg in self.segment_list() {
-            if seg.size() > 0 {
+            if seg.size()? > 0 {
                 max = max.max(Some(seg.largest_timestamp()?));
             }
         }
@@ -105,7 +105,7 @@ impl PartitionLog {
             let Some((pos, header)) = self.first_batch_from(&seg, offset)? else {
                 continue;
             };
-            let available = seg.size().saturating_sub(pos);
+            let available = seg.size()?.saturating_sub(pos);
             let want = if min_one {
                 max_bytes.max(header.size() as u64)
             } else {
@@ -131,7 +131,7 @@ impl PartitionLog {
         seg: &LogSegment,
         offset: i64,
     ) -> Result<Option<(u64, BatchHeader)>> {
-        if seg.size() == 0 {
+        if seg.size()? == 0 {
             return Ok(None);
         }
         if offset >= seg.base_offset

@@ -33,6 +33,7 @@ impl PartitionLog {
     /// Every regular file of the partition directory, sorted by name, the
     /// `.log` files with their published sizes.
     pub fn files(&self) -> Result<Vec<PartitionFile>> {
+        self.check_online()?;
         let mut out = Vec::new();
         for entry in fs::read_dir(&self.dir).at(&self.dir)? {
             let entry = entry.at(&self.dir)?;
@@ -41,7 +42,7 @@ impl PartitionLog {
             };
             let Ok(meta) = entry.metadata() else { continue };
             if meta.is_file() {
-                out.push(self.describe(name, &meta));
+                out.push(self.describe(name, &meta)?);
             }
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -50,6 +51,7 @@ impl PartitionLog {
 
     /// One file from [`PartitionLog::files`], without listing the directory.
     pub fn file(&self, name: &str) -> Result<PartitionFile> {
+        self.check_online()?;
         let path = self.checked_name(name)?;
         let meta = match fs::metadata(&path) {
             Ok(m) => m,
@@ -61,30 +63,23 @@ impl PartitionLog {
         if !meta.is_file() {
             return Err(StorageError::NoSuchFile(name.to_string()));
         }
-        Ok(self.describe(name.to_string(), &meta))
+        self.describe(name.to_string(), &meta)
     }
 
-    /// A file as listed: a segment's `.log` has its published size, since
-    /// bytes past it may be half a batch.
-    fn describe(&self, name: String, meta: &fs::Metadata) -> PartitionFile {
+    /// A file as listed, a segment's `.log` with its shown size.
+    fn describe(&self, name: String, meta: &fs::Metadata) -> Result<PartitionFile> {
         let (kind, size) = match parse_segment_file_name(&name) {
-            Some((base, "log")) => (
-                FileKind::Log,
-                self.segments
-                    .read()
-                    .get(&base)
-                    .map_or(meta.len(), |s| s.size()),
-            ),
+            Some((base, "log")) => (FileKind::Log, self.log_len(base, meta.len())?),
             Some((_, "index")) => (FileKind::Index, meta.len()),
             Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
             _ => (FileKind::Other, meta.len()),
         };
-        PartitionFile {
+        Ok(PartitionFile {
             name,
             size,
             kind,
             mtime: meta.modified().unwrap_or(UNIX_EPOCH),
-        }
+        })
     }
 
     /// The path of a name in the partition directory (not whether it exists).
@@ -105,11 +100,14 @@ impl PartitionLog {
 
     /// Positioned read of a file from [`PartitionLog::files`].
     pub fn read_file(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        if let Some((base, "log")) = parse_segment_file_name(name)
-            && let Some(seg) = self.segments.read().get(&base).cloned()
-        {
+        self.check_online()?;
+        let seg = match parse_segment_file_name(name) {
+            Some((base, "log")) => self.segments.read().get(&base).cloned(),
+            _ => None,
+        };
+        if let Some(seg) = seg {
             // Only published bytes: never half a batch.
-            let end = seg.size();
+            let end = seg.size()?;
             if offset >= end {
                 return Ok(0);
             }
@@ -117,12 +115,40 @@ impl PartitionLog {
             return read_full_at(seg.log_file()?, &mut buf[..want], offset).at(seg.path());
         }
         let path = self.file_path(name)?;
+        if let Some((base, "log")) = parse_segment_file_name(name)
+            && self.unfollowed_len(base, u64::MAX) == 0
+        {
+            return Ok(0);
+        }
         let f = File::open(&path).at(&path)?;
         read_full_at(&f, buf, offset).at(&path)
     }
 
+    /// The size shown of segment `base`'s `.log` (`file_len` bytes on
+    /// disk): its published size, since bytes past it may be half a batch.
+    fn log_len(&self, base: i64, file_len: u64) -> Result<u64> {
+        let seg = self.segments.read().get(&base).cloned();
+        match seg {
+            Some(s) => s.size(),
+            None => Ok(self.unfollowed_len(base, file_len)),
+        }
+    }
+
+    /// The size shown of a `.log` that is not one of the log's segments
+    /// (`file_len` bytes on disk). On a read-only mount, one past the active
+    /// segment is a segment the writer created since the last look: none
+    /// of its bytes are known to be whole batches yet, so none are shown
+    /// until it is followed.
+    fn unfollowed_len(&self, base: i64, file_len: u64) -> u64 {
+        let newer = self
+            .active_segment_base()
+            .is_none_or(|active| base > active);
+        if !self.writable && newer { 0 } else { file_len }
+    }
+
     /// A read-only handle on a file from [`PartitionLog::files`] (for passthrough or mmap).
     pub fn open_file(&self, name: &str) -> Result<File> {
+        self.check_online()?;
         let path = self.file_path(name)?;
         File::open(&path).at(&path)
     }

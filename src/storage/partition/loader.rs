@@ -10,13 +10,17 @@ use log::{info, warn};
 
 use super::{LoadContext, PROPERTIES_FILE, PartitionLog, settings};
 use crate::storage::config::{LogConfig, parse_properties};
-use crate::storage::error::{IoContext, Result};
+use crate::storage::error::{IoContext, Result, StorageError};
+use crate::storage::health::Health;
+use crate::storage::io;
 use crate::storage::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
 use crate::storage::segment::{IndexSettings, LogSegment};
 use crate::storage::stream::Stream;
 
 impl PartitionLog {
-    /// Loads a partition directory (Kafka's `LogLoader`).
+    /// Loads a partition directory (Kafka's `LogLoader`). A load that fails
+    /// gives a partition offline from the start, with the failure as its
+    /// cause, so that the other partitions mount; a remount tries again.
     pub(crate) fn load(dir: &Path, ctx: &LoadContext) -> Result<Arc<PartitionLog>> {
         let name = dir
             .file_name()
@@ -24,9 +28,27 @@ impl PartitionLog {
             .unwrap_or_default()
             .to_string();
         let (topic, partition) = parse_partition_name(&name)?;
+        let health = Arc::new(Health::new(&name));
+        match Self::load_segments_of(dir, ctx, &name, (topic, partition), &health) {
+            Ok(log) => Ok(log),
+            Err(e) => {
+                health.fail("loading the log", &e);
+                Self::offline_placeholder(dir, ctx, health)
+            }
+        }
+    }
+
+    fn load_segments_of(
+        dir: &Path,
+        ctx: &LoadContext,
+        name: &str,
+        (topic, partition): (String, u32),
+        health: &Arc<Health>,
+    ) -> Result<Arc<PartitionLog>> {
+        let name = name.to_string();
         let overrides = read_overrides(dir);
         let config = effective_config(ctx.defaults, &overrides, &name);
-        let mut segments = load_segments(dir, ctx, (&topic, partition), settings(&config))?;
+        let mut segments = load_segments(dir, ctx, (&topic, partition), settings(&config), health)?;
         let first_base = segments.keys().next().copied().unwrap_or(0);
         let mut log_start = ctx
             .checkpoints
@@ -50,6 +72,8 @@ impl PartitionLog {
                     .map_or(i64::MIN, |(b, _)| *b),
             );
             recover_segments(&name, &mut segments, recovery_point)?;
+            // A load whose index rebuild failed (and only logged it).
+            health.check()?;
         }
         let stream = Stream::load(dir, invalid_from);
         let log_end = match segments.values().last() {
@@ -72,6 +96,7 @@ impl PartitionLog {
             segments,
             (log_start, log_end, recovery_point),
             stream,
+            health.clone(),
         )?;
         info!(
             "Completed load of log {} with {} segments, local-log-start-offset {log_start} and log-end-offset {log_end}",
@@ -89,6 +114,7 @@ fn load_segments(
     ctx: &LoadContext,
     (topic, partition): (&str, u32),
     s: IndexSettings,
+    health: &Arc<Health>,
 ) -> Result<BTreeMap<i64, Arc<LogSegment>>> {
     // One listing serves the whole load: a clean mount of many segments
     // costs a stat per segment and opens nothing.
@@ -111,7 +137,7 @@ fn load_segments(
     logs.sort_unstable_by_key(|(base, _)| *base);
     let mut segments = BTreeMap::new();
     for (base, name) in logs {
-        let seg = LogSegment::open(dir.join(name), base, s, ctx.writable);
+        let seg = LogSegment::open(dir.join(name), base, s, ctx.writable, health.clone());
         segments.insert(base, Arc::new(seg));
     }
     if segments.is_empty() && ctx.writable {
@@ -120,7 +146,10 @@ fn load_segments(
             .log_start_offset(topic, partition)
             .unwrap_or(0)
             .max(0);
-        segments.insert(start, Arc::new(LogSegment::create(dir, start, s)?));
+        segments.insert(
+            start,
+            Arc::new(LogSegment::create(dir, start, s, health.clone())?),
+        );
         indexed.insert(start);
     }
     // A missing index is rebuilt at load, as Kafka does (the rest load lazily).
@@ -169,15 +198,21 @@ fn remove_stray_files(dir: &Path, names: &[String]) -> Result<bool> {
         let path = dir.join(name);
         if name.ends_with(".deleted") || name.ends_with(".cleaned") || name.ends_with(".tmp") {
             info!("Deleting stray temporary file {}", path.display());
-            fs::remove_file(&path).at(&path)?;
+            io::remove_file("loader.stray.remove", &path).at(&path)?;
             changed = true;
         } else if let Some(real) = name.strip_suffix(".swap") {
             info!("Completing swap of {}", path.display());
             let target = dir.join(real);
-            fs::rename(&path, &target).at(&target)?;
+            io::rename("loader.swap.rename", &path, &target).at(&target)?;
             if let Some((base, "log")) = parse_segment_file_name(real) {
                 for suffix in ["index", "timeindex"] {
-                    let _ = fs::remove_file(dir.join(segment_file_name(base, suffix)));
+                    let index = dir.join(segment_file_name(base, suffix));
+                    match io::remove_file("loader.swap.remove_index", &index) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                            return Err(StorageError::io(&index, e));
+                        }
+                        _ => {}
+                    }
                 }
             }
             changed = true;
@@ -185,7 +220,7 @@ fn remove_stray_files(dir: &Path, names: &[String]) -> Result<bool> {
             && !logs.contains(&base)
         {
             info!("Deleting index file {} with no log file", path.display());
-            fs::remove_file(&path).at(&path)?;
+            io::remove_file("loader.orphan_index.remove", &path).at(&path)?;
             changed = true;
         }
     }
@@ -201,8 +236,9 @@ fn list_dir(dir: &Path) -> Result<Vec<String>> {
 }
 
 /// Kafka's unclean-shutdown recovery: every segment from the one holding the
-/// recovery point onward is validated and re-indexed; after a truncation,
-/// every later segment is deleted.
+/// recovery point onward is validated and re-indexed; a segment cut short
+/// has every later segment deleted, before the cut, so that a recovery that
+/// fails part way meets the same damage at the next load.
 fn recover_segments(
     name: &str,
     segments: &mut BTreeMap<i64, Arc<LogSegment>>,
@@ -218,48 +254,54 @@ fn recover_segments(
         .range(..first)
         .next_back()
         .map_or(i64::MIN, |(_, s)| s.base_offset);
-    let mut truncated_at: Option<usize> = None;
     for (i, base) in bases.iter().enumerate() {
-        let seg = &segments[base];
+        let Some(seg) = segments.get(base).cloned() else {
+            continue;
+        };
         info!(
             "Recovering unflushed segment {base}. {i}/{} recovered for {name}.",
             bases.len()
         );
-        let result = seg.recover(min_offset)?;
+        let later: Vec<Arc<LogSegment>> =
+            segments.range(base + 1..).map(|(_, s)| s.clone()).collect();
+        let result = seg.recover(min_offset, || {
+            for s in &later {
+                warn!(
+                    "Deleting segment {} of {name} as it comes after a truncated segment",
+                    s.base_offset
+                );
+                s.delete_files()?;
+            }
+            Ok(())
+        })?;
         if result.truncated_bytes > 0 {
             warn!(
                 "Found invalid messages in log segment {} at byte offset {}: truncated {} bytes during recovery of {name}",
                 seg.path().display(),
-                seg.size(),
+                seg.size()?,
                 result.truncated_bytes
             );
-            truncated_at = Some(i);
+            for s in &later {
+                segments.remove(&s.base_offset);
+            }
             break;
         }
         min_offset = result.next_offset.unwrap_or(*base);
     }
-    if let Some(i) = truncated_at {
-        for base in &bases[i + 1..] {
-            let seg = segments.remove(base).expect("present");
-            warn!(
-                "Deleting segment {} of {name} as it comes after a truncated segment",
-                seg.base_offset
-            );
-            seg.delete_files();
-        }
-    }
     // An emptied segment after the first is dropped, so the active one holds the log end.
     while segments.len() > 1 {
-        let (&base, last) = segments.iter().next_back().expect("non-empty");
-        if last.size() > 0 {
+        let Some((&base, last)) = segments.iter().next_back() else {
+            break;
+        };
+        if last.size()? > 0 {
             break;
         }
-        let seg = segments.remove(&base).expect("present");
-        seg.delete_files();
+        last.delete_files()?;
+        segments.remove(&base);
     }
     if let Some(active) = segments.values().last() {
         active.mark_active();
-        if active.size() == 0 && active.base_offset > 0 {
+        if active.size()? == 0 && active.base_offset > 0 {
             // Kafka recreates the active segment's indexes preallocated.
             drop(active.indexes()?);
         }

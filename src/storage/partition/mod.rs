@@ -8,7 +8,6 @@
 //! is published after the batch is indexed.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -21,6 +20,9 @@ use super::appends::AppendSignal;
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::{LogConfig, format_properties};
 use super::error::{IoContext, Result, StorageError};
+use super::flusher::Flusher;
+use super::health::Health;
+use super::io;
 use super::names::parse_partition_name;
 use super::segment::{IndexSettings, LogSegment};
 use super::stream::{AppendTally, Stream};
@@ -28,6 +30,7 @@ use super::stream::{AppendTally, Stream};
 mod append;
 mod fetch;
 mod files;
+mod follow;
 mod loader;
 mod produce;
 mod read;
@@ -40,6 +43,10 @@ pub use files::{FileKind, PartitionFile};
 pub use produce::{LEADER_EPOCH, NoProducerState, ProducedInfo, ProducerCheck, ProducerStateHook};
 use read::CachedBatch;
 pub use read::RecordEntry;
+
+// Read-only partitions following another writer.
+use follow::FollowState;
+pub(crate) use follow::Followed;
 
 /// Per-partition config overrides, in Java properties format.
 pub const PROPERTIES_FILE: &str = "commitfs.properties";
@@ -58,6 +65,8 @@ pub struct PartitionStatus {
     pub lookup_bytes_read: u64,
     /// fsync(2) calls on `.log` files.
     pub fsyncs: u64,
+    /// Why the partition is offline (fail-stop after an I/O failure), if it is.
+    pub offline: Option<String>,
 }
 
 struct Writer {
@@ -86,6 +95,8 @@ pub struct PartitionLog {
     last_flush_ms: AtomicI64,
     flush_lock: Mutex<()>,
     deleted: AtomicBool,
+    /// Read-only: what was seen of the directory another process writes.
+    follow: Mutex<FollowState>,
     stream: Mutex<Stream>,
     tally: AppendTally,
     /// The last batch decoded for a lookup. Batches never change once
@@ -93,7 +104,11 @@ pub struct PartitionLog {
     recent_batch: Mutex<Option<Arc<CachedBatch>>>,
     /// Raised once an append is published.
     appends: Arc<AppendSignal>,
+    /// The data directory's background flusher (flushes after rolls).
+    flusher: Flusher,
     self_ref: Weak<PartitionLog>,
+    /// Online, or offline after a failure (fail-stop); shared with the segments.
+    health: Arc<Health>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -117,6 +132,7 @@ pub(crate) struct LoadContext<'a> {
     pub clean_shutdown: bool,
     pub writable: bool,
     pub appends: &'a Arc<AppendSignal>,
+    pub flusher: &'a Flusher,
 }
 
 impl PartitionLog {
@@ -134,6 +150,7 @@ impl PartitionLog {
         &self.dir
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn new_arc(
         dir: &Path,
         ctx: &LoadContext,
@@ -142,14 +159,9 @@ impl PartitionLog {
         segments: BTreeMap<i64, Arc<LogSegment>>,
         offsets: (i64, i64, i64),
         stream: Stream,
+        health: Arc<Health>,
     ) -> Result<Arc<PartitionLog>> {
-        let name = dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .ok_or_else(|| {
-                StorageError::InvalidPartitionName(dir.display().to_string(), "not UTF-8")
-            })?
-            .to_string();
+        let name = dir_name(dir)?;
         let (topic, partition) = parse_partition_name(&name)?;
         let (log_start, log_end, recovery_point) = offsets;
         Ok(Arc::new_cyclic(|me| PartitionLog {
@@ -175,23 +187,45 @@ impl PartitionLog {
             last_flush_ms: AtomicI64::new(now_ms()),
             flush_lock: Mutex::new(()),
             deleted: AtomicBool::new(false),
+            follow: Mutex::new(FollowState::default()),
             stream: Mutex::new(stream),
             tally: AppendTally::default(),
             recent_batch: Mutex::new(None),
             appends: ctx.appends.clone(),
+            flusher: ctx.flusher.clone(),
             self_ref: me.clone(),
+            health,
         })
         .init_tally())
     }
 
-    /// Creates a new, empty partition directory with its first segment.
+    /// Creates a new, empty partition directory with its first segment and
+    /// its checkpoint entries. All or nothing: a failure removes the
+    /// directory again.
     pub(crate) fn create(dir: &Path, ctx: &LoadContext) -> Result<Arc<PartitionLog>> {
-        fs::create_dir(dir).at(dir)?;
+        let name = dir_name(dir)?;
+        let (topic, partition) = parse_partition_name(&name)?;
+        io::create_dir("partition.create.mkdir", dir).at(dir)?;
+        let health = Arc::new(Health::new(&name));
         let config = ctx.defaults.clone();
-        let seg = match LogSegment::create(dir, 0, settings(&config)) {
-            Ok(s) => s,
+        let made = (|| {
+            let seg = LogSegment::create(dir, 0, settings(&config), health.clone())?;
+            ctx.checkpoints.set_recovery_point(&topic, partition, 0)?;
+            ctx.checkpoints.set_log_start_offset(&topic, partition, 0)?;
+            Ok::<_, StorageError>(seg)
+        })();
+        let seg = match made {
+            Ok(seg) => seg,
             Err(e) => {
-                let _ = fs::remove_dir_all(dir);
+                // Left behind, the directory would load at the next mount
+                // as a partition whose mkdir failed.
+                if let Err(r) = io::remove_dir_all("partition.create.cleanup", dir) {
+                    log::error!(
+                        "Could not remove {} after a failed create ({e}): {r}",
+                        dir.display()
+                    );
+                    return Err(StorageError::io(dir, r));
+                }
                 return Err(e);
             }
         };
@@ -205,11 +239,8 @@ impl PartitionLog {
             segments,
             (0, 0, 0),
             Stream::load(dir, Some(0)),
+            health,
         )?;
-        log.checkpoints
-            .set_recovery_point(&log.topic, log.partition, 0)?;
-        log.checkpoints
-            .set_log_start_offset(&log.topic, log.partition, 0)?;
         info!(
             "Created log for partition {} in {}",
             log.name,
@@ -218,14 +249,55 @@ impl PartitionLog {
         Ok(log)
     }
 
+    /// A partition whose load failed: listed, offline from the start (its
+    /// health names the failure), with no segments.
+    pub(crate) fn offline_placeholder(
+        dir: &Path,
+        ctx: &LoadContext,
+        health: Arc<Health>,
+    ) -> Result<Arc<PartitionLog>> {
+        Self::new_arc(
+            dir,
+            ctx,
+            BTreeMap::new(),
+            ctx.defaults.clone(),
+            BTreeMap::new(),
+            (0, 0, 0),
+            Stream::empty(),
+            health,
+        )
+    }
+
+    /// `Offline` if an earlier failure took the partition offline.
+    pub fn check_online(&self) -> Result<()> {
+        self.health.check()
+    }
+
+    /// Why the partition is offline, if it is.
+    pub fn offline_cause(&self) -> Option<String> {
+        self.health.cause().map(str::to_string)
+    }
+
+    /// The active segment, which a writable log always has once loaded (an
+    /// offline one may have none, and is refused before it gets here).
+    fn writable_active(&self) -> Result<Arc<LogSegment>> {
+        self.active_segment()
+            .ok_or_else(|| StorageError::NoSuchPartition(self.name.clone()))
+    }
+
     /// Starts counting the active segment's stream bytes when they are known:
     /// an empty segment, or one whose length was saved at a clean close.
     fn init_tally(self: Arc<Self>) -> Arc<Self> {
         if let Some(active) = self.active_segment() {
-            if active.size() == 0 {
-                self.tally.start_segment(active.base_offset);
-            } else if let Some(len) = self.stream.lock().known_len(active.base_offset) {
-                self.tally.resume(active.base_offset, active.size(), len);
+            match active.known_size() {
+                Some(0) => self.tally.start_segment(active.base_offset),
+                Some(size) => {
+                    if let Some(len) = self.stream.lock().known_len(active.base_offset) {
+                        self.tally.resume(active.base_offset, size, len);
+                    }
+                }
+                // Not known: the stream computes the length when asked.
+                None => {}
             }
         }
         self
@@ -257,18 +329,29 @@ impl PartitionLog {
         self.recovery_point.load(Ordering::Acquire)
     }
 
-    pub fn status(&self) -> PartitionStatus {
-        let segs = self.segments.read();
-        PartitionStatus {
+    /// What `status` shows. An offline partition's sizes are those known,
+    /// read from no file.
+    pub fn status(&self) -> Result<PartitionStatus> {
+        let segs = self.segment_list();
+        let offline = self.offline_cause();
+        let mut size_bytes = 0;
+        for s in &segs {
+            size_bytes += match offline {
+                Some(_) => s.known_size().unwrap_or(0),
+                None => s.size()?,
+            };
+        }
+        Ok(PartitionStatus {
             log_start_offset: self.log_start_offset(),
             log_end_offset: self.log_end_offset(),
             recovery_point: self.recovery_point(),
             segments: segs.len(),
-            size_bytes: segs.values().map(|s| s.size()).sum(),
-            active_segment: segs.keys().last().copied().unwrap_or(0),
+            size_bytes,
+            active_segment: segs.last().map_or(0, |s| s.base_offset),
             lookup_bytes_read: self.lookup_bytes_read.load(Ordering::Relaxed),
             fsyncs: self.fsyncs.load(Ordering::Relaxed),
-        }
+            offline,
+        })
     }
 
     /// Base offset of the active segment.
@@ -290,6 +373,11 @@ impl PartitionLog {
         if !self.writable {
             return Err(StorageError::ReadOnly);
         }
+        self.health
+            .guard("a config change", || self.set_config_now(name, value))
+    }
+
+    fn set_config_now(&self, name: &str, value: &str) -> Result<()> {
         let value = value.trim_end_matches(['\n', '\r']);
         let _w = self.writer.lock();
         let mut overrides = self.overrides.lock().clone();
@@ -308,6 +396,11 @@ impl PartitionLog {
         if !self.writable {
             return Err(StorageError::ReadOnly);
         }
+        self.health
+            .guard("a config change", || self.reset_config_now(name))
+    }
+
+    fn reset_config_now(&self, name: &str) -> Result<()> {
         if self.defaults.get(name).is_none() {
             return Err(super::config::ConfigError::UnknownName(name.to_string()).into());
         }
@@ -326,35 +419,44 @@ impl PartitionLog {
     }
 
     /// Flushes, seals the active segment (final time index entry, trimmed
-    /// indexes) and refuses further appends.
+    /// indexes) and refuses further appends. An offline partition is left
+    /// as it is, and its `Offline` error keeps the clean-shutdown marker
+    /// from being written, so the next start recovers it.
     pub(crate) fn close(&self) -> Result<()> {
         let mut w = self.writer.lock();
         if w.closed {
-            return Ok(());
+            return self.check_online();
         }
         w.closed = true;
         drop(w);
         if !self.writable {
             return Ok(());
         }
+        self.health.guard("the close", || self.close_now())
+    }
+
+    fn close_now(&self) -> Result<()> {
         self.flush()?;
         if let Some(active) = self.active_segment() {
             active.seal()?;
             // Saved so the next clean start knows the active segment's stream length.
-            self.tally.sealed(active.base_offset, active.size());
+            self.tally.sealed(active.base_offset, active.size()?);
             let segs = self.segment_list();
             let mut stream = self.stream.lock();
             stream.absorb(&self.tally);
-            self.save_stream(&mut stream, &segs);
+            self.save_stream(&mut stream, &segs)?;
         }
         Ok(())
     }
 
     /// Closes the partition for good and removes its directory.
     pub(crate) fn delete(&self) -> Result<()> {
+        self.check_online()?;
         self.writer.lock().closed = true;
         self.deleted.store(true, Ordering::Release);
-        fs::remove_dir_all(&self.dir).at(&self.dir)?;
+        self.health.guard("the delete", || {
+            io::remove_dir_all("partition.delete.remove", &self.dir).at(&self.dir)
+        })?;
         self.checkpoints.remove(&self.topic, self.partition)?;
         info!(
             "Deleted log for partition {} in {}",
@@ -368,4 +470,12 @@ impl PartitionLog {
     pub fn segment_bases(&self) -> Vec<i64> {
         self.segments.read().keys().copied().collect()
     }
+}
+
+/// `<topic>-<partition>`, the directory's name.
+fn dir_name(dir: &Path) -> Result<String> {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .map(str::to_string)
+        .ok_or_else(|| StorageError::InvalidPartitionName(dir.display().to_string(), "not UTF-8"))
 }

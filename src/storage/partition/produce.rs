@@ -45,7 +45,9 @@ pub enum ProducerCheck {
 /// written. Nothing here keeps producer state yet; a keeper plugs in here.
 pub trait ProducerStateHook: Sync {
     /// Called before anything is written, with each batch's header (as sent)
-    /// and the offset it would get. An error refuses the whole append.
+    /// and the offset it would get. An error refuses the whole append; it
+    /// must be a refusal (`StorageError::is_refusal`), or the partition is
+    /// taken offline as after a failed write.
     fn check(&self, log: &PartitionLog, batch: &BatchHeader, offset: i64) -> Result<ProducerCheck>;
     /// Called once every batch is written, still under the writer lock and
     /// just before they are published, with their stored headers.
@@ -92,9 +94,19 @@ fn validate_all(log: &PartitionLog, records: &[u8]) -> Result<Vec<(usize, ValidB
     Ok(out)
 }
 
+/// A validated produce on its way in.
+struct Incoming<'a> {
+    records: &'a [u8],
+    batches: Vec<(usize, ValidBatch)>,
+    /// The append time, with `message.timestamp.type=LogAppendTime`.
+    append_time: Option<i64>,
+}
+
 impl PartitionLog {
     /// Validates and appends a producer's batches, all or nothing. Returns
     /// once they are in the segment file (the page cache), as a tree append.
+    /// A batch that fails validation is refused before the append path is
+    /// entered: bad input never takes the partition offline.
     pub fn append_produced(
         &self,
         records: &[u8],
@@ -103,67 +115,85 @@ impl PartitionLog {
         if !self.writable {
             return Err(StorageError::ReadOnly);
         }
-        let batches = validate_all(self, records)?;
         let config = self.config();
-        let now = super::now_ms();
-        let log_append_time = config.message_timestamp_type == TimestampType::LogAppendTime;
+        let incoming = Incoming {
+            records,
+            batches: validate_all(self, records)?,
+            append_time: (config.message_timestamp_type == TimestampType::LogAppendTime)
+                .then(super::now_ms),
+        };
+        let count: i64 = incoming
+            .batches
+            .iter()
+            .map(|(_, v)| v.header.last_offset_delta as i64 + 1)
+            .sum();
         let mut duplicate = None;
-        let mut stored = Vec::with_capacity(batches.len());
-        let (first_offset, written) = self.append_with(&config, |w, written| {
-            let mut offset = written.next_offset;
-            for (_, v) in &batches {
-                if let ProducerCheck::Duplicate {
-                    first_offset,
-                    last_offset,
-                } = producer.check(self, &v.header, offset)?
-                {
-                    duplicate = Some((first_offset, last_offset));
-                    return Ok(());
-                }
-                offset += v.header.last_offset_delta as i64 + 1;
-            }
-            for (pos, v) in &batches {
-                let base = written.next_offset;
-                w.buf.clear();
-                w.buf
-                    .extend_from_slice(&records[*pos..*pos + v.header.size()]);
-                assign_offset(&mut w.buf, base, LEADER_EPOCH);
-                if log_append_time {
-                    set_log_append_time(&mut w.buf, now);
-                }
-                let mut header = v.header;
-                header.base_offset = base;
-                header.partition_leader_epoch = LEADER_EPOCH;
-                if log_append_time {
-                    header.max_timestamp = now;
-                }
-                let batch = BatchToWrite {
-                    bytes: &w.buf,
-                    last_offset: header.last_offset(),
-                    max_timestamp: header.max_timestamp,
-                    stream_bytes: v.stream_bytes,
-                };
-                self.write_batch(&config, &batch, written)?;
-                stored.push(header);
-            }
-            producer.appended(self, &stored);
-            Ok(())
+        let (first_offset, written) = self.health.guard("a produce", || {
+            self.append_with(&config, count, |w, written| {
+                duplicate = self.write_produced(w, written, &incoming, &config, producer)?;
+                Ok(())
+            })
         })?;
-        if let Some((first_offset, last_offset)) = duplicate {
-            return Ok(ProducedInfo {
-                first_offset,
-                last_offset,
-                log_append_time: -1,
-                log_start_offset: self.log_start_offset(),
-                duplicate: true,
-            });
-        }
+        let (first_offset, last_offset) =
+            duplicate.unwrap_or((first_offset, written.next_offset - 1));
         Ok(ProducedInfo {
             first_offset,
-            last_offset: written.next_offset - 1,
-            log_append_time: if log_append_time { now } else { -1 },
+            last_offset,
+            log_append_time: match duplicate {
+                None => incoming.append_time.unwrap_or(-1),
+                Some(_) => -1,
+            },
             log_start_offset: self.log_start_offset(),
-            duplicate: false,
+            duplicate: duplicate.is_some(),
         })
+    }
+
+    /// Under the writer lock: asks producer state about each batch, then
+    /// writes them with the broker's fields set. Returns the offsets of the
+    /// earlier copy when the batches are a duplicate (nothing written).
+    fn write_produced(
+        &self,
+        w: &mut super::Writer,
+        written: &mut super::append::Written,
+        incoming: &Incoming,
+        config: &crate::storage::LogConfig,
+        producer: &dyn ProducerStateHook,
+    ) -> Result<Option<(i64, i64)>> {
+        let mut offset = written.next_offset;
+        for (_, v) in &incoming.batches {
+            if let ProducerCheck::Duplicate {
+                first_offset,
+                last_offset,
+            } = producer.check(self, &v.header, offset)?
+            {
+                return Ok(Some((first_offset, last_offset)));
+            }
+            offset += v.header.last_offset_delta as i64 + 1;
+        }
+        let mut stored = Vec::with_capacity(incoming.batches.len());
+        for (pos, v) in &incoming.batches {
+            let base = written.next_offset;
+            w.buf.clear();
+            w.buf
+                .extend_from_slice(&incoming.records[*pos..*pos + v.header.size()]);
+            assign_offset(&mut w.buf, base, LEADER_EPOCH);
+            let mut header = v.header;
+            header.base_offset = base;
+            header.partition_leader_epoch = LEADER_EPOCH;
+            if let Some(now) = incoming.append_time {
+                set_log_append_time(&mut w.buf, now);
+                header.max_timestamp = now;
+            }
+            let batch = BatchToWrite {
+                bytes: &w.buf,
+                last_offset: header.last_offset(),
+                max_timestamp: header.max_timestamp,
+                stream_bytes: v.stream_bytes,
+            };
+            self.write_batch(config, &batch, written)?;
+            stored.push(header);
+        }
+        producer.appended(self, &stored);
+        Ok(None)
     }
 }

@@ -35,6 +35,7 @@ impl PartitionLog {
 
     /// Record `offset` with where it sits: its batch and file position.
     pub fn read_entry(&self, offset: i64) -> Result<RecordEntry> {
+        self.check_online()?;
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         if offset < start || offset >= end {
             return Err(StorageError::OffsetOutOfRange {
@@ -86,35 +87,46 @@ impl PartitionLog {
 
     /// Length of the consumer stream (`value\n` per record from the log start).
     pub fn stream_len(&self) -> Result<u64> {
+        self.check_online()?;
         let segs = self.segment_list();
         let mut stream = self.stream.lock();
         let len = stream.len(&segs, self.log_start_offset(), &self.tally)?;
-        self.save_stream(&mut stream, &segs);
+        self.save_stream_after_read(&mut stream, &segs);
         Ok(len)
     }
 
     /// Reads the consumer stream at `pos`; returns the bytes copied.
     pub fn read_stream(&self, pos: u64, buf: &mut [u8]) -> Result<usize> {
+        self.check_online()?;
         let segs = self.segment_list();
         let mut stream = self.stream.lock();
         let n = stream.read(&segs, self.log_start_offset(), pos, buf, &self.tally)?;
-        self.save_stream(&mut stream, &segs);
+        self.save_stream_after_read(&mut stream, &segs);
         Ok(n)
     }
 
-    pub(super) fn save_stream(&self, stream: &mut Stream, segs: &[Arc<LogSegment>]) {
+    /// Saves new stream lengths (`commitfs.streamlen`).
+    pub(super) fn save_stream(&self, stream: &mut Stream, segs: &[Arc<LogSegment>]) -> Result<()> {
         if self.deleted.load(Ordering::Acquire) {
-            return;
+            return Ok(());
         }
         let live: Vec<i64> = segs.iter().map(|s| s.base_offset).collect();
-        stream.save(&self.dir, &live, self.writable);
+        stream.save(&self.dir, &live, self.writable)
+    }
+
+    /// [`Self::save_stream`] on a read path: the read has its bytes either
+    /// way; a failed write of the file takes the partition offline.
+    fn save_stream_after_read(&self, stream: &mut Stream, segs: &[Arc<LogSegment>]) {
+        let saved = self.save_stream(stream, segs);
+        let _ = self.health.judge("saving the stream lengths", saved);
     }
 
     /// Kafka's offsetsForTimes: the first offset whose timestamp is >= `timestamp_ms`.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<i64>> {
+        self.check_online()?;
         let start = self.log_start_offset();
         for seg in self.segment_list() {
-            if seg.size() == 0 || seg.largest_timestamp()? < timestamp_ms {
+            if seg.size()? == 0 || seg.largest_timestamp()? < timestamp_ms {
                 continue;
             }
             if let Some(o) = seg.find_offset_by_timestamp(timestamp_ms, start)? {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use log::{error, info};
+use log::info;
 
 use super::PartitionLog;
 use crate::storage::error::{Result, StorageError};
@@ -18,6 +18,11 @@ impl PartitionLog {
         if !self.writable {
             return Err(StorageError::ReadOnly);
         }
+        self.health
+            .guard("a delete-records", || self.delete_records_now(offset))
+    }
+
+    fn delete_records_now(&self, offset: i64) -> Result<i64> {
         let w = self.writer.lock();
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         if offset < 0 || offset > end {
@@ -30,16 +35,18 @@ impl PartitionLog {
         if offset <= start {
             return Ok(start);
         }
-        self.log_start_offset.store(offset, Ordering::Release);
+        // The checkpoint first: a failed write leaves the log start where it
+        // was, in memory as on disk.
         self.checkpoints
             .set_log_start_offset(&self.topic, self.partition, offset)?;
+        self.log_start_offset.store(offset, Ordering::Release);
         info!(
             "Incremented log start offset to {offset} of partition {} due to client delete records request",
             self.name
         );
         let doomed = self.take_prefix(|_, next| next.is_some_and(|n| n <= offset));
         drop(w);
-        self.delete_segments(doomed, "log start offset breach");
+        self.delete_segments(doomed, "log start offset breach")?;
         Ok(offset)
     }
 
@@ -59,7 +66,9 @@ impl PartitionLog {
             if !pred(&segs[base], Some(next)) {
                 break;
             }
-            doomed.push(segs.remove(base).expect("present"));
+            if let Some(seg) = segs.remove(base) {
+                doomed.push(seg);
+            }
         }
         if let Some(first) = segs.keys().next().copied()
             && first > self.log_start_offset()
@@ -69,35 +78,41 @@ impl PartitionLog {
         doomed
     }
 
-    fn delete_segments(&self, doomed: Vec<Arc<LogSegment>>, reason: &str) {
+    /// Deletes segments already taken out of the map. The log start offset
+    /// checkpoint is written before the files go, so that it is never below
+    /// the first segment left on disk.
+    fn delete_segments(&self, doomed: Vec<Arc<LogSegment>>, reason: &str) -> Result<()> {
+        if doomed.is_empty() {
+            return Ok(());
+        }
+        self.checkpoints.set_log_start_offset(
+            &self.topic,
+            self.partition,
+            self.log_start_offset(),
+        )?;
         for seg in &doomed {
             info!(
                 "Deleting segment {} of partition {} due to {reason}",
                 seg.base_offset, self.name
             );
-            seg.delete_files();
+            seg.delete_files()?;
         }
-        if !doomed.is_empty()
-            && let Err(e) = self.checkpoints.set_log_start_offset(
-                &self.topic,
-                self.partition,
-                self.log_start_offset(),
-            )
-        {
-            error!(
-                "Could not write the log start offset checkpoint for {}: {e}",
-                self.name
-            );
-        }
+        Ok(())
     }
 
     /// Applies the log start offset, retention.bytes and retention.ms (in
     /// Kafka's order); returns how many segments were deleted. Never deletes
     /// the active segment: when every segment qualifies, it rolls first.
     pub fn apply_retention(&self, now_ms: i64) -> Result<usize> {
-        if !self.writable {
+        // An offline partition is skipped: the failure was logged once.
+        if !self.writable || self.health.cause().is_some() {
             return Ok(0);
         }
+        self.health
+            .guard("a retention pass", || self.apply_retention_now(now_ms))
+    }
+
+    fn apply_retention_now(&self, now_ms: i64) -> Result<usize> {
         let config = self.config();
         if config.retention_ms >= 0 {
             // Loading a sealed segment's time index is I/O: do it before taking
@@ -115,17 +130,23 @@ impl PartitionLog {
         let start = self.log_start_offset();
         let doomed = self.take_prefix(|_, next| next.is_some_and(|n| n <= start));
         deleted += doomed.len();
-        self.delete_segments(doomed, "log start offset breach");
+        self.delete_segments(doomed, "log start offset breach")?;
 
         if config.retention_bytes >= 0 {
-            let total: u64 = self.segments.read().values().map(|s| s.size()).sum();
-            let mut diff = total as i64 - config.retention_bytes;
+            // Sizes learned first: a segment whose size cannot be read is
+            // an error, not a segment of 0 bytes.
+            let mut sizes = std::collections::BTreeMap::new();
+            for s in self.segment_list() {
+                sizes.insert(s.base_offset, s.size()? as i64);
+            }
+            let size_of = |s: &LogSegment| sizes.get(&s.base_offset).copied().unwrap_or(0);
+            let total: i64 = sizes.values().sum();
+            let mut diff = total - config.retention_bytes;
             let all_qualify = {
-                let segs = self.segments.read();
                 let mut d = diff;
-                segs.values().all(|s| {
-                    let ok = d - s.size() as i64 >= 0;
-                    d -= s.size() as i64;
+                sizes.values().all(|size| {
+                    let ok = d - size >= 0;
+                    d -= size;
                     ok
                 })
             };
@@ -133,8 +154,8 @@ impl PartitionLog {
                 self.roll_now(&config)?;
             }
             let doomed = self.take_prefix(|s, _| {
-                if diff - s.size() as i64 >= 0 {
-                    diff -= s.size() as i64;
+                if diff - size_of(s) >= 0 {
+                    diff -= size_of(s);
                     true
                 } else {
                     false
@@ -144,12 +165,12 @@ impl PartitionLog {
             self.delete_segments(
                 doomed,
                 &format!("retention size {} breach", config.retention_bytes),
-            );
+            )?;
         }
 
         if config.retention_ms >= 0 {
             let expired = |s: &LogSegment| {
-                s.size() > 0
+                s.size().is_ok_and(|size| size > 0)
                     && s.largest_timestamp()
                         .is_ok_and(|t| now_ms - t > config.retention_ms)
             };
@@ -162,7 +183,7 @@ impl PartitionLog {
             self.delete_segments(
                 doomed,
                 &format!("retention time {}ms breach", config.retention_ms),
-            );
+            )?;
         }
         drop(w);
         Ok(deleted)

@@ -2,16 +2,16 @@
 //! active segment, and making what was written durable up to the recovery
 //! point.
 
-use std::fs::File;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use log::{error, info, warn};
+use log::{error, info};
 
 use super::{PartitionLog, now_ms, settings};
 use crate::storage::config::LogConfig;
 use crate::storage::error::{IoContext, Result, StorageError};
+use crate::storage::io;
 use crate::storage::segment::LogSegment;
 
 impl PartitionLog {
@@ -20,12 +20,14 @@ impl PartitionLog {
         if !self.writable {
             return Err(StorageError::ReadOnly);
         }
-        let config = self.config();
-        let w = self.writer.lock();
-        if w.closed {
-            return Err(StorageError::NoSuchPartition(self.name.clone()));
-        }
-        self.roll_now(&config)
+        self.health.guard("a roll", || {
+            let config = self.config();
+            let w = self.writer.lock();
+            if w.closed {
+                return Err(StorageError::NoSuchPartition(self.name.clone()));
+            }
+            self.roll_now(&config)
+        })
     }
 
     /// A roll outside an append: at the log end, with nothing unpublished.
@@ -47,14 +49,29 @@ impl PartitionLog {
         new_base: i64,
     ) -> Result<Option<Arc<LogSegment>>> {
         let started = Instant::now();
-        let active = self.active_segment().expect("active segment");
-        if active.write_pos() == 0 {
+        let active = self.writable_active()?;
+        if active.write_pos()? == 0 {
             return Ok(None);
         }
         // Create first: if the disk is full the old segment stays active, untouched.
-        let segment = Arc::new(LogSegment::create(&self.dir, new_base, settings(config))?);
-        active.seal()?;
-        self.tally.sealed(active.base_offset, active.write_pos());
+        let segment = Arc::new(LogSegment::create(
+            &self.dir,
+            new_base,
+            settings(config),
+            self.health.clone(),
+        )?);
+        if let Err(e) = active.seal() {
+            // A failure (the partition goes offline); the new files go, so
+            // that recovery finds the old segment last.
+            if let Err(d) = segment.delete_files() {
+                error!(
+                    "Could not remove {} after a failed roll: {d}",
+                    segment.path().display()
+                );
+            }
+            return Err(e);
+        }
+        self.tally.sealed(active.base_offset, active.write_pos()?);
         self.tally.start_segment(new_base);
         self.segments.write().insert(new_base, segment);
         info!(
@@ -69,22 +86,15 @@ impl PartitionLog {
     /// Kafka flushes a sealed segment asynchronously, advancing the recovery point.
     pub(super) fn schedule_flush(&self, up_to: i64) {
         let me = self.self_ref.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("flush-{}", self.name))
-            .spawn(move || {
-                if let Some(log) = me.upgrade()
-                    && !log.deleted.load(Ordering::Acquire)
-                    && let Err(e) = log.flush_up_to(up_to)
-                {
-                    error!("Error flushing {} after roll: {e}", log.name);
-                }
-            });
-        if let Err(e) = spawned {
-            warn!(
-                "Could not start the flush after roll of {}: {e}; it runs at the next flush",
-                self.name
-            );
-        }
+        self.flusher.schedule(&self.name, move || {
+            if let Some(log) = me.upgrade()
+                && !log.deleted.load(Ordering::Acquire)
+                && let Err(e) = log.flush_up_to(up_to)
+                && !matches!(e, StorageError::Offline { .. })
+            {
+                error!("Error flushing {} after roll: {e}", log.name);
+            }
+        });
     }
 
     /// fsyncs every segment up to the LEO, advances the recovery point, writes the checkpoint.
@@ -96,11 +106,20 @@ impl PartitionLog {
         if !self.writable {
             return Ok(());
         }
+        self.health.guard("a flush", || {
+            self.sync_segments(Some(offset))?;
+            self.advance_recovery_point(offset)
+        })
+    }
+
+    /// fsyncs the segments below `below` (all of them: `None`), everything
+    /// written to them, and the directory, whose entries new segments need.
+    pub(super) fn sync_segments(&self, below: Option<i64>) -> Result<()> {
         let _f = self.flush_lock.lock();
         let segs: Vec<_> = self
             .segments
             .read()
-            .range(..offset)
+            .range(..below.unwrap_or(i64::MAX))
             .map(|(_, s)| s.clone())
             .collect();
         for seg in segs {
@@ -108,11 +127,14 @@ impl PartitionLog {
                 self.fsyncs.fetch_add(1, Ordering::Relaxed);
             }
         }
-        // New segment files are durable only once the directory entry is.
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .at(&self.dir)?;
+        io::sync_dir("partition.flush.dir_fsync", &self.dir).synced(&self.dir)?;
         self.last_flush_ms.store(now_ms(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Moves the recovery point up to `offset`, once what is below it is
+    /// synced, and writes the checkpoint.
+    pub(super) fn advance_recovery_point(&self, offset: i64) -> Result<()> {
         if offset > self.recovery_point() {
             self.recovery_point.fetch_max(offset, Ordering::AcqRel);
             if !self.deleted.load(Ordering::Acquire) {
@@ -127,9 +149,13 @@ impl PartitionLog {
     }
 
     /// Flushes when `flush.ms` has passed since the last flush.
+    /// An offline partition is skipped: the failure was logged once.
     pub fn maybe_flush_on_time(&self, now_ms: i64) -> Result<()> {
         let flush_ms = self.config().flush_ms;
-        if flush_ms == i64::MAX || self.log_end_offset() == self.recovery_point() {
+        if flush_ms == i64::MAX
+            || self.log_end_offset() == self.recovery_point()
+            || self.health.cause().is_some()
+        {
             return Ok(());
         }
         if now_ms - self.last_flush_ms.load(Ordering::Relaxed) >= flush_ms {

@@ -5,17 +5,35 @@
 //! and rebuilds them from it when they are missing or cannot be trusted.
 
 use log::{error, info};
-use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{
+    MappedRwLockReadGuard, MappedRwLockWriteGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
 
-use super::{AppendState, LogSegment, index_batch};
+use super::{AppendState, IndexSettings, LogSegment, reindex_batch};
 use crate::record::{BatchHeader, HEADER_LEN};
 use crate::storage::batch_reader::read_full_at;
 use crate::storage::error::{IoContext, Result};
-use crate::storage::index::{OffsetIndex, TimeIndex};
+use crate::storage::index::{OFFSET_ENTRY, OffsetIndex, TIME_ENTRY, TimeIndex};
+use crate::storage::io;
 
 pub(crate) struct Indexes {
     pub offset: OffsetIndex,
     pub time: TimeIndex,
+}
+
+impl Indexes {
+    /// Kafka's `resizeIndexes` on a segment becoming active: preallocated to
+    /// `segment.index.bytes`, but never below the entries it holds (a smaller
+    /// setting than the one the segment was written with only makes it full,
+    /// so the next append rolls), and with the time index's final slot.
+    pub fn preallocate(&mut self, settings: &IndexSettings) -> Result<()> {
+        let offset_used = (self.offset.entries() * OFFSET_ENTRY) as u64;
+        let time_used = ((self.time.entries() + 1) * TIME_ENTRY) as u64;
+        self.offset
+            .resize(settings.offset_index_max_bytes.max(offset_used))?;
+        self.time
+            .resize(settings.time_index_max_bytes.max(time_used))
+    }
 }
 
 /// A segment's two indexes, or nothing until they are first used.
@@ -25,24 +43,34 @@ pub(super) struct LazyIndex {
 }
 
 impl LazyIndex {
-    /// The indexes, loaded by `load` on first use.
+    /// The indexes, loaded by `load` on first use. The guard is taken from
+    /// the loading one, so a concurrent unload cannot empty the slot between.
     fn get(
         &self,
         load: impl FnOnce() -> Result<Indexes>,
-    ) -> Result<RwLockReadGuard<'_, Option<Indexes>>> {
-        {
-            let g = self.slot.read();
-            if g.is_some() {
-                return Ok(g);
-            }
+    ) -> Result<MappedRwLockReadGuard<'_, Indexes>> {
+        let g = self.slot.read();
+        if let Ok(ix) = RwLockReadGuard::try_map(g, Option::as_ref) {
+            return Ok(ix);
         }
-        {
-            let mut g = self.slot.write();
-            if g.is_none() {
-                *g = Some(load()?);
-            }
+        let mut g = self.slot.write();
+        if g.is_none() {
+            *g = Some(load()?);
         }
-        Ok(self.slot.read())
+        let g = RwLockWriteGuard::downgrade(g);
+        RwLockReadGuard::try_map(g, Option::as_ref).map_err(|_| unloaded())
+    }
+
+    /// The indexes to change, loaded by `load` on first use.
+    fn get_mut(
+        &self,
+        load: impl FnOnce() -> Result<Indexes>,
+    ) -> Result<MappedRwLockWriteGuard<'_, Indexes>> {
+        let mut g = self.slot.write();
+        if g.is_none() {
+            *g = Some(load()?);
+        }
+        RwLockWriteGuard::try_map(g, Option::as_mut).map_err(|_| unloaded())
     }
 
     /// The indexes as they are, loaded or not, to change them.
@@ -65,10 +93,31 @@ impl LazyIndex {
     }
 }
 
+/// A slot found empty just after it was filled under the same lock: cannot
+/// happen, and is an error rather than a panic all the same.
+fn unloaded() -> crate::storage::error::StorageError {
+    crate::storage::error::StorageError::Io {
+        path: std::path::PathBuf::new(),
+        source: std::io::Error::other("index slot empty after loading"),
+    }
+}
+
+/// Where an index is built before it is installed.
+fn staged(path: &std::path::Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".tmp");
+    name.into()
+}
+
 impl LogSegment {
     /// The indexes, loading (and if needed rebuilding) them on first use.
-    pub(crate) fn indexes(&self) -> Result<RwLockReadGuard<'_, Option<Indexes>>> {
+    pub(crate) fn indexes(&self) -> Result<MappedRwLockReadGuard<'_, Indexes>> {
         self.indexes.get(|| self.load_indexes())
+    }
+
+    /// The indexes to change, loading them first if needed.
+    pub(crate) fn indexes_mut(&self) -> Result<MappedRwLockWriteGuard<'_, Indexes>> {
+        self.indexes.get_mut(|| self.load_indexes())
     }
 
     /// Maps the index files, checks them against the log and rebuilds them
@@ -107,7 +156,7 @@ impl LogSegment {
     fn open_checked_indexes(&self) -> Result<std::result::Result<Indexes, String>> {
         let index_path = self.index_path();
         let time_path = self.time_index_path();
-        let size = self.size();
+        let size = self.size()?;
         let offset = OffsetIndex::open(&index_path, self.base_offset, self.writable)?;
         if let Err(why) = offset.check(size) {
             return Ok(Err(format!("offset index {}: {why}", index_path.display())));
@@ -164,41 +213,98 @@ impl LogSegment {
     /// Builds both indexes from the `.log` with Kafka's rule, byte for byte what
     /// the appends would have written. Sealed segments get the final time index
     /// entry and trimmed files; the active one keeps its preallocation.
+    /// It writes the index files, whatever path asked for the indexes (a
+    /// read too), so it runs guarded: a failure takes the partition offline.
     pub(super) fn rebuild_indexes(&self) -> Result<Indexes> {
+        self.health.guard("an index rebuild", || {
+            self.rebuild_indexes_now()
+                .inspect_err(|_| self.discard_index_files())
+        })
+    }
+
+    /// After a rebuild (or recovery) that failed part way, its staged files
+    /// go (or else the next load removes them).
+    pub(super) fn discard_index_files(&self) {
+        if !self.writable {
+            return;
+        }
+        for p in [staged(&self.index_path()), staged(&self.time_index_path())] {
+            if let Err(e) = io::remove_file("index.discard", &p)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                error!(
+                    "Could not remove {} after a failed rebuild: {e}",
+                    p.display()
+                );
+            }
+        }
+    }
+
+    fn rebuild_indexes_now(&self) -> Result<Indexes> {
+        let size = self.size()?;
         let mut ix = self.fresh_indexes()?;
         let mut st = AppendState::rebuilt(self.base_offset);
         let interval = self.settings.index_interval_bytes;
-        let size = self.size();
+        let mut failed = None;
         self.scan(0, |pos, h| {
             if pos + h.size() as u64 > size {
                 return false;
             }
-            index_batch(&mut ix, &mut st, interval, pos, h);
-            true
+            match reindex_batch(&mut ix, &mut st, interval, pos, h) {
+                Ok(()) => true,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            }
         })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
         if !self.is_active() {
             ix.time
-                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true);
+                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true)?;
             ix.offset.trim()?;
             ix.time.trim()?;
         }
+        self.install(&mut ix)?;
         *self.state.lock() = st;
         Ok(ix)
     }
 
-    /// Empty indexes at the preallocated size: on disk, or in memory when the
-    /// data directory must not be written.
+    /// Puts rebuilt indexes in place of the old files: until then a failed
+    /// rebuild, or a crash in it, leaves the old files as they were (missing
+    /// or damaged, to be rebuilt again) and a `.tmp` that the next load
+    /// removes, never files half filled that would pass for good ones.
+    pub(super) fn install(&self, ix: &mut Indexes) -> Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        for (path, file) in [
+            (self.index_path(), ix.offset.path().to_path_buf()),
+            (self.time_index_path(), ix.time.path().to_path_buf()),
+        ] {
+            io::rename("index.install", &file, &path).at(&path)?;
+        }
+        ix.offset.moved_to(&self.index_path());
+        ix.time.moved_to(&self.time_index_path());
+        Ok(())
+    }
+
+    /// Empty indexes at the preallocated size: on disk under staged names
+    /// (see [`Self::install`]), or in memory when the data directory must
+    /// not be written.
     pub(super) fn fresh_indexes(&self) -> Result<Indexes> {
         let s = self.settings;
         if self.writable {
             Ok(Indexes {
                 offset: OffsetIndex::create(
-                    &self.index_path(),
+                    &staged(&self.index_path()),
                     self.base_offset,
                     s.offset_index_max_bytes,
                 )?,
                 time: TimeIndex::create(
-                    &self.time_index_path(),
+                    &staged(&self.time_index_path()),
                     self.base_offset,
                     s.time_index_max_bytes,
                 )?,

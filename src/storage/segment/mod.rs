@@ -5,23 +5,26 @@
 //! bytes below the published `size`, so they never see a half-written batch.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use log::{error, warn};
 use parking_lot::Mutex;
 
 use super::batch_reader::BatchReader;
 use super::error::{IoContext, Result, StorageError};
+use super::health::Health;
 use super::index::{OffsetIndex, TimeIndex};
+use super::io;
 use super::names::segment_file_name;
 use crate::record::BatchHeader;
 
+mod follow;
 mod lazy_index;
 mod read;
 
+pub(crate) use follow::Tail;
 pub(crate) use lazy_index::Indexes;
 use lazy_index::LazyIndex;
 pub(crate) use read::Located;
@@ -104,6 +107,8 @@ pub struct LogSegment {
     settings: IndexSettings,
     writable: bool,
     active: AtomicBool,
+    /// The partition's: an index rebuilt on a read path may fail it.
+    health: Arc<Health>,
 }
 
 impl LogSegment {
@@ -122,16 +127,16 @@ impl LogSegment {
     }
 
     /// Creates a new, empty, active segment with preallocated indexes.
-    pub fn create(dir: &Path, base_offset: i64, settings: IndexSettings) -> Result<LogSegment> {
+    pub(crate) fn create(
+        dir: &Path,
+        base_offset: i64,
+        settings: IndexSettings,
+        health: Arc<Health>,
+    ) -> Result<LogSegment> {
         let log_path = Self::log_path(dir, base_offset);
-        let log = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&log_path)
-            .at(&log_path)?;
-        let mut seg = LogSegment::from_parts(log_path, base_offset, Some(log), 0, settings, true);
+        let log = io::create_file("segment.create", &log_path).at(&log_path)?;
+        let mut seg =
+            LogSegment::from_parts(log_path, base_offset, Some(log), 0, settings, true, health);
         let created = (|| {
             let offset = OffsetIndex::create(
                 &seg.index_path(),
@@ -153,8 +158,9 @@ impl LogSegment {
                 Ok(seg)
             }
             Err(e) => {
-                // A roll that cannot create its files leaves nothing behind.
-                seg.delete_files();
+                // A roll that cannot create its files leaves nothing behind;
+                // if it cannot even remove them, that is the failure.
+                seg.delete_files()?;
                 Err(e)
             }
         }
@@ -164,11 +170,12 @@ impl LogSegment {
     /// indexes loaded on first use, so loading many sealed segments costs
     /// no system call for each.
     /// `log_path` is the segment's `.log`, as the directory listing named it.
-    pub fn open(
+    pub(crate) fn open(
         log_path: PathBuf,
         base_offset: i64,
         settings: IndexSettings,
         writable: bool,
+        health: Arc<Health>,
     ) -> LogSegment {
         LogSegment::from_parts(
             log_path,
@@ -177,6 +184,7 @@ impl LogSegment {
             UNKNOWN_SIZE,
             settings,
             writable,
+            health,
         )
     }
 
@@ -187,6 +195,7 @@ impl LogSegment {
         size: u64,
         settings: IndexSettings,
         writable: bool,
+        health: Arc<Health>,
     ) -> Self {
         LogSegment {
             base_offset,
@@ -204,44 +213,51 @@ impl LogSegment {
             settings,
             writable,
             active: AtomicBool::new(false),
+            health,
         }
     }
 
-    pub fn size(&self) -> u64 {
+    /// The published size, learned from the file on first use. A failed
+    /// stat is an error, never an empty segment: an active segment taken as
+    /// empty would be written over from position 0.
+    pub fn size(&self) -> Result<u64> {
         let size = self.size.load(Ordering::Acquire);
         if size != UNKNOWN_SIZE {
-            return size;
+            return Ok(size);
         }
         // A segment loaded without a stat: its file has not changed since.
-        let size = match std::fs::metadata(&self.log_path) {
-            Ok(m) => m.len(),
-            Err(e) => {
-                error!(
-                    "Could not stat {}: {e}; serving it as empty",
-                    self.log_path.display()
-                );
-                0
-            }
-        };
+        let size = io::metadata("segment.size.stat", &self.log_path)
+            .at(&self.log_path)?
+            .len();
         for a in [&self.write_pos, &self.flushed_size, &self.size] {
             let _ = a.compare_exchange(UNKNOWN_SIZE, size, Ordering::AcqRel, Ordering::Acquire);
         }
-        self.size.load(Ordering::Acquire)
+        Ok(self.size.load(Ordering::Acquire))
+    }
+
+    /// The published size if it is known, without touching the file.
+    pub fn known_size(&self) -> Option<u64> {
+        let size = self.size.load(Ordering::Acquire);
+        (size != UNKNOWN_SIZE).then_some(size)
     }
 
     /// Bytes written so far, including an append's not yet published batches.
-    pub fn write_pos(&self) -> u64 {
+    pub fn write_pos(&self) -> Result<u64> {
         let pos = self.write_pos.load(Ordering::Acquire);
         if pos != UNKNOWN_SIZE {
-            return pos;
+            return Ok(pos);
         }
-        self.size();
-        self.write_pos.load(Ordering::Acquire)
+        self.size()?;
+        Ok(self.write_pos.load(Ordering::Acquire))
     }
 
-    /// Makes everything written so far visible to readers.
+    /// Makes everything written so far visible to readers. Only for a
+    /// segment that was appended to, whose write position is known.
     pub fn publish(&self) {
-        self.size.store(self.write_pos(), Ordering::Release);
+        let pos = self.write_pos.load(Ordering::Acquire);
+        if pos != UNKNOWN_SIZE {
+            self.size.store(pos, Ordering::Release);
+        }
     }
 
     /// The `.log` file, opened on first use.
@@ -259,8 +275,7 @@ impl LogSegment {
         }
         .at(&self.log_path)?;
         // Another thread may have won the race; either descriptor will do.
-        let _ = self.log.set(f);
-        Ok(self.log.get().expect("just set"))
+        Ok(self.log.get_or_init(|| f))
     }
 
     pub fn is_active(&self) -> bool {
@@ -272,18 +287,12 @@ impl LogSegment {
     /// on the active segment).
     pub fn activate(&self) -> Result<()> {
         self.active.store(true, Ordering::Relaxed);
-        let guard = self.indexes()?;
-        drop(guard);
-        let mut g = self.indexes.write();
-        let ix = g.as_mut().expect("indexes were just loaded");
-        ix.offset.resize(self.settings.offset_index_max_bytes)?;
-        ix.time.resize(self.settings.time_index_max_bytes)?;
-        let size = self.size();
-        let mut st = self.state.lock();
-        st.bytes_since_last_index_entry =
-            size - ix.offset.last_entry().map_or(0, |e| e.position as u64);
-        drop(st);
-        drop(g);
+        let size = self.size()?;
+        let mut ix = self.indexes_mut()?;
+        ix.preallocate(&self.settings)?;
+        let indexed = ix.offset.last_entry().map_or(0, |e| e.position as u64);
+        self.state.lock().bytes_since_last_index_entry = size.saturating_sub(indexed);
+        drop(ix);
         let first = self.first_batch_header()?;
         self.state.lock().rolling_based_timestamp = first.map(|h| h.max_timestamp);
         Ok(())
@@ -299,13 +308,12 @@ impl LogSegment {
         segment_bytes: u64,
         segment_ms: i64,
     ) -> Result<bool> {
-        let size = self.write_pos();
+        let size = self.write_pos()?;
         if size + batch_size > segment_bytes {
             return Ok(true);
         }
         {
-            let g = self.indexes()?;
-            let ix = g.as_ref().expect("loaded");
+            let ix = self.indexes()?;
             if ix.offset.is_full() || ix.time.is_full() {
                 return Ok(true);
             }
@@ -326,53 +334,49 @@ impl LogSegment {
         (0..=u32::MAX as i64).contains(&rel)
     }
 
-    /// Appends one encoded batch. On a failed write the file is cut back, so no
-    /// partial batch stays in the `.log`.
+    /// Appends one encoded batch, unpublished. On a failed write the file is
+    /// cut back, so no partial batch stays in the `.log`; if even that fails,
+    /// its error is the one returned (a failure, never a refusal).
     pub fn append(&self, batch: &[u8]) -> Result<()> {
         let header = BatchHeader::parse(batch)?;
-        let pos = self.write_pos();
-        if let Err(e) = self.log_file()?.write_all_at(batch, pos) {
-            if let Err(t) = self.log_file()?.set_len(pos) {
+        let pos = self.write_pos()?;
+        let file = self.log_file()?;
+        if let Err(e) = io::write_all_at("segment.append.write", file, batch, pos) {
+            if let Err(t) = io::set_len("segment.append.cut_back", file, pos) {
                 error!(
-                    "Could not cut {} back to {pos} after a failed write: {t}",
+                    "Could not cut {} back to {pos} after a failed write ({e}): {t}",
                     self.log_path.display()
                 );
+                return Err(StorageError::io(&self.log_path, t));
             }
             return Err(StorageError::io(&self.log_path, e));
         }
-        let mut g = self.indexes.write();
-        if g.is_none() {
-            drop(g);
-            drop(self.indexes()?);
-            g = self.indexes.write();
-        }
-        let ix = g.as_mut().expect("loaded");
+        let mut ix = self.indexes_mut()?;
         let mut st = self.state.lock();
         if st.rolling_based_timestamp.is_none() {
             st.rolling_based_timestamp = Some(header.max_timestamp);
         }
+        // The write position moves first: whatever happens to the index
+        // entry, the bytes are there to be undone or published.
+        self.write_pos
+            .store(pos + batch.len() as u64, Ordering::Release);
+        // Not published yet: entries past the published size are never chosen
+        // by a lookup, whose offsets are all below the published log end.
         index_batch(
-            ix,
+            &mut ix,
             &mut st,
             self.settings.index_interval_bytes,
             pos,
             &header,
-        );
-        drop(st);
-        drop(g);
-        // Not published yet: entries past the published size are never chosen
-        // by a lookup, whose offsets are all below the published log end.
-        self.write_pos
-            .store(pos + batch.len() as u64, Ordering::Release);
-        Ok(())
+        )
     }
 
     /// What an append may have to undo.
     pub fn snapshot(&self) -> Result<SegmentSnapshot> {
-        let g = self.indexes()?;
-        let ix = g.as_ref().expect("loaded");
+        let write_pos = self.write_pos()?;
+        let ix = self.indexes()?;
         Ok(SegmentSnapshot {
-            write_pos: self.write_pos(),
+            write_pos,
             offset_entries: ix.offset.entries(),
             time_entries: ix.time.entries(),
             state: *self.state.lock(),
@@ -385,16 +389,13 @@ impl LogSegment {
     pub fn rollback(&self, snap: &SegmentSnapshot) -> Result<()> {
         let f = self.log_file()?;
         if f.metadata().at(&self.log_path)?.len() > snap.write_pos {
-            f.set_len(snap.write_pos).at(&self.log_path)?;
+            io::set_len("segment.rollback.truncate", f, snap.write_pos).at(&self.log_path)?;
         }
         self.write_pos.store(snap.write_pos, Ordering::Release);
-        drop(self.indexes()?);
-        let mut g = self.indexes.write();
-        let ix = g.as_mut().expect("loaded");
+        let mut ix = self.indexes_mut()?;
         if snap.active && !self.is_active() {
             self.active.store(true, Ordering::Relaxed);
-            ix.offset.resize(self.settings.offset_index_max_bytes)?;
-            ix.time.resize(self.settings.time_index_max_bytes)?;
+            ix.preallocate(&self.settings)?;
         }
         ix.offset.truncate_entries(snap.offset_entries);
         ix.time.truncate_entries(snap.time_entries);
@@ -412,7 +413,7 @@ impl LogSegment {
             let st = *self.state.lock();
             if st.max_timestamp >= 0 {
                 ix.time
-                    .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true);
+                    .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true)?;
             }
             if self.writable {
                 ix.offset.trim()?;
@@ -433,22 +434,23 @@ impl LogSegment {
         }
     }
 
-    /// fsync of the `.log` and msync of the indexes.
+    /// fsync of the `.log` and msync of the indexes, of everything written,
+    /// published or not (an append due a flush syncs before it publishes).
     pub fn flush(&self) -> Result<bool> {
-        if self.size.load(Ordering::Acquire) == UNKNOWN_SIZE {
+        let written = self.write_pos.load(Ordering::Acquire);
+        if written == UNKNOWN_SIZE {
             // Never touched since a load that found it on disk: nothing to sync.
             return Ok(false);
         }
-        let size = self.size();
-        if self.flushed_size.load(Ordering::Acquire) == size && !self.is_active() {
+        if self.flushed_size.load(Ordering::Acquire) == written && !self.is_active() {
             return Ok(false);
         }
-        self.log_file()?.sync_data().at(&self.log_path)?;
+        io::sync_data("segment.flush.fdatasync", self.log_file()?).synced(&self.log_path)?;
         if let Some(ix) = self.indexes.loaded().as_ref() {
             ix.offset.flush()?;
             ix.time.flush()?;
         }
-        self.flushed_size.store(size, Ordering::Release);
+        self.flushed_size.store(written, Ordering::Release);
         Ok(true)
     }
 
@@ -456,8 +458,23 @@ impl LogSegment {
 
     /// Kafka's `LogSegment.recover`: validates every batch (framing, CRC,
     /// offsets), cuts the `.log` at the first bad or torn one and rebuilds both
-    /// indexes from what remains.
-    pub fn recover(&self, min_offset: i64) -> Result<RecoveryResult> {
+    /// indexes from what remains. `before_cut` runs before the cut (the loader
+    /// deletes the later segments there), so a recovery that fails part way
+    /// finds the same damage again at the next load.
+    pub fn recover(
+        &self,
+        min_offset: i64,
+        before_cut: impl FnOnce() -> Result<()>,
+    ) -> Result<RecoveryResult> {
+        self.recover_now(min_offset, before_cut)
+            .inspect_err(|_| self.discard_index_files())
+    }
+
+    fn recover_now(
+        &self,
+        min_offset: i64,
+        before_cut: impl FnOnce() -> Result<()>,
+    ) -> Result<RecoveryResult> {
         let log = self.log_file()?;
         let file_size = log.metadata().at(&self.log_path)?.len();
         // One pass: each batch is validated and indexed as it is read. The old
@@ -482,7 +499,7 @@ impl LogSegment {
             {
                 return Ok(false);
             }
-            index_batch(&mut ix, &mut st, interval, pos, h);
+            reindex_batch(&mut ix, &mut st, interval, pos, h)?;
             first_max_timestamp.get_or_insert(h.max_timestamp);
             expected_min = h.next_offset();
             next_offset = Some(h.next_offset());
@@ -493,7 +510,9 @@ impl LogSegment {
         let truncated = file_size - valid;
         if truncated > 0 {
             if self.writable {
-                self.log_file()?.set_len(valid).at(&self.log_path)?;
+                before_cut()?;
+                io::set_len("segment.recover.truncate", self.log_file()?, valid)
+                    .at(&self.log_path)?;
             } else {
                 // Never write a read-only data dir: the bad tail is just not served.
                 warn!(
@@ -507,10 +526,11 @@ impl LogSegment {
         self.flushed_size.store(0, Ordering::Release);
         if !self.is_active() {
             ix.time
-                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true);
+                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true)?;
             ix.offset.trim()?;
             ix.time.trim()?;
         }
+        self.install(&mut ix)?;
         st.rolling_based_timestamp = first_max_timestamp;
         *self.state.lock() = st;
         *guard = Some(ix);
@@ -527,40 +547,68 @@ impl LogSegment {
         self.active.store(true, Ordering::Relaxed);
     }
 
-    /// Removes the segment's files (best effort; readers holding the segment
-    /// keep their open descriptor).
-    pub fn delete_files(&self) {
+    /// Removes the segment's files (readers holding the segment keep their
+    /// open descriptor). Files already gone are no error.
+    pub fn delete_files(&self) -> Result<()> {
         if !self.writable {
-            return; // a read-only data dir only drops the segment from view
+            return Ok(()); // a read-only data dir only drops the segment from view
         }
         for p in [
             self.log_path.clone(),
             self.index_path(),
             self.time_index_path(),
         ] {
-            if let Err(e) = std::fs::remove_file(&p)
-                && e.kind() != std::io::ErrorKind::NotFound
-            {
-                error!("Could not delete {}: {e}", p.display());
+            match io::remove_file("segment.delete.remove", &p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(StorageError::io(&p, e));
+                }
+                _ => {}
             }
         }
-        let _ = std::fs::remove_file(self.log_path.with_extension("txnindex"));
+        let txn = self.log_path.with_extension("txnindex");
+        match io::remove_file("segment.delete.remove_txnindex", &txn) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StorageError::io(&txn, e)),
+            _ => Ok(()),
+        }
     }
 }
 
 /// Kafka's per-batch index rule (`LogSegment.append` and `recover`):
 /// index the batch (its last offset, its start position) only when more than
 /// `index.interval.bytes` have gone by since the last entry, then count its bytes.
-fn index_batch(ix: &mut Indexes, st: &mut AppendState, interval: u64, pos: u64, h: &BatchHeader) {
+/// An append finds room (a full index rolls first); a rebuild makes room.
+fn index_batch(
+    ix: &mut Indexes,
+    st: &mut AppendState,
+    interval: u64,
+    pos: u64,
+    h: &BatchHeader,
+) -> Result<()> {
     if h.max_timestamp > st.max_timestamp {
         st.max_timestamp = h.max_timestamp;
         st.offset_of_max_timestamp = h.last_offset();
     }
     if st.bytes_since_last_index_entry > interval {
-        ix.offset.append(h.last_offset(), pos as u32);
+        ix.offset.append(h.last_offset(), pos as u32)?;
         ix.time
-            .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, false);
+            .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, false)?;
         st.bytes_since_last_index_entry = 0;
     }
     st.bytes_since_last_index_entry += h.size() as u64;
+    Ok(())
+}
+
+/// [`index_batch`] for a rebuild from the `.log`: the indexes grow past
+/// `segment.index.bytes` where the segment was written under a larger one
+/// (Kafka throws here; a rebuild must reproduce what is there).
+fn reindex_batch(
+    ix: &mut Indexes,
+    st: &mut AppendState,
+    interval: u64,
+    pos: u64,
+    h: &BatchHeader,
+) -> Result<()> {
+    ix.offset.make_room()?;
+    ix.time.make_room()?;
+    index_batch(ix, st, interval, pos, h)
 }

@@ -56,7 +56,7 @@ impl LogSegment {
     /// time. A range too short for a batch opens no file, so walking an empty
     /// segment (a new active one) leaves its `.log` unopened until it is used.
     fn reader(&self, start: u64, chunk: usize) -> Result<BatchReader<'_>> {
-        let end = self.size();
+        let end = self.size()?;
         if start + HEADER_LEN as u64 > end {
             return Ok(BatchReader::empty_at(start));
         }
@@ -90,35 +90,40 @@ impl LogSegment {
 
     /// The index entry to start a scan for `offset` from.
     pub fn lookup(&self, offset: i64) -> Result<OffsetPosition> {
-        let g = self.indexes()?;
-        Ok(g.as_ref().expect("loaded").offset.lookup(offset))
+        Ok(self.indexes()?.offset.lookup(offset))
     }
 
     /// Finds the batch holding `offset`: its position, its header and, when
     /// the scan already read all of it, its bytes. Reads about one index
     /// interval of headers plus the batch, never a segment scan.
     pub(crate) fn find_batch(&self, offset: i64, bytes_read: &AtomicU64) -> Result<Located> {
-        for attempt in 0..2 {
-            let entry = self.lookup(offset)?;
-            let (read, found) = self.locate(offset, entry)?;
-            bytes_read.fetch_add(read, Ordering::Relaxed);
-            match found {
-                Located::BadEntry if attempt == 0 => {}
-                Located::BadEntry => return Ok(Located::Absent),
-                other => return Ok(other),
-            }
-            error!(
-                "Found a corrupted index file corresponding to log file {}: entry (offset {}, position {}) does not point at its batch, rebuilding index files...",
-                self.log_path.display(),
-                entry.offset,
-                entry.position
-            );
-            // Rebuild under the write lock: the files are recreated underneath
-            // the old mapping, which nobody may touch meanwhile.
+        let entry = self.lookup(offset)?;
+        let (read, found) = self.locate(offset, entry)?;
+        bytes_read.fetch_add(read, Ordering::Relaxed);
+        if !matches!(found, Located::BadEntry) {
+            return Ok(found);
+        }
+        error!(
+            "Found a corrupted index file corresponding to log file {}: entry (offset {}, position {}) does not point at its batch, rebuilding index files...",
+            self.log_path.display(),
+            entry.offset,
+            entry.position
+        );
+        {
+            // Rebuild under the write lock, the old maps dropped first: the
+            // files are recreated underneath them.
             let mut g = self.indexes.write();
+            *g = None;
             *g = Some(self.rebuild_indexes()?);
         }
-        unreachable!("the loop returns on its second pass")
+        let entry = self.lookup(offset)?;
+        let (read, found) = self.locate(offset, entry)?;
+        bytes_read.fetch_add(read, Ordering::Relaxed);
+        Ok(match found {
+            // Rebuilt from the log, the index cannot be wrong again.
+            Located::BadEntry => Located::Absent,
+            other => other,
+        })
     }
 
     /// Walks batch headers from an index entry to the batch holding `offset`.
@@ -208,8 +213,7 @@ impl LogSegment {
     /// First record at or after `min_offset` whose timestamp is >= `timestamp`.
     pub fn find_offset_by_timestamp(&self, timestamp: i64, min_offset: i64) -> Result<Option<i64>> {
         let start_offset = {
-            let g = self.indexes()?;
-            let ix = g.as_ref().expect("loaded");
+            let ix = self.indexes()?;
             let t: TimestampOffset = ix.time.lookup(timestamp);
             ix.offset.lookup(t.offset.max(min_offset)).position as u64
         };
@@ -264,9 +268,7 @@ impl LogSegment {
     /// The offset after the last batch (clean load: index tail plus a short scan).
     pub fn read_next_offset(&self) -> Result<i64> {
         let start = {
-            let g = self.indexes()?;
-            g.as_ref()
-                .expect("loaded")
+            self.indexes()?
                 .offset
                 .last_entry()
                 .map_or(0, |e| e.position as u64)

@@ -1,0 +1,168 @@
+//! The cluster layer's one error type, and the one place where a Kafka
+//! client error becomes a [`BackendError`] kind (and so, through the tree's
+//! table in `fs::error`, an errno).
+//!
+//! librdkafka reports two sorts of code: the broker's (Kafka's own error
+//! codes, positive) and its own (negative: transport failures, timeouts,
+//! a partition it does not know). Both are mapped here, by what they mean
+//! to someone using the tree.
+
+use std::fmt;
+
+use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
+
+use crate::fs::backend::{BackendError, ErrorKind};
+
+/// What went wrong talking to the cluster: the operation, the client's
+/// code when there is one, and the details for the log.
+#[derive(Clone, Debug)]
+pub struct ClusterError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+pub type ClusterResult<T> = Result<T, ClusterError>;
+
+impl ClusterError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ClusterError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// A client or broker error code met while doing `what`.
+    pub fn code(what: impl fmt::Display, code: Code, detail: Option<&str>) -> Self {
+        let detail = match detail {
+            Some(d) if !d.is_empty() => format!(": {d}"),
+            _ => String::new(),
+        };
+        ClusterError::new(kind_of(code), format!("{what}: {code}{detail}"))
+    }
+
+    /// A client error met while doing `what`.
+    pub fn client(what: impl fmt::Display, e: &KafkaError) -> Self {
+        match client_code(e) {
+            Some(code) => ClusterError::code(what, code, None),
+            None => ClusterError::new(
+                match e {
+                    KafkaError::ClientConfig(..) | KafkaError::AdminOpCreation(_) => {
+                        ErrorKind::Invalid
+                    }
+                    KafkaError::Canceled => ErrorKind::Io(libc::EIO),
+                    _ => ErrorKind::Io(libc::EIO),
+                },
+                format!("{what}: {e}"),
+            ),
+        }
+    }
+
+    /// No answer from the cluster in time.
+    pub fn timed_out(what: impl fmt::Display, timeout: std::time::Duration) -> Self {
+        ClusterError::new(
+            ErrorKind::TimedOut,
+            format!(
+                "{what}: no answer from the cluster within request.timeout.ms ({} ms)",
+                timeout.as_millis()
+            ),
+        )
+    }
+}
+
+impl fmt::Display for ClusterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ClusterError {}
+
+impl From<ClusterError> for BackendError {
+    fn from(e: ClusterError) -> Self {
+        BackendError::new(e.kind, e.message)
+    }
+}
+
+/// The code inside a client error, admin errors included.
+fn client_code(e: &KafkaError) -> Option<Code> {
+    match e {
+        KafkaError::AdminOp(code) => Some(*code),
+        KafkaError::PartitionEOF(_) => Some(Code::PartitionEOF),
+        e => e.rdkafka_error_code(),
+    }
+}
+
+/// What a code means to the tree. Everything transient (a broker down, a
+/// leader moving, a request timing out) is EIO or ETIMEDOUT: the operation
+/// may work when tried again. Refusals of bad input are EINVAL, as locally.
+pub fn kind_of(code: Code) -> ErrorKind {
+    match code {
+        Code::UnknownTopicOrPartition | Code::UnknownTopic | Code::UnknownPartition => {
+            ErrorKind::NotFound
+        }
+        Code::OffsetOutOfRange => ErrorKind::OffsetOutOfRange {
+            offset: -1,
+            log_start: -1,
+            log_end: -1,
+        },
+        Code::TopicAlreadyExists => ErrorKind::Exists,
+        Code::MessageSizeTooLarge | Code::InvalidMessageSize => ErrorKind::RecordTooLarge,
+        Code::MessageBatchTooLarge => ErrorKind::BatchTooLarge,
+        Code::InvalidTopic
+        | Code::InvalidPartitions
+        | Code::InvalidReplicationFactor
+        | Code::InvalidReplicaAssignment
+        | Code::InvalidConfig
+        | Code::InvalidRequest
+        | Code::InvalidArgument
+        | Code::PolicyViolation
+        | Code::InvalidTimestamp
+        | Code::InvalidRecord => ErrorKind::Invalid,
+        Code::TopicAuthorizationFailed
+        | Code::ClusterAuthorizationFailed
+        | Code::GroupAuthorizationFailed
+        | Code::TransactionalIdAuthorizationFailed
+        | Code::SaslAuthenticationFailed
+        | Code::Authentication
+        | Code::TopicDeletionDisabled
+        | Code::SecurityDisabled => ErrorKind::Io(libc::EACCES),
+        Code::UnsupportedVersion
+        | Code::UnsupportedFeature
+        | Code::UnsupportedForMessageFormat
+        | Code::UnsupportedCompressionType
+        | Code::NotImplemented => ErrorKind::Unsupported,
+        Code::RequestTimedOut
+        | Code::MessageTimedOut
+        | Code::OperationTimedOut
+        | Code::TimedOutQueue => ErrorKind::TimedOut,
+        Code::KafkaStorageError => ErrorKind::Io(libc::EIO),
+        Code::ReassignmentInProgress | Code::ConcurrentTransactions => ErrorKind::Busy,
+        Code::BadMessage | Code::BadCompression | Code::InvalidMessage => ErrorKind::Corrupt,
+        // Transport failures, all brokers down, no leader, not enough
+        // replicas, a purged or fenced producer: the machine failed.
+        _ => ErrorKind::Io(libc::EIO),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::error::errno_of;
+
+    #[test]
+    fn codes_map_to_the_tree_errnos() {
+        let errno = |c| errno_of(kind_of(c));
+        assert_eq!(errno(Code::UnknownTopicOrPartition), libc::ENOENT);
+        assert_eq!(errno(Code::TopicAlreadyExists), libc::EEXIST);
+        assert_eq!(errno(Code::MessageSizeTooLarge), libc::EMSGSIZE);
+        assert_eq!(errno(Code::InvalidConfig), libc::EINVAL);
+        assert_eq!(errno(Code::PolicyViolation), libc::EINVAL);
+        assert_eq!(errno(Code::RequestTimedOut), libc::ETIMEDOUT);
+        assert_eq!(errno(Code::MessageTimedOut), libc::ETIMEDOUT);
+        assert_eq!(errno(Code::AllBrokersDown), libc::EIO);
+        assert_eq!(errno(Code::BrokerTransportFailure), libc::EIO);
+        assert_eq!(errno(Code::NotEnoughReplicas), libc::EIO);
+        assert_eq!(errno(Code::TopicAuthorizationFailed), libc::EACCES);
+        assert_eq!(errno(Code::UnsupportedVersion), libc::EOPNOTSUPP);
+    }
+}

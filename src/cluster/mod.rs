@@ -1,0 +1,473 @@
+//! The tree over a Kafka cluster: `commitfs mount --bootstrap-server`.
+//!
+//! A backend behind the same seam as local storage
+//! ([`crate::fs::backend`]), so the tree's rules, errno table and tests are
+//! shared; only what a cluster cannot do differs (no raw segment files, no
+//! `roll` or `flush`, an `rmdir` rule of its own). The client is librdkafka,
+//! through the `rdkafka` crate. The rooms:
+//! - [`config`]: the mount's options and the client properties passed through;
+//! - [`error`]: the one error type, and client codes mapped to the tree's kinds;
+//! - [`admin`]: Metadata and the admin requests (topics, partitions,
+//!   DeleteRecords, configs);
+//! - [`produce`]: the idempotent producer and a write's wait for its acks;
+//! - [`fetch`]: consumers assigned by hand, watermarks, lookups by time;
+//! - [`cache`]: fetched records, bounded by `cache.bytes`;
+//! - [`stream`]: the consumer stream and its exact length, in bounded memory;
+//! - [`partition`]: one partition's operations as client calls.
+//!
+//! Every call into the cluster is bounded by `request.timeout.ms`: the
+//! tree's FUSE threads call it synchronously and must never hang.
+
+pub mod admin;
+pub mod cache;
+pub mod config;
+pub mod error;
+pub mod fetch;
+pub mod partition;
+pub mod produce;
+pub mod stream;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use log::info;
+use parking_lot::{Mutex, RwLock};
+use rdkafka::admin::AdminClient;
+
+pub use config::ClusterOptions;
+pub use error::{ClusterError, ClusterResult};
+pub use partition::ClusterPartition;
+
+use crate::fs::backend::{
+    Backend, BackendError, BackendResult, ErrorKind, Features, FileInfo, Partition, StatFs,
+};
+use admin::Admin;
+use cache::Cache;
+use fetch::Fetcher;
+use produce::Producer;
+
+/// Partitions whose stream length is kept counted at once; past this the
+/// least recently indexed one forgets its count (and counts again if read).
+const MAX_INDEXED: usize = 1024;
+/// A name the cluster said it does not have is not asked about again for
+/// this long (shells probe names).
+const NEGATIVE_TTL: Duration = Duration::from_secs(1);
+/// librdkafka's default `message.max.bytes`: no record can be larger.
+const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
+
+/// Kafka's topic-level configs shown under `config/`, and the console
+/// producer's settings, which the mount keeps itself.
+pub const CONFIG_NAMES: &[&str] = &[
+    "cleanup.policy",
+    "compression.type",
+    "delete.retention.ms",
+    "file.delete.delay.ms",
+    "flush.messages",
+    "flush.ms",
+    "index.interval.bytes",
+    "max.compaction.lag.ms",
+    "max.message.bytes",
+    "message.timestamp.type",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "min.insync.replicas",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.index.bytes",
+    "segment.jitter.ms",
+    "segment.ms",
+    "unclean.leader.election.enable",
+    "parse.key",
+    "key.separator",
+];
+
+/// What every partition shares: the clients, the cache, the options.
+pub struct Shared {
+    pub(crate) opts: ClusterOptions,
+    producer: Option<Producer>,
+    fetcher: Fetcher,
+    admin: Admin,
+    cache: Cache,
+    max_message_bytes: usize,
+    indexed: Mutex<VecDeque<(Arc<str>, Weak<ClusterPartition>)>>,
+    parts: RwLock<HashMap<String, Weak<ClusterPartition>>>,
+}
+
+impl Shared {
+    /// Notes that `key` now keeps a stream index; drops the oldest past the bound.
+    fn indexed(&self, key: &Arc<str>) {
+        let evicted = {
+            let mut q = self.indexed.lock();
+            q.retain(|(k, _)| k != key);
+            let me = self.parts.read().get(&**key).cloned().unwrap_or_default();
+            q.push_back((key.clone(), me));
+            if q.len() > MAX_INDEXED {
+                q.pop_front()
+            } else {
+                None
+            }
+        };
+        if let Some((_, p)) = evicted
+            && let Some(p) = p.upgrade()
+        {
+            p.drop_index();
+        }
+    }
+}
+
+/// `<topic>-<partition>` split, or `None` for a name that cannot be one
+/// (Kafka's topic rule: 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or `..`; the
+/// partition a canonical decimal).
+pub fn parse_name(name: &str) -> Option<(&str, i32)> {
+    let (topic, p) = name.rsplit_once('-')?;
+    let ok_topic = !topic.is_empty()
+        && topic.len() <= 249
+        && topic != "."
+        && topic != ".."
+        && topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    let ok_p =
+        !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && (p == "0" || !p.starts_with('0'));
+    if !ok_topic || !ok_p {
+        return None;
+    }
+    Some((topic, p.parse().ok()?))
+}
+
+pub struct ClusterBackend {
+    shared: Arc<Shared>,
+    /// Partitions seen, by name, with the time the catalog was last
+    /// refreshed; names the cluster lacks, with when it said so.
+    catalog: Mutex<Catalog>,
+}
+
+#[derive(Default)]
+struct Catalog {
+    parts: BTreeMap<String, Arc<ClusterPartition>>,
+    missing: HashMap<String, Instant>,
+}
+
+impl ClusterBackend {
+    /// Connects the clients. Nothing is asked of the cluster yet: the
+    /// daemon checks it is reachable with [`ClusterBackend::check`].
+    pub fn new(opts: ClusterOptions) -> ClusterResult<Self> {
+        let timeout = opts.request_timeout;
+        let consumer_config = opts.consumer_config();
+        let make_consumer = || -> ClusterResult<fetch::Consumer> {
+            consumer_config
+                .create_with_context(fetch::Quiet)
+                .map_err(|e| ClusterError::client("creating a consumer", &e))
+        };
+        let fetcher = Fetcher::new(make_consumer, timeout)?;
+        let admin_client: AdminClient<_> = opts
+            .admin_config()
+            .create()
+            .map_err(|e| ClusterError::client("creating the admin client", &e))?;
+        let producer = if opts.read_only {
+            None
+        } else {
+            let config = opts.producer_config();
+            Some(Producer::new(
+                move || {
+                    config
+                        .create_with_context(produce::Context)
+                        .map_err(|e| ClusterError::client("creating the producer", &e))
+                },
+                timeout,
+            )?)
+        };
+        let max_message_bytes = opts
+            .client
+            .iter()
+            .find(|(k, _)| k == "message.max.bytes")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(DEFAULT_MESSAGE_MAX_BYTES);
+        Ok(ClusterBackend {
+            shared: Arc::new(Shared {
+                cache: Cache::new(opts.cache_bytes),
+                admin: Admin::new(admin_client, timeout),
+                opts,
+                producer,
+                fetcher,
+                max_message_bytes,
+                indexed: Mutex::default(),
+                parts: RwLock::default(),
+            }),
+            catalog: Mutex::default(),
+        })
+    }
+
+    /// Asks the cluster for its topics once: a mount whose cluster cannot
+    /// be reached fails at mount time, not at the first `ls`.
+    pub fn check(&self) -> ClusterResult<usize> {
+        Ok(self.shared.admin.metadata(None)?.len())
+    }
+
+    /// Sends or fails every produce still in flight; called at unmount.
+    pub fn close(&self) {
+        if let Some(p) = &self.shared.producer {
+            p.close();
+        }
+    }
+
+    pub fn options(&self) -> &ClusterOptions {
+        &self.shared.opts
+    }
+
+    /// The partition object for `topic`/`id`, made once.
+    fn part(&self, cat: &mut Catalog, topic: &str, id: i32) -> Arc<ClusterPartition> {
+        let name = format!("{topic}-{id}");
+        cat.missing.remove(&name);
+        cat.parts
+            .entry(name.clone())
+            .or_insert_with(|| {
+                let p = Arc::new(ClusterPartition::new(topic, id, self.shared.clone()));
+                self.shared.parts.write().insert(name, Arc::downgrade(&p));
+                p
+            })
+            .clone()
+    }
+
+    /// Takes a Metadata answer for `topics` (all of them when `None`).
+    fn refresh(&self, topic: Option<&str>) -> ClusterResult<Vec<admin::TopicMeta>> {
+        let meta = self.shared.admin.metadata(topic)?;
+        let mut cat = self.catalog.lock();
+        let seen: std::collections::HashSet<String> = meta
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| format!("{}-{}", t.name, p.id))
+            })
+            .collect();
+        // Partitions of topics deleted elsewhere go.
+        let gone: Vec<String> = cat
+            .parts
+            .iter()
+            .filter(|(n, p)| topic.is_none_or(|t| p.topic() == t) && !seen.contains(*n))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in gone {
+            cat.parts.remove(&n);
+            self.shared.parts.write().remove(&n);
+            self.shared.cache.forget(&n);
+        }
+        for t in &meta {
+            for p in &t.partitions {
+                self.part(&mut cat, &t.name, p.id);
+            }
+        }
+        Ok(meta)
+    }
+
+    /// The topic's partition count, or `None` if the cluster has no such topic.
+    fn partition_count(&self, topic: &str) -> ClusterResult<Option<usize>> {
+        let meta = self.refresh(Some(topic))?;
+        Ok(meta
+            .iter()
+            .find(|t| t.name == topic)
+            .map(|t| t.partitions.len())
+            .filter(|n| *n > 0))
+    }
+
+    /// Waits until Metadata shows `topic` with `count` partitions, each
+    /// with a leader: a new partition is usable once this returns.
+    fn wait_ready(&self, topic: &str, count: usize) -> ClusterResult<()> {
+        let deadline = Instant::now() + self.shared.opts.request_timeout;
+        loop {
+            let meta = self.refresh(Some(topic))?;
+            let ready = meta.iter().find(|t| t.name == topic).is_some_and(|t| {
+                t.partitions.len() >= count && t.partitions.iter().all(|p| p.leader >= 0)
+            });
+            if ready {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(ClusterError::timed_out(
+                    format!("waiting for {topic} to have {count} partitions with leaders"),
+                    self.shared.opts.request_timeout,
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn bad_name(name: &str) -> BackendError {
+    BackendError::new(
+        ErrorKind::Invalid,
+        format!(
+            "invalid partition name {name:?}: expected <topic>-<partition>, the topic 1 to 249 \
+             of [a-zA-Z0-9._-] and the partition a decimal without leading zeros"
+        ),
+    )
+}
+
+fn no_such(name: &str) -> BackendError {
+    BackendError::new(
+        ErrorKind::NotFound,
+        format!("partition {name} does not exist"),
+    )
+}
+
+impl Backend for ClusterBackend {
+    fn read_only(&self) -> bool {
+        self.shared.opts.read_only
+    }
+
+    fn features(&self) -> Features {
+        Features {
+            raw_files: false,
+            roll: false,
+            flush: false,
+        }
+    }
+
+    fn partition_names(&self) -> BackendResult<Vec<String>> {
+        self.refresh(None)?;
+        Ok(self.catalog.lock().parts.keys().cloned().collect())
+    }
+
+    fn partition(&self, name: &str) -> BackendResult<Arc<dyn Partition>> {
+        let Some((topic, _)) = parse_name(name) else {
+            return Err(no_such(name));
+        };
+        {
+            let cat = self.catalog.lock();
+            if let Some(p) = cat.parts.get(name) {
+                return Ok(p.clone());
+            }
+            if cat
+                .missing
+                .get(name)
+                .is_some_and(|at| at.elapsed() < NEGATIVE_TTL)
+            {
+                return Err(no_such(name));
+            }
+        }
+        self.refresh(Some(topic))?;
+        let mut cat = self.catalog.lock();
+        if let Some(p) = cat.parts.get(name) {
+            return Ok(p.clone());
+        }
+        cat.missing.insert(name.to_string(), Instant::now());
+        Err(no_such(name))
+    }
+
+    /// CreateTopics for partition 0 of a new topic, CreatePartitions for the
+    /// next partition of an existing one; the listener's no-holes rule.
+    fn create_partition(&self, name: &str) -> BackendResult<()> {
+        // `t--1` reads as a negative partition: refused, as locally.
+        let (topic, id) = parse_name(name)
+            .filter(|(t, _)| !t.ends_with('-'))
+            .ok_or_else(|| bad_name(name))?;
+        let id = id as usize;
+        match self.partition_count(topic)? {
+            None if id == 0 => {
+                self.shared
+                    .admin
+                    .create_topic(topic, self.shared.opts.replication_factor)?;
+            }
+            None => {
+                return Err(BackendError::new(
+                    ErrorKind::Invalid,
+                    format!(
+                        "partition {name}: topic {topic} does not exist; create {topic}-0 first (partitions are 0..n-1, without holes)"
+                    ),
+                ));
+            }
+            Some(n) if id < n => {
+                return Err(BackendError::new(
+                    ErrorKind::Exists,
+                    format!("partition {name} already exists"),
+                ));
+            }
+            Some(n) if id == n => self.shared.admin.create_partitions(topic, n + 1)?,
+            Some(n) => {
+                return Err(BackendError::new(
+                    ErrorKind::Invalid,
+                    format!(
+                        "partition {name}: topic {topic} has partitions 0..{n}; the next one is {topic}-{n} (partitions are 0..n-1, without holes)"
+                    ),
+                ));
+            }
+        }
+        self.wait_ready(topic, id + 1)?;
+        info!("Cluster: created partition {name}");
+        Ok(())
+    }
+
+    /// Kafka cannot take one partition away from a topic: `rmdir` deletes
+    /// the topic, through its only partition `T-0`.
+    fn delete_partition(&self, name: &str) -> BackendResult<()> {
+        let (topic, id) = parse_name(name).ok_or_else(|| no_such(name))?;
+        let n = self.partition_count(topic)?.ok_or_else(|| no_such(name))?;
+        if n != 1 || id != 0 {
+            return Err(BackendError::new(
+                ErrorKind::NotPermitted,
+                format!(
+                    "Kafka cannot remove a partition from a topic; rmdir deletes topic {topic} only through {topic}-0 when it is the topic's only partition (it has {n})"
+                ),
+            ));
+        }
+        self.shared.admin.delete_topic(topic)?;
+        let mut cat = self.catalog.lock();
+        cat.parts.remove(name);
+        self.shared.parts.write().remove(name);
+        self.shared.cache.forget(name);
+        info!("Cluster: deleted topic {topic}");
+        Ok(())
+    }
+
+    fn root_files(&self) -> BackendResult<Vec<FileInfo>> {
+        Ok(Vec::new())
+    }
+
+    fn read_root_file(&self, name: &str, _pos: u64, _buf: &mut [u8]) -> BackendResult<usize> {
+        Err(BackendError::new(
+            ErrorKind::NotFound,
+            format!("no file {name}"),
+        ))
+    }
+
+    fn config_names(&self) -> &'static [&'static str] {
+        CONFIG_NAMES
+    }
+
+    /// A cluster has no block counts to give: all zero, as for other
+    /// network filesystems that cannot tell.
+    fn statfs(&self) -> BackendResult<StatFs> {
+        Ok(StatFs {
+            bsize: crate::fs::tree::BLKSIZE,
+            frsize: crate::fs::tree::BLKSIZE,
+            ..StatFs::default()
+        })
+    }
+}
+
+impl Drop for ClusterBackend {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(parse_name("t-0"), Some(("t", 0)));
+        assert_eq!(parse_name("a-b-12"), Some(("a-b", 12)));
+        assert_eq!(
+            parse_name("__consumer_offsets-3"),
+            Some(("__consumer_offsets", 3))
+        );
+        for bad in ["t", "t-", "-0", "t-01", "t-x", "./-0", "..-0", "t/x-0"] {
+            assert_eq!(parse_name(bad), None, "{bad}");
+        }
+    }
+}

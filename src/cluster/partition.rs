@@ -1,0 +1,413 @@
+//! One partition of a cluster topic, as the tree sees it: each node's
+//! operation as client calls, and what each costs.
+//!
+//! | call | round trips |
+//! |---|---|
+//! | `offsets` | 1 (ListOffsets: low and high watermark) |
+//! | `contains(N)` | 0 when N is below a log end seen before, else 1 |
+//! | `record(N)` | 0 when cached, else 1 fetch (caching about 1 MiB from N) |
+//! | `stream_len` | 1 ListOffsets, plus fetches of records not counted yet |
+//! | `read_stream` | fetches of records not cached; 1 ListOffsets at the end |
+//! | `append` | 1 produce (acks=all), more if larger than a batch |
+//! | `offset_for_timestamp` | 1 (ListOffsets by time) |
+//! | `status` | 2 (ListOffsets, Metadata) |
+//! | `config` | 1 DescribeConfigs, answered again for 1 s |
+//! | `set_config` | 1 IncrementalAlterConfigs |
+//! | `delete_records` | 1 ListOffsets and 1 DeleteRecords |
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use super::Shared;
+use super::error::ClusterResult;
+use super::fetch::Chunk;
+use super::stream::StreamIndex;
+use crate::fs::backend::{
+    Appended, BackendError, BackendResult, ErrorKind, FileInfo, LineFormat, Offsets, Partition,
+    RecordEntry,
+};
+use crate::record::NewRecord;
+
+/// How long a DescribeConfigs answer serves (a lookup and an open of the
+/// same `config/<name>` come a moment apart).
+const CONFIG_FRESH: Duration = Duration::from_secs(1);
+
+/// A topic's configs as DescribeConfigs gives them.
+type Configs = Vec<(String, Option<String>)>;
+
+pub struct ClusterPartition {
+    name: String,
+    key: Arc<str>,
+    topic: String,
+    id: i32,
+    shared: Arc<Shared>,
+    /// The log start and end last seen (the start only grows, and so does
+    /// the high watermark): a lower bound of the end, never served as it.
+    known_start: AtomicI64,
+    known_end: AtomicI64,
+    index: Mutex<Option<StreamIndex>>,
+    lines: Mutex<(bool, String)>,
+    configs: Mutex<Option<(Instant, Configs)>>,
+    fetches: AtomicU64,
+    cache_hits: AtomicU64,
+}
+
+fn unsupported(what: &str) -> BackendError {
+    BackendError::new(
+        ErrorKind::Unsupported,
+        format!("{what}: the files are on the brokers"),
+    )
+}
+
+impl ClusterPartition {
+    pub(super) fn new(topic: &str, id: i32, shared: Arc<Shared>) -> Self {
+        let name = format!("{topic}-{id}");
+        let lines = (shared.opts.parse_key, shared.opts.key_separator.clone());
+        ClusterPartition {
+            key: Arc::from(name.as_str()),
+            name,
+            topic: topic.to_string(),
+            id,
+            shared,
+            known_start: AtomicI64::new(-1),
+            known_end: AtomicI64::new(-1),
+            index: Mutex::new(None),
+            lines: Mutex::new(lines),
+            configs: Mutex::new(None),
+            fetches: AtomicU64::new(0),
+            cache_hits: AtomicU64::new(0),
+        }
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    pub fn id(&self) -> i32 {
+        self.id
+    }
+
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.shared.opts.request_timeout
+    }
+
+    /// The watermarks, asked of the leader; both are remembered as bounds.
+    fn watermarks(&self) -> ClusterResult<(i64, i64)> {
+        let (low, high) = self.shared.fetcher.watermarks(&self.topic, self.id)?;
+        self.known_start.fetch_max(low, Ordering::Relaxed);
+        self.known_end.fetch_max(high, Ordering::Relaxed);
+        Ok((low, high))
+    }
+
+    /// The chunk of records covering `offset`: cached, or fetched and cached.
+    fn chunk(&self, offset: i64) -> ClusterResult<Arc<Chunk>> {
+        if let Some(c) = self.shared.cache.get(&self.key, offset) {
+            self.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(c);
+        }
+        let stop = self.shared.cache.next_cached(&self.key, offset);
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+        let chunk = Arc::new(
+            self.shared
+                .fetcher
+                .fetch(&self.topic, self.id, offset, stop)?,
+        );
+        if let Some(last) = chunk.records.last() {
+            self.known_end
+                .fetch_max(last.record.offset + 1, Ordering::Relaxed);
+        }
+        self.shared.cache.insert(&self.key, chunk.clone());
+        Ok(chunk)
+    }
+
+    /// The stream index, made (counting from the log start) if needed.
+    fn with_index<T>(
+        &self,
+        low: i64,
+        high: i64,
+        f: impl FnOnce(&mut StreamIndex) -> ClusterResult<T>,
+    ) -> ClusterResult<T> {
+        let mut g = self.index.lock();
+        if !g.as_ref().is_some_and(|ix| ix.fits(low, high)) {
+            *g = Some(StreamIndex::new(low));
+            self.shared.indexed(&self.key);
+        }
+        f(g.as_mut().expect("made above"))
+    }
+
+    /// Drops the stream index (memory is wanted for another partition's).
+    pub(super) fn drop_index(&self) {
+        *self.index.lock() = None;
+    }
+
+    fn describe(&self) -> ClusterResult<Configs> {
+        let mut g = self.configs.lock();
+        if let Some((at, c)) = &*g
+            && at.elapsed() < CONFIG_FRESH
+        {
+            return Ok(c.clone());
+        }
+        let c = self.shared.admin.describe_configs(&self.topic)?;
+        *g = Some((Instant::now(), c.clone()));
+        Ok(c)
+    }
+}
+
+impl Partition for ClusterPartition {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn offsets(&self) -> BackendResult<Offsets> {
+        let (log_start, log_end) = self.watermarks()?;
+        Ok(Offsets { log_start, log_end })
+    }
+
+    fn contains(&self, offset: i64) -> BackendResult<bool> {
+        let (start, end) = (
+            self.known_start.load(Ordering::Relaxed),
+            self.known_end.load(Ordering::Relaxed),
+        );
+        if start >= 0 && start <= offset && offset < end {
+            return Ok(true);
+        }
+        let o = self.offsets()?;
+        Ok(o.log_start <= offset && offset < o.log_end)
+    }
+
+    fn append(&self, records: &[NewRecord]) -> BackendResult<Appended> {
+        let Some(producer) = &self.shared.producer else {
+            return Err(BackendError::new(
+                ErrorKind::ReadOnly,
+                "the mount is read-only",
+            ));
+        };
+        if records.is_empty() {
+            return Err(BackendError::new(ErrorKind::Invalid, "nothing to append"));
+        }
+        let (first, last) = producer.append(&self.topic, self.id, records)?;
+        self.known_end.fetch_max(last + 1, Ordering::Relaxed);
+        Ok(Appended {
+            first_offset: first,
+            last_offset: last,
+            batches: 1,
+        })
+    }
+
+    fn record(&self, offset: i64) -> BackendResult<RecordEntry> {
+        let start = self.known_start.load(Ordering::Relaxed);
+        let below = || {
+            BackendError::new(
+                ErrorKind::OffsetOutOfRange {
+                    offset,
+                    log_start: start,
+                    log_end: self.known_end.load(Ordering::Relaxed),
+                },
+                format!("offset {offset} is below the log start offset {start}"),
+            )
+        };
+        if offset < start {
+            return Err(below());
+        }
+        let chunk = self.chunk(offset)?;
+        match chunk.get(offset) {
+            Some(f) => Ok(RecordEntry {
+                record: f.record.clone(),
+                batch_base_offset: None,
+                position: None,
+                timestamp_type: f.timestamp_type,
+            }),
+            None => Err(BackendError::new(
+                ErrorKind::NoRecord,
+                format!("offset {offset} of {} holds no record", self.name),
+            )),
+        }
+    }
+
+    fn stream_len(&self) -> BackendResult<u64> {
+        let deadline = self.deadline();
+        let chunks = |at| self.chunk(at);
+        let mut tries = 0;
+        loop {
+            let (low, high) = self.watermarks()?;
+            match self.with_index(low, high, |ix| ix.len(low, high, &chunks, deadline)) {
+                // The log start moved while counting: once more from it.
+                Err(e) if e.kind == ErrorKind::Io(libc::EAGAIN) && tries == 0 => tries += 1,
+                r => return Ok(r?),
+            }
+        }
+    }
+
+    fn read_stream(&self, pos: u64, buf: &mut [u8]) -> BackendResult<usize> {
+        let chunks = |at| self.chunk(at);
+        {
+            let mut g = self.index.lock();
+            if let Some(ix) = g.as_mut() {
+                let n = ix.read(pos, buf, &chunks)?;
+                if n > 0 {
+                    return Ok(n);
+                }
+            }
+        }
+        // At the end of what is counted: count up to the log end, then read.
+        let (low, high) = self.watermarks()?;
+        let deadline = self.deadline();
+        Ok(self.with_index(low, high, |ix| {
+            ix.len(low, high, &chunks, deadline)?;
+            ix.read(pos, buf, &chunks)
+        })?)
+    }
+
+    /// The last counted record's timestamp: it moves with every append.
+    fn log_mtime(&self) -> Option<SystemTime> {
+        let ts = self.index.lock().as_ref()?.last_timestamp?;
+        Some(UNIX_EPOCH + Duration::from_millis(ts.max(0) as u64))
+    }
+
+    fn offset_for_timestamp(&self, ms: i64) -> BackendResult<Option<i64>> {
+        Ok(self
+            .shared
+            .fetcher
+            .offset_for_time(&self.topic, self.id, ms)?)
+    }
+
+    fn status(&self) -> BackendResult<Vec<(&'static str, String)>> {
+        let (low, high) = self.watermarks()?;
+        let meta = self.shared.admin.metadata(Some(&self.topic))?;
+        let p = meta
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .find(|p| p.id == self.id);
+        let list = |v: Option<&Vec<i32>>| {
+            v.map(|v| v.iter().map(i32::to_string).collect::<Vec<_>>().join(","))
+                .unwrap_or_default()
+        };
+        let (spans, counted) = match &*self.index.lock() {
+            Some(ix) => (ix.spans(), ix.end()),
+            None => (0, -1),
+        };
+        Ok(vec![
+            ("log_start_offset", low.to_string()),
+            ("log_end_offset", high.to_string()),
+            ("high_watermark", high.to_string()),
+            ("leader", p.map_or(-1, |p| p.leader).to_string()),
+            ("replicas", list(p.map(|p| &p.replicas))),
+            ("isr", list(p.map(|p| &p.isr))),
+            ("fetches", self.fetches.load(Ordering::Relaxed).to_string()),
+            (
+                "cache_hits",
+                self.cache_hits.load(Ordering::Relaxed).to_string(),
+            ),
+            ("cache_bytes", self.shared.cache.bytes().to_string()),
+            ("stream_counted_to", counted.to_string()),
+            ("stream_spans", spans.to_string()),
+        ])
+    }
+
+    fn config(&self, name: &str) -> BackendResult<Option<String>> {
+        match name {
+            "parse.key" => return Ok(Some(self.lines.lock().0.to_string())),
+            "key.separator" => return Ok(Some(self.lines.lock().1.clone())),
+            _ => {}
+        }
+        let configs = self.describe()?;
+        Ok(configs
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| v))
+    }
+
+    fn set_config(&self, name: &str, value: &str) -> BackendResult<()> {
+        match name {
+            "parse.key" => {
+                self.lines.lock().0 = match value {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(BackendError::new(
+                            ErrorKind::Invalid,
+                            format!(
+                                "Invalid value {value} for configuration parse.key: Expected value to be either true or false"
+                            ),
+                        ));
+                    }
+                };
+                return Ok(());
+            }
+            "key.separator" => {
+                self.lines.lock().1 = value.to_string();
+                return Ok(());
+            }
+            _ => {}
+        }
+        *self.configs.lock() = None;
+        Ok(self.shared.admin.alter_config(&self.topic, name, value)?)
+    }
+
+    fn line_format(&self) -> LineFormat {
+        let (parse_key, key_separator) = self.lines.lock().clone();
+        LineFormat {
+            parse_key,
+            key_separator,
+            max_message_bytes: self.shared.max_message_bytes,
+        }
+    }
+
+    fn delete_records(&self, offset: i64) -> BackendResult<i64> {
+        let (low, high) = self.watermarks()?;
+        if offset > high {
+            return Err(BackendError::new(
+                ErrorKind::OffsetOutOfRange {
+                    offset,
+                    log_start: low,
+                    log_end: high,
+                },
+                format!("offset {offset} is past the high watermark {high}"),
+            ));
+        }
+        if offset <= low {
+            return Ok(low);
+        }
+        let start = self
+            .shared
+            .admin
+            .delete_records(&self.topic, self.id, offset)?;
+        self.known_start.fetch_max(start, Ordering::Relaxed);
+        self.shared.fetcher.reset(&self.topic, self.id);
+        Ok(start)
+    }
+
+    fn roll(&self) -> BackendResult<()> {
+        Err(unsupported("roll"))
+    }
+
+    /// Every acknowledged write is already on the brokers (acks=all).
+    fn flush(&self) -> BackendResult<()> {
+        Ok(())
+    }
+
+    fn files(&self) -> BackendResult<Vec<FileInfo>> {
+        Ok(Vec::new())
+    }
+
+    fn file(&self, name: &str) -> BackendResult<FileInfo> {
+        Err(BackendError::new(
+            ErrorKind::NotFound,
+            format!("no file {name}"),
+        ))
+    }
+
+    fn read_file(&self, name: &str, _pos: u64, _buf: &mut [u8]) -> BackendResult<usize> {
+        Err(BackendError::new(
+            ErrorKind::NotFound,
+            format!("no file {name}"),
+        ))
+    }
+
+    fn open_file(&self, name: &str) -> BackendResult<std::fs::File> {
+        Err(unsupported(&format!("open of {name}")))
+    }
+}

@@ -1,0 +1,59 @@
+//! Fail-stop under injected I/O faults (`cargo test --features failpoints
+//! --test failpoints`), in the manner of raft-engine's
+//! `tests/failpoints/test_io_error.rs`.
+//!
+//! Every call site in `storage::io::SITES` (each write, fsync, rename,
+//! truncate, allocation, msync and removal storage makes) is made to fail
+//! during each operation that reaches it: append (plain, rolling, with
+//! `flush.messages`), roll, flush, retention, delete-records, a config
+//! change, close, mkdir, rmdir, a stream read that saves lengths, recovery
+//! and index rebuilds at load, a lazy index rebuild on a read, the open of
+//! the data dir and `check --repair`. Each case checks:
+//! - the caller got an errno (EIO, or ENOSPC for a full disk);
+//! - the partition went offline (every later operation EIO, `status` says
+//!   why), unless the fault was a refusal (a full disk, undone), after which
+//!   it carries on; another partition carries on either way;
+//! - after a remount, every acknowledged record is there at its offset with
+//!   its value, the failed operation's records are there whole or not at
+//!   all, nothing else is, and `commitfs check` is clean.
+//!
+//! The cases are in `cases.rs`; a test fails if a site has none. The
+//! named tests of particular failures are in `named.rs`.
+mod cases;
+mod matrix;
+mod named;
+
+use std::path::Path;
+
+use commitfs::record::NewRecord;
+use commitfs::storage::{LogConfig, LogManager, OpenOptions, PartitionLog};
+
+pub const VALUE_LEN: usize = 10_000;
+/// The failpoint action for an I/O error (EIO).
+pub const E: &str = "return";
+/// The same, once: at a load, for the first partition (t-0) only.
+pub const E1: &str = "1*return";
+pub const FILLED: usize = 250;
+
+pub fn config() -> LogConfig {
+    let mut c = LogConfig::default();
+    c.set("segment.bytes", "1048576").unwrap();
+    c.set("index.interval.bytes", "1000").unwrap();
+    c
+}
+
+pub fn value(i: usize) -> Vec<u8> {
+    let mut v = format!("{i:08}-").into_bytes();
+    v.resize(VALUE_LEN, b'a' + (i % 26) as u8);
+    v
+}
+
+pub fn open(dir: &Path) -> commitfs::storage::Result<LogManager> {
+    LogManager::open(dir, config(), OpenOptions::default())
+}
+
+pub fn append_values(log: &PartitionLog, from: usize, n: usize) {
+    for i in from..from + n {
+        log.append(&[NewRecord::value(&value(i))]).unwrap();
+    }
+}
