@@ -99,11 +99,11 @@ fn sizes_are_fresh_after_every_write() {
 #[test]
 fn rmdir_deletes_and_mkdir_recreates() {
     let m = mount!();
-    m.ok("mkdir t-0 u-1");
+    m.ok("mkdir t-0 u-0");
     m.ok("echo a >> t-0/log");
-    assert_eq!(m.ok("ls"), "t-0\nu-1\n");
+    assert_eq!(m.ok("ls"), "t-0\nu-0\n");
     m.ok("rmdir t-0");
-    assert_eq!(m.ok("ls"), "u-1\n");
+    assert_eq!(m.ok("ls"), "u-0\n");
     assert!(!m.data.join("t-0").exists());
     m.ok("mkdir t-0");
     assert_eq!(m.status("t-0", "log_end_offset"), 0);

@@ -13,6 +13,7 @@ mod crash;
 mod errors;
 mod fstab;
 mod kafka;
+mod kafka_listener;
 mod lifecycle;
 mod live_ro;
 mod raw;

@@ -28,5 +28,6 @@
 
 pub mod cluster;
 pub mod fs;
+pub mod kafka;
 pub mod record;
 pub mod storage;

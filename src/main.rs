@@ -1,7 +1,12 @@
-//! The `commitfs` command: `mount`, `dump`, `check`, `completions`, `man`;
+//! The `commitfs` command: `mount`, `serve`, `dump`, `check`, `completions`, `man`;
 //! run as `mount.fuse.commitfs`, the mount(8) helper.
 
 mod cli;
+
+/// A lying array length in a Kafka request must not abort the daemon (see
+/// the allocator's module doc).
+#[global_allocator]
+static ALLOC: commitfs::kafka::LazyHugeAlloc = commitfs::kafka::LazyHugeAlloc;
 
 use clap::Parser;
 use clap::error::ErrorKind;

@@ -289,6 +289,7 @@ fn man_pages_render() {
             "commitfs-dump.1",
             "commitfs-man.1",
             "commitfs-mount.1",
+            "commitfs-serve.1",
             "commitfs.1"
         ]
     );

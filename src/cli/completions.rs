@@ -62,6 +62,12 @@ const MOUNT_OPTIONS: &[&str] = &[
     "log.retention.check.interval.ms=",
     "fsname=",
     "subtype=",
+    "listeners=",
+    "advertised.listeners=",
+    "auto.create.topics.enable=",
+    "num.partitions=",
+    "socket.request.max.bytes=",
+    "node.id=",
 ];
 
 /// The values of the configs that take one of a fixed set.
@@ -71,6 +77,8 @@ const CONFIG_VALUES: &[(&str, &[&str])] = &[
         &["producer", "none", "gzip", "snappy", "lz4", "zstd"],
     ),
     ("parse.key", &["true", "false"]),
+    ("message.timestamp.type", &["CreateTime", "LogAppendTime"]),
+    ("auto.create.topics.enable", &["true", "false"]),
 ];
 
 /// `KEY=` for every topic config: what `check -o` takes.
@@ -324,8 +332,6 @@ mount(8), umount(8), fstab(5), systemd.mount(5)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use commitfs::storage::LogConfig;
-
     #[test]
     fn every_completed_option_is_one_mount_takes() {
         for k in mount_keys() {
@@ -335,6 +341,12 @@ mod tests {
                     "compression.type=" => format!("{k}gzip"),
                     "parse.key=" => format!("{k}true"),
                     "key.separator=" => format!("{k}:"),
+                    "message.timestamp.type=" => format!("{k}LogAppendTime"),
+                    "auto.create.topics.enable=" => format!("{k}true"),
+                    "listeners=" => format!("{k}PLAINTEXT://127.0.0.1:9092"),
+                    "advertised.listeners=" => {
+                        format!("{k}PLAINTEXT://h:1,listeners=PLAINTEXT://127.0.0.1:9092")
+                    }
                     _ => format!("{k}1000"),
                 }
             } else {
@@ -345,9 +357,9 @@ mod tests {
         }
         for (k, vals) in CONFIG_VALUES {
             for v in *vals {
-                LogConfig::default()
-                    .set(k, v)
-                    .unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+                let opt = format!("{k}={v}");
+                super::super::mount::check_options(std::slice::from_ref(&opt))
+                    .unwrap_or_else(|e| panic!("{opt}: {e}"));
             }
         }
     }

@@ -10,6 +10,7 @@ pub mod dump;
 pub mod helper;
 mod lock;
 pub mod mount;
+pub mod serve;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -27,6 +28,8 @@ pub enum Command {
     /// Mount a data directory (Kafka log.dir) on a mountpoint.
     #[command(after_long_help = helper::FSTAB_HELP)]
     Mount(mount::MountArgs),
+    /// Serve a data directory over the Kafka protocol, without mounting it.
+    Serve(serve::ServeArgs),
     /// Print the contents of .log, .index and .timeindex files, as kafka-dump-log does.
     Dump(dump::DumpArgs),
     /// Check every segment, index and checkpoint of an unmounted data directory.
@@ -41,6 +44,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Mount(args) => mount::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Dump(args) => dump::run(args),
         Command::Check(args) => check::run(args),
         Command::Completions(args) => completions::run(args),

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use clap::Args;
 use commitfs::fs::{Backend, CommitFs, LocalBackend};
+use commitfs::kafka::config::BROKER_CONFIG_NAMES;
+use commitfs::kafka::{KafkaServer, ListenerConfig};
 use commitfs::storage::{CONFIG_NAMES, LogConfig};
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use log::{error, info, warn};
@@ -37,6 +39,11 @@ pub struct MountArgs {
     /// Options, comma-separated, repeatable: Kafka topic configs as mount-wide
     /// defaults (segment.bytes=1048576, ...), ro, allow_other, allow_root,
     /// log.retention.check.interval.ms=N, and FUSE flags (noatime, nosuid, ...).
+    ///
+    /// listeners=PLAINTEXT://HOST:PORT also serves the partitions over the
+    /// Kafka protocol (no authentication), with advertised.listeners,
+    /// auto.create.topics.enable, num.partitions, socket.request.max.bytes
+    /// and node.id as in Kafka. Without listeners nothing listens.
     ///
     /// Options of mount(8), fstab and systemd (defaults, nofail, _netdev,
     /// x-systemd.*, ...) are accepted and ignored.
@@ -156,12 +163,14 @@ struct Options {
     acl: SessionACL,
     fuse: Vec<MountOption>,
     retention_check: Duration,
+    kafka: ListenerConfig,
 }
 
 fn parse_options(raw: &[String]) -> Result<Options, String> {
     let mut f = FuseOptions::default();
     let mut defaults = LogConfig::default();
     let mut retention_check = Duration::from_millis(DEFAULT_RETENTION_CHECK_MS);
+    let mut kafka = ListenerConfig::default();
     for tok in tokens(raw) {
         if f.take(tok) {
             continue;
@@ -179,15 +188,20 @@ fn parse_options(raw: &[String]) -> Result<Options, String> {
             Some((k, v)) if CONFIG_NAMES.contains(&k) => {
                 defaults.set(k, v).map_err(|e| e.to_string())?
             }
+            Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) => {
+                kafka.set(k, v)?;
+            }
             Some((k, _)) => return Err(format!("unknown mount option {k:?}")),
         }
     }
+    kafka.check()?;
     Ok(Options {
         defaults,
         read_only: f.read_only,
         acl: f.acl,
         fuse: f.mount_options("commitfs"),
         retention_check,
+        kafka,
     })
 }
 
@@ -293,21 +307,25 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     let (data, mnt) = prepare_dirs(args, opts.read_only)?;
     daemon::raise_nofile_limit();
     let manager = daemon::open_storage(&data, &opts.defaults, opts.read_only, "mount")?;
+    let close = |e: String| {
+        if let Err(ce) = manager.close() {
+            error!("closing {} failed: {ce}", data.display());
+        }
+        e
+    };
+    // Bound before the mount, so a listener that cannot bind fails the mount
+    // with nothing to undo but the storage.
+    let mut kafka = KafkaServer::start(manager.clone(), opts.kafka.clone()).map_err(close)?;
     let backend = Arc::new(LocalBackend::new(manager.clone()));
     let session = SessionSpec {
         threads: args.threads,
         options: opts.fuse.clone(),
         acl: opts.acl,
     };
-    let (unmounter, session) = match mount_session(&session, backend, &mnt) {
-        Ok(s) => s,
-        Err(e) => {
-            if let Err(ce) = manager.close() {
-                error!("closing {} failed: {ce}", data.display());
-            }
-            return Err(e);
-        }
-    };
+    let (unmounter, session) = mount_session(&session, backend, &mnt).map_err(|e| {
+        drop(kafka.take());
+        close(e)
+    })?;
     let scheduler = Scheduler::start(manager.clone(), opts.retention_check)?;
     if let Err(e) = manager.note_holder(&super::lock::mounted_note(&mnt)) {
         warn!("could not note the mount in {}: {e}", data.display());
@@ -321,6 +339,10 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     ready.live();
     let forced = wait_for_unmount(&signals, unmounter, &mnt);
     let result = if forced { Ok(()) } else { session_end(session) };
+    // The listener and its connections end before the storage closes.
+    if let Some(mut k) = kafka.take() {
+        k.stop();
+    }
     scheduler.stop();
     info!("Unmounted {}; shutting down the log manager", mnt.display());
     manager

@@ -14,6 +14,7 @@ pub mod internal;
 pub mod records;
 pub mod schema;
 pub mod state_files;
+pub mod validate;
 pub mod varint;
 
 pub use batch::{
@@ -25,6 +26,7 @@ pub use records::{
     Header, NewRecord, Record, batch_size, decode_record_at, decode_records, encode_batch,
     encode_batch_compressed,
 };
+pub use validate::{ValidBatch, assign_offset, set_log_append_time, validate_produced_batch};
 
 /// Everything the codec can refuse. Never a panic: every input maps to one of these.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]

@@ -84,6 +84,9 @@ pub struct LogConfig {
     pub max_message_bytes: i32,
     pub file_delete_delay_ms: i64,
     pub compression_type: CompressionType,
+    /// Kafka's `message.timestamp.type`: with `LogAppendTime` every appended
+    /// batch carries the broker's append time.
+    pub message_timestamp_type: crate::record::TimestampType,
     /// Console-producer properties used by the mount's `log` endpoint.
     pub parse_key: bool,
     pub key_separator: String,
@@ -104,6 +107,7 @@ impl Default for LogConfig {
             max_message_bytes: 1024 * 1024 + 12,
             file_delete_delay_ms: 60_000,
             compression_type: CompressionType::Producer,
+            message_timestamp_type: crate::record::TimestampType::CreateTime,
             parse_key: false,
             key_separator: "\t".to_string(),
         }
@@ -124,6 +128,7 @@ pub const CONFIG_NAMES: &[&str] = &[
     "max.message.bytes",
     "file.delete.delay.ms",
     "compression.type",
+    "message.timestamp.type",
     "parse.key",
     "key.separator",
 ];
@@ -197,6 +202,20 @@ impl LogConfig {
                     )
                 })?
             }
+            "message.timestamp.type" => {
+                use crate::record::TimestampType;
+                self.message_timestamp_type = match value.trim() {
+                    "CreateTime" => TimestampType::CreateTime,
+                    "LogAppendTime" => TimestampType::LogAppendTime,
+                    _ => {
+                        return Err(invalid(
+                            name,
+                            value,
+                            "String must be one of: CreateTime, LogAppendTime",
+                        ));
+                    }
+                }
+            }
             "parse.key" => {
                 self.parse_key = match value.trim() {
                     "true" => true,
@@ -236,6 +255,7 @@ impl LogConfig {
             "max.message.bytes" => self.max_message_bytes.to_string(),
             "file.delete.delay.ms" => self.file_delete_delay_ms.to_string(),
             "compression.type" => self.compression_type.name().to_string(),
+            "message.timestamp.type" => self.message_timestamp_type.name().to_string(),
             "parse.key" => self.parse_key.to_string(),
             "key.separator" => escape(&self.key_separator),
             _ => return None,

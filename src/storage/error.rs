@@ -30,6 +30,12 @@ pub enum StorageError {
     Config(#[from] ConfigError),
     #[error("invalid partition name {0:?}: {1}")]
     InvalidPartitionName(String, &'static str),
+    #[error("partition {name}: {reason}")]
+    PartitionGap { name: String, reason: String },
+    #[error(
+        "topic {topic} collides with existing topic {existing} ('.' and '_' are taken as equal)"
+    )]
+    TopicCollision { topic: String, existing: String },
     #[error("partition {0} already exists")]
     PartitionExists(String),
     #[error("partition {0} does not exist")]
@@ -103,6 +109,8 @@ impl StorageError {
             StorageError::Offline { .. }
             | StorageError::Config(_)
             | StorageError::InvalidPartitionName(..)
+            | StorageError::PartitionGap { .. }
+            | StorageError::TopicCollision { .. }
             | StorageError::PartitionExists(_)
             | StorageError::NoSuchPartition(_)
             | StorageError::RecordTooLarge { .. }

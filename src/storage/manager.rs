@@ -11,6 +11,7 @@ use std::time::Instant;
 use log::{error, info};
 use parking_lot::{Mutex, RwLock};
 
+use super::appends::AppendSignal;
 use super::batch_reader::read_full_at;
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
@@ -43,9 +44,11 @@ pub struct LogManager {
     defaults: LogConfig,
     read_only: bool,
     checkpoints: Arc<Checkpoints>,
-    partitions: RwLock<BTreeMap<String, Arc<PartitionLog>>>,
+    pub(super) partitions: RwLock<BTreeMap<String, Arc<PartitionLog>>>,
     /// Serialises partition creation and deletion.
-    admin: Mutex<()>,
+    pub(super) admin: Mutex<()>,
+    /// Raised after every append to any partition (long-polling fetches wait on it).
+    appends: Arc<AppendSignal>,
     /// Released at close, so the directory can be opened again.
     lock: Mutex<Option<DataDirLock>>,
     closed: AtomicBool,
@@ -123,11 +126,13 @@ impl LogManager {
                 dir.display()
             );
         }
+        let appends = Arc::new(AppendSignal::default());
         let ctx = LoadContext {
             defaults: &defaults,
             checkpoints: &checkpoints,
             clean_shutdown: clean,
             writable: !opts.read_only,
+            appends: &appends,
             flusher: &flusher,
         };
         // A partition that fails to load is offline; the others load.
@@ -150,6 +155,7 @@ impl LogManager {
             checkpoints,
             partitions: RwLock::new(partitions),
             admin: Mutex::new(()),
+            appends,
             lock: Mutex::new(lock),
             closed: AtomicBool::new(false),
             flusher,
@@ -193,13 +199,26 @@ impl LogManager {
         self.partitions.read().get(name).cloned()
     }
 
-    /// Creates `<topic>-<partition>`; `InvalidPartitionName` or `PartitionExists`.
+    /// The signal raised after every append to any partition.
+    pub fn appends(&self) -> &AppendSignal {
+        &self.appends
+    }
+
+    /// Creates `<topic>-<partition>`; `InvalidPartitionName`, `PartitionExists`,
+    /// or `PartitionGap` if a lower partition of the topic is missing (see
+    /// [`super::topics`]).
     pub fn create_partition(&self, name: &str) -> Result<Arc<PartitionLog>> {
         validate_new_partition_name(name)?;
         if self.read_only {
             return Err(StorageError::ReadOnly);
         }
         let _admin = self.admin.lock();
+        self.check_create(name)?;
+        self.create_partition_locked(name)
+    }
+
+    /// Creates a partition whose name and place were checked; admin lock held.
+    pub(super) fn create_partition_locked(&self, name: &str) -> Result<Arc<PartitionLog>> {
         let path = self.dir.join(name);
         if self.partitions.read().contains_key(name) || path.exists() {
             return Err(StorageError::PartitionExists(name.to_string()));
@@ -209,6 +228,7 @@ impl LogManager {
             checkpoints: &self.checkpoints,
             clean_shutdown: true,
             writable: true,
+            appends: &self.appends,
             flusher: &self.flusher,
         };
         let log = PartitionLog::create(&path, &ctx)?;
@@ -218,12 +238,19 @@ impl LogManager {
         Ok(log)
     }
 
-    /// Deletes a partition and all its files.
+    /// Deletes a partition and all its files; `PartitionGap` if a higher
+    /// partition of the topic exists (see [`super::topics`]).
     pub fn delete_partition(&self, name: &str) -> Result<()> {
         if self.read_only {
             return Err(StorageError::ReadOnly);
         }
         let _admin = self.admin.lock();
+        self.check_delete(name)?;
+        self.delete_partition_locked(name)
+    }
+
+    /// Deletes a partition whose place was checked; admin lock held.
+    pub(super) fn delete_partition_locked(&self, name: &str) -> Result<()> {
         let log = self
             .partitions
             .write()

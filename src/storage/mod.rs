@@ -2,6 +2,7 @@
 //! `.log` files, sparse memory-mapped `.index`/`.timeindex`, roll, flush,
 //! recovery and retention. No FUSE here: this is a library.
 
+pub mod appends;
 pub mod batch_reader;
 pub mod check;
 pub mod checkpoint;
@@ -16,6 +17,7 @@ pub mod names;
 mod partition;
 pub mod segment;
 mod stream;
+mod topics;
 
 pub use config::{CONFIG_NAMES, CompressionType, ConfigError, LogConfig};
 pub use error::{Result, StorageError};
@@ -25,6 +27,8 @@ pub use manager::{
 pub use names::{parse_partition_name, segment_file_name};
 pub use partition::PROPERTIES_FILE;
 pub use partition::{
-    AppendInfo, FileKind, PartitionFile, PartitionLog, PartitionStatus, RecordEntry,
+    AppendInfo, FetchRead, FileKind, LEADER_EPOCH, NoProducerState, PartitionFile, PartitionLog,
+    PartitionStatus, ProducedInfo, ProducerCheck, ProducerStateHook, RecordEntry, SegmentSlice,
 };
 pub use stream::STREAM_LENGTHS_FILE;
+pub use topics::{Topic, is_internal_topic};

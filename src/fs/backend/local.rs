@@ -320,6 +320,8 @@ impl From<StorageError> for BackendError {
             StorageError::Offline { .. } => ErrorKind::Offline,
             StorageError::Config(_)
             | StorageError::InvalidPartitionName(..)
+            | StorageError::PartitionGap { .. }
+            | StorageError::TopicCollision { .. }
             | StorageError::EmptyAppend => ErrorKind::Invalid,
             StorageError::PartitionExists(_) => ErrorKind::Exists,
             StorageError::NoSuchPartition(_) | StorageError::NoSuchFile(_) => ErrorKind::NotFound,

@@ -137,6 +137,7 @@ impl LogManager {
                 clean_shutdown: clean,
                 writable: false,
                 flusher: &self.flusher,
+                appends: &self.appends,
             };
             match PartitionLog::load(&self.dir.join(name), &ctx) {
                 Ok(log) => {

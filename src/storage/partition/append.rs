@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use log::{error, warn};
 
 use super::{PartitionLog, Writer, now_ms};
-use crate::record::{NewRecord, encode_batch_compressed};
+use crate::record::{NewRecord, TimestampType, encode_batch_compressed, set_log_append_time};
 use crate::storage::config::LogConfig;
 use crate::storage::error::{Result, StorageError};
 use crate::storage::segment::{LogSegment, SegmentSnapshot};
@@ -23,14 +23,24 @@ pub struct AppendInfo {
     pub bytes: u64,
 }
 
+/// One encoded batch on its way into the log.
+pub(super) struct BatchToWrite<'a> {
+    pub bytes: &'a [u8],
+    pub last_offset: i64,
+    /// What `segment.ms` rolls by.
+    pub max_timestamp: i64,
+    /// Bytes it adds to the consumer stream.
+    pub stream_bytes: u64,
+}
+
 /// What an append has written so far.
-struct Written {
+pub(super) struct Written {
     /// Segments it wrote to, the first being the one active at its start.
     segments: Vec<Arc<LogSegment>>,
     /// Segments it sealed by rolling.
     sealed: Vec<Arc<LogSegment>>,
-    next_offset: i64,
-    bytes: u64,
+    pub next_offset: i64,
+    pub bytes: u64,
 }
 
 impl PartitionLog {
@@ -55,6 +65,30 @@ impl PartitionLog {
         let config = self.config();
         let groups = pack_batches(records, &config)?;
         let timestamp = now_ms();
+        let (first_offset, written) =
+            self.append_with(&config, records.len() as i64, |w, written| {
+                self.write_batches(w, &config, records, &groups, timestamp, written)
+            })?;
+        Ok(AppendInfo {
+            first_offset,
+            last_offset: written.next_offset - 1,
+            batches: groups.len(),
+            bytes: written.bytes,
+        })
+    }
+
+    /// The one append path, whoever appends (the tree's `log`, a Kafka
+    /// produce): under the writer lock, `write` writes batches of `count`
+    /// records unpublished; they become visible together, or, if anything
+    /// fails, are cut away again. Then waiting fetches are woken. Returns the
+    /// first offset written and what was written. Call it inside
+    /// `health.guard`.
+    pub(super) fn append_with(
+        &self,
+        config: &LogConfig,
+        count: i64,
+        write: impl FnOnce(&mut Writer, &mut Written) -> Result<()>,
+    ) -> Result<(i64, Written)> {
         let mut w = self.writer.lock();
         if w.closed {
             return Err(StorageError::NoSuchPartition(self.name.clone()));
@@ -70,20 +104,18 @@ impl PartitionLog {
             next_offset: first_offset,
             bytes: 0,
         };
-        let end = first_offset + records.len() as i64;
+        let end = first_offset + count;
         let flush_due = end - self.recovery_point() >= config.flush_messages;
         // A flush that is due happens before the publish, so that a failed
         // fsync is undone like a failed write: an append is never published
         // and then reported failed.
-        let result = self
-            .write_batches(&mut w, &config, records, &groups, timestamp, &mut written)
-            .and_then(|()| {
-                if flush_due {
-                    self.sync_segments(None)
-                } else {
-                    Ok(())
-                }
-            });
+        let result = write(&mut w, &mut written).and_then(|()| {
+            if flush_due {
+                self.sync_segments(None)
+            } else {
+                Ok(())
+            }
+        });
         if let Err(e) = result {
             self.undo_append(&first_segment, &snapshot, &written, &e);
             return Err(e);
@@ -94,6 +126,14 @@ impl PartitionLog {
         self.log_end_offset
             .store(written.next_offset, Ordering::Release);
         drop(w);
+        self.appends.notify();
+        self.after_publish(&written, flush_due);
+        Ok((first_offset, written))
+    }
+
+    /// What follows a publish: sealed segments' indexes unloaded, their
+    /// flush scheduled, or the recovery point advanced after a due flush.
+    fn after_publish(&self, written: &Written, flush_due: bool) {
         for sealed in &written.sealed {
             sealed.unload_indexes();
         }
@@ -111,12 +151,6 @@ impl PartitionLog {
                 self.advance_recovery_point(written.next_offset),
             );
         }
-        Ok(AppendInfo {
-            first_offset,
-            last_offset: written.next_offset - 1,
-            batches: groups.len(),
-            bytes: written.bytes,
-        })
     }
 
     /// Encodes and writes each batch of an append, rolling where Kafka would.
@@ -130,30 +164,53 @@ impl PartitionLog {
         written: &mut Written,
     ) -> Result<()> {
         let codec = config.compression_type.codec();
+        let log_append_time = config.message_timestamp_type == TimestampType::LogAppendTime;
         for range in groups {
             let base = written.next_offset;
             let recs = &records[range.clone()];
-            let last = base + recs.len() as i64 - 1;
             w.buf.clear();
             encode_batch_compressed(&mut w.buf, base, timestamp, recs, codec);
-            if let Some(sealed) =
-                self.maybe_roll(config, w.buf.len() as u64, timestamp, last, base)?
-            {
-                written.sealed.push(sealed);
-                written.segments.push(self.writable_active()?);
+            if log_append_time {
+                set_log_append_time(&mut w.buf, timestamp);
             }
-            let seg = self.writable_active()?;
-            let pos = seg.write_pos()?;
-            seg.append(&w.buf)?;
             let stream_bytes: u64 = recs
                 .iter()
                 .map(|r| r.value.map_or(0, |v| v.len() as u64) + 1)
                 .sum();
-            self.tally
-                .appended(seg.base_offset, pos, w.buf.len() as u64, stream_bytes);
-            written.bytes += w.buf.len() as u64;
-            written.next_offset = last + 1;
+            let batch = BatchToWrite {
+                bytes: &w.buf,
+                last_offset: base + recs.len() as i64 - 1,
+                max_timestamp: timestamp,
+                stream_bytes,
+            };
+            self.write_batch(config, &batch, written)?;
         }
+        Ok(())
+    }
+
+    /// Writes one batch at `written.next_offset` (its base offset already set),
+    /// rolling first where Kafka would. Writer lock held.
+    pub(super) fn write_batch(
+        &self,
+        config: &LogConfig,
+        batch: &BatchToWrite,
+        written: &mut Written,
+    ) -> Result<()> {
+        let base = written.next_offset;
+        let size = batch.bytes.len() as u64;
+        if let Some(sealed) =
+            self.maybe_roll(config, size, batch.max_timestamp, batch.last_offset, base)?
+        {
+            written.sealed.push(sealed);
+            written.segments.push(self.writable_active()?);
+        }
+        let seg = self.writable_active()?;
+        let pos = seg.write_pos()?;
+        seg.append(batch.bytes)?;
+        self.tally
+            .appended(seg.base_offset, pos, size, batch.stream_bytes);
+        written.bytes += size;
+        written.next_offset = batch.last_offset + 1;
         Ok(())
     }
 

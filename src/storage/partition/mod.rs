@@ -16,6 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use log::info;
 use parking_lot::{Mutex, RwLock};
 
+use super::appends::AppendSignal;
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::{LogConfig, format_properties};
 use super::error::{IoContext, Result, StorageError};
@@ -27,15 +28,19 @@ use super::segment::{IndexSettings, LogSegment};
 use super::stream::{AppendTally, Stream};
 
 mod append;
+mod fetch;
 mod files;
 mod follow;
 mod loader;
+mod produce;
 mod read;
 mod retention;
 mod roll;
 
 pub use append::AppendInfo;
+pub use fetch::{FetchRead, SegmentSlice};
 pub use files::{FileKind, PartitionFile};
+pub use produce::{LEADER_EPOCH, NoProducerState, ProducedInfo, ProducerCheck, ProducerStateHook};
 use read::CachedBatch;
 pub use read::RecordEntry;
 
@@ -97,6 +102,8 @@ pub struct PartitionLog {
     /// The last batch decoded for a lookup. Batches never change once
     /// written, and the offset range check runs before it is used.
     recent_batch: Mutex<Option<Arc<CachedBatch>>>,
+    /// Raised once an append is published.
+    appends: Arc<AppendSignal>,
     /// The data directory's background flusher (flushes after rolls).
     flusher: Flusher,
     self_ref: Weak<PartitionLog>,
@@ -124,6 +131,7 @@ pub(crate) struct LoadContext<'a> {
     pub checkpoints: &'a Arc<Checkpoints>,
     pub clean_shutdown: bool,
     pub writable: bool,
+    pub appends: &'a Arc<AppendSignal>,
     pub flusher: &'a Flusher,
 }
 
@@ -183,6 +191,7 @@ impl PartitionLog {
             stream: Mutex::new(stream),
             tally: AppendTally::default(),
             recent_batch: Mutex::new(None),
+            appends: ctx.appends.clone(),
             flusher: ctx.flusher.clone(),
             self_ref: me.clone(),
             health,

@@ -27,6 +27,7 @@ mod read;
 pub(crate) use follow::Tail;
 pub(crate) use lazy_index::Indexes;
 use lazy_index::LazyIndex;
+pub(crate) use read::Located;
 pub use read::ReadBatch;
 
 /// A size not learned yet (see [`LogSegment::size`]).

@@ -17,7 +17,7 @@ use crate::storage::index::{OffsetPosition, TimestampOffset};
 const SCAN_CHUNK: usize = 64 * 1024;
 
 /// Where a lookup's walk from an index entry ended.
-enum Located {
+pub(crate) enum Located {
     /// (position, header, the batch's bytes if the walk read all of them)
     Found(u64, BatchHeader, Option<Vec<u8>>),
     /// No batch holds the offset (a gap, or past the published end).
@@ -96,7 +96,7 @@ impl LogSegment {
     /// Finds the batch holding `offset`: its position, its header and, when
     /// the scan already read all of it, its bytes. Reads about one index
     /// interval of headers plus the batch, never a segment scan.
-    fn find_batch(&self, offset: i64, bytes_read: &AtomicU64) -> Result<Located> {
+    pub(crate) fn find_batch(&self, offset: i64, bytes_read: &AtomicU64) -> Result<Located> {
         let entry = self.lookup(offset)?;
         let (read, found) = self.locate(offset, entry)?;
         bytes_read.fetch_add(read, Ordering::Relaxed);

@@ -1,0 +1,350 @@
+//! The mount and the Kafka listener in one daemon, over the same partitions:
+//! shell writes read by kcat, kafka-python and confluent-kafka; Kafka
+//! produces read with cat and getfattr; the tree's roll, retention and
+//! delete-records seen through ListOffsets and Fetch, and the reverse; a
+//! read-only mount's listener.
+
+#[path = "../tests/kafka_support/mod.rs"]
+mod kafka_support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use commitfs::record::NewRecord;
+use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic,
+};
+use kafka_protocol::messages::delete_records_response::DeleteRecordsResponse;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+use kafka_protocol::messages::fetch_response::FetchResponse;
+use kafka_protocol::messages::list_offsets_request::{
+    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
+};
+use kafka_protocol::messages::list_offsets_response::ListOffsetsResponse;
+use kafka_protocol::messages::produce_request::{
+    PartitionProduceData, ProduceRequest, TopicProduceData,
+};
+use kafka_protocol::messages::produce_response::ProduceResponse;
+use kafka_protocol::messages::{ApiKey, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_support::{Conn, free_port, kcat, python, require, run_bounded, run_python};
+
+use crate::harness::{Mount, fuse_or_skip};
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+/// A mount with a listener on a free port; returns it and the address.
+fn mount_with_listener(extra: &[&str]) -> (Mount, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let listeners = format!("listeners=PLAINTEXT://{addr}");
+    let mut opts = vec![listeners.as_str()];
+    opts.extend_from_slice(extra);
+    (Mount::new(&opts), addr)
+}
+
+fn offset_at(c: &mut Conn, t: &str, ts: i64) -> (i16, i64) {
+    let req = ListOffsetsRequest::default().with_topics(vec![
+        ListOffsetsTopic::default()
+            .with_name(name(t))
+            .with_partitions(vec![ListOffsetsPartition::default().with_timestamp(ts)]),
+    ]);
+    let r: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 7, &req);
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
+fn fetch_at(c: &mut Conn, t: &str, offset: i64) -> (i16, usize) {
+    let req = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(name(t))
+                .with_partitions(vec![
+                    FetchPartition::default()
+                        .with_fetch_offset(offset)
+                        .with_partition_max_bytes(1 << 20),
+                ]),
+        ]);
+    let r: FetchResponse = c.call(ApiKey::Fetch, 12, &req);
+    let p = &r.responses[0].partitions[0];
+    (p.error_code, p.records.as_ref().map_or(0, |r| r.len()))
+}
+
+const KAFKA_PYTHON_READ: &str = r#"
+import sys
+from kafka import KafkaConsumer, TopicPartition
+c = KafkaConsumer(bootstrap_servers=sys.argv[1], enable_auto_commit=False, consumer_timeout_ms=15000)
+tp = TopicPartition(sys.argv[2], 0)
+c.assign([tp]); c.seek_to_beginning(tp)
+for m in c:
+    print(m.offset, m.value.decode())
+    if m.offset + 1 == int(sys.argv[3]):
+        break
+"#;
+
+const CONFLUENT_READ: &str = r#"
+import sys, time
+from confluent_kafka import Consumer, TopicPartition
+c = Consumer({'bootstrap.servers': sys.argv[1], 'group.id': 'g', 'enable.auto.commit': False})
+c.assign([TopicPartition(sys.argv[2], 0, 0)])
+n, deadline = int(sys.argv[3]), time.time() + 30
+while n > 0 and time.time() < deadline:
+    m = c.poll(0.5)
+    if m is None or m.error():
+        continue
+    print(m.offset(), m.value().decode())
+    n -= 1
+c.close()
+"#;
+
+#[test]
+fn shell_appends_reach_every_kafka_client() {
+    if !fuse_or_skip() {
+        return;
+    }
+    let Some(kcat) = require(kcat()) else { return };
+    let Some(py) = require(python()) else { return };
+    let (m, addr) = mount_with_listener(&[]);
+    m.ok("mkdir t-0");
+    // /usr/bin/printf writes both lines at once: one batch of two records.
+    m.ok("/usr/bin/printf 'a\\nb\\n' >> t-0/log");
+    let out = run_bounded(
+        Command::new(&kcat).args([
+            "-b",
+            &addr,
+            "-C",
+            "-t",
+            "t",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%o %s\\n",
+        ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0 a\n1 b\n");
+    assert_eq!(
+        run_python(&py, KAFKA_PYTHON_READ, &[&addr, "t", "2"]),
+        "0 a\n1 b\n"
+    );
+    assert_eq!(
+        run_python(&py, CONFLUENT_READ, &[&addr, "t", "2"]),
+        "0 a\n1 b\n"
+    );
+
+    // A consumer at the end, long-polling 20 s per fetch, gets a later shell
+    // append well within that: the append wakes the fetch.
+    let waiting = Command::new(&kcat)
+        .args([
+            "-b", &addr, "-C", "-t", "t", "-p", "0", "-o", "end", "-c", "1", "-q",
+        ])
+        .args(["-X", "fetch.wait.max.ms=20000", "-f", "%o %s\\n"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let appended = Instant::now();
+    m.ok("echo c >> t-0/log");
+    let out = waiting.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "2 c\n");
+    assert!(
+        appended.elapsed() < Duration::from_secs(15),
+        "the long poll was not woken by the shell append"
+    );
+}
+
+const PRODUCE: &str = r#"
+import sys
+from confluent_kafka import Producer
+addr, topic, codec, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+p = Producer({'bootstrap.servers': addr, 'compression.type': codec, 'enable.idempotence': False, 'linger.ms': 20})
+for i in range(n):
+    p.produce(topic, key=b'key-%d' % i, value=b'%s-value-%d' % (codec.encode(), i),
+              headers=[('seq', str(i).encode())], partition=0)
+    if i % 1000 == 0:
+        p.poll(0)
+assert p.flush(60) == 0
+"#;
+
+#[test]
+fn kafka_produces_read_with_cat_and_getfattr() {
+    if !fuse_or_skip() {
+        return;
+    }
+    let Some(py) = require(python()) else { return };
+    let (m, addr) = mount_with_listener(&[]);
+    let n = 10_000;
+    for codec in ["gzip", "snappy", "lz4", "zstd"] {
+        let p = format!("{codec}-0");
+        m.ok(&format!("mkdir {p}"));
+        run_python(&py, PRODUCE, &[&addr, codec, codec, &n.to_string()]);
+        assert_eq!(m.status(&p, "log_end_offset"), n as i64);
+        for i in (0..n).step_by(997).chain([n - 1]) {
+            assert_eq!(
+                m.ok(&format!("cat {p}/offset/{i}")),
+                format!("{codec}-value-{i}")
+            );
+            let attr = |a: &str| {
+                m.ok(&format!(
+                    "getfattr --only-values -n user.kafka.{a} {p}/offset/{i}"
+                ))
+            };
+            assert_eq!(attr("key"), format!("key-{i}"));
+            assert_eq!(attr("header.seq"), i.to_string());
+        }
+        let stream = m.ok(&format!("cat {p}/log"));
+        let want: String = (0..n).map(|i| format!("{codec}-value-{i}\n")).collect();
+        assert!(
+            stream == want,
+            "{codec}: cat log does not stream the produced values"
+        );
+        let dump = m.ok(&format!(
+            "{} dump {p}/00000000000000000000.log",
+            kafka_support::BIN
+        ));
+        assert!(dump.contains(&format!("compresscodec: {codec}")), "{dump}");
+    }
+}
+
+#[test]
+fn tree_and_listener_see_each_others_changes() {
+    if !fuse_or_skip() {
+        return;
+    }
+    let (m, addr) = mount_with_listener(&["log.retention.check.interval.ms=100"]);
+    let mut c = Conn::new(&addr);
+    m.ok("mkdir t-0");
+    for i in 0..5 {
+        m.ok(&format!(
+            "/usr/bin/printf 'x{i}\\ny{i}\\n' >> t-0/log && echo 1 > t-0/roll"
+        ));
+    }
+    assert_eq!(offset_at(&mut c, "t", -1), (0, 10));
+    // The tree's delete-records, seen by ListOffsets and Fetch.
+    m.ok("echo 3 > t-0/delete-records");
+    assert_eq!(offset_at(&mut c, "t", -2), (0, 3));
+    assert_eq!(
+        fetch_at(&mut c, "t", 0).0,
+        1,
+        "OFFSET_OUT_OF_RANGE below the log start"
+    );
+    assert!(fetch_at(&mut c, "t", 3).1 > 0);
+    // Kafka's DeleteRecords, seen by the tree.
+    let req = DeleteRecordsRequest::default().with_topics(vec![
+        DeleteRecordsTopic::default()
+            .with_name(name("t"))
+            .with_partitions(vec![DeleteRecordsPartition::default().with_offset(6)]),
+    ]);
+    let r: DeleteRecordsResponse = c.call(ApiKey::DeleteRecords, 2, &req);
+    assert_eq!(r.topics[0].partitions[0].low_watermark, 6);
+    assert_eq!(m.status("t-0", "log_start_offset"), 6);
+    m.fails("cat t-0/offset/5", "No such file");
+    // Retention by the tree's config: everything but the active segment goes.
+    m.ok("echo 0 > t-0/config/retention.bytes");
+    let start = Instant::now();
+    while offset_at(&mut c, "t", -2).1 != 10 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "retention did not run"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(fetch_at(&mut c, "t", 10), (0, 0));
+    // A Kafka produce, then CreateTopics: both seen in the tree.
+    let mut batch = Vec::new();
+    commitfs::record::encode_batch(&mut batch, 0, 1, &[NewRecord::value(b"from kafka")]);
+    let produce = ProduceRequest::default().with_acks(1).with_topic_data(vec![
+        TopicProduceData::default()
+            .with_name(name("t"))
+            .with_partition_data(vec![
+                PartitionProduceData::default().with_records(Some(Bytes::from(batch))),
+            ]),
+    ]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &produce);
+    assert_eq!(r.responses[0].partition_responses[0].base_offset, 10);
+    assert_eq!(m.ok("cat t-0/offset/10"), "from kafka");
+    let create = CreateTopicsRequest::default().with_topics(vec![
+        CreatableTopic::default()
+            .with_name(name("k"))
+            .with_num_partitions(2)
+            .with_replication_factor(1),
+    ]);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &create);
+    assert_eq!(r.topics[0].error_code, 0);
+    assert_eq!(m.ok("ls -d k-*"), "k-0\nk-1\n");
+    m.fails("rmdir k-0", "Invalid argument");
+    m.fails("mkdir k-3", "Invalid argument");
+    m.ok("rmdir k-1 && rmdir k-0");
+}
+
+#[test]
+fn a_read_only_mount_serves_kafka_reads_only() {
+    if !fuse_or_skip() {
+        return;
+    }
+    let Some(kcat) = require(kcat()) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mgr = LogManager::open(&data, LogConfig::default(), OpenOptions::default()).unwrap();
+    let log = mgr.create_partition("t-0").unwrap();
+    log.append(&[NewRecord::value(b"one"), NewRecord::value(b"two")])
+        .unwrap();
+    drop(log);
+    mgr.close().unwrap();
+    let before = kafka_support::snapshot(&data);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let listeners = format!("listeners=PLAINTEXT://{addr}");
+    let mut m = Mount::with(&["ro", &listeners], Some(&data), &[]);
+    let out = run_bounded(
+        Command::new(&kcat).args([
+            "-b",
+            &addr,
+            "-C",
+            "-t",
+            "t",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+        ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\n");
+    let mut c = Conn::new(&addr);
+    assert_eq!(offset_at(&mut c, "t", -1), (0, 2));
+    let mut batch = Vec::new();
+    commitfs::record::encode_batch(&mut batch, 0, 1, &[NewRecord::value(b"three")]);
+    let produce = ProduceRequest::default().with_acks(1).with_topic_data(vec![
+        TopicProduceData::default()
+            .with_name(name("t"))
+            .with_partition_data(vec![
+                PartitionProduceData::default().with_records(Some(Bytes::from(batch))),
+            ]),
+    ]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &produce);
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 29);
+    let create = CreateTopicsRequest::default().with_topics(vec![
+        CreatableTopic::default()
+            .with_name(name("n"))
+            .with_num_partitions(1)
+            .with_replication_factor(1),
+    ]);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &create);
+    assert_eq!(r.topics[0].error_code, 29);
+    assert!(m.log().contains("refused with TopicAuthorizationFailed"));
+    m.unmount_clean();
+    assert_eq!(kafka_support::snapshot(&data), before);
+}

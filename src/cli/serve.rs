@@ -1,0 +1,152 @@
+//! `commitfs serve`: the data directory over the Kafka protocol only, with no
+//! mount, for machines without `/dev/fuse`. It stays in the foreground and
+//! logs to stderr; SIGTERM, SIGINT and SIGHUP stop the listener, close its
+//! connections, then close the storage (the clean-shutdown marker is
+//! written).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use commitfs::kafka::config::BROKER_CONFIG_NAMES;
+use commitfs::kafka::{KafkaServer, ListenerConfig};
+use commitfs::storage::{CONFIG_NAMES, LogConfig};
+use log::{error, info};
+
+use super::daemon::{self, Scheduler, Signals, Stop};
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The data directory (Kafka's log.dir); created if missing.
+    pub data_dir: PathBuf,
+    /// Where to listen, as Kafka's `listeners`: PLAINTEXT://HOST:PORT (port 0
+    /// picks a free port). PLAINTEXT has no authentication: anyone who can
+    /// reach it can read and write every partition.
+    #[arg(long, value_name = "PLAINTEXT://HOST:PORT")]
+    pub listeners: Option<String>,
+    /// Options, comma-separated, repeatable: Kafka topic configs as defaults
+    /// (segment.bytes=1048576, ...), ro, log.retention.check.interval.ms=N,
+    /// and the broker settings listeners, advertised.listeners,
+    /// auto.create.topics.enable, num.partitions, socket.request.max.bytes,
+    /// node.id.
+    #[arg(short = 'o', value_name = "OPT[,OPT...]", action = clap::ArgAction::Append)]
+    pub options: Vec<String>,
+}
+
+const DEFAULT_RETENTION_CHECK_MS: u64 = 300_000;
+
+struct Options {
+    defaults: LogConfig,
+    read_only: bool,
+    retention_check: Duration,
+    kafka: ListenerConfig,
+}
+
+fn parse_options(args: &ServeArgs) -> Result<Options, String> {
+    let mut o = Options {
+        defaults: LogConfig::default(),
+        read_only: false,
+        retention_check: Duration::from_millis(DEFAULT_RETENTION_CHECK_MS),
+        kafka: ListenerConfig::default(),
+    };
+    for tok in args
+        .options
+        .iter()
+        .flat_map(|s| s.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        match tok.split_once('=') {
+            None if tok == "ro" => o.read_only = true,
+            None if tok == "rw" => o.read_only = false,
+            Some(("log.retention.check.interval.ms", v)) => {
+                let ms: u64 = v.parse().ok().filter(|ms| *ms >= 1).ok_or_else(|| {
+                    format!("Invalid value {v} for configuration log.retention.check.interval.ms: Value must be at least 1")
+                })?;
+                o.retention_check = Duration::from_millis(ms);
+            }
+            Some((k, v)) if CONFIG_NAMES.contains(&k) => {
+                o.defaults.set(k, v).map_err(|e| e.to_string())?
+            }
+            Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) => {
+                o.kafka.set(k, v)?;
+            }
+            _ => return Err(format!("unknown option {tok:?}")),
+        }
+    }
+    if let Some(l) = &args.listeners {
+        o.kafka.set("listeners", l)?;
+    }
+    o.kafka.check()?;
+    if o.kafka.listener.is_none() {
+        return Err(
+            "nothing to serve: give --listeners PLAINTEXT://HOST:PORT (the listener is off by default)"
+                .to_string(),
+        );
+    }
+    Ok(o)
+}
+
+pub fn run(args: ServeArgs) -> i32 {
+    let opts = match parse_options(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("commitfs: {e}");
+            return 2;
+        }
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    match serve(&args, opts) {
+        Ok(()) => 0,
+        Err(e) => {
+            error!("{e}");
+            1
+        }
+    }
+}
+
+fn serve(args: &ServeArgs, opts: Options) -> Result<(), String> {
+    let signals = Signals::block();
+    if !opts.read_only {
+        std::fs::create_dir_all(&args.data_dir)
+            .map_err(|e| format!("cannot create {}: {e}", args.data_dir.display()))?;
+    }
+    let data = args
+        .data_dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", args.data_dir.display()))?;
+    daemon::raise_nofile_limit();
+    let manager = daemon::open_storage(&data, &opts.defaults, opts.read_only, "serve")?;
+    let started = KafkaServer::start(manager.clone(), opts.kafka.clone())
+        .and_then(|s| s.ok_or_else(|| "no listener is configured".to_string()));
+    let mut server = match started {
+        Ok(s) => s,
+        Err(e) => {
+            if let Err(ce) = manager.close() {
+                error!("closing {} failed: {ce}", data.display());
+            }
+            return Err(e);
+        }
+    };
+    let scheduler = Scheduler::start(manager.clone(), opts.retention_check)?;
+    let addrs: Vec<String> = server.local_addrs().iter().map(|a| a.to_string()).collect();
+    if let Err(e) = manager.note_holder(&format!("served over Kafka on {}", addrs.join(", "))) {
+        log::warn!("could not note the listener in {}: {e}", data.display());
+    }
+    info!(
+        "Serving {}{} over Kafka on {}",
+        data.display(),
+        if opts.read_only { " read-only" } else { "" },
+        addrs.join(", ")
+    );
+    if let Stop::Asked(name) = signals.wait() {
+        info!("Received {name}, stopping the Kafka listener");
+    }
+    server.stop();
+    scheduler.stop();
+    manager
+        .close()
+        .map_err(|e| format!("closing {} failed: {e}", data.display()))?;
+    info!("Shutdown of {} complete", data.display());
+    Ok(())
+}

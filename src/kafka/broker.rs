@@ -1,0 +1,70 @@
+//! What every handler shares: the storage, the settings, and who this
+//! broker says it is.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::storage::{LogManager, PartitionLog};
+
+use super::config::{Endpoint, ListenerConfig};
+
+pub struct Broker {
+    pub mgr: Arc<LogManager>,
+    pub config: ListenerConfig,
+    /// What Metadata advertises (the listener's actual port if it bound port 0).
+    pub advertised: Endpoint,
+    pub cluster_id: String,
+    stopping: AtomicBool,
+}
+
+impl Broker {
+    pub fn new(mgr: Arc<LogManager>, config: ListenerConfig, advertised: Endpoint) -> Broker {
+        let cluster_id = cluster_id(&mgr);
+        Broker {
+            mgr,
+            config,
+            advertised,
+            cluster_id,
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    /// Partition `index` of `topic`, if it exists.
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<PartitionLog>> {
+        if index < 0 {
+            return None;
+        }
+        self.mgr.partition(&format!("{topic}-{index}"))
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// Marks the broker as stopping: long polls end at once. Called by the
+    /// server's shutdown (and by the fuzz target, so no request waits).
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        // Long polls wake up and see the flag.
+        self.mgr.appends().notify();
+    }
+}
+
+/// The data directory's `cluster.id` from Kafka's `meta.properties` when there
+/// is one, so a broker's directory keeps its identity; else a fixed name.
+fn cluster_id(mgr: &LogManager) -> String {
+    std::fs::read_to_string(mgr.dir().join("meta.properties"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .filter_map(|l| l.split_once('='))
+                .find(|(k, _)| k.trim() == "cluster.id")
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "commitfs".to_string())
+}

@@ -1,0 +1,269 @@
+//! DescribeConfigs and IncrementalAlterConfigs: a topic's configs are its
+//! partitions' `config/<name>` files, changed through the same storage call
+//! (`PartitionLog::set_config`, `reset_config`) on every partition of the
+//! topic. A topic is described by its partition 0 (the tree lets partitions
+//! of one topic differ; Kafka does not). The broker resource shows the
+//! listener's settings, read-only: they are set with `-o` when starting.
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::describe_configs_request::{
+    DescribeConfigsRequest, DescribeConfigsResource,
+};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResponse, DescribeConfigsResult,
+};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, IncrementalAlterConfigsRequest,
+};
+use kafka_protocol::messages::incremental_alter_configs_response::{
+    AlterConfigsResourceResponse, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use log::{info, warn};
+
+use super::broker::Broker;
+use super::error::{code_for, message_for};
+use crate::storage::{CONFIG_NAMES, ConfigError, LogConfig, StorageError};
+
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+// Kafka's ConfigSource and ConfigType values.
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+const STATIC_BROKER_CONFIG: i8 = 4;
+const DEFAULT_CONFIG: i8 = 5;
+const BOOLEAN: i8 = 1;
+const STRING: i8 = 2;
+const INT: i8 = 3;
+const LONG: i8 = 5;
+
+type Refused = (ResponseError, String);
+
+fn config_type(name: &str) -> i8 {
+    match name {
+        "segment.bytes" | "segment.index.bytes" | "index.interval.bytes" | "max.message.bytes" => {
+            INT
+        }
+        "compression.type" | "message.timestamp.type" | "key.separator" => STRING,
+        "parse.key" => BOOLEAN,
+        _ => LONG,
+    }
+}
+
+fn entry(
+    name: &str,
+    value: String,
+    source: i8,
+    ty: i8,
+    read_only: bool,
+) -> DescribeConfigsResourceResult {
+    DescribeConfigsResourceResult::default()
+        .with_name(StrBytes::from_string(name.to_string()))
+        .with_value(Some(StrBytes::from_string(value)))
+        .with_config_source(source)
+        .with_config_type(ty)
+        .with_read_only(read_only)
+        .with_documentation(None)
+}
+
+pub fn describe(b: &Broker, version: i16, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let results = req
+        .resources
+        .iter()
+        .map(|r| {
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            let wanted = |name: &str| {
+                r.configuration_keys
+                    .as_ref()
+                    .is_none_or(|keys| keys.iter().any(|k| k.as_str() == name))
+            };
+            let described = match r.resource_type {
+                TOPIC => describe_topic(b, r),
+                BROKER => Ok(describe_broker(b)),
+                t => Err((
+                    ResponseError::InvalidRequest,
+                    format!("resource type {t} is not served (topics and the broker are)"),
+                )),
+            };
+            match described {
+                Ok(entries) => {
+                    let mut entries: Vec<_> = entries
+                        .into_iter()
+                        .filter(|e| wanted(e.name.as_str()))
+                        .collect();
+                    if version < 3 {
+                        for e in &mut entries {
+                            e.config_type = 0;
+                        }
+                    }
+                    result.with_configs(entries)
+                }
+                Err((code, msg)) => {
+                    warn!(
+                        "Kafka: DescribeConfigs of {} refused: {msg}",
+                        r.resource_name.as_str()
+                    );
+                    result
+                        .with_error_code(code.code())
+                        .with_error_message(Some(StrBytes::from_string(msg)))
+                }
+            }
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+fn describe_topic(
+    b: &Broker,
+    r: &DescribeConfigsResource,
+) -> Result<Vec<DescribeConfigsResourceResult>, Refused> {
+    let name = r.resource_name.as_str();
+    let log = b
+        .mgr
+        .topic(name)
+        .and_then(|t| t.partitions.into_iter().flatten().next())
+        .ok_or_else(|| {
+            (
+                ResponseError::UnknownTopicOrPartition,
+                format!("no topic {name}"),
+            )
+        })?;
+    let config = log.config();
+    let overrides = log.overrides();
+    let kafka_defaults = LogConfig::default();
+    Ok(CONFIG_NAMES
+        .iter()
+        .map(|n| {
+            let value = config.get(n).unwrap_or_default();
+            let source = if overrides.contains_key(*n) {
+                DYNAMIC_TOPIC_CONFIG
+            } else if b.mgr.defaults().get(n) != kafka_defaults.get(n) {
+                STATIC_BROKER_CONFIG
+            } else {
+                DEFAULT_CONFIG
+            };
+            entry(n, value, source, config_type(n), false)
+        })
+        .collect())
+}
+
+fn describe_broker(b: &Broker) -> Vec<DescribeConfigsResourceResult> {
+    let c = &b.config;
+    let listener = c
+        .listener
+        .as_ref()
+        .map(|l| l.to_string())
+        .unwrap_or_default();
+    [
+        ("listeners", listener, STRING),
+        ("advertised.listeners", b.advertised.to_string(), STRING),
+        (
+            "auto.create.topics.enable",
+            c.auto_create_topics.to_string(),
+            BOOLEAN,
+        ),
+        ("num.partitions", c.num_partitions.to_string(), INT),
+        (
+            "socket.request.max.bytes",
+            c.socket_request_max_bytes.to_string(),
+            INT,
+        ),
+        ("node.id", c.node_id.to_string(), INT),
+    ]
+    .into_iter()
+    .map(|(n, v, t)| entry(n, v, STATIC_BROKER_CONFIG, t, true))
+    .collect()
+}
+
+pub fn alter(b: &Broker, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
+    let responses = req
+        .resources
+        .iter()
+        .map(|r| {
+            let resp = AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            let done = match r.resource_type {
+                TOPIC => alter_topic(b, r, req.validate_only),
+                BROKER => Err((
+                    ResponseError::InvalidRequest,
+                    "broker configs are set with -o when the daemon starts".to_string(),
+                )),
+                t => Err((
+                    ResponseError::InvalidRequest,
+                    format!("resource type {t} is not served"),
+                )),
+            };
+            match done {
+                Ok(()) => resp,
+                Err((code, msg)) => {
+                    warn!(
+                        "Kafka: IncrementalAlterConfigs of {} refused with {code:?}: {msg}",
+                        r.resource_name.as_str()
+                    );
+                    resp.with_error_code(code.code())
+                        .with_error_message(Some(StrBytes::from_string(msg)))
+                }
+            }
+        })
+        .collect();
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+/// One change: `Some(value)` sets, `None` removes the override.
+type Change<'a> = (&'a str, Option<&'a str>);
+
+fn alter_topic(b: &Broker, r: &AlterConfigsResource, validate_only: bool) -> Result<(), Refused> {
+    let name = r.resource_name.as_str();
+    let topic = b.mgr.topic(name).ok_or_else(|| {
+        (
+            ResponseError::UnknownTopicOrPartition,
+            format!("no topic {name}"),
+        )
+    })?;
+    let invalid = |e: ConfigError| (ResponseError::InvalidConfig, e.to_string());
+    let mut check = LogConfig::clone(b.mgr.defaults());
+    let mut changes: Vec<Change> = Vec::new();
+    for c in &r.configs {
+        let key = c.name.as_str();
+        match c.config_operation {
+            0 => {
+                let v = c.value.as_deref().unwrap_or_default();
+                check.set(key, v).map_err(invalid)?;
+                changes.push((key, Some(v)));
+            }
+            1 => {
+                if check.get(key).is_none() {
+                    return Err(invalid(ConfigError::UnknownName(key.to_string())));
+                }
+                changes.push((key, None));
+            }
+            op => {
+                return Err((
+                    ResponseError::InvalidConfig,
+                    format!(
+                        "operation {op} on {key}: only SET and DELETE apply (no config here is a list)"
+                    ),
+                ));
+            }
+        }
+    }
+    if validate_only {
+        return Ok(());
+    }
+    let storage = |e: StorageError| {
+        let code = code_for(&format!("IncrementalAlterConfigs of {name}"), &e);
+        (code, message_for(&e))
+    };
+    for log in topic.partitions.iter().flatten() {
+        for (key, value) in &changes {
+            match value {
+                Some(v) => log.set_config(key, v).map_err(storage)?,
+                None => log.reset_config(key).map_err(storage)?,
+            }
+        }
+    }
+    info!("Kafka: altered {} configs of topic {name}", changes.len());
+    Ok(())
+}

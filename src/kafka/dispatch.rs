@@ -1,0 +1,174 @@
+//! From a request frame to response bytes: the header, the version check,
+//! the body, the handler, the encoding.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::fetch_response::FetchResponse;
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use log::debug;
+
+use super::broker::Broker;
+use super::error::Refusal;
+use super::splice::SpliceBuf;
+use super::versions::{api_name, api_versions, served};
+use super::{configs, fetch, group, list_offsets, metadata, produce, records, sasl, topics};
+use crate::storage::SegmentSlice;
+
+/// What a handler decided.
+pub enum Outcome {
+    Respond(ResponseKind),
+    /// A Fetch response and the file slices its placeholders stand for.
+    Fetch(FetchResponse, Vec<SegmentSlice>),
+    /// Produce with acks=0: Kafka sends nothing back.
+    Silent,
+    /// Close the connection (acks=0 Produce that failed: the only way to tell).
+    Close(String),
+}
+
+/// A response ready to be written: its size prefix, and its bytes.
+pub struct Encoded {
+    pub prefix: [u8; 4],
+    pub body: SpliceBuf,
+}
+
+fn malformed(key: ApiKey, version: i16, what: &str, e: impl std::fmt::Display) -> Refusal {
+    Refusal::Malformed {
+        what: format!("{} v{version} {what}", api_name(key)),
+        reason: e.to_string(),
+    }
+}
+
+/// Decodes, handles and encodes one request. `Ok(None)`: nothing to send.
+pub fn handle_frame(broker: &Broker, frame: Bytes) -> Result<Option<Encoded>, Refusal> {
+    if frame.len() < 4 {
+        return Err(Refusal::ShortHeader(frame.len()));
+    }
+    // The key and version say which header version to decode, so they are
+    // looked at first, as Kafka's RequestHeader.parse does.
+    let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let key = ApiKey::try_from(raw_key).map_err(|_| Refusal::UnknownApi(raw_key))?;
+    let Some(api) = served(key) else {
+        return Err(Refusal::UnknownApi(raw_key));
+    };
+    let mut buf = frame;
+    let header = RequestHeader::decode(&mut buf, key.request_header_version(version))
+        .map_err(|e| malformed(key, version, "request header", e))?;
+    let correlation_id = header.correlation_id;
+    if key == ApiKey::ApiVersions && version > api.max {
+        // Kafka answers an ApiVersions it does not know at v0, with its list,
+        // so the client can retry with a version from it.
+        debug!(
+            "ApiVersions v{version} from {:?}: answering v0",
+            header.client_id
+        );
+        let body = ResponseKind::ApiVersions(api_versions(false));
+        return encode(key, 0, correlation_id, body).map(Some);
+    }
+    if version < api.served_min || version > api.max {
+        return Err(Refusal::UnsupportedVersion {
+            api: api_name(key),
+            version,
+            min: api.served_min,
+            max: api.max,
+        });
+    }
+    let request = RequestKind::decode(key, &mut buf, version)
+        .map_err(|e| malformed(key, version, "request", e))?;
+    debug!(
+        "{} v{version} correlation {correlation_id} from {:?}",
+        api_name(key),
+        header.client_id.as_deref()
+    );
+    match route(broker, &header, request) {
+        Outcome::Respond(body) => encode(key, version, correlation_id, body).map(Some),
+        Outcome::Fetch(body, slices) => {
+            encode_fetch(version, correlation_id, body, slices).map(Some)
+        }
+        Outcome::Silent => Ok(None),
+        Outcome::Close(why) => Err(Refusal::Other(why)),
+    }
+}
+
+fn route(b: &Broker, h: &RequestHeader, request: RequestKind) -> Outcome {
+    let v = h.request_api_version;
+    let respond = |r: ResponseKind| Outcome::Respond(r);
+    match request {
+        RequestKind::ApiVersions(_) => respond(ResponseKind::ApiVersions(api_versions(true))),
+        RequestKind::Metadata(r) => respond(ResponseKind::Metadata(metadata::handle(b, v, r))),
+        RequestKind::Produce(r) => produce::handle(b, v, r),
+        RequestKind::Fetch(r) => fetch::handle(b, v, r),
+        RequestKind::ListOffsets(r) => {
+            respond(ResponseKind::ListOffsets(list_offsets::handle(b, v, r)))
+        }
+        RequestKind::CreateTopics(r) => {
+            respond(ResponseKind::CreateTopics(topics::create(b, v, r)))
+        }
+        RequestKind::DeleteTopics(r) => {
+            respond(ResponseKind::DeleteTopics(topics::delete(b, v, r)))
+        }
+        RequestKind::DeleteRecords(r) => {
+            respond(ResponseKind::DeleteRecords(records::delete_records(b, r)))
+        }
+        RequestKind::DescribeConfigs(r) => {
+            respond(ResponseKind::DescribeConfigs(configs::describe(b, v, r)))
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            respond(ResponseKind::IncrementalAlterConfigs(configs::alter(b, r)))
+        }
+        RequestKind::SaslHandshake(_) => respond(ResponseKind::SaslHandshake(sasl::handshake())),
+        other => group::handle(b, v, other),
+    }
+}
+
+fn encode(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: ResponseKind,
+) -> Result<Encoded, Refusal> {
+    let mut buf = BytesMut::with_capacity(256);
+    let failed = |e| encode_failed(api_name(key), version, e);
+    ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(&mut buf, key.response_header_version(version))
+        .map_err(failed)?;
+    body.encode(&mut buf, version).map_err(failed)?;
+    finish(SpliceBuf::from_bytes(buf.to_vec()))
+}
+
+fn encode_fetch(
+    version: i16,
+    correlation_id: i32,
+    body: FetchResponse,
+    slices: Vec<SegmentSlice>,
+) -> Result<Encoded, Refusal> {
+    let mut buf = SpliceBuf::new(slices);
+    let failed = |e| encode_failed("Fetch", version, e);
+    ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(&mut buf, ApiKey::Fetch.response_header_version(version))
+        .map_err(failed)?;
+    body.encode(&mut buf, version).map_err(failed)?;
+    if !buf.complete() {
+        return Err(Refusal::Other(
+            "a Fetch response lost track of its record bytes".to_string(),
+        ));
+    }
+    finish(buf)
+}
+
+fn encode_failed(api: &str, version: i16, e: impl std::fmt::Display) -> Refusal {
+    Refusal::Other(format!(
+        "could not encode the {api} v{version} response: {e}"
+    ))
+}
+
+fn finish(body: SpliceBuf) -> Result<Encoded, Refusal> {
+    let size = i32::try_from(body.len())
+        .map_err(|_| Refusal::Other(format!("a response of {} bytes is too large", body.len())))?;
+    Ok(Encoded {
+        prefix: size.to_be_bytes(),
+        body,
+    })
+}

@@ -1,0 +1,167 @@
+//! Fetch: whole batches from segment bytes, sent with `sendfile(2)`.
+//!
+//! - An offset inside a batch returns the containing batch.
+//! - `max_bytes` (the response) and `partition_max_bytes` are respected; the
+//!   first partition with data returns its first batch whole even when it is
+//!   larger, as Kafka does, so a consumer always makes progress.
+//! - Long poll: with fewer than `min_bytes` available, the request waits
+//!   until an append to any partition (a shell write included) or until
+//!   `max_wait_ms`, then reads again.
+//! - Fetch sessions (KIP-227) are not kept: every response has session id 0,
+//!   which tells the client to send full fetches.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest};
+use kafka_protocol::messages::fetch_response::{
+    FetchResponse, FetchableTopicResponse, PartitionData,
+};
+
+use super::broker::Broker;
+use super::dispatch::Outcome;
+use super::error::code_for;
+use super::splice::{MAX_PLACEHOLDER, placeholder};
+use crate::storage::{SegmentSlice, StorageError};
+
+/// Kafka's broker default `fetch.max.bytes` (55 MiB): the most one response carries.
+const FETCH_MAX_BYTES: u64 = 57_671_680;
+/// Longest long poll honoured; clients ask for 500 ms by default.
+const MAX_WAIT: Duration = Duration::from_secs(300);
+
+/// One pass over the request's partitions.
+struct Pass {
+    responses: Vec<FetchableTopicResponse>,
+    slices: Vec<SegmentSlice>,
+    bytes: u64,
+    errors: bool,
+}
+
+pub fn handle(b: &Broker, version: i16, req: FetchRequest) -> Outcome {
+    if req.session_id != 0 {
+        // No session was ever handed out, so none can be found.
+        return Outcome::Fetch(
+            FetchResponse::default().with_error_code(ResponseError::FetchSessionIdNotFound.code()),
+            Vec::new(),
+        );
+    }
+    let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT);
+    let deadline = Instant::now() + wait;
+    let min_bytes = req.min_bytes.max(0) as u64;
+    let max_bytes = if version >= 3 {
+        (req.max_bytes.max(0) as u64).min(FETCH_MAX_BYTES)
+    } else {
+        FETCH_MAX_BYTES
+    };
+    loop {
+        let seen = b.mgr.appends().generation();
+        let pass = read_pass(b, &req, max_bytes);
+        let done = pass.bytes >= min_bytes
+            || req.topics.is_empty()
+            || pass.errors
+            || Instant::now() >= deadline
+            || b.stopping();
+        if done {
+            let resp = FetchResponse::default().with_responses(pass.responses);
+            return Outcome::Fetch(resp, pass.slices);
+        }
+        b.mgr.appends().wait_past(seen, deadline);
+    }
+}
+
+fn read_pass(b: &Broker, req: &FetchRequest, max_bytes: u64) -> Pass {
+    let mut pass = Pass {
+        responses: Vec::with_capacity(req.topics.len()),
+        slices: Vec::new(),
+        bytes: 0,
+        errors: false,
+    };
+    let committed = req.isolation_level == 1;
+    for topic in &req.topics {
+        let name = topic.topic.0.as_str();
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in &topic.partitions {
+            let left = max_bytes.saturating_sub(pass.bytes);
+            let data = read_partition(b, name, p, left, &mut pass);
+            let data = data.with_aborted_transactions(committed.then(Vec::new));
+            partitions.push(data);
+        }
+        pass.responses.push(
+            FetchableTopicResponse::default()
+                .with_topic(topic.topic.clone())
+                .with_partitions(partitions),
+        );
+    }
+    pass
+}
+
+fn read_partition(
+    b: &Broker,
+    topic: &str,
+    p: &FetchPartition,
+    left: u64,
+    pass: &mut Pass,
+) -> PartitionData {
+    let data = PartitionData::default().with_partition_index(p.partition);
+    let what = || {
+        format!(
+            "Fetch of {topic}-{} at offset {}",
+            p.partition, p.fetch_offset
+        )
+    };
+    let Some(log) = b.partition(topic, p.partition) else {
+        pass.errors = true;
+        log::warn!("Kafka: {} refused: no such partition", what());
+        return data.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+    };
+    let limit = (p.partition_max_bytes.max(0) as u64)
+        .min(left)
+        .min(MAX_PLACEHOLDER as u64);
+    // Kafka's minOneMessage: only until some partition has returned data.
+    let min_one = pass.bytes == 0;
+    match log.read_for_fetch(p.fetch_offset, limit, min_one) {
+        Ok(read) => {
+            let data = data
+                .with_high_watermark(read.high_watermark)
+                .with_last_stable_offset(read.high_watermark)
+                .with_log_start_offset(read.log_start_offset);
+            let Some(slice) = read.slice else {
+                return data.with_records(Some(Bytes::new()));
+            };
+            pass.bytes += slice.len;
+            let records = match placeholder(slice.len as usize) {
+                Some(ph) => {
+                    pass.slices.push(slice);
+                    ph
+                }
+                // Too large to splice (a single batch over the placeholder):
+                // copied instead.
+                None => match slice.read() {
+                    Ok(bytes) => Bytes::from(bytes),
+                    Err(e) => {
+                        pass.errors = true;
+                        return data.with_error_code(code_for(&what(), &e).code());
+                    }
+                },
+            };
+            data.with_records(Some(records))
+        }
+        Err(e) => {
+            pass.errors = true;
+            let code = code_for(&what(), &e);
+            let data = data.with_error_code(code.code());
+            match e {
+                StorageError::OffsetOutOfRange {
+                    log_start_offset,
+                    log_end_offset,
+                    ..
+                } => data
+                    .with_high_watermark(log_end_offset)
+                    .with_last_stable_offset(log_end_offset)
+                    .with_log_start_offset(log_start_offset),
+                _ => data,
+            }
+        }
+    }
+}

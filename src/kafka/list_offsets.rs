@@ -1,0 +1,88 @@
+//! ListOffsets: earliest (the log start offset), latest (the high
+//! watermark), the largest timestamp (v7's -3), and by timestamp through the
+//! time index, the same lookup as the tree's `time/<ms>`.
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsRequest};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse,
+};
+
+use super::broker::Broker;
+use super::error::code_for;
+use crate::storage::{PartitionLog, Result};
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+
+pub fn handle(b: &Broker, version: i16, req: ListOffsetsRequest) -> ListOffsetsResponse {
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let name = t.name.0.as_str().to_string();
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| one(b, version, &name, p))
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+fn one(
+    b: &Broker,
+    version: i16,
+    topic: &str,
+    p: &ListOffsetsPartition,
+) -> ListOffsetsPartitionResponse {
+    let resp = ListOffsetsPartitionResponse::default()
+        .with_partition_index(p.partition_index)
+        .with_timestamp(-1)
+        .with_offset(-1);
+    let what = format!(
+        "ListOffsets of {topic}-{} at {}",
+        p.partition_index, p.timestamp
+    );
+    let Some(log) = b.partition(topic, p.partition_index) else {
+        log::warn!("Kafka: {what} refused: no such partition");
+        return resp.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+    };
+    if p.timestamp == MAX_TIMESTAMP && version < 7 {
+        return resp.with_error_code(ResponseError::UnsupportedVersion.code());
+    }
+    match find(&log, p.timestamp) {
+        Ok(Some((timestamp, offset))) => resp.with_timestamp(timestamp).with_offset(offset),
+        Ok(None) => resp,
+        Err(e) => resp.with_error_code(code_for(&what, &e).code()),
+    }
+}
+
+/// (timestamp, offset) for a ListOffsets target, `None` when no record matches.
+fn find(log: &PartitionLog, target: i64) -> Result<Option<(i64, i64)>> {
+    match target {
+        LATEST => Ok(Some((-1, log.high_watermark()))),
+        EARLIEST => Ok(Some((-1, log.log_start_offset()))),
+        MAX_TIMESTAMP => {
+            let Some(max) = log.max_timestamp()? else {
+                return Ok(None);
+            };
+            at_timestamp(log, max)
+        }
+        ts if ts >= 0 => at_timestamp(log, ts),
+        _ => Ok(None),
+    }
+}
+
+fn at_timestamp(log: &PartitionLog, ts: i64) -> Result<Option<(i64, i64)>> {
+    let Some(offset) = log.offset_for_timestamp(ts)? else {
+        return Ok(None);
+    };
+    let timestamp = log.read(offset).map_or(ts, |r| r.timestamp);
+    Ok(Some((timestamp, offset)))
+}

@@ -1,0 +1,113 @@
+//! Metadata: one broker (this daemon), the topics and partitions of the data
+//! directory, leader = self for every partition.
+//!
+//! - A hole left by a directory made outside commitfs (`T-0` and `T-2`
+//!   without `T-1`) is listed as an unavailable partition (leader -1,
+//!   LEADER_NOT_AVAILABLE), so clients never see a gap in partition ids.
+//! - Leader epochs are reported as -1 (unknown): librdkafka then skips
+//!   OffsetForLeaderEpoch validation, which is not served.
+//! - Topic auto-creation happens only with `auto.create.topics.enable=true`
+//!   and a request that allows it; the topic gets `num.partitions`
+//!   partitions through the same storage call as CreateTopics.
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::metadata_request::MetadataRequest;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use log::{info, warn};
+
+use super::broker::Broker;
+use super::error::code_for;
+use crate::storage::names::validate_topic;
+use crate::storage::{StorageError, Topic, is_internal_topic};
+
+pub fn handle(b: &Broker, version: i16, req: MetadataRequest) -> MetadataResponse {
+    let broker = MetadataResponseBroker::default()
+        .with_node_id(BrokerId(b.node_id()))
+        .with_host(StrBytes::from_string(b.advertised.host.clone()))
+        .with_port(b.advertised.port as i32);
+    // v0 has no null list: an empty one means every topic.
+    let wanted: Option<Vec<String>> = match req.topics {
+        None => None,
+        Some(t) if t.is_empty() && version == 0 => None,
+        Some(t) => Some(
+            t.into_iter()
+                .filter_map(|t| t.name.map(|n| n.0.as_str().to_string()))
+                .collect(),
+        ),
+    };
+    // Before v4 a request could not say no, and always allowed it.
+    let may_create = b.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
+    let topics = match wanted {
+        None => b.mgr.topics().iter().map(|t| describe(b, t)).collect(),
+        Some(names) => names.iter().map(|n| lookup(b, n, may_create)).collect(),
+    };
+    MetadataResponse::default()
+        .with_brokers(vec![broker])
+        .with_cluster_id(Some(StrBytes::from_string(b.cluster_id.clone())))
+        .with_controller_id(BrokerId(b.node_id()))
+        .with_topics(topics)
+}
+
+fn lookup(b: &Broker, name: &str, may_create: bool) -> MetadataResponseTopic {
+    if let Some(t) = b.mgr.topic(name) {
+        return describe(b, &t);
+    }
+    let failed = |code: ResponseError| {
+        MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+            .with_error_code(code.code())
+    };
+    if let Err(why) = validate_topic(name) {
+        warn!("Kafka: Metadata for topic {name:?} refused: {why}");
+        return failed(ResponseError::InvalidTopicException);
+    }
+    if !may_create || b.mgr.read_only() {
+        return failed(ResponseError::UnknownTopicOrPartition);
+    }
+    match b.mgr.create_topic(name, b.config.num_partitions) {
+        Ok(t) => {
+            info!(
+                "Kafka: auto-created topic {name} with {} partitions",
+                t.partitions.len()
+            );
+            describe(b, &t)
+        }
+        // Created meanwhile by someone else: describe what is there.
+        Err(StorageError::PartitionExists(_)) => match b.mgr.topic(name) {
+            Some(t) => describe(b, &t),
+            None => failed(ResponseError::UnknownTopicOrPartition),
+        },
+        Err(e) => failed(code_for(&format!("auto-creation of topic {name}"), &e)),
+    }
+}
+
+fn describe(b: &Broker, t: &Topic) -> MetadataResponseTopic {
+    let me = BrokerId(b.node_id());
+    let partitions = t
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let part = MetadataResponsePartition::default()
+                .with_partition_index(i as i32)
+                .with_leader_epoch(-1);
+            match p {
+                Some(_) => part
+                    .with_leader_id(me)
+                    .with_replica_nodes(vec![me])
+                    .with_isr_nodes(vec![me]),
+                None => part
+                    .with_error_code(ResponseError::LeaderNotAvailable.code())
+                    .with_leader_id(BrokerId(-1)),
+            }
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(t.name.clone()))))
+        .with_is_internal(is_internal_topic(&t.name))
+        .with_partitions(partitions)
+}

@@ -1,0 +1,114 @@
+//! Produce: each partition's batches are validated and appended by storage,
+//! through the same append path as the tree's writes. acks 1 and -1 are
+//! answered once the batches are in the page cache (the high watermark on
+//! this single replica moves then); acks 0 is not answered at all.
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::ResponseKind;
+use kafka_protocol::messages::produce_request::ProduceRequest;
+use kafka_protocol::messages::produce_response::{
+    PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use log::warn;
+
+use super::broker::Broker;
+use super::dispatch::Outcome;
+use super::error::{code_for, message_for};
+use crate::storage::NoProducerState;
+
+fn refused(
+    index: i32,
+    code: ResponseError,
+    message: Option<String>,
+    version: i16,
+) -> PartitionProduceResponse {
+    let r = PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(code.code())
+        .with_base_offset(-1);
+    match message {
+        Some(m) if version >= 8 => r.with_error_message(Some(StrBytes::from_string(m))),
+        _ => r,
+    }
+}
+
+pub fn handle(b: &Broker, version: i16, req: ProduceRequest) -> Outcome {
+    let acks = req.acks;
+    let whole_request_error = if !matches!(acks, -1..=1) {
+        warn!("Kafka: Produce with acks={acks} refused: acks must be -1, 0 or 1");
+        Some((ResponseError::InvalidRequiredAcks, None))
+    } else if req.transactional_id.is_some() {
+        warn!("Kafka: a transactional Produce refused: transactions are not served");
+        Some((
+            ResponseError::TransactionalIdAuthorizationFailed,
+            Some("commitfs does not serve transactions".to_string()),
+        ))
+    } else {
+        None
+    };
+    let mut failed = 0usize;
+    let mut responses = Vec::with_capacity(req.topic_data.len());
+    for topic in req.topic_data {
+        let name = topic.name.0.as_str().to_string();
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for p in topic.partition_data {
+            let r = match &whole_request_error {
+                Some((code, msg)) => refused(p.index, *code, msg.clone(), version),
+                None => produce_one(b, &name, p.index, p.records.as_deref(), version),
+            };
+            failed += (r.error_code != 0) as usize;
+            partitions.push(r);
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_partition_responses(partitions),
+        );
+    }
+    if acks == 0 {
+        // The client waits for nothing; closing is Kafka's way to tell it.
+        return if failed > 0 {
+            Outcome::Close(format!("an acks=0 Produce failed for {failed} partitions"))
+        } else {
+            Outcome::Silent
+        };
+    }
+    Outcome::Respond(ResponseKind::Produce(
+        ProduceResponse::default().with_responses(responses),
+    ))
+}
+
+fn produce_one(
+    b: &Broker,
+    topic: &str,
+    index: i32,
+    records: Option<&[u8]>,
+    version: i16,
+) -> PartitionProduceResponse {
+    let what = format!("Produce to {topic}-{index}");
+    let Some(log) = b.partition(topic, index) else {
+        warn!("Kafka: {what} refused: no such partition");
+        return refused(index, ResponseError::UnknownTopicOrPartition, None, version);
+    };
+    let Some(records) = records.filter(|r| !r.is_empty()) else {
+        warn!("Kafka: {what} refused: no record batch");
+        return refused(
+            index,
+            ResponseError::CorruptMessage,
+            Some("the request holds no record batch".to_string()),
+            version,
+        );
+    };
+    match log.append_produced(records, &NoProducerState) {
+        Ok(info) => PartitionProduceResponse::default()
+            .with_index(index)
+            .with_base_offset(info.first_offset)
+            .with_log_append_time_ms(info.log_append_time)
+            .with_log_start_offset(info.log_start_offset),
+        Err(e) => {
+            let code = code_for(&what, &e);
+            refused(index, code, Some(message_for(&e)), version)
+        }
+    }
+}

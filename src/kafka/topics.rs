@@ -1,0 +1,162 @@
+//! CreateTopics and DeleteTopics: the same storage calls as `mkdir` and
+//! `rmdir` in the tree (`LogManager::create_topic`, `delete_topic`), with the
+//! same no-holes rule. Topic configs given at creation are applied as the
+//! tree's `config/<name>` writes are.
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicResult, CreateTopicsResponse,
+};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicsRequest;
+use kafka_protocol::messages::delete_topics_response::{
+    DeletableTopicResult, DeleteTopicsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use log::{info, warn};
+
+use super::broker::Broker;
+use super::error::{code_for, message_for};
+use crate::storage::names::validate_topic;
+use crate::storage::{LogConfig, StorageError};
+
+type Refused = (ResponseError, String);
+
+pub fn create(b: &Broker, version: i16, req: CreateTopicsRequest) -> CreateTopicsResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let name = t.name.0.as_str();
+            let result = CreatableTopicResult::default().with_name(t.name.clone());
+            match create_one(b, t, req.validate_only) {
+                Ok(n) => {
+                    let r = result.with_num_partitions(n as i32);
+                    if version >= 5 {
+                        r.with_replication_factor(1)
+                    } else {
+                        r
+                    }
+                }
+                Err((code, msg)) => {
+                    warn!("Kafka: CreateTopics of {name} refused with {code:?}: {msg}");
+                    let r = result.with_error_code(code.code());
+                    if version >= 1 {
+                        r.with_error_message(Some(StrBytes::from_string(msg)))
+                    } else {
+                        r
+                    }
+                }
+            }
+        })
+        .collect();
+    CreateTopicsResponse::default().with_topics(topics)
+}
+
+/// The partition count a request asks for, checked against what one broker can do.
+fn partition_count(b: &Broker, t: &CreatableTopic) -> Result<u32, Refused> {
+    if !matches!(t.replication_factor, -1 | 1) {
+        return Err((
+            ResponseError::InvalidReplicationFactor,
+            format!(
+                "replication factor {} is larger than the one broker there is",
+                t.replication_factor
+            ),
+        ));
+    }
+    if !t.assignments.is_empty() {
+        let me = b.node_id();
+        let ok = t.assignments.iter().enumerate().all(|(i, a)| {
+            a.partition_index == i as i32 && a.broker_ids.iter().all(|id| id.0 == me)
+        });
+        if !ok || t.num_partitions != -1 {
+            return Err((
+                ResponseError::InvalidReplicaAssignment,
+                format!("partitions 0..n-1 may only be assigned to broker {me}"),
+            ));
+        }
+        return Ok(t.assignments.len() as u32);
+    }
+    match t.num_partitions {
+        -1 => Ok(b.config.num_partitions),
+        n if n >= 1 => Ok(n as u32),
+        n => Err((
+            ResponseError::InvalidPartitions,
+            format!("number of partitions must be at least 1, was {n}"),
+        )),
+    }
+}
+
+fn create_one(b: &Broker, t: &CreatableTopic, validate_only: bool) -> Result<u32, Refused> {
+    let name = t.name.0.as_str();
+    validate_topic(name).map_err(|why| (ResponseError::InvalidTopicException, why.to_string()))?;
+    let count = partition_count(b, t)?;
+    let mut configs = Vec::new();
+    let mut check = LogConfig::clone(b.mgr.defaults());
+    for c in &t.configs {
+        let value = c.value.as_deref().unwrap_or_default();
+        check
+            .set(c.name.as_str(), value)
+            .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
+        configs.push((c.name.as_str(), value));
+    }
+    if b.mgr.topic(name).is_some() {
+        return Err((
+            ResponseError::TopicAlreadyExists,
+            format!("Topic '{name}' already exists."),
+        ));
+    }
+    if validate_only {
+        return Ok(count);
+    }
+    let storage = |e: StorageError| {
+        let code = code_for(&format!("CreateTopics of {name}"), &e);
+        (code, message_for(&e))
+    };
+    let topic = b.mgr.create_topic(name, count).map_err(storage)?;
+    for log in topic.partitions.iter().flatten() {
+        for (k, v) in &configs {
+            log.set_config(k, v).map_err(storage)?;
+        }
+    }
+    info!("Kafka: created topic {name} with {count} partitions");
+    Ok(count)
+}
+
+pub fn delete(b: &Broker, version: i16, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    // v6 names topics in `topics` (by name or id); earlier versions in `topic_names`.
+    let names: Vec<Option<TopicName>> = if version >= 6 {
+        req.topics.into_iter().map(|t| t.name).collect()
+    } else {
+        req.topic_names.into_iter().map(Some).collect()
+    };
+    let responses = names
+        .into_iter()
+        .map(|name| {
+            let Some(name) = name else {
+                // Topic ids are not kept: no id can be found.
+                return DeletableTopicResult::default()
+                    .with_error_code(ResponseError::UnknownTopicId.code());
+            };
+            let r = DeletableTopicResult::default().with_name(Some(name.clone()));
+            let topic = name.0.as_str();
+            match b.mgr.delete_topic(topic) {
+                Ok(n) => {
+                    info!("Kafka: deleted topic {topic} ({n} partitions)");
+                    r
+                }
+                Err(e) => {
+                    let code = code_for(&format!("DeleteTopics of {topic}"), &e);
+                    let r = r.with_error_code(code.code());
+                    if version >= 5 {
+                        r.with_error_message(Some(StrBytes::from_string(message_for(&e))))
+                    } else {
+                        r
+                    }
+                }
+            }
+        })
+        .collect();
+    DeleteTopicsResponse::default().with_responses(responses)
+}

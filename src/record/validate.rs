@@ -1,0 +1,262 @@
+//! The checks a broker runs on a batch a producer sent (Kafka's
+//! `LogValidator`), and the in-place rewrites it makes before storing the
+//! producer's bytes: base offset, partition leader epoch and, for
+//! `LogAppendTime`, the max timestamp and the CRC.
+//!
+//! Pure: the batch is never re-encoded, so what is stored is what the
+//! producer sent, byte for byte, but for those fields.
+
+use super::RecordError;
+use super::batch::{
+    ATTRIBUTES_OFFSET, Batch, BatchHeader, CRC_OFFSET, HEADER_LEN, MAGIC_OFFSET, compute_crc,
+    peek_frame,
+};
+use super::varint::{get_varint, get_varlong};
+
+/// Where `partitionLeaderEpoch` sits in a batch.
+const LEADER_EPOCH_OFFSET: usize = 12;
+/// Where `maxTimestamp` sits in a batch.
+const MAX_TIMESTAMP_OFFSET: usize = 35;
+/// Attribute bit 3: the timestamps are the broker's append time.
+const LOG_APPEND_TIME_FLAG: i16 = 0x8;
+
+/// What validating one produced batch found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValidBatch {
+    pub header: BatchHeader,
+    /// Bytes the batch adds to the consumer stream (`value\n` per record).
+    pub stream_bytes: u64,
+}
+
+fn corrupt(why: impl Into<String>) -> RecordError {
+    RecordError::Corrupt(why.into())
+}
+
+/// Validates one whole batch as Kafka does before appending it: magic 2, a
+/// size that matches the bytes, the CRC, an offset range that matches the
+/// record count, no control batch, a sequence where there is a producer id,
+/// and every record well-formed at its offset delta (compressed batches are
+/// decompressed to check them).
+pub fn validate_produced_batch(bytes: &[u8]) -> Result<ValidBatch, RecordError> {
+    let frame = peek_frame(bytes)?;
+    if frame.size != bytes.len() {
+        return Err(corrupt(format!(
+            "the batch says it is {} bytes but {} were sent",
+            frame.size,
+            bytes.len()
+        )));
+    }
+    let batch = Batch::parse(bytes)?;
+    batch.verify_crc()?;
+    let h = batch.header;
+    if h.record_count <= 0 {
+        return Err(corrupt(format!(
+            "invalid reported count for record batch: {}",
+            h.record_count
+        )));
+    }
+    if h.last_offset_delta as i64 + 1 != h.record_count as i64 {
+        return Err(corrupt(format!(
+            "inconsistent batch offset range ({} offsets) and record count ({})",
+            h.last_offset_delta as i64 + 1,
+            h.record_count
+        )));
+    }
+    if h.is_control() {
+        return Err(corrupt("clients are not allowed to write control records"));
+    }
+    if h.producer_id >= 0 && h.base_sequence < 0 {
+        return Err(corrupt(format!(
+            "invalid sequence number {} for producer {}",
+            h.base_sequence, h.producer_id
+        )));
+    }
+    let section = batch.uncompressed_section()?;
+    let stream_bytes = walk_records(&h, &section)?;
+    Ok(ValidBatch {
+        header: h,
+        stream_bytes,
+    })
+}
+
+/// Checks every record of an uncompressed records section without copying
+/// it, and returns the stream bytes (value length + 1 per record).
+fn walk_records(h: &BatchHeader, section: &[u8]) -> Result<u64, RecordError> {
+    let mut pos = 0usize;
+    let mut stream = 0u64;
+    for expected_delta in 0..h.record_count {
+        let length = get_varint(section, &mut pos)?;
+        let end = usize::try_from(length)
+            .ok()
+            .and_then(|l| pos.checked_add(l))
+            .filter(|e| *e <= section.len())
+            .ok_or_else(|| corrupt(format!("record length {length} runs past the batch end")))?;
+        let body = &section[pos..end];
+        pos = end;
+        let value_len = record_value_len(body, expected_delta)?;
+        stream += value_len + 1;
+    }
+    if pos != section.len() {
+        return Err(corrupt(format!(
+            "{} bytes follow the batch's {} records",
+            section.len() - pos,
+            h.record_count
+        )));
+    }
+    Ok(stream)
+}
+
+/// Checks one record body; returns its value length (0 for a null value).
+fn record_value_len(body: &[u8], expected_delta: i32) -> Result<u64, RecordError> {
+    if body.is_empty() {
+        return Err(corrupt("empty record"));
+    }
+    let mut p = 1usize; // attributes
+    get_varlong(body, &mut p)?; // timestampDelta
+    let delta = get_varint(body, &mut p)?;
+    if delta != expected_delta {
+        return Err(corrupt(format!(
+            "inner record offset delta {delta} where {expected_delta} was expected"
+        )));
+    }
+    skip_bytes(body, &mut p, true)?; // key
+    let value = skip_bytes(body, &mut p, true)?;
+    let headers = get_varint(body, &mut p)?;
+    if headers < 0 {
+        return Err(corrupt(format!("negative header count {headers}")));
+    }
+    for _ in 0..headers {
+        skip_bytes(body, &mut p, false)?; // header key: never null
+        skip_bytes(body, &mut p, true)?;
+    }
+    if p != body.len() {
+        return Err(corrupt(format!(
+            "record at offset delta {delta} has {} bytes left over",
+            body.len() - p
+        )));
+    }
+    Ok(value)
+}
+
+/// Steps over a varint-length-prefixed field; returns its length (0 if null).
+fn skip_bytes(buf: &[u8], pos: &mut usize, nullable: bool) -> Result<u64, RecordError> {
+    let len = get_varint(buf, pos)?;
+    if len < 0 {
+        if nullable && len == -1 {
+            return Ok(0);
+        }
+        return Err(corrupt(format!("invalid field length {len}")));
+    }
+    let end = pos
+        .checked_add(len as usize)
+        .filter(|e| *e <= buf.len())
+        .ok_or_else(|| corrupt(format!("field of {len} bytes runs past the record end")))?;
+    *pos = end;
+    Ok(len as u64)
+}
+
+/// Sets the fields a broker owns: `baseOffset` and `partitionLeaderEpoch`.
+/// Both lie outside the CRC, so the batch stays valid.
+pub fn assign_offset(batch: &mut [u8], base_offset: i64, leader_epoch: i32) {
+    if batch.len() < HEADER_LEN {
+        return;
+    }
+    batch[0..8].copy_from_slice(&base_offset.to_be_bytes());
+    batch[LEADER_EPOCH_OFFSET..LEADER_EPOCH_OFFSET + 4]
+        .copy_from_slice(&leader_epoch.to_be_bytes());
+}
+
+/// Kafka's `DefaultRecordBatch.setMaxTimestamp(LOG_APPEND_TIME, now)`: the
+/// timestamp-type bit and `maxTimestamp` change, and the CRC is recomputed.
+/// Records keep their deltas; readers take `maxTimestamp` for every record.
+pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
+    if batch.len() < HEADER_LEN || batch[MAGIC_OFFSET] != 2 {
+        return;
+    }
+    let attrs = i16::from_be_bytes([batch[ATTRIBUTES_OFFSET], batch[ATTRIBUTES_OFFSET + 1]]);
+    let current = i64::from_be_bytes(
+        batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+            .try_into()
+            .unwrap_or([0; 8]),
+    );
+    if attrs & LOG_APPEND_TIME_FLAG != 0 && current == now_ms {
+        return;
+    }
+    let attrs = attrs | LOG_APPEND_TIME_FLAG;
+    batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
+    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&now_ms.to_be_bytes());
+    let crc = compute_crc(batch);
+    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Compression, NewRecord, encode_batch_compressed};
+
+    fn batch(codec: Compression) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let recs = [NewRecord::value(b"ab"), NewRecord::keyed(b"k", b"cde")];
+        encode_batch_compressed(&mut buf, 0, 1000, &recs, codec);
+        buf
+    }
+
+    #[test]
+    fn accepts_what_we_encode_in_every_codec() {
+        for codec in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let b = batch(codec);
+            let v = validate_produced_batch(&b).unwrap();
+            assert_eq!(v.stream_bytes, 3 + 4, "{codec:?}");
+            assert_eq!(v.header.record_count, 2);
+        }
+    }
+
+    #[test]
+    fn refuses_damage() {
+        let good = batch(Compression::None);
+        let mut crc = good.clone();
+        let last = crc.len() - 1;
+        crc[last] ^= 1;
+        assert!(matches!(
+            validate_produced_batch(&crc),
+            Err(RecordError::CrcMismatch { .. })
+        ));
+        assert!(validate_produced_batch(&good[..good.len() - 1]).is_err());
+        let mut longer = good.clone();
+        longer.push(0);
+        assert!(validate_produced_batch(&longer).is_err());
+        let mut magic = good.clone();
+        magic[MAGIC_OFFSET] = 1;
+        assert!(validate_produced_batch(&magic).is_err());
+        // A count that does not match lastOffsetDelta, with a valid CRC.
+        let mut count = good.clone();
+        count[57..61].copy_from_slice(&3i32.to_be_bytes());
+        let c = compute_crc(&count);
+        count[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&c.to_be_bytes());
+        assert!(validate_produced_batch(&count).is_err());
+    }
+
+    #[test]
+    fn rewrites_stay_valid() {
+        let mut b = batch(Compression::Lz4);
+        assign_offset(&mut b, 42, 7);
+        let v = validate_produced_batch(&b).unwrap();
+        assert_eq!(v.header.base_offset, 42);
+        assert_eq!(v.header.partition_leader_epoch, 7);
+        set_log_append_time(&mut b, 5000);
+        let v = validate_produced_batch(&b).unwrap();
+        assert_eq!(v.header.max_timestamp, 5000);
+        assert_eq!(
+            v.header.timestamp_type(),
+            crate::record::TimestampType::LogAppendTime
+        );
+        let recs = Batch::parse(&b).unwrap().records().unwrap();
+        assert!(recs.iter().all(|r| r.timestamp == 5000));
+    }
+}

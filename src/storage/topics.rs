@@ -1,0 +1,213 @@
+//! Topics over partition directories: Kafka's topic `T` with partitions
+//! `0..n-1` is the directories `T-0 … T-(n-1)`. Both faces (the tree's
+//! `mkdir`/`rmdir`, the listener's CreateTopics/DeleteTopics) go through
+//! here, so they follow one rule.
+//!
+//! **No holes.** Kafka clients assume a topic's partition ids are `0..n-1`.
+//! So a partition is created only when the one below it exists (`mkdir T-1`
+//! needs `T-0`), and deleted only when it is the topic's highest (`rmdir
+//! T-0` needs `T-1` gone): a topic grows and shrinks at its top, and
+//! DeleteTopics removes partitions from the highest down. A directory made
+//! behind commitfs's back can still leave a hole; [`LogManager::topics`]
+//! reports it as a missing partition (`None`), which the listener serves as
+//! an unavailable partition rather than leaving the id out.
+//!
+//! Topic names follow Kafka's `Topic.validate`, and, as Kafka, a new topic
+//! may not collide with an existing one once `.` and `_` are taken as equal
+//! (Kafka's metric names cannot tell them apart).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use log::info;
+
+use super::error::{Result, StorageError};
+use super::manager::LogManager;
+use super::names::{parse_partition_name, validate_topic};
+use super::partition::PartitionLog;
+
+/// One topic: its partitions by id. `None` marks a hole left by a directory
+/// created or removed outside commitfs.
+#[derive(Clone)]
+pub struct Topic {
+    pub name: String,
+    pub partitions: Vec<Option<Arc<PartitionLog>>>,
+}
+
+impl Topic {
+    /// Whether this is one of Kafka's internal topics.
+    pub fn is_internal(&self) -> bool {
+        is_internal_topic(&self.name)
+    }
+}
+
+/// `__consumer_offsets` and `__transaction_state`, as Kafka's `Topic.isInternal`.
+pub fn is_internal_topic(name: &str) -> bool {
+    name == "__consumer_offsets" || name == "__transaction_state"
+}
+
+/// Kafka's `Topic.unifyCollisionChars`.
+fn unified(name: &str) -> String {
+    name.replace('.', "_")
+}
+
+fn gap(name: &str, reason: String) -> StorageError {
+    StorageError::PartitionGap {
+        name: name.to_string(),
+        reason,
+    }
+}
+
+impl LogManager {
+    /// Every topic, sorted by name.
+    pub fn topics(&self) -> Vec<Topic> {
+        let mut by_topic: BTreeMap<String, Vec<Option<Arc<PartitionLog>>>> = BTreeMap::new();
+        for p in self.partitions() {
+            let slots = by_topic.entry(p.topic().to_string()).or_default();
+            let i = p.partition() as usize;
+            if slots.len() <= i {
+                slots.resize(i + 1, None);
+            }
+            slots[i] = Some(p);
+        }
+        by_topic
+            .into_iter()
+            .map(|(name, partitions)| Topic { name, partitions })
+            .collect()
+    }
+
+    /// One topic, if any partition of it exists.
+    pub fn topic(&self, name: &str) -> Option<Topic> {
+        let parts = self.partitions.read();
+        let mut partitions: Vec<Option<Arc<PartitionLog>>> = Vec::new();
+        let prefix = format!("{name}-");
+        for (pname, p) in parts.range(prefix.clone()..) {
+            if !pname.starts_with(&prefix) {
+                break;
+            }
+            if p.topic() != name {
+                continue; // `a-b-0` is topic `a-b`, not a partition of `a`
+            }
+            let i = p.partition() as usize;
+            if partitions.len() <= i {
+                partitions.resize(i + 1, None);
+            }
+            partitions[i] = Some(p.clone());
+        }
+        (!partitions.is_empty()).then(|| Topic {
+            name: name.to_string(),
+            partitions,
+        })
+    }
+
+    fn has_partition(&self, topic: &str, partition: u32) -> bool {
+        self.partitions
+            .read()
+            .contains_key(&format!("{topic}-{partition}"))
+    }
+
+    /// A new topic whose name collides with an existing one (Kafka's rule).
+    fn check_collision(&self, topic: &str) -> Result<()> {
+        let mine = unified(topic);
+        for p in self.partitions.read().values() {
+            if p.topic() != topic && unified(p.topic()) == mine {
+                return Err(StorageError::TopicCollision {
+                    topic: topic.to_string(),
+                    existing: p.topic().to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The no-holes rule for a new partition; admin lock held.
+    pub(super) fn check_create(&self, name: &str) -> Result<()> {
+        let (topic, partition) = parse_partition_name(name)?;
+        if partition == 0 {
+            return self.check_collision(&topic);
+        }
+        if !self.has_partition(&topic, partition - 1) {
+            return Err(gap(
+                name,
+                format!(
+                    "partition {} of topic {topic} does not exist: Kafka clients need partitions \
+                     0..n-1 without holes, so create them in order from 0",
+                    partition - 1
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The no-holes rule for deleting a partition; admin lock held.
+    pub(super) fn check_delete(&self, name: &str) -> Result<()> {
+        let (topic, partition) = parse_partition_name(name)?;
+        if self.has_partition(&topic, partition + 1) {
+            return Err(gap(
+                name,
+                format!(
+                    "partition {} of topic {topic} exists: Kafka clients need partitions 0..n-1 \
+                     without holes, so delete them from the highest down",
+                    partition + 1
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Kafka's CreateTopics: partitions `0..count`, all or none.
+    pub fn create_topic(&self, topic: &str, count: u32) -> Result<Topic> {
+        validate_topic(topic)
+            .map_err(|why| StorageError::InvalidPartitionName(topic.to_string(), why))?;
+        if count == 0 || count > i32::MAX as u32 {
+            return Err(gap(topic, format!("{count} is not a partition count")));
+        }
+        if self.read_only() {
+            return Err(StorageError::ReadOnly);
+        }
+        let _admin = self.admin.lock();
+        if self.topic(topic).is_some() {
+            return Err(StorageError::PartitionExists(topic.to_string()));
+        }
+        self.check_collision(topic)?;
+        let mut made = Vec::new();
+        for p in 0..count {
+            let name = format!("{topic}-{p}");
+            // A topic ending in '-' would read as negative partitions.
+            super::names::validate_new_partition_name(&name)?;
+            match self.create_partition_locked(&name) {
+                Ok(log) => made.push(Some(log)),
+                Err(e) => {
+                    for log in made.iter().rev().flatten() {
+                        let _ = self.delete_partition_locked(log.name());
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        info!("Created topic {topic} with {count} partitions");
+        Ok(Topic {
+            name: topic.to_string(),
+            partitions: made,
+        })
+    }
+
+    /// Kafka's DeleteTopics: every partition, from the highest down.
+    /// Returns how many were deleted.
+    pub fn delete_topic(&self, topic: &str) -> Result<usize> {
+        if self.read_only() {
+            return Err(StorageError::ReadOnly);
+        }
+        let _admin = self.admin.lock();
+        let Some(t) = self.topic(topic) else {
+            return Err(StorageError::NoSuchPartition(topic.to_string()));
+        };
+        let mut deleted = 0;
+        for log in t.partitions.iter().rev().flatten() {
+            self.delete_partition_locked(log.name())?;
+            deleted += 1;
+        }
+        info!("Deleted topic {topic} ({deleted} partitions)");
+        Ok(deleted)
+    }
+}
