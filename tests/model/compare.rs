@@ -324,7 +324,11 @@ impl<S: System> Harness<S> {
             ),
             (
                 "user.kafka.timestamp_type".to_string(),
-                b"CreateTime".to_vec(),
+                if r.log_append_time {
+                    b"LogAppendTime".to_vec()
+                } else {
+                    b"CreateTime".to_vec()
+                },
             ),
         ];
         if let Some(k) = &r.key {

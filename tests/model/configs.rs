@@ -10,6 +10,7 @@
 //!   canonical decimal;
 //! - `compression.type` is one of Kafka's names (`uncompressed`, or `none` as
 //!   the README names it, reading back as `none`), case-sensitive;
+//! - `message.timestamp.type` is `CreateTime` or `LogAppendTime`;
 //! - `parse.key` is `true` or `false`;
 //! - `key.separator` keeps its blanks (a space is a separator), loses only
 //!   trailing newlines, must not be empty, and takes the properties-file
@@ -22,6 +23,7 @@ enum Rule {
     Int(i64),
     Long(i64),
     Compression,
+    TimestampType,
     Bool,
     Separator,
 }
@@ -40,6 +42,7 @@ const TABLE: &[(&str, &str, Rule)] = &[
     ("max.message.bytes", "1048588", Rule::Int(0)),
     ("file.delete.delay.ms", "60000", Rule::Long(0)),
     ("compression.type", "producer", Rule::Compression),
+    ("message.timestamp.type", "CreateTime", Rule::TimestampType),
     ("parse.key", "false", Rule::Bool),
     ("key.separator", "\\t", Rule::Separator),
 ];
@@ -96,6 +99,13 @@ pub fn candidates(name: &str) -> &'static [&'static str] {
             "GZIP",
             "",
         ],
+        "message.timestamp.type" => &[
+            "LogAppendTime",
+            "CreateTime",
+            " LogAppendTime ",
+            "logappendtime",
+            "",
+        ],
         "parse.key" => &["true", "true", "false", "true", "yes", "TRUE", ""],
         "key.separator" => &[":", "|", " ", "\\t", "::", "\\n", "\\\\", "", "\n"],
         _ => &["1"],
@@ -124,6 +134,11 @@ impl Configs {
 
     pub fn long(&self, name: &str) -> i64 {
         self.values[name].parse().expect("a numeric config")
+    }
+
+    /// Appended batches carry the append time as `LogAppendTime`.
+    pub fn log_append_time(&self) -> bool {
+        self.values["message.timestamp.type"] == "LogAppendTime"
     }
 
     pub fn parse_key(&self) -> bool {
@@ -179,6 +194,7 @@ fn validate(rule: Rule, text: &str) -> Option<String> {
             "gzip" | "snappy" | "lz4" | "zstd" | "producer" => Some(v.to_string()),
             _ => None,
         },
+        Rule::TimestampType => matches!(v, "CreateTime" | "LogAppendTime").then(|| v.to_string()),
         Rule::Bool => matches!(v, "true" | "false").then(|| v.to_string()),
         Rule::Separator => unreachable!(),
     }

@@ -43,6 +43,8 @@ pub struct Record {
     pub value: Vec<u8>,
     pub append: usize,
     pub batch_base: i64,
+    /// Its batch's timestamp type is `LogAppendTime`.
+    pub log_append_time: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -206,6 +208,7 @@ impl Partition {
     /// Appends `recs` as `groups`, one batch each, as append number `append`.
     pub fn append(&mut self, recs: Vec<Rec>, groups: &[spec::Group], append: usize) {
         let codec = self.configs.codec();
+        let log_append_time = self.configs.log_append_time();
         let segment_bytes = self.configs.long("segment.bytes") as u64;
         let mut recs = recs.into_iter();
         for g in groups {
@@ -230,6 +233,7 @@ impl Partition {
                     value,
                     append,
                     batch_base: base,
+                    log_append_time,
                 });
             }
         }
@@ -351,6 +355,12 @@ impl Model {
         if self.partitions.contains_key(name) {
             return Err(libc::EEXIST);
         }
+        // No holes: a topic's partitions are 0..n-1, created in order.
+        if let Some(below) = neighbour(name, -1)
+            && !self.partitions.contains_key(&below)
+        {
+            return Err(libc::EINVAL);
+        }
         self.next_incarnation += 1;
         let configs = Configs::default();
         let seg = Segment::new(0, &configs);
@@ -370,6 +380,15 @@ impl Model {
     }
 
     pub fn rmdir(&mut self, name: &str) -> Result<(), i32> {
+        if !self.partitions.contains_key(name) {
+            return Err(libc::ENOENT);
+        }
+        // No holes: partitions go from the highest down.
+        if let Some(above) = neighbour(name, 1)
+            && self.partitions.contains_key(&above)
+        {
+            return Err(libc::EINVAL);
+        }
         let p = self.partitions.remove(name).ok_or(libc::ENOENT)?;
         self.graveyard.insert(p.incarnation, p);
         Ok(())
@@ -549,4 +568,13 @@ impl Model {
             p.clean_load();
         }
     }
+}
+
+/// The partition `step` away from `name` in its topic (`t-1` is `t-0`'s
+/// neighbour above), if that is a partition id at all.
+fn neighbour(name: &str, step: i64) -> Option<String> {
+    let (topic, n) = name.rsplit_once('-')?;
+    let n: i64 = n.parse().ok()?;
+    let m = n + step;
+    (m >= 0).then(|| format!("{topic}-{m}"))
 }
