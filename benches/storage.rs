@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{GIB, KIB, MIB, env_u64, median, parse_size, percentile};
+use common::{GIB, KIB, MIB, Spread, env_u64, median, parse_size, percentile};
 use std::env;
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -336,6 +336,7 @@ The last column is the best commitfs/commitlog any library doing one `write(2)` 
         .iter()
         .map(|s| p.systems.iter().any(|x| x == s))
         .collect();
+    let mut p2 = None;
     for &(size, batch) in &p.append_shapes {
         let values = batch_values(pool, size, batch);
         let batches = (p.append_bytes / (size * batch) as u64).max(1) as usize;
@@ -358,6 +359,9 @@ The last column is the best commitfs/commitlog any library doing one `write(2)` 
                 fs::remove_dir_all(&dir).expect("clean up");
             }
         }
+        if (size, batch) == (100, 100) && on[0] && on[2] {
+            p2 = Some((records, t[0].clone(), t[2].clone()));
+        }
         let [a, b, c] = t.map(|mut v| median(&mut v));
         let mb = (batches * batch * size) as u64;
         println!(
@@ -374,6 +378,32 @@ The last column is the best commitfs/commitlog any library doing one `write(2)` 
             b / c
         );
     }
+    if let Some((records, lib, write)) = p2 {
+        print_p2(records, &lib, &write);
+    }
+}
+
+/// P2 (100 B × 100): the library append against a plain `write(2)` of the
+/// same encoded bytes, min, median and max of the runs, side by side.
+fn print_p2(records: f64, lib: &[f64], write: &[f64]) {
+    let rate = |t: &[f64]| Spread::of(t).map(|s| records / s);
+    let (l, w) = (rate(lib), rate(write));
+    let per_run: Vec<f64> = lib.iter().zip(write).map(|(l, w)| w / l).collect();
+    let r = Spread::of(&per_run);
+    println!(
+        "\n| id | commitfs | baseline (same run) | ratio | target |\n|---|---|---|---|---|\n\
+| P2 | `PartitionLog::append`, 100 B × 100, {} runs: {} rec/s ({}–{}) | `write(2)` of the same encoded batch: {} rec/s ({}–{}) | **{:.2}** (runs {:.2}–{:.2}) | ≥ 0.9 |",
+        lib.len(),
+        si(l.median),
+        si(l.min),
+        si(l.max),
+        si(w.median),
+        si(w.min),
+        si(w.max),
+        l.median / w.median,
+        r.min,
+        r.max
+    );
 }
 
 // ---- the large partitions ----------------------------------------------------------

@@ -44,3 +44,34 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
 }
+
+/// Min, median and max of some runs' figures, so a table shows the spread
+/// and not only the middle.
+#[derive(Clone, Copy, Debug)]
+pub struct Spread {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(v: &[f64]) -> Spread {
+        let mut s = v.to_vec();
+        let median = median(&mut s);
+        Spread {
+            min: s[0],
+            median,
+            max: s[s.len() - 1],
+        }
+    }
+
+    /// The spread of `f` of each figure (for a rate from times, min and max swap).
+    pub fn map(self, f: impl Fn(f64) -> f64) -> Spread {
+        let (a, b) = (f(self.min), f(self.max));
+        Spread {
+            min: a.min(b),
+            median: f(self.median),
+            max: a.max(b),
+        }
+    }
+}
