@@ -39,18 +39,22 @@ pub fn append_lines(
         return Ok(());
     };
     // Only the first line (held start + this write's first piece) is copied;
-    // the other records point into the request's own buffer.
+    // the other records point into the request's own buffer. Lines become
+    // records in the same pass that finds them.
+    let rest = &data[data.len() - unterminated(data, first_nl)..];
+    if rest.len() > max {
+        return Err(too_long(rest.len()));
+    }
     let held = partial.len();
     partial.extend_from_slice(&data[..first_nl]);
-    let mut lines = Vec::with_capacity(data.len() / 64 + 1);
-    lines.push(&partial[..]);
-    let rest = push_lines(&data[first_nl + 1..], &mut lines);
-    let outcome = if rest.len() > max {
-        Err(too_long(rest.len()))
-    } else {
-        append(partition, &lines, &format, path)
-    };
-    drop(lines);
+    let lines = Lines::new(&format);
+    let mut records = Vec::with_capacity(data.len() / 64 + 1);
+    let outcome = lines
+        .push(&partial[..], 1, &mut records)
+        .and_then(|()| lines.push_all(&data[first_nl + 1..], &mut records))
+        .map_err(|why| FsError::refuse(libc::EINVAL, format!("write to {path}"), why))
+        .and_then(|()| append(partition, &records, path));
+    drop(records);
     match outcome {
         Ok(()) => {
             partial.clear();
@@ -64,6 +68,12 @@ pub fn append_lines(
     }
 }
 
+/// Bytes after the last newline of `data`, whose first newline is at `first_nl`.
+fn unterminated(data: &[u8], first_nl: usize) -> usize {
+    let last = memchr::memrchr(b'\n', &data[first_nl..]).map_or(first_nl, |i| first_nl + i);
+    data.len() - last - 1
+}
+
 /// The close of a `log` handle: a held unterminated line becomes the last
 /// record. Nobody is left to answer, so a refusal is only logged.
 pub fn append_held_line(partition: &dyn Partition, partial: &mut Vec<u8>, path: &str) {
@@ -72,10 +82,10 @@ pub fn append_held_line(partition: &dyn Partition, partial: &mut Vec<u8>, path: 
     }
     let line = std::mem::take(partial);
     let format = partition.line_format();
-    let lines = [&line[..]];
-    let e = match to_records(&lines, format.parse_key, format.key_separator.as_bytes()) {
+    let mut records = Vec::with_capacity(1);
+    let e = match Lines::new(&format).push(&line, 1, &mut records) {
         Err(why) => FsError::refuse(libc::EINVAL, format!("append at close of {path}"), why),
-        Ok(records) => match partition.append(&records) {
+        Ok(()) => match partition.append(&records) {
             Ok(_) => return,
             Err(e) => FsError::backend(
                 format!("append of the unterminated last line at close of {path}"),
@@ -86,15 +96,8 @@ pub fn append_held_line(partition: &dyn Partition, partial: &mut Vec<u8>, path: 
     e.log_line();
 }
 
-fn append(
-    partition: &dyn Partition,
-    lines: &[&[u8]],
-    format: &LineFormat,
-    path: &str,
-) -> FsResult<()> {
-    let records = to_records(lines, format.parse_key, format.key_separator.as_bytes())
-        .map_err(|why| FsError::refuse(libc::EINVAL, format!("write to {path}"), why))?;
-    match partition.append(&records) {
+fn append(partition: &dyn Partition, records: &[NewRecord], path: &str) -> FsResult<()> {
+    match partition.append(records) {
         Ok(info) => {
             debug!(
                 "{path}: appended {} records at {}..={} in {} batches",
@@ -115,49 +118,84 @@ fn append(
     }
 }
 
+/// Lines as records, the way Kafka's console producer reads them: the whole
+/// line is the value, or with `parse.key` the text before the first separator
+/// is the key.
+struct Lines<'f> {
+    key: Option<memchr::memmem::Finder<'f>>,
+    separator_len: usize,
+}
+
+impl<'f> Lines<'f> {
+    fn new(format: &'f LineFormat) -> Self {
+        let sep = format.key_separator.as_bytes();
+        Lines {
+            key: (format.parse_key && !sep.is_empty()).then(|| memchr::memmem::Finder::new(sep)),
+            separator_len: sep.len(),
+        }
+    }
+
+    /// Pushes `line` (line number `n` of the write, for the error) as a
+    /// record. Errors with Kafka's message when a line has no separator.
+    #[inline]
+    fn push<'a>(&self, line: &'a [u8], n: usize, out: &mut Vec<NewRecord<'a>>) -> Result<(), String> {
+        let Some(finder) = &self.key else {
+            out.push(NewRecord::value(line));
+            return Ok(());
+        };
+        match finder.find(line) {
+            Some(at) => {
+                out.push(NewRecord::keyed(&line[..at], &line[at + self.separator_len..]));
+                Ok(())
+            }
+            None => Err(format!(
+                "No key separator found on line number {n}: '{}'",
+                String::from_utf8_lossy(line)
+            )),
+        }
+    }
+
+    /// Pushes the complete lines of `buf` (newlines dropped) as records;
+    /// the unterminated rest is the caller's. memchr finds the newlines a
+    /// vector at a time.
+    fn push_all<'a>(&self, buf: &'a [u8], out: &mut Vec<NewRecord<'a>>) -> Result<(), String> {
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', buf) {
+            self.push(&buf[start..nl], out.len() + 1, out)?;
+            start = nl + 1;
+        }
+        Ok(())
+    }
+}
+
 /// Splits `buf` into its complete lines (newlines dropped) and the unterminated rest.
 #[cfg(test)]
 pub fn split_lines(buf: &[u8]) -> (Vec<&[u8]>, &[u8]) {
     let mut lines = Vec::new();
-    let rest = push_lines(buf, &mut lines);
-    (lines, rest)
-}
-
-/// Pushes the complete lines of `buf` (newlines dropped) onto `lines` and
-/// returns the unterminated rest. memchr finds the newlines a vector at a time.
-pub fn push_lines<'a, 'b: 'a>(buf: &'b [u8], lines: &mut Vec<&'a [u8]>) -> &'b [u8] {
     let mut start = 0;
     for nl in memchr::memchr_iter(b'\n', buf) {
         lines.push(&buf[start..nl]);
         start = nl + 1;
     }
-    &buf[start..]
+    (lines, &buf[start..])
 }
 
-/// Lines as records, the way Kafka's console producer reads them: the whole
-/// line is the value, or with `parse.key` the text before the first separator
-/// is the key. Errors with Kafka's message when a line has no separator.
+/// Lines as records (see [`Lines`]).
+#[cfg(test)]
 pub fn to_records<'a>(
     lines: &[&'a [u8]],
     parse_key: bool,
-    separator: &[u8],
+    separator: &str,
 ) -> Result<Vec<NewRecord<'a>>, String> {
-    if !parse_key || separator.is_empty() {
-        return Ok(lines.iter().map(|line| NewRecord::value(line)).collect());
-    }
-    let finder = memchr::memmem::Finder::new(separator);
+    let format = LineFormat {
+        parse_key,
+        key_separator: separator.to_string(),
+        max_message_bytes: usize::MAX,
+    };
+    let l = Lines::new(&format);
     let mut out = Vec::with_capacity(lines.len());
     for (i, line) in lines.iter().enumerate() {
-        match finder.find(line) {
-            Some(at) => out.push(NewRecord::keyed(&line[..at], &line[at + separator.len()..])),
-            None => {
-                return Err(format!(
-                    "No key separator found on line number {}: '{}'",
-                    i + 1,
-                    String::from_utf8_lossy(line)
-                ));
-            }
-        }
+        l.push(line, i + 1, &mut out)?;
     }
     Ok(out)
 }
@@ -179,12 +217,12 @@ mod tests {
 
     #[test]
     fn keys() {
-        let r = to_records(&[b"k\tv\tw"], true, b"\t").unwrap();
+        let r = to_records(&[b"k\tv\tw"], true, "\t").unwrap();
         assert_eq!(r[0].key, Some(&b"k"[..]));
         assert_eq!(r[0].value, Some(&b"v\tw"[..]));
-        let r = to_records(&[b"k\tv"], false, b"\t").unwrap();
+        let r = to_records(&[b"k\tv"], false, "\t").unwrap();
         assert_eq!(r[0].key, None);
-        let e = to_records(&[b"a:b", b"c"], true, b":").unwrap_err();
+        let e = to_records(&[b"a:b", b"c"], true, ":").unwrap_err();
         assert_eq!(e, "No key separator found on line number 2: 'c'");
     }
 }

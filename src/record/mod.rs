@@ -11,6 +11,7 @@ pub mod batch;
 pub mod compression;
 pub mod control;
 pub mod internal;
+pub mod pack;
 pub mod records;
 pub mod schema;
 pub mod state_files;
@@ -22,6 +23,7 @@ pub use batch::{
     compute_crc, peek_frame,
 };
 pub use compression::{MAX_DECOMPRESSED_SIZE, compress, decompress};
+pub use pack::{EncodedBatch, TooLarge, encode_batches};
 pub use records::{
     Header, NewRecord, Record, batch_size, decode_record_at, decode_records, encode_batch,
     encode_batch_compressed,

@@ -2,11 +2,11 @@
 
 use super::RecordError;
 use super::batch::{
-    ATTRIBUTES_OFFSET, Batch, BatchHeader, CRC_OFFSET, Compression, HEADER_LEN, LOG_OVERHEAD,
-    NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TimestampType,
+    Batch, BatchHeader, Compression, HEADER_LEN, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
+    TimestampType,
 };
-use super::compression::{compress, decompress};
-use super::varint::{get_varint, get_varlong, put_varint, put_varlong, varint_size, varlong_size};
+use super::compression::decompress;
+use super::varint::{get_varint, get_varlong, put_varint, varint_size, varlong_size};
 use std::borrow::Cow;
 
 /// A record header: Kafka header keys are strings, values are bytes or null.
@@ -113,51 +113,36 @@ pub fn encode_batch_compressed(
 ) -> usize {
     assert!(!records.is_empty(), "a batch holds at least one record");
     let start = buf.len();
-    // No up-front reserve: callers reuse one buffer, so after the first
-    // batches it no longer grows, and sizing it would cost another pass.
-    buf.extend_from_slice(&base_offset.to_be_bytes());
-    buf.extend_from_slice(&0i32.to_be_bytes()); // batchLength, patched below
-    buf.extend_from_slice(&0i32.to_be_bytes()); // partitionLeaderEpoch
-    buf.push(2); // magic
-    buf.extend_from_slice(&0u32.to_be_bytes()); // crc, patched below
-    buf.extend_from_slice(&(codec.id() as i16).to_be_bytes()); // attributes: codec, CreateTime
-    buf.extend_from_slice(&((records.len() - 1) as i32).to_be_bytes());
-    buf.extend_from_slice(&timestamp.to_be_bytes()); // baseTimestamp
-    buf.extend_from_slice(&timestamp.to_be_bytes()); // maxTimestamp
-    buf.extend_from_slice(&NO_PRODUCER_ID.to_be_bytes());
-    buf.extend_from_slice(&NO_PRODUCER_EPOCH.to_be_bytes());
-    buf.extend_from_slice(&NO_SEQUENCE.to_be_bytes());
-    buf.extend_from_slice(&(records.len() as i32).to_be_bytes());
-    let records_start = buf.len();
-    for (i, r) in records.iter().enumerate() {
-        put_varint(buf, r.body_size(i as i32) as i32);
-        buf.push(0); // record attributes
-        put_varlong(buf, 0); // timestampDelta
-        put_varint(buf, i as i32);
-        put_bytes(buf, r.key);
-        put_bytes(buf, r.value);
-        put_varint(buf, r.headers.len() as i32);
-        for (k, v) in r.headers {
-            put_bytes(buf, Some(k.as_bytes()));
-            put_bytes(buf, *v);
-        }
-    }
-    if codec != Compression::None {
-        let raw = buf.split_off(records_start);
-        // Compressing into memory has no I/O to fail; only a codec bug could get here.
-        let compressed = compress(codec, &raw)
-            .unwrap_or_else(|e| panic!("compressing {} bytes: {e}", raw.len()));
-        buf.extend_from_slice(&compressed);
-    }
-    let size = buf.len() - start;
-    let batch_length = (size - LOG_OVERHEAD) as i32;
-    buf[start + 8..start + 12].copy_from_slice(&batch_length.to_be_bytes());
-    let crc = crc32c::crc32c(&buf[start + ATTRIBUTES_OFFSET..]);
-    buf[start + CRC_OFFSET..start + CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
-    size
+    let mut out = Vec::with_capacity(1);
+    // No limit: all the records go into the one batch.
+    let packed = super::pack::encode_batches(buf, timestamp, records, usize::MAX, codec, &mut out);
+    debug_assert!(packed.is_ok() && out.len() == 1);
+    buf[start..start + 8].copy_from_slice(&base_offset.to_be_bytes());
+    buf.len() - start
 }
 
-fn put_bytes(buf: &mut Vec<u8>, b: Option<&[u8]>) {
+/// The 61-byte header of a batch commitfs writes, its length, record
+/// count, last offset delta and CRC still zero: leader epoch 0,
+/// CreateTime, no producer id, epoch or sequence, and one timestamp for
+/// every record.
+pub(super) fn batch_header(base_offset: i64, timestamp: i64, codec: Compression) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[0..8].copy_from_slice(&base_offset.to_be_bytes());
+    // 8..12 batchLength, 12..16 partitionLeaderEpoch 0
+    h[16] = 2; // magic
+    // 17..21 crc
+    h[21..23].copy_from_slice(&(codec.id() as i16).to_be_bytes()); // attributes
+    // 23..27 lastOffsetDelta
+    h[27..35].copy_from_slice(&timestamp.to_be_bytes()); // baseTimestamp
+    h[35..43].copy_from_slice(&timestamp.to_be_bytes()); // maxTimestamp
+    h[43..51].copy_from_slice(&NO_PRODUCER_ID.to_be_bytes());
+    h[51..53].copy_from_slice(&NO_PRODUCER_EPOCH.to_be_bytes());
+    h[53..57].copy_from_slice(&NO_SEQUENCE.to_be_bytes());
+    // 57..61 record count
+    h
+}
+
+pub(super) fn put_bytes(buf: &mut Vec<u8>, b: Option<&[u8]>) {
     match b {
         None => put_varint(buf, -1),
         Some(b) => {

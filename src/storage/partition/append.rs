@@ -7,7 +7,9 @@ use std::sync::atomic::Ordering;
 use log::{error, warn};
 
 use super::{PartitionLog, Writer, now_ms};
-use crate::record::{NewRecord, TimestampType, encode_batch_compressed, set_log_append_time};
+use crate::record::{
+    EncodedBatch, NewRecord, TimestampType, TooLarge, encode_batches, set_log_append_time,
+};
 use crate::storage::config::LogConfig;
 use crate::storage::error::{Result, StorageError};
 use crate::storage::segment::{LogSegment, SegmentSnapshot};
@@ -63,17 +65,23 @@ impl PartitionLog {
 
     fn append_now(&self, records: &[NewRecord]) -> Result<AppendInfo> {
         let config = self.config();
-        let groups = pack_batches(records, &config)?;
         let timestamp = now_ms();
-        let (first_offset, written) =
-            self.append_with(&config, records.len() as i64, |w, written| {
-                self.write_batches(w, &config, records, &groups, timestamp, written)
-            })?;
-        Ok(AppendInfo {
-            first_offset,
-            last_offset: written.next_offset - 1,
-            batches: groups.len(),
-            bytes: written.bytes,
+        ENCODED.with_borrow_mut(|enc| {
+            // Encoded before the writer lock, so a refused record takes no
+            // lock and another appender's write overlaps this encoding.
+            enc.encode(records, &config, timestamp)?;
+            let (first_offset, written) =
+                self.append_with(&config, records.len() as i64, |_, written| {
+                    self.write_encoded(&config, enc, timestamp, written)
+                })?;
+            let batches = enc.batches.len();
+            enc.release_if_large();
+            Ok(AppendInfo {
+                first_offset,
+                last_offset: written.next_offset - 1,
+                batches,
+                bytes: written.bytes,
+            })
         })
     }
 
@@ -153,35 +161,29 @@ impl PartitionLog {
         }
     }
 
-    /// Encodes and writes each batch of an append, rolling where Kafka would.
-    fn write_batches(
+    /// Writes each encoded batch of an append, rolling where Kafka would:
+    /// its base offset is set here, under the writer lock, where the log end
+    /// is known (it lies outside the CRC).
+    fn write_encoded(
         &self,
-        w: &mut Writer,
         config: &LogConfig,
-        records: &[NewRecord],
-        groups: &[std::ops::Range<usize>],
+        enc: &mut Encoded,
         timestamp: i64,
         written: &mut Written,
     ) -> Result<()> {
-        let codec = config.compression_type.codec();
         let log_append_time = config.message_timestamp_type == TimestampType::LogAppendTime;
-        for range in groups {
+        for b in &enc.batches {
             let base = written.next_offset;
-            let recs = &records[range.clone()];
-            w.buf.clear();
-            encode_batch_compressed(&mut w.buf, base, timestamp, recs, codec);
+            let bytes = &mut enc.buf[b.range.clone()];
+            bytes[..8].copy_from_slice(&base.to_be_bytes());
             if log_append_time {
-                set_log_append_time(&mut w.buf, timestamp);
+                set_log_append_time(bytes, timestamp);
             }
-            let stream_bytes: u64 = recs
-                .iter()
-                .map(|r| r.value.map_or(0, |v| v.len() as u64) + 1)
-                .sum();
             let batch = BatchToWrite {
-                bytes: &w.buf,
-                last_offset: base + recs.len() as i64 - 1,
+                bytes,
+                last_offset: base + b.records as i64 - 1,
                 max_timestamp: timestamp,
-                stream_bytes,
+                stream_bytes: b.stream_bytes,
             };
             self.write_batch(config, &batch, written)?;
         }
@@ -278,37 +280,52 @@ impl PartitionLog {
     }
 }
 
-/// Splits records, in order, into the fewest batches that each fit both
-/// `max.message.bytes` and `segment.bytes` (greedy packing is optimal for
-/// contiguous groups). A record that fits a batch of its own under neither
-/// is refused, naming the limit it breaks.
-fn pack_batches(records: &[NewRecord], config: &LogConfig) -> Result<Vec<std::ops::Range<usize>>> {
-    let max = config.max_message_bytes.max(0) as usize;
-    let segment_bytes = config.segment_bytes.max(0) as usize;
-    let limit = max.min(segment_bytes);
-    let mut groups = Vec::with_capacity(1);
-    let mut start = 0;
-    let mut size = crate::record::HEADER_LEN;
-    for (i, r) in records.iter().enumerate() {
-        let add = r.encoded_size((i - start) as i32);
-        if i > start && size + add > limit {
-            groups.push(start..i);
-            start = i;
-            size = crate::record::HEADER_LEN + r.encoded_size(0);
-        } else {
-            size += add;
-        }
-        if i == start && size > limit {
-            return Err(if size > max {
+/// An append's batches, encoded. One per thread, reused: a 1 MiB write
+/// to `log` encodes into the same buffer every time.
+#[derive(Default)]
+struct Encoded {
+    buf: Vec<u8>,
+    batches: Vec<EncodedBatch>,
+}
+
+thread_local! {
+    static ENCODED: std::cell::RefCell<Encoded> = std::cell::RefCell::default();
+}
+
+impl Encoded {
+    /// Encodes `records` packed in order into the fewest batches that each
+    /// fit both `max.message.bytes` and `segment.bytes`. A record that fits
+    /// a batch of its own under neither is refused, naming the limit it breaks.
+    fn encode(&mut self, records: &[NewRecord], config: &LogConfig, timestamp: i64) -> Result<()> {
+        let max = config.max_message_bytes.max(0) as usize;
+        let segment_bytes = config.segment_bytes.max(0) as usize;
+        let codec = config.compression_type.codec();
+        self.buf.clear();
+        self.batches.clear();
+        encode_batches(
+            &mut self.buf,
+            timestamp,
+            records,
+            max.min(segment_bytes),
+            codec,
+            &mut self.batches,
+        )
+        .map_err(|TooLarge { size }| {
+            if size > max {
                 StorageError::RecordTooLarge { size, max }
             } else {
                 StorageError::BatchLargerThanSegment {
                     size,
                     max: segment_bytes,
                 }
-            });
+            }
+        })
+    }
+
+    /// A rare huge append does not pin its buffer for the thread's life.
+    fn release_if_large(&mut self) {
+        if self.buf.capacity() > 16 << 20 {
+            *self = Encoded::default();
         }
     }
-    groups.push(start..records.len());
-    Ok(groups)
 }
