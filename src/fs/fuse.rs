@@ -412,8 +412,8 @@ impl Filesystem for CommitFs {
             static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
         BUF.with_borrow_mut(|buf| {
-            match self.run("read", || self.tree.read(fh.0, offset, size, buf)) {
-                Ok(()) => reply.data(buf),
+            match self.run("read", || self.tree.read_into(fh.0, offset, size, buf)) {
+                Ok(n) => reply.data(&buf[..n]),
                 Err(e) => reply.error(e),
             }
             // A rare huge read does not pin its buffer for the life of the thread.

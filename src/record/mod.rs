@@ -16,6 +16,7 @@ pub mod records;
 pub mod schema;
 pub mod state_files;
 pub mod validate;
+pub mod values;
 pub mod varint;
 
 pub use batch::{

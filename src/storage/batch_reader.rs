@@ -159,6 +159,29 @@ impl Window<'_> {
     }
 }
 
+/// Bytes of one file a walk read, kept for the next walk over the same
+/// published bytes (which never change): it reads nothing twice.
+#[derive(Debug, Default)]
+pub struct ReadWindow {
+    buf: Vec<u8>,
+    /// File position of `buf[0]`.
+    start: u64,
+}
+
+impl ReadWindow {
+    /// The same buffer, holding nothing (for another file).
+    pub fn recycled(mut self) -> ReadWindow {
+        self.buf.clear();
+        self.start = 0;
+        self
+    }
+
+    /// The buffer's capacity, in bytes.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+}
+
 /// A walk over the batches of one `.log`, from a position up to an end
 /// (a segment's published size, or the file's length).
 ///
@@ -185,6 +208,29 @@ impl<'a> BatchReader<'a> {
     /// reading `chunk` bytes at a time, or a whole batch when it is larger.
     pub fn new(file: &'a File, path: &'a Path, start: u64, end: u64, chunk: usize) -> Self {
         Self::with_source(Source::File { file, path }, start, end, chunk)
+    }
+
+    /// As [`BatchReader::new`], starting with the bytes `window` holds (of
+    /// this same file, below `end`); [`BatchReader::into_window`] gives them back.
+    pub fn with_window(
+        file: &'a File,
+        path: &'a Path,
+        (start, end): (u64, u64),
+        chunk: usize,
+        window: ReadWindow,
+    ) -> Self {
+        let mut r = Self::new(file, path, start, end, chunk);
+        r.window.buf = window.buf;
+        r.window.start = window.start;
+        r
+    }
+
+    /// The bytes read, for the next walk over the same file.
+    pub fn into_window(self) -> ReadWindow {
+        ReadWindow {
+            buf: self.window.buf,
+            start: self.window.start,
+        }
     }
 
     /// A walk of a whole file already in memory.

@@ -9,7 +9,7 @@ use log::error;
 
 use super::LogSegment;
 use crate::record::{Batch, BatchHeader, HEADER_LEN};
-use crate::storage::batch_reader::{BatchReader, Stop, read_full_into};
+use crate::storage::batch_reader::{BatchReader, ReadWindow, Stop, read_full_into};
 use crate::storage::error::{IoContext, Result, StorageError};
 use crate::storage::index::{OffsetPosition, TimestampOffset};
 
@@ -279,6 +279,31 @@ impl LogSegment {
             true
         })?;
         Ok(next)
+    }
+
+    /// [`Self::for_each_batch`], reading `chunk` bytes at a time through
+    /// `window` (bytes of this segment an earlier walk read, or none): a
+    /// walk that goes on where the last one stopped reads nothing twice.
+    /// Published bytes never change, so what the window holds stays good.
+    pub fn for_each_batch_in(
+        &self,
+        window: &mut ReadWindow,
+        (start, chunk): (u64, usize),
+        f: impl FnMut(u64, &Batch) -> Result<bool>,
+    ) -> Result<()> {
+        let end = self.size()?;
+        if start + HEADER_LEN as u64 > end {
+            return Ok(());
+        }
+        let taken = std::mem::take(window);
+        let mut walk =
+            BatchReader::with_window(self.log_file()?, &self.log_path, (start, end), chunk, taken);
+        let stop = walk.for_each_batch(f);
+        *window = walk.into_window();
+        match stop? {
+            Some(Stop::Invalid { error, .. }) => Err(error.into()),
+            _ => Ok(()),
+        }
     }
 
     /// Calls `f(position, batch)` for each whole batch from `start` up to the

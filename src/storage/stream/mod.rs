@@ -19,10 +19,15 @@ use std::sync::Arc;
 
 use log::warn;
 
+mod cursor;
+
+use cursor::{Cursor, Cursors};
+
 use super::checkpoint::write_atomically;
 use super::error::Result;
 use super::segment::LogSegment;
 use crate::record::Batch;
+use crate::record::values::{ValueCursor, walk_values};
 
 /// Per-segment stream lengths: `base_offset length` lines.
 pub const STREAM_LENGTHS_FILE: &str = "commitfs.streamlen";
@@ -30,6 +35,8 @@ pub const STREAM_LENGTHS_FILE: &str = "commitfs.streamlen";
 const MAP_INTERVAL: u64 = 64 * 1024;
 /// Segment maps kept in memory at once; lengths are kept for all.
 const MAX_MAPS: usize = 64;
+/// Bytes a stream read reads from a segment at a time: a `cat` read's worth.
+const STREAM_CHUNK: usize = 1 << 20;
 
 /// A point of the sparse map: a batch start.
 #[derive(Clone, Copy, Debug)]
@@ -102,11 +109,8 @@ pub fn batch_stream_len(batch: &Batch) -> Result<u64> {
     if batch.header.is_control() {
         return Ok(0);
     }
-    Ok(batch
-        .records()?
-        .iter()
-        .map(|r| r.value.as_ref().map_or(0, |v| v.len() as u64) + 1)
-        .sum())
+    let section = batch.uncompressed_section()?;
+    Ok(crate::record::values::stream_len(&batch.header, &section)?)
 }
 
 /// Stream bytes appended to the active segment, counted at append time, so
@@ -187,6 +191,8 @@ pub(crate) struct Stream {
     /// records below the log start offset.
     prefix: Option<((i64, i64), u64)>,
     clock: u64,
+    /// Where recent reads stopped, for the reads that go on from there.
+    cursors: Cursors,
 }
 
 impl Stream {
@@ -198,6 +204,7 @@ impl Stream {
             maps: BTreeMap::new(),
             prefix: None,
             clock: 0,
+            cursors: Cursors::default(),
         }
     }
 
@@ -226,6 +233,7 @@ impl Stream {
             maps: BTreeMap::new(),
             prefix: None,
             clock: 0,
+            cursors: Cursors::default(),
         }
     }
 
@@ -345,37 +353,79 @@ impl Stream {
                 p -= len;
                 continue;
             }
-            let point = self.map(seg)?.point_for_stream_pos(p);
-            let mut s = point.stream_pos;
-            seg.for_each_batch(point.file_pos, |_, batch| {
-                if batch.header.is_control() {
-                    return Ok(true);
-                }
-                for r in batch.records()? {
-                    let value = r.value.as_deref().unwrap_or(&[]);
-                    let rec_len = value.len() as u64 + 1;
-                    if s + rec_len <= p {
-                        s += rec_len;
-                        continue;
-                    }
-                    // Copy the part of `value\n` from p onwards.
-                    let from = (p - s) as usize;
-                    if from < value.len() {
-                        let n = (value.len() - from).min(buf.len() - filled);
-                        buf[filled..filled + n].copy_from_slice(&value[from..from + n]);
-                        filled += n;
-                    }
-                    if filled == buf.len() {
-                        return Ok(false);
-                    }
-                    buf[filled] = b'\n';
-                    filled += 1;
-                    s += rec_len;
-                    p = s;
-                }
-                Ok(filled < buf.len())
-            })?;
+            filled = self.read_segment(seg, p, buf, filled)?;
             p = 0;
+        }
+        Ok(filled)
+    }
+
+    /// Copies the stream bytes of `seg` from its stream position `p` into
+    /// `buf[filled..]`; returns how full `buf` is. A read that stops inside
+    /// the segment leaves a cursor for the next one to go on from.
+    fn read_segment(
+        &mut self,
+        seg: &Arc<LogSegment>,
+        mut p: u64,
+        buf: &mut [u8],
+        mut filled: usize,
+    ) -> Result<usize> {
+        let (entry, entry_filled) = (p, filled);
+        let (batch_pos, mut resume, mut s) = match self.cursors.take(seg, p) {
+            Some(c) => (c.batch_pos, Some(c.record), c.record_stream_pos),
+            None => {
+                let point = self.map(seg)?.point_for_stream_pos(p);
+                (point.file_pos, None, point.stream_pos)
+            }
+        };
+        let mut window = cursor::take_window(seg);
+        let mut stopped = None;
+        let walked = seg.for_each_batch_in(&mut window, (batch_pos, STREAM_CHUNK), |at, batch| {
+            let from = resume.take().unwrap_or_default();
+            if batch.header.is_control() {
+                return Ok(true);
+            }
+            let section = batch.uncompressed_section()?;
+            let stop = walk_values(&batch.header, &section, from, |value| {
+                let value = value.unwrap_or(&[]);
+                let rec_len = value.len() as u64 + 1;
+                if s + rec_len <= p {
+                    s += rec_len;
+                    return true;
+                }
+                if filled == buf.len() {
+                    return false;
+                }
+                // Copy the part of `value\n` from p onwards.
+                let from = (p - s) as usize;
+                if from < value.len() {
+                    let n = (value.len() - from).min(buf.len() - filled);
+                    buf[filled..filled + n].copy_from_slice(&value[from..from + n]);
+                    filled += n;
+                    p += n as u64;
+                    if filled == buf.len() {
+                        return false;
+                    }
+                }
+                buf[filled] = b'\n';
+                filled += 1;
+                s += rec_len;
+                p = s;
+                true
+            })?;
+            stopped = Some(match stop {
+                Some(record) => (at, record),
+                None => (at + batch.size() as u64, ValueCursor::default()),
+            });
+            Ok(stop.is_none() && filled < buf.len())
+        });
+        cursor::put_window(seg, window);
+        walked?;
+        if filled == buf.len()
+            && let Some((batch_pos, record)) = stopped
+        {
+            let at = entry + (filled - entry_filled) as u64;
+            self.cursors
+                .put(Cursor::new(seg, at, batch_pos, (record, s)));
         }
         Ok(filled)
     }
@@ -383,6 +433,7 @@ impl Stream {
     /// Forgets what was learned of segment `base`: its file changed
     /// underneath (a read-only mount following another writer).
     pub fn forget(&mut self, base: i64) {
+        self.cursors.forget(base);
         self.sealed.remove(&base);
         self.maps.remove(&base);
         self.prefix = None;
