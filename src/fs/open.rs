@@ -100,7 +100,18 @@ impl Tree {
             NodeKey::Status(_) => Handle::Snapshot(self.status_text(&*part, &key)?.into_bytes()),
             NodeKey::Offset(_, n) => {
                 let r = self.record(&*part, *n, &key)?;
-                Handle::Snapshot(r.record.value.unwrap_or_default())
+                let value = r.record.value.unwrap_or_default();
+                // A record never changes, and its size is exact from the
+                // lookup: the kernel may cache its pages and answer the read
+                // at the end of the file itself, a round trip less per
+                // `cat offset/N`.
+                let handle = Handle::Snapshot(value);
+                return Ok(Opened {
+                    fh: self.handles.insert(OpenFile { key, handle }),
+                    direct_io: false,
+                    keep_cache: true,
+                    backing: None,
+                });
             }
             NodeKey::Config(_, name) => Handle::Config {
                 snapshot: self.config_text(&*part, name, &key)?.into_bytes(),

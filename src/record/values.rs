@@ -28,6 +28,41 @@ fn varint(buf: &[u8], pos: &mut usize) -> Result<i32, RecordError> {
     super::varint::get_varint(buf, pos)
 }
 
+/// The length prefix of the record at `*pos`, advancing `*pos` past it;
+/// an error if the record would run past the end of `section`.
+#[inline]
+pub fn record_length(section: &[u8], pos: &mut usize) -> Result<usize, RecordError> {
+    let length = varint(section, pos)?;
+    if length < 0 || *pos + length as usize > section.len() {
+        return Err(RecordError::Corrupt(format!(
+            "record length {length} runs past the end of the batch"
+        )));
+    }
+    Ok(length as usize)
+}
+
+/// Where the record at `offset` ends in `section`, which may be only the
+/// start of the batch's records section: `None` when those bytes end
+/// before it does, or when the batch's offsets have gaps (the record's
+/// place is then known only by walking the whole section).
+pub fn record_end(h: &BatchHeader, section: &[u8], offset: i64) -> Option<usize> {
+    let delta = offset.checked_sub(h.base_offset)?;
+    if h.last_offset_delta as i64 + 1 != h.record_count as i64
+        || !(0..h.record_count as i64).contains(&delta)
+    {
+        return None;
+    }
+    let mut pos = 0usize;
+    for _ in 0..=delta {
+        let length = usize::try_from(varint(section, &mut pos).ok()?).ok()?;
+        pos = pos.checked_add(length)?;
+        if pos > section.len() {
+            return None;
+        }
+    }
+    Some(pos)
+}
+
 /// A `bytes` field: its length varint, then that many bytes (none for -1).
 #[inline(always)]
 fn field<'s>(body: &'s [u8], p: &mut usize) -> Result<Option<&'s [u8]>, RecordError> {

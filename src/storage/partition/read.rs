@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::PartitionLog;
+use crate::record::values::record_end;
 use crate::record::{Record, TimestampType, decode_record_at};
 use crate::storage::error::{Result, StorageError};
 use crate::storage::segment::{LogSegment, ReadBatch};
@@ -24,6 +25,30 @@ pub struct RecordEntry {
 pub(super) struct CachedBatch {
     segment_base_offset: i64,
     batch: ReadBatch,
+    /// The record last decoded from it: a path lookup of `offset/N` and
+    /// the open that follows ask for the same record twice.
+    last: parking_lot::Mutex<Option<Record>>,
+}
+
+impl CachedBatch {
+    /// Whether the bytes read hold record `offset` (a batch read only up to
+    /// an earlier record may not).
+    fn holds(&self, offset: i64) -> bool {
+        let b = &self.batch;
+        b.complete || record_end(&b.header, b.section(), offset).is_some()
+    }
+
+    fn record(&self, offset: i64) -> Result<Option<Record>> {
+        if let Some(r) = self.last.lock().as_ref()
+            && r.offset == offset
+        {
+            return Ok(Some(r.clone()));
+        }
+        let b = &self.batch;
+        let record = decode_record_at(&b.header, b.section(), offset)?;
+        self.last.lock().clone_from(&record);
+        Ok(record)
+    }
 }
 
 impl PartitionLog {
@@ -50,7 +75,8 @@ impl PartitionLog {
         if cached.header.is_control() {
             return Err(StorageError::RecordNotFound(offset));
         }
-        let record = decode_record_at(&cached.header, cached.section(), offset)?
+        let record = batch
+            .record(offset)?
             .ok_or(StorageError::RecordNotFound(offset))?;
         Ok(RecordEntry {
             record,
@@ -62,24 +88,43 @@ impl PartitionLog {
     }
 
     /// The batch holding `offset`. The last one is kept: `stat` then `cat` of
-    /// `offset/N`, or a consumer walking offsets, reads it once, and each
-    /// lookup decodes only the record it wants.
+    /// `offset/N`, or a consumer walking offsets, reads it once (its start
+    /// first, then, if a later offset needs it, all of it), and each lookup
+    /// decodes only the record it wants.
     fn batch_for(&self, offset: i64) -> Result<Arc<CachedBatch>> {
-        if let Some(c) = self.recent_batch.lock().clone()
+        let recent = self.recent_batch.lock().clone();
+        let mut whole = false;
+        if let Some(c) = &recent
             && c.batch.header.base_offset <= offset
             && offset <= c.batch.header.last_offset()
         {
-            return Ok(c);
+            if c.holds(offset) {
+                return Ok(c.clone());
+            }
+            whole = true;
         }
+        // The last batch's buffer, if nobody holds it any more: its pages
+        // are mapped already.
+        let buf = recent
+            .and_then(|c| {
+                let mut slot = self.recent_batch.lock();
+                let same = slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &c));
+                let taken = if same { slot.take() } else { None };
+                drop((slot, c));
+                taken.and_then(|t| Arc::try_unwrap(t).ok())
+            })
+            .map(|c| c.batch.bytes)
+            .unwrap_or_default();
         let seg = self
             .segment_for(offset)
             .ok_or(StorageError::RecordNotFound(offset))?;
         let read = seg
-            .read_batch_section(offset, &self.lookup_bytes_read)?
+            .read_batch_section(offset, &self.lookup_bytes_read, whole, buf)?
             .ok_or(StorageError::RecordNotFound(offset))?;
         let batch = Arc::new(CachedBatch {
             segment_base_offset: seg.base_offset,
             batch: read,
+            last: parking_lot::Mutex::new(None),
         });
         *self.recent_batch.lock() = Some(batch.clone());
         Ok(batch)

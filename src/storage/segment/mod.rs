@@ -109,6 +109,13 @@ pub struct LogSegment {
     active: AtomicBool,
     /// The partition's: an index rebuilt on a read path may fail it.
     health: Arc<Health>,
+    /// Every batch below the published size had its CRC checked by this
+    /// process: the segment was created here (each batch was encoded here
+    /// or validated before it was written) or recovered here. A lookup then
+    /// does not check a batch's CRC again, as Kafka's fetch path does not:
+    /// the bytes it reads are the ones that were checked (see
+    /// [`LogSegment::read_batch_section`]).
+    crc_checked: AtomicBool,
 }
 
 impl LogSegment {
@@ -155,6 +162,7 @@ impl LogSegment {
                 seg.indexes.set(ix);
                 seg.state.get_mut().timestamps_known = true;
                 seg.active.store(true, Ordering::Relaxed);
+                seg.crc_checked.store(true, Ordering::Relaxed);
                 Ok(seg)
             }
             Err(e) => {
@@ -214,6 +222,7 @@ impl LogSegment {
             writable,
             active: AtomicBool::new(false),
             health,
+            crc_checked: AtomicBool::new(false),
         }
     }
 
@@ -531,6 +540,9 @@ impl LogSegment {
             ix.time.trim()?;
         }
         self.install(&mut ix)?;
+        // What is kept is exactly what was checked (for a read-only data
+        // dir, up to the published size; the bad tail is not served).
+        self.crc_checked.store(true, Ordering::Relaxed);
         st.rolling_based_timestamp = first_max_timestamp;
         *self.state.lock() = st;
         *guard = Some(ix);

@@ -8,13 +8,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use log::error;
 
 use super::LogSegment;
-use crate::record::{Batch, BatchHeader, HEADER_LEN};
-use crate::storage::batch_reader::{BatchReader, ReadWindow, Stop, read_full_into};
+use crate::record::values::record_end;
+use crate::record::{Batch, BatchHeader, Compression, HEADER_LEN};
+use crate::storage::batch_reader::{BatchReader, ReadWindow, Stop, read_full_at, read_full_into};
 use crate::storage::error::{IoContext, Result, StorageError};
 use crate::storage::index::{OffsetPosition, TimestampOffset};
 
 /// Bytes read at a time when scanning a segment.
 const SCAN_CHUNK: usize = 64 * 1024;
+/// A lookup reads a batch larger than this only up to about its record.
+const PREFIX_MIN: usize = 64 * 1024;
 
 /// Where a lookup's walk from an index entry ended.
 pub(crate) enum Located {
@@ -34,6 +37,9 @@ pub struct ReadBatch {
     pub bytes: Vec<u8>,
     /// Where the records section starts in `bytes`.
     pub section_start: usize,
+    /// All of the batch is here; else only its start, up to at least the
+    /// record it was read for (an uncompressed batch, CRC already checked).
+    pub complete: bool,
 }
 
 impl ReadBatch {
@@ -71,12 +77,22 @@ impl LogSegment {
 
     /// Reads the whole batch at `pos` and checks its CRC.
     pub fn read_batch(&self, pos: u64, size: usize) -> Result<Vec<u8>> {
-        let mut buf = Vec::new();
+        let buf = self.read_batch_unchecked(pos, size)?;
+        Batch::parse(&buf)?.verify_crc()?;
+        Ok(buf)
+    }
+
+    /// Reads the whole batch at `pos`; a short file is an error.
+    fn read_batch_unchecked(&self, pos: u64, size: usize) -> Result<Vec<u8>> {
+        self.read_batch_into(pos, size, Vec::new())
+    }
+
+    /// [`Self::read_batch_unchecked`] into `buf`.
+    fn read_batch_into(&self, pos: u64, size: usize, mut buf: Vec<u8>) -> Result<Vec<u8>> {
         let n = read_full_into(self.log_file()?, &mut buf, size, pos).at(&self.log_path)?;
         if n < size {
             return Err(self.corrupt(pos, format!("batch of {size} bytes is cut short at {n}")));
         }
-        Batch::parse(&buf)?.verify_crc()?;
         Ok(buf)
     }
 
@@ -169,29 +185,57 @@ impl LogSegment {
         Ok((walk.bytes_read(), located))
     }
 
-    /// The batch holding `offset`, CRC-checked, with its position, and its
+    /// The batch holding `offset`, CRC-checked (unless its segment was
+    /// checked whole, see `crc_checked`), with its position, and its
     /// records section (decompressed) as bytes plus where the section starts
-    /// in them, or `None` if no batch of this segment
-    /// covers it (a gap). Control batches are returned too; callers decide.
+    /// in them, or `None` if no batch of this segment covers it (a gap).
+    /// Control batches are returned too; callers decide. Unless `whole`,
+    /// an uncompressed batch of a checked segment is read only about up to
+    /// the record (see [`ReadBatch::complete`]). `buf` is a buffer to read
+    /// into (an earlier lookup's), so that a lookup does not fault in fresh
+    /// pages for a batch of a megabyte.
     pub fn read_batch_section(
         &self,
         offset: i64,
         bytes_read: &AtomicU64,
+        whole: bool,
+        buf: Vec<u8>,
     ) -> Result<Option<ReadBatch>> {
         let Located::Found(pos, h, buffered) = self.find_batch(offset, bytes_read)? else {
             return Ok(None);
         };
+        // A segment whose every batch was checked when written or recovered
+        // by this process is not checked again on each lookup (Kafka's fetch
+        // path does not either): a CRC pass over a 1 MB batch cost a lookup
+        // more than finding its record in it.
+        let checked = self.crc_checked.load(Ordering::Relaxed);
         let bytes = match buffered {
-            Some(b) => {
-                Batch::parse(&b)?.verify_crc()?;
-                b
+            Some(b) => b,
+            None if checked
+                && !whole
+                && h.size() > PREFIX_MIN
+                && h.compression() == Compression::None =>
+            {
+                self.read_batch_prefix(pos, &h, offset, buf, bytes_read)?
             }
             None => {
-                let b = self.read_batch(pos, h.size())?;
+                let b = self.read_batch_into(pos, h.size(), buf)?;
                 bytes_read.fetch_add(b.len() as u64, Ordering::Relaxed);
                 b
             }
         };
+        if !checked {
+            Batch::parse(&bytes)?.verify_crc()?;
+        }
+        if bytes.len() < h.size() {
+            return Ok(Some(ReadBatch {
+                position: pos,
+                header: h,
+                bytes,
+                section_start: HEADER_LEN,
+                complete: false,
+            }));
+        }
         // Returned with where its records section starts, so an uncompressed
         // batch is not copied to drop its header.
         let raw = match Batch::parse(&bytes)?.uncompressed_section()? {
@@ -207,7 +251,41 @@ impl LogSegment {
             header: h,
             bytes,
             section_start,
+            complete: true,
         }))
+    }
+
+    /// The start of the uncompressed batch at `pos` up to about the record
+    /// at `offset`: records of a batch are usually of a size, so the record
+    /// is about as far into the section as its offset is into the batch.
+    /// If that guess falls short, the rest of the batch is read too.
+    fn read_batch_prefix(
+        &self,
+        pos: u64,
+        h: &BatchHeader,
+        offset: i64,
+        mut buf: Vec<u8>,
+        bytes_read: &AtomicU64,
+    ) -> Result<Vec<u8>> {
+        const SLACK: usize = 4096;
+        let size = h.size();
+        let section = size - HEADER_LEN;
+        let count = (h.record_count.max(1)) as usize;
+        let delta = (offset - h.base_offset).max(0) as usize + 1;
+        let guess = HEADER_LEN + section / count * delta.min(count) + SLACK;
+        let mut n = read_full_into(self.log_file()?, &mut buf, guess.min(size), pos)
+            .at(&self.log_path)?;
+        if n < size && record_end(h, &buf[HEADER_LEN.min(n)..], offset).is_none() {
+            buf.resize(size, 0);
+            n += read_full_at(self.log_file()?, &mut buf[n..], pos + n as u64)
+                .at(&self.log_path)?;
+        }
+        bytes_read.fetch_add(n as u64, Ordering::Relaxed);
+        if n < guess.min(size) || (n < size && buf.len() == size) {
+            return Err(self.corrupt(pos, format!("batch of {size} bytes is cut short at {n}")));
+        }
+        buf.truncate(n);
+        Ok(buf)
     }
 
     /// First record at or after `min_offset` whose timestamp is >= `timestamp`.
