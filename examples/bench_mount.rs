@@ -504,18 +504,21 @@ fn p1_p3_p4(p: &Params, scratch: &Path, out: &mut Vec<String>) -> Res<()> {
     let mnt = d.mnt.clone();
     let plain = scratch.join("plain");
     fs::create_dir_all(&plain).map_err(|e| e.to_string())?;
-    let keep = format!("t-{}", p.runs - 1);
-    let target = |run: usize| mnt.join(format!("t-{run}")).join("log");
+    // One topic per run: a topic's partitions must exist from 0 without holes.
+    let name = |run: usize| format!("t{run}-0");
+    let keep = name(p.runs - 1);
+    let target = |run: usize| mnt.join(name(run)).join("log");
     let base = |run: usize| plain.join(format!("plain-{run}"));
     // Both sides start each run on a fresh, empty file: a new partition
     // (its first segment) and a new plain file; the last partition is kept.
     let setup = |run: usize| -> Res<()> {
         if run > 0 {
             fs::remove_file(base(run - 1)).map_err(|e| e.to_string())?;
-            let prev = mnt.join(format!("t-{}", run - 1));
+            let prev = mnt.join(name(run - 1));
             fs::remove_dir(&prev).map_err(|e| format!("rmdir {}: {e}", prev.display()))?;
         }
-        fs::create_dir(mnt.join(format!("t-{run}"))).map_err(|e| format!("mkdir t-{run}: {e}"))?;
+        let part = mnt.join(name(run));
+        fs::create_dir(&part).map_err(|e| format!("mkdir {}: {e}", part.display()))?;
         File::create(base(run)).map_err(|e| e.to_string())?;
         Ok(())
     };
@@ -528,7 +531,9 @@ fn p1_p3_p4(p: &Params, scratch: &Path, out: &mut Vec<String>) -> Res<()> {
     let blk_m = fs::metadata(mnt.join(&keep).join("log"))
         .map(|m| m.blksize())
         .unwrap_or(0);
-    let blk_p = fs::metadata(base(p.runs - 1)).map(|m| m.blksize()).unwrap_or(0);
+    let blk_p = fs::metadata(base(p.runs - 1))
+        .map(|m| m.blksize())
+        .unwrap_or(0);
     fs::remove_file(base(p.runs - 1)).map_err(|e| e.to_string())?;
     if p.wants("p1") {
         out.push(format!(

@@ -37,7 +37,9 @@ fn orders() -> Vec<Vec<usize>> {
     let mut x = 12345usize;
     let random = (0..2000)
         .map(|_| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (x >> 33) % n
         })
         .collect();
@@ -60,7 +62,10 @@ fn every_record_of_large_batches_reads_back_in_any_order() {
     let before = log.status().unwrap().lookup_bytes_read;
     log.read(10).unwrap();
     let read = log.status().unwrap().lookup_bytes_read - before;
-    assert!(read < batch_bytes / 2, "{read} bytes of a {batch_bytes}-byte batch");
+    assert!(
+        read < batch_bytes / 2,
+        "{read} bytes of a {batch_bytes}-byte batch"
+    );
     drop(log);
     mgr.close().unwrap();
 
@@ -92,7 +97,10 @@ fn a_damaged_batch_is_caught_where_its_crc_was_not_checked_here() {
     let mgr = LogManager::open(tmp.path(), config, OpenOptions::default()).unwrap();
     let log = mgr.partition("t-0").unwrap();
     let err = log.read(PER_BATCH as i64 + 5).unwrap_err();
-    assert!(err.to_string().contains("CRC") || err.to_string().contains("crc"), "{err}");
+    assert!(
+        err.to_string().contains("CRC") || err.to_string().contains("crc"),
+        "{err}"
+    );
     drop(log);
     mgr.close().unwrap();
 }

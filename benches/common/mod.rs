@@ -47,6 +47,7 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Min, median and max of some runs' figures, so a table shows the spread
 /// and not only the middle.
+#[allow(dead_code)] // not every bench that includes this file uses it
 #[derive(Clone, Copy, Debug)]
 pub struct Spread {
     pub min: f64,
@@ -54,6 +55,7 @@ pub struct Spread {
     pub max: f64,
 }
 
+#[allow(dead_code)]
 impl Spread {
     pub fn of(v: &[f64]) -> Spread {
         let mut s = v.to_vec();

@@ -138,14 +138,22 @@ impl<'f> Lines<'f> {
     /// Pushes `line` (line number `n` of the write, for the error) as a
     /// record. Errors with Kafka's message when a line has no separator.
     #[inline]
-    fn push<'a>(&self, line: &'a [u8], n: usize, out: &mut Vec<NewRecord<'a>>) -> Result<(), String> {
+    fn push<'a>(
+        &self,
+        line: &'a [u8],
+        n: usize,
+        out: &mut Vec<NewRecord<'a>>,
+    ) -> Result<(), String> {
         let Some(finder) = &self.key else {
             out.push(NewRecord::value(line));
             return Ok(());
         };
         match finder.find(line) {
             Some(at) => {
-                out.push(NewRecord::keyed(&line[..at], &line[at + self.separator_len..]));
+                out.push(NewRecord::keyed(
+                    &line[..at],
+                    &line[at + self.separator_len..],
+                ));
                 Ok(())
             }
             None => Err(format!(

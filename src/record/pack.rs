@@ -127,7 +127,10 @@ unsafe fn copy_small(src: &[u8], dst: *mut u8) {
     unsafe {
         if n < B {
             if n >= 8 {
-                let (a, b) = (s.cast::<u64>().read_unaligned(), s.add(n - 8).cast::<u64>().read_unaligned());
+                let (a, b) = (
+                    s.cast::<u64>().read_unaligned(),
+                    s.add(n - 8).cast::<u64>().read_unaligned(),
+                );
                 dst.cast::<u64>().write_unaligned(a);
                 dst.add(n - 8).cast::<u64>().write_unaligned(b);
             } else {
@@ -141,11 +144,15 @@ unsafe fn copy_small(src: &[u8], dst: *mut u8) {
         }
         let mut i = 0;
         while i + B < n {
-            dst.add(i).cast::<[u8; B]>().write_unaligned(s.add(i).cast::<[u8; B]>().read_unaligned());
+            dst.add(i)
+                .cast::<[u8; B]>()
+                .write_unaligned(s.add(i).cast::<[u8; B]>().read_unaligned());
             i += B;
         }
         let last = n - B;
-        dst.add(last).cast::<[u8; B]>().write_unaligned(s.add(last).cast::<[u8; B]>().read_unaligned());
+        dst.add(last)
+            .cast::<[u8; B]>()
+            .write_unaligned(s.add(last).cast::<[u8; B]>().read_unaligned());
     }
 }
 
@@ -173,7 +180,13 @@ unsafe fn put_varint_at(p: *mut u8, v: i32) -> *mut u8 {
 /// in place: `total` (its length prefix plus `body`) is reserved once and
 /// the fields are stored without a capacity check each.
 #[inline(always)]
-fn put_plain_record(buf: &mut Vec<u8>, r: &NewRecord, offset_delta: i32, body: usize, total: usize) {
+fn put_plain_record(
+    buf: &mut Vec<u8>,
+    r: &NewRecord,
+    offset_delta: i32,
+    body: usize,
+    total: usize,
+) {
     buf.reserve(total);
     let len = buf.len();
     // SAFETY: `reserve` made room for `total` bytes past `len`, and the
@@ -292,7 +305,9 @@ mod tests {
     use super::*;
     use crate::record::{Batch, encode_batch_compressed};
 
-    fn records(sizes: &[usize]) -> (Vec<Vec<u8>>, Vec<(&'static str, Option<&'static [u8]>)>) {
+    type Headers = Vec<(&'static str, Option<&'static [u8]>)>;
+
+    fn records(sizes: &[usize]) -> (Vec<Vec<u8>>, Headers) {
         let values = sizes.iter().map(|&n| vec![b'v'; n]).collect();
         (values, vec![("h", Some(&b"x"[..]))])
     }
@@ -303,7 +318,10 @@ mod tests {
     fn every_small_length_round_trips() {
         let pool: Vec<u8> = (0..400u32).map(|i| (i * 31 % 251) as u8).collect();
         for n in 0..=300 {
-            let recs = [NewRecord::value(&pool[1..1 + n]), NewRecord::keyed(&pool[..n / 3], &pool[n..2 * n.min(200)])];
+            let recs = [
+                NewRecord::value(&pool[1..1 + n]),
+                NewRecord::keyed(&pool[..n / 3], &pool[n..2 * n.min(200)]),
+            ];
             let (mut buf, mut out) = (Vec::new(), Vec::new());
             encode_batches(&mut buf, 5, &recs, usize::MAX, Compression::None, &mut out).unwrap();
             let batch = Batch::parse(&buf).unwrap();
@@ -343,7 +361,10 @@ mod tests {
                         .map(|r| r.value.map_or(0, |v| v.len()) as u64 + 1)
                         .sum();
                     assert_eq!(b.stream_bytes, stream);
-                    Batch::parse(&buf[b.range.clone()]).unwrap().verify_crc().unwrap();
+                    Batch::parse(&buf[b.range.clone()])
+                        .unwrap()
+                        .verify_crc()
+                        .unwrap();
                 }
                 assert_eq!(buf, want, "codec {codec:?} limit {limit}");
                 assert_eq!(out.iter().map(|b| b.records).sum::<usize>(), recs.len());

@@ -125,7 +125,11 @@ pub fn encode_batch_compressed(
 /// count, last offset delta and CRC still zero: leader epoch 0,
 /// CreateTime, no producer id, epoch or sequence, and one timestamp for
 /// every record.
-pub(super) fn batch_header(base_offset: i64, timestamp: i64, codec: Compression) -> [u8; HEADER_LEN] {
+pub(super) fn batch_header(
+    base_offset: i64,
+    timestamp: i64,
+    codec: Compression,
+) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
     h[0..8].copy_from_slice(&base_offset.to_be_bytes());
     // 8..12 batchLength, 12..16 partitionLeaderEpoch 0
@@ -224,7 +228,9 @@ pub fn decode_record_at(
     // `count - 1` none is missing, and the record at delta d is the d-th:
     // step over the others reading nothing but their length. (Compacted
     // batches have gaps; a batch that lies is caught by the check below.)
-    if h.last_offset_delta as i64 + 1 == h.record_count as i64 && (0..h.record_count as i64).contains(&delta) {
+    if h.last_offset_delta as i64 + 1 == h.record_count as i64
+        && (0..h.record_count as i64).contains(&delta)
+    {
         let mut pos = 0usize;
         for _ in 0..delta {
             let length = super::values::record_length(section, &mut pos)?;

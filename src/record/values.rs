@@ -18,7 +18,9 @@ fn varint(buf: &[u8], pos: &mut usize) -> Result<i32, RecordError> {
         return Ok(((b >> 1) as i32) ^ -((b & 1) as i32));
     }
     // Two bytes: every length below 8 KiB.
-    if let Some(&[b0, b1]) = buf.get(*pos..*pos + 2).map(|b| <&[u8; 2]>::try_from(b).unwrap())
+    if let Some(&[b0, b1]) = buf
+        .get(*pos..*pos + 2)
+        .map(|b| <&[u8; 2]>::try_from(b).unwrap())
         && b1 < 0x80
     {
         *pos += 2;
@@ -106,8 +108,8 @@ fn body_value(body: &[u8]) -> Result<Option<&[u8]>, RecordError> {
         )));
     }
     for _ in 0..headers {
-        let key = field(body, &mut p)?
-            .ok_or_else(|| RecordError::Corrupt("null header key".into()))?;
+        let key =
+            field(body, &mut p)?.ok_or_else(|| RecordError::Corrupt("null header key".into()))?;
         if std::str::from_utf8(key).is_err() {
             return Err(RecordError::Corrupt("header key is not UTF-8".into()));
         }
@@ -223,16 +225,23 @@ mod tests {
             })
             .unwrap()
         );
-        let want: Vec<_> = batch.records().unwrap().into_iter().map(|r| r.value).collect();
+        let want: Vec<_> = batch
+            .records()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.value)
+            .collect();
         assert_eq!(got, want);
         assert_eq!(stream_len(&batch.header, section).unwrap(), 2 + 1 + 1 + 301);
         // Stopping early walks no further.
         let mut n = 0;
-        assert!(!for_each_value(&batch.header, section, |_| {
-            n += 1;
-            n < 2
-        })
-        .unwrap());
+        assert!(
+            !for_each_value(&batch.header, section, |_| {
+                n += 1;
+                n < 2
+            })
+            .unwrap()
+        );
         assert_eq!(n, 2);
         // Going on from where a walk stopped gives the rest.
         let mut first = Vec::new();

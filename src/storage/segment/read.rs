@@ -273,12 +273,11 @@ impl LogSegment {
         let count = (h.record_count.max(1)) as usize;
         let delta = (offset - h.base_offset).max(0) as usize + 1;
         let guess = HEADER_LEN + section / count * delta.min(count) + SLACK;
-        let mut n = read_full_into(self.log_file()?, &mut buf, guess.min(size), pos)
-            .at(&self.log_path)?;
+        let mut n =
+            read_full_into(self.log_file()?, &mut buf, guess.min(size), pos).at(&self.log_path)?;
         if n < size && record_end(h, &buf[HEADER_LEN.min(n)..], offset).is_none() {
             buf.resize(size, 0);
-            n += read_full_at(self.log_file()?, &mut buf[n..], pos + n as u64)
-                .at(&self.log_path)?;
+            n += read_full_at(self.log_file()?, &mut buf[n..], pos + n as u64).at(&self.log_path)?;
         }
         bytes_read.fetch_add(n as u64, Ordering::Relaxed);
         if n < guess.min(size) || (n < size && buf.len() == size) {
