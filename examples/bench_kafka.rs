@@ -111,15 +111,44 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// One timed command: its wall time and the CPU its processes used.
+#[derive(Clone, Copy, Default)]
+struct Timed {
+    wall: f64,
+    /// User + system CPU of the command and its children (kcat, cat).
+    cpu: f64,
+}
+
+/// CPU seconds (user + system) of the reaped children of this process.
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage fills the struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+fn timed(cmd: &str) -> Res<Timed> {
+    let c0 = children_cpu();
+    let wall = sh(cmd)?;
+    Ok(Timed {
+        wall,
+        cpu: children_cpu() - c0,
+    })
+}
+
 struct Figures {
-    append: f64,
-    cat: f64,
-    produce: f64,
-    fetch: f64,
+    append: Timed,
+    cat: Timed,
+    produce: Timed,
+    fetch: Timed,
     /// `kcat -C -c N`: the same fetch, ending at the last record instead of
     /// at the end-of-partition answer, which comes after one long poll
     /// (librdkafka's fetch.wait.max.ms, 500 ms) as from Kafka.
-    fetch_count: f64,
+    fetch_count: Timed,
+    /// `kcat -C -e -X fetch.wait.max.ms=10`: the end-of-partition answer
+    /// after a 10 ms long poll instead of 500 ms.
+    fetch_short_wait: Timed,
     /// The daemon's CPU seconds during the produce and during `kcat -C -e`.
     daemon_cpu: (f64, f64),
 }
@@ -138,6 +167,32 @@ fn cpu_seconds(pid: u32) -> f64 {
     (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / ticks.max(1.0)
 }
 
+/// The kcat commands of a run against a broker at `addr`, topic `topic`.
+struct Kcat<'a> {
+    kcat: &'a str,
+    addr: &'a str,
+    topic: &'a str,
+}
+
+impl Kcat<'_> {
+    fn produce(&self, lines: &Path) -> Res<Timed> {
+        timed(&format!(
+            "{} -b {} -P -t {} -p 0 -l {} -X linger.ms=5 -X batch.size=1000000",
+            self.kcat,
+            self.addr,
+            self.topic,
+            lines.display()
+        ))
+    }
+
+    fn consume(&self, how: &str) -> Res<Timed> {
+        timed(&format!(
+            "{} -b {} -C -t {} -p 0 -o beginning {how} -q > /dev/null",
+            self.kcat, self.addr, self.topic
+        ))
+    }
+}
+
 fn one_run(
     bin: &Path,
     kcat: &str,
@@ -153,22 +208,24 @@ fn one_run(
     fs::create_dir(&m).map_err(|e| e.to_string())?;
     fs::create_dir(&k).map_err(|e| e.to_string())?;
     let l = lines.display();
-    let append = sh(&format!("cat {l} >> {}/log", m.display()))?;
+    let kc = Kcat {
+        kcat,
+        addr: &addr,
+        topic: "k",
+    };
+    sh("sync")?;
+    let append = timed(&format!("cat {l} >> {}/log", m.display()))?;
     let pid = d.child.id();
+    sh("sync")?;
     let cpu0 = cpu_seconds(pid);
-    let produce = sh(&format!(
-        "{kcat} -b {addr} -P -t k -p 0 -l {l} -X linger.ms=5 -X batch.size=1000000"
-    ))?;
+    let produce = kc.produce(lines)?;
     let cpu1 = cpu_seconds(pid);
-    let cat = sh(&format!("cat {}/log > /dev/null", m.display()))?;
+    let cat = timed(&format!("cat {}/log > /dev/null", m.display()))?;
     let cpu2 = cpu_seconds(pid);
-    let fetch = sh(&format!(
-        "{kcat} -b {addr} -C -t k -p 0 -o beginning -e -q > /dev/null"
-    ))?;
+    let fetch = kc.consume("-e")?;
     let daemon_cpu = (cpu1 - cpu0, cpu_seconds(pid) - cpu2);
-    let fetch_count = sh(&format!(
-        "{kcat} -b {addr} -C -t k -p 0 -o beginning -c {n} -q > /dev/null"
-    ))?;
+    let fetch_count = kc.consume(&format!("-c {n}"))?;
+    let fetch_short_wait = kc.consume("-e -X fetch.wait.max.ms=10")?;
     let (a, b) = (
         fs::read_to_string(m.join("status")).unwrap_or_default(),
         fs::read_to_string(k.join("status")).unwrap_or_default(),
@@ -189,8 +246,126 @@ fn one_run(
         produce,
         fetch,
         fetch_count,
+        fetch_short_wait,
         daemon_cpu,
     })
+}
+
+/// tansu (in memory) with the same kcat commands, or why it was not measured.
+fn tansu_run(kcat: &str, lines: &Path) -> Res<(Timed, Timed)> {
+    let tansu = which("tansu")?;
+    let port = free_port();
+    let url = format!("tcp://127.0.0.1:{port}");
+    let mut child = Command::new(&tansu)
+        .args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+        ])
+        .args(["--storage-engine", "memory://tansu/"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let addr = format!("127.0.0.1:{port}");
+    let r = (|| {
+        wait_until("tansu's listener", || TcpStream::connect(&addr).is_ok())?;
+        sh(&format!(
+            "{tansu} topic create k --partitions 1 --broker {url}"
+        ))?;
+        let kc = Kcat {
+            kcat,
+            addr: &addr,
+            topic: "k",
+        };
+        Ok((kc.produce(lines)?, kc.consume("-e")?))
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    r
+}
+
+/// `median (min–max)` of `mb` over each run's time.
+fn rate(mb: f64, t: &[f64]) -> String {
+    let mut r: Vec<f64> = t.iter().map(|s| mb / s).collect();
+    r.sort_by(|a, b| a.total_cmp(b));
+    format!(
+        "{:.0} MB/s ({:.0}–{:.0})",
+        r[r.len() / 2],
+        r[0],
+        r[r.len() - 1]
+    )
+}
+
+fn report(figs: &[Figures], mb: f64, n: usize) {
+    let col = |f: fn(&Figures) -> Timed| -> (Vec<f64>, f64) {
+        (
+            figs.iter().map(|x| f(x).wall).collect(),
+            median(figs.iter().map(|x| f(x).cpu).collect()),
+        )
+    };
+    let (append, append_cpu) = col(|f| f.append);
+    let (cat, cat_cpu) = col(|f| f.cat);
+    println!(
+        "{n} lines of 100 bytes ({mb:.0} MB), {} runs, median (min–max); CPU = user + system of the client command (kcat or cat), median:\n",
+        figs.len()
+    );
+    println!("| id | Kafka listener | figure | mount, same lines, same run | ratio | target |");
+    println!("|---|---|---|---|---|---|");
+    let rows: [(&str, &str, fn(&Figures) -> Timed, &[f64], f64, &str); 4] = [
+        (
+            "K1",
+            "`kcat -P -l lines.txt`",
+            |f| f.produce,
+            &append,
+            append_cpu,
+            "`cat lines.txt >> log`",
+        ),
+        (
+            "K2",
+            "`kcat -C -e`",
+            |f| f.fetch,
+            &cat,
+            cat_cpu,
+            "`cat log`",
+        ),
+        (
+            "K2c",
+            "`kcat -C -c N` (ends at the last record, no final long poll)",
+            |f| f.fetch_count,
+            &cat,
+            cat_cpu,
+            "`cat log`",
+        ),
+        (
+            "K2w",
+            "`kcat -C -e -X fetch.wait.max.ms=10` (final long poll 10 ms, not librdkafka's 500)",
+            |f| f.fetch_short_wait,
+            &cat,
+            cat_cpu,
+            "`cat log`",
+        ),
+    ];
+    for (id, what, f, base, base_cpu, base_what) in rows {
+        let (t, cpu) = col(f);
+        println!(
+            "| {id} | {what} | {}, kcat CPU {cpu:.2} s | {base_what}: {}, CPU {base_cpu:.2} s | **{:.2}** | ≥ 0.5 |",
+            rate(mb, &t),
+            rate(mb, base),
+            median(base.to_vec()) / median(t)
+        );
+    }
+    let (pc, fc) = (
+        median(figs.iter().map(|f| f.daemon_cpu.0).collect()),
+        median(figs.iter().map(|f| f.daemon_cpu.1).collect()),
+    );
+    println!(
+        "\ndaemon CPU: {pc:.2} s during the produce, {fc:.2} s during `kcat -C -e` \
+         (the rest of their wall time is kcat's own work and, for -e, the final long poll)"
+    );
 }
 
 fn main() {
@@ -202,6 +377,7 @@ fn main() {
         .and_then(|p| Some(p.parent()?.parent()?.join("commitfs")))
         .filter(|p| p.exists())
         .unwrap_or_else(|| PathBuf::from("target/release/commitfs"));
+    let bin = std::env::var_os("COMMITFS_BIN").map_or(bin, PathBuf::from);
     let Ok(kcat) = which("kcat") else {
         println!("bench_kafka: kcat is not installed; nothing measured");
         return;
@@ -224,44 +400,17 @@ fn main() {
             }
         }
     }
-    let m = |f: fn(&Figures) -> f64| median(figs.iter().map(f).collect());
-    let (append, cat, produce, fetch) = (
-        m(|f| f.append),
-        m(|f| f.cat),
-        m(|f| f.produce),
-        m(|f| f.fetch),
-    );
-    let fetch_count = m(|f| f.fetch_count);
-    println!("{n} lines of 100 bytes ({mb:.0} MB), median of {runs} runs, MB/s:");
-    println!("| what | Kafka listener | mount | ratio (target >= 0.5) |");
-    println!("|---|---|---|---|");
-    println!(
-        "| produce (`kcat -P -l`) vs append (`cat >> log`) | {:.1} | {:.1} | {:.2} |",
-        mb / produce,
-        mb / append,
-        append / produce
-    );
-    println!(
-        "| fetch (`kcat -C -e`) vs `cat log` | {:.1} | {:.1} | {:.2} |",
-        mb / fetch,
-        mb / cat,
-        cat / fetch
-    );
-    println!(
-        "| fetch (`kcat -C -c N`, no final long poll) vs `cat log` | {:.1} | {:.1} | {:.2} |",
-        mb / fetch_count,
-        mb / cat,
-        cat / fetch_count
-    );
-    let (pc, fc) = (m(|f| f.daemon_cpu.0), m(|f| f.daemon_cpu.1));
-    println!(
-        "daemon CPU: {pc:.2} s of the produce's {produce:.2} s, {fc:.2} s of the fetch's {fetch:.2} s \
-         (the rest is kcat's own work and, for -e, the final long poll)"
-    );
-    match which("tansu") {
-        Ok(_) => println!("tansu is installed, but measuring it is not wired in yet"),
-        Err(_) => println!(
-            "tansu is not installed (cargo install tansu --features dynostore): not measured"
+    report(&figs, mb, n);
+    match tansu_run(&kcat, &lines) {
+        Ok((p, f)) => println!(
+            "\ntansu (memory://, same kcat commands, one run): produce {:.0} MB/s (kcat CPU {:.2} s), `kcat -C -e` {:.0} MB/s",
+            mb / p.wall,
+            p.cpu,
+            mb / f.wall
+        ),
+        Err(e) => println!(
+            "\ntansu not measured: {}",
+            e.lines().take(3).collect::<Vec<_>>().join(" / ")
         ),
     }
 }
