@@ -114,18 +114,7 @@ impl LogManager {
         }
         let checkpoints = Arc::new(Checkpoints::load(&dir, opts.read_only));
         let flusher = Flusher::default();
-        let mut names: Vec<PathBuf> = fs::read_dir(&dir)
-            .at(&dir)?
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .filter(|e| {
-                e.file_name()
-                    .to_str()
-                    .is_some_and(|n| parse_partition_name(n).is_ok())
-            })
-            .map(|e| e.path())
-            .collect();
-        names.sort();
+        let names = partition_dirs(&dir)?;
         progress.report(&if clean {
             format!(
                 "Skipping recovery of {} logs from {} since clean shutdown file was found",
@@ -149,22 +138,7 @@ impl LogManager {
             flusher: &flusher,
             progress,
         };
-        // A partition that fails to load is offline; the others load.
-        let mut partitions = BTreeMap::new();
-        for (i, path) in names.iter().enumerate() {
-            let log = PartitionLog::load(path, &ctx)?;
-            progress.report(&format!(
-                "Completed load of log {} with {} segments, local-log-start-offset {} and log-end-offset {} ({}/{} completed in {} ms)",
-                log.name(),
-                log.segment_bases().len(),
-                log.log_start_offset(),
-                log.log_end_offset(),
-                i + 1,
-                names.len(),
-                started.elapsed().as_millis()
-            ));
-            partitions.insert(log.name().to_string(), log);
-        }
+        let partitions = load_partitions(&names, &ctx, started)?;
         info!(
             "Loaded {} logs in {} ms from {}",
             partitions.len(),
@@ -421,6 +395,48 @@ impl Drop for LogManager {
     fn drop(&mut self) {
         self.flusher.stop();
     }
+}
+
+/// The partition directories of a data directory, sorted.
+fn partition_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut names: Vec<PathBuf> = fs::read_dir(dir)
+        .at(dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| parse_partition_name(n).is_ok())
+        })
+        .map(|e| e.path())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Loads each partition, reporting each one done with Kafka's line. One
+/// that fails to load is offline; the others load.
+fn load_partitions(
+    names: &[PathBuf],
+    ctx: &LoadContext,
+    started: Instant,
+) -> Result<BTreeMap<String, Arc<PartitionLog>>> {
+    let mut partitions = BTreeMap::new();
+    for (i, path) in names.iter().enumerate() {
+        let log = PartitionLog::load(path, ctx)?;
+        ctx.progress.report(&format!(
+            "Completed load of log {} with {} segments, local-log-start-offset {} and log-end-offset {} ({}/{} completed in {} ms)",
+            log.name(),
+            log.segment_bases().len(),
+            log.log_start_offset(),
+            log.log_end_offset(),
+            i + 1,
+            names.len(),
+            started.elapsed().as_millis()
+        ));
+        partitions.insert(log.name().to_string(), log);
+    }
+    Ok(partitions)
 }
 
 /// The data directory's `.lock`, held with `flock` (Kafka's `.lock`): one
