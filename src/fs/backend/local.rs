@@ -322,7 +322,8 @@ impl From<StorageError> for BackendError {
             | StorageError::InvalidPartitionName(..)
             | StorageError::PartitionGap { .. }
             | StorageError::TopicCollision { .. }
-            | StorageError::EmptyAppend => ErrorKind::Invalid,
+            | StorageError::EmptyAppend
+            | StorageError::Producer { .. } => ErrorKind::Invalid,
             StorageError::PartitionExists(_) => ErrorKind::Exists,
             StorageError::NoSuchPartition(_) | StorageError::NoSuchFile(_) => ErrorKind::NotFound,
             StorageError::RecordTooLarge { .. } => ErrorKind::RecordTooLarge,

@@ -24,6 +24,7 @@ use super::flusher::Flusher;
 use super::health::Health;
 use super::io;
 use super::names::parse_partition_name;
+use super::producer_state::ProducerStates;
 use super::segment::{IndexSettings, LogSegment};
 use super::stream::{AppendTally, Stream};
 
@@ -33,6 +34,7 @@ mod files;
 mod follow;
 mod loader;
 mod produce;
+mod producers;
 mod read;
 mod retention;
 mod roll;
@@ -41,6 +43,7 @@ pub use append::AppendInfo;
 pub use fetch::{FetchRead, SegmentSlice};
 pub use files::{FileKind, PartitionFile};
 pub use produce::{LEADER_EPOCH, NoProducerState, ProducedInfo, ProducerCheck, ProducerStateHook};
+pub use producers::IdempotentProducers;
 use read::CachedBatch;
 pub use read::RecordEntry;
 
@@ -109,6 +112,9 @@ pub struct PartitionLog {
     self_ref: Weak<PartitionLog>,
     /// Online, or offline after a failure (fail-stop); shared with the segments.
     health: Arc<Health>,
+    /// Idempotent producers' state (`producers.rs`); changed under the
+    /// writer lock only.
+    producers: Mutex<ProducerStates>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -195,6 +201,7 @@ impl PartitionLog {
             flusher: ctx.flusher.clone(),
             self_ref: me.clone(),
             health,
+            producers: Mutex::new(ProducerStates::default()),
         })
         .init_tally())
     }
@@ -445,6 +452,7 @@ impl PartitionLog {
 
     fn close_now(&self) -> Result<()> {
         self.flush()?;
+        self.take_producer_snapshot(self.log_end_offset())?;
         if let Some(active) = self.active_segment() {
             active.seal()?;
             // Saved so the next clean start knows the active segment's stream length.
