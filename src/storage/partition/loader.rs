@@ -109,6 +109,9 @@ impl PartitionLog {
     }
 }
 
+/// Segments by base offset.
+type Segments = BTreeMap<i64, Arc<LogSegment>>;
+
 /// The segments of a partition directory, after stray files are removed;
 /// a writable directory with none gets its first one at the log start
 /// offset. Also the directory's names, as listed.
@@ -118,7 +121,7 @@ fn load_segments(
     (topic, partition): (&str, u32),
     s: IndexSettings,
     health: &Arc<Health>,
-) -> Result<(BTreeMap<i64, Arc<LogSegment>>, Vec<String>)> {
+) -> Result<(Segments, Vec<String>)> {
     // One listing serves the whole load: a clean mount of many segments
     // costs a stat per segment and opens nothing.
     let mut names = list_dir(dir)?;
