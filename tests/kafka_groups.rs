@@ -269,3 +269,177 @@ fn kafka_python_group_splits_rebalances_and_resumes_after_a_restart() {
     );
     assert!(text.contains(r#""subscription":{"topics":["t"]"#), "{text}");
 }
+
+mod protocol {
+    //! The coordinator's answers to raw requests, state by state.
+    use super::*;
+    use bytes::Bytes;
+    use kafka_protocol::ResponseError;
+    use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
+    use kafka_protocol::messages::describe_groups_response::DescribeGroupsResponse;
+    use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
+    use kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
+    use kafka_protocol::messages::heartbeat_request::HeartbeatRequest;
+    use kafka_protocol::messages::heartbeat_response::HeartbeatResponse;
+    use kafka_protocol::messages::join_group_request::{
+        JoinGroupRequest, JoinGroupRequestProtocol,
+    };
+    use kafka_protocol::messages::join_group_response::JoinGroupResponse;
+    use kafka_protocol::messages::leave_group_request::{LeaveGroupRequest, MemberIdentity};
+    use kafka_protocol::messages::leave_group_response::LeaveGroupResponse;
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::offset_commit_response::OffsetCommitResponse;
+    use kafka_protocol::messages::sync_group_request::{
+        SyncGroupRequest, SyncGroupRequestAssignment,
+    };
+    use kafka_protocol::messages::sync_group_response::SyncGroupResponse;
+
+    fn sb(s: &str) -> StrBytes {
+        StrBytes::from_string(s.to_string())
+    }
+
+    fn join(c: &mut Conn, member: &str, session_ms: i32) -> JoinGroupResponse {
+        let req = JoinGroupRequest::default()
+            .with_group_id(GroupId(sb("p")))
+            .with_session_timeout_ms(session_ms)
+            .with_rebalance_timeout_ms(10_000)
+            .with_member_id(sb(member))
+            .with_protocol_type(sb("consumer"))
+            .with_protocols(vec![
+                JoinGroupRequestProtocol::default()
+                    .with_name(sb("range"))
+                    .with_metadata(Bytes::from_static(b"sub")),
+            ]);
+        c.call(ApiKey::JoinGroup, 5, &req)
+    }
+
+    fn heartbeat(c: &mut Conn, member: &str, generation: i32) -> i16 {
+        let req = HeartbeatRequest::default()
+            .with_group_id(GroupId(sb("p")))
+            .with_generation_id(generation)
+            .with_member_id(sb(member));
+        let r: HeartbeatResponse = c.call(ApiKey::Heartbeat, 3, &req);
+        r.error_code
+    }
+
+    fn commit(c: &mut Conn, member: &str, generation: i32) -> i16 {
+        let req = OffsetCommitRequest::default()
+            .with_group_id(GroupId(sb("p")))
+            .with_generation_id_or_member_epoch(generation)
+            .with_member_id(sb(member))
+            .with_topics(vec![
+                OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(sb("t")))
+                    .with_partitions(vec![
+                        OffsetCommitRequestPartition::default()
+                            .with_partition_index(1)
+                            .with_committed_offset(3),
+                    ]),
+            ]);
+        let r: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &req);
+        r.topics[0].partitions[0].error_code
+    }
+
+    fn state(c: &mut Conn) -> String {
+        let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(sb("p"))]);
+        let r: DescribeGroupsResponse = c.call(ApiKey::DescribeGroups, 5, &req);
+        r.groups[0].group_state.as_str().to_string()
+    }
+
+    #[test]
+    fn answers_in_each_state() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        fill(&data, 1);
+        let opts = [
+            "group.initial.rebalance.delay.ms=0",
+            "group.min.session.timeout.ms=200",
+        ];
+        let s = Server::start(&data, &opts);
+        let mut c = Conn::new(&s.addr);
+        let find = FindCoordinatorRequest::default()
+            .with_key_type(1)
+            .with_coordinator_keys(vec![sb("tx")]);
+        let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 4, &find);
+        assert_eq!(
+            r.coordinators[0].error_code,
+            ResponseError::TransactionalIdAuthorizationFailed.code()
+        );
+        let find = FindCoordinatorRequest::default().with_key(sb("p"));
+        let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 2, &find);
+        assert_eq!((r.error_code, r.node_id.0), (0, 0));
+        assert_eq!(state(&mut c), "Dead", "an unknown group");
+
+        let first = join(&mut c, "", 1000);
+        assert_eq!(first.error_code, ResponseError::MemberIdRequired.code());
+        let me = first.member_id.as_str().to_string();
+        assert!(me.starts_with("commitfs-test-"), "{me}");
+        assert_eq!(
+            heartbeat(&mut c, &me, 0),
+            ResponseError::UnknownMemberId.code()
+        );
+        let joined = join(&mut c, &me, 1000);
+        assert_eq!(joined.error_code, 0);
+        assert_eq!(
+            (joined.generation_id, joined.leader.as_str()),
+            (1, me.as_str())
+        );
+        assert_eq!(joined.members.len(), 1);
+        assert_eq!(state(&mut c), "CompletingRebalance");
+        assert_eq!(
+            commit(&mut c, &me, 1),
+            ResponseError::RebalanceInProgress.code()
+        );
+        let sync = SyncGroupRequest::default()
+            .with_group_id(GroupId(sb("p")))
+            .with_generation_id(1)
+            .with_member_id(sb(&me))
+            .with_assignments(vec![
+                SyncGroupRequestAssignment::default()
+                    .with_member_id(sb(&me))
+                    .with_assignment(Bytes::from_static(b"mine")),
+            ]);
+        let r: SyncGroupResponse = c.call(ApiKey::SyncGroup, 3, &sync);
+        assert_eq!((r.error_code, &r.assignment[..]), (0, &b"mine"[..]));
+        assert_eq!(state(&mut c), "Stable");
+        assert_eq!(heartbeat(&mut c, &me, 1), 0);
+        assert_eq!(
+            heartbeat(&mut c, &me, 2),
+            ResponseError::IllegalGeneration.code()
+        );
+        assert_eq!(
+            heartbeat(&mut c, "nobody", 1),
+            ResponseError::UnknownMemberId.code()
+        );
+        assert_eq!(commit(&mut c, &me, 1), 0);
+        assert_eq!(
+            commit(&mut c, &me, 7),
+            ResponseError::IllegalGeneration.code()
+        );
+        assert_eq!(
+            commit(&mut c, "", -1),
+            ResponseError::UnknownMemberId.code()
+        );
+
+        // Silence past the session timeout: the member is removed, the group empties.
+        wait_until("the silent member to expire", &s, || {
+            state(&mut c) == "Empty"
+        });
+        assert_eq!(
+            heartbeat(&mut c, &me, 1),
+            ResponseError::UnknownMemberId.code()
+        );
+        // An empty group takes commits without membership (generation -1).
+        assert_eq!(commit(&mut c, "", -1), 0);
+        let leave = LeaveGroupRequest::default()
+            .with_group_id(GroupId(sb("p")))
+            .with_members(vec![MemberIdentity::default().with_member_id(sb(&me))]);
+        let r: LeaveGroupResponse = c.call(ApiKey::LeaveGroup, 3, &leave);
+        assert_eq!(
+            r.members[0].error_code,
+            ResponseError::UnknownMemberId.code()
+        );
+    }
+}

@@ -95,6 +95,12 @@ fn retries_sequences_and_epochs() {
     // A refusal is no failure: the partition carries on.
     assert!(log.offline_cause().is_none());
     assert_eq!(log.log_end_offset(), 7);
+    // A request whose second batch is a retry is answered as the retry, and
+    // its first batch leaves no trace.
+    let mut two = batch(5, 1, 1, 1);
+    two.extend(batch(5, 1, 0, 1));
+    assert_eq!(produce(&log, &two).unwrap(), (6, true));
+    assert_eq!(produce(&log, &batch(5, 1, 1, 1)).unwrap(), (7, false));
     // The first batch with a producer id marked where the state starts.
     let names: Vec<_> = snapshots(log.dir())
         .iter()

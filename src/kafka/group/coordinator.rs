@@ -185,16 +185,22 @@ impl Coordinator {
         self.topic.read_only()
     }
 
-    /// Runs a group's timers, writing what they ask to write.
+    /// Runs a group's timers, writing what they ask to write. Waiters are
+    /// woken only when something changed (they tick too: waking them at
+    /// every tick would have them wake each other without end).
     pub(super) fn tick(&self, inner: &mut Inner, group: &str, now: Instant) {
         let Some(g) = inner.groups.get_mut(group) else {
             return;
         };
+        let before = (g.state, g.generation, g.members.len());
         let fx = g.tick(now, now_ms(), self.settings.initial_delay);
+        let changed = before != (g.state, g.generation, g.members.len());
         if let Some(s) = fx.write {
             self.persist(&s);
         }
-        self.changed.notify_all();
+        if changed {
+            self.changed.notify_all();
+        }
     }
 
     /// Waits until `take` finds the member's answer, running timers, up to
@@ -273,7 +279,7 @@ impl Coordinator {
         let member_id = if a.member_id.is_empty() {
             let id = self.new_member_id(&a.client_id);
             if a.require_known_member_id {
-                g.pending.insert(id.clone());
+                g.pending.insert(id.clone(), now + ms(a.session_timeout_ms));
                 return failed(ResponseError::MemberIdRequired, &id);
             }
             id
@@ -283,7 +289,7 @@ impl Coordinator {
         let delay = self.settings.initial_delay;
         let (now_ms, rebalance) = (now_ms(), ms(a.rebalance_timeout_ms));
         let known = g.members.contains_key(&member_id);
-        if a.member_id.is_empty() || g.pending.remove(&member_id) {
+        if a.member_id.is_empty() || g.pending.remove(&member_id).is_some() {
             let m = new_member(&a, &member_id, now);
             g.add_member(m, &a.protocol_type, now, now_ms, delay);
         } else if !known {

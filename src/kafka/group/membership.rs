@@ -147,7 +147,7 @@ impl Coordinator {
         let mut out = Vec::with_capacity(members.len());
         let mut left = false;
         for id in members {
-            if g.pending.remove(id) {
+            if g.pending.remove(id).is_some() {
                 out.push(None);
             } else if g.remove_member(id).is_some() {
                 info!("Member {id} has left group {group} through explicit LeaveGroup");

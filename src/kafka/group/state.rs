@@ -90,8 +90,9 @@ pub struct Group {
     pub protocol: Option<String>,
     pub leader: Option<String>,
     pub members: BTreeMap<String, Member>,
-    /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined.
-    pub pending: BTreeSet<String>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined, with
+    /// when they expire (the session timeout asked for, as Kafka does).
+    pub pending: BTreeMap<String, Instant>,
     pub rebalance_deadline: Option<Instant>,
     /// The initial delay of a rebalance from Empty: (until, latest).
     pub initial_delay: Option<(Instant, Instant)>,
@@ -116,7 +117,7 @@ impl Group {
             protocol: None,
             leader: None,
             members: BTreeMap::new(),
-            pending: BTreeSet::new(),
+            pending: BTreeMap::new(),
             rebalance_deadline: None,
             initial_delay: None,
             state_timestamp: now_ms,
@@ -306,7 +307,8 @@ impl Group {
     /// rejoined or whose time is up. Called at every request and by waiters.
     pub fn tick(&mut self, now: Instant, now_ms: i64, delay: Duration) -> Effects {
         let mut fx = Effects::default();
-        if matches!(self.state, State::Stable | State::CompletingRebalance) {
+        self.pending.retain(|_, until| now < *until);
+        if self.state != State::Empty {
             let expired: Vec<String> = self
                 .members
                 .values()
@@ -320,7 +322,10 @@ impl Group {
                 );
                 self.remove_member(id);
             }
-            if !expired.is_empty() {
+            // In PreparingRebalance a member that stopped heartbeating
+            // without rejoining goes too, so the rebalance need not wait for
+            // its rebalance timeout.
+            if !expired.is_empty() && self.state != State::PreparingRebalance {
                 self.prepare_rebalance(
                     now,
                     now_ms,

@@ -172,6 +172,9 @@ impl PartitionLog {
                 last_offset,
             } = producer.check(self, &v.header, offset)?
             {
+                // Kafka answers the whole request with the duplicate; what
+                // the batches before it staged is not appended either.
+                self.discard_staged_producers();
                 return Ok(Some((first_offset, last_offset)));
             }
             offset += v.header.last_offset_delta as i64 + 1;
