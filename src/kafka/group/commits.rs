@@ -9,6 +9,7 @@ use kafka_protocol::ResponseError;
 use log::warn;
 
 use super::coordinator::{Coordinator, now_ms};
+use super::offsets::KeyValue;
 use super::state::{Group, State};
 use crate::record::internal::OffsetCommit;
 use crate::storage::StorageError;
@@ -114,47 +115,11 @@ impl Coordinator {
         if let Some(m) = g.members.get_mut(member_id) {
             m.last_heartbeat = now;
         }
-        let ts = now_ms();
-        let mut out = Vec::with_capacity(parts.len());
-        let mut commits = Vec::new();
-        let mut records = Vec::new();
-        for p in parts {
-            let refused = if p.metadata.len() > OFFSET_METADATA_MAX_BYTES {
-                Some(ResponseError::OffsetMetadataTooLarge)
-            } else if !exists(&p.topic, p.partition) {
-                Some(ResponseError::UnknownTopicOrPartition)
-            } else {
-                None
-            };
-            if refused.is_none() {
-                let c = OffsetCommit {
-                    group: group.to_string(),
-                    topic: p.topic,
-                    partition: p.partition,
-                    offset: p.offset,
-                    leader_epoch: p.leader_epoch,
-                    metadata: p.metadata,
-                    commit_timestamp: ts,
-                    expire_timestamp: if retention_ms >= 0 {
-                        ts + retention_ms
-                    } else {
-                        -1
-                    },
-                };
-                match c.to_record() {
-                    Ok((k, v)) => {
-                        records.push((k, Some(v)));
-                        commits.push((out.len(), c));
-                    }
-                    Err(e) => {
-                        warn!("OffsetCommit of group {group}: cannot encode: {}", e.0);
-                        out.push(Some(ResponseError::InvalidCommitOffsetSize));
-                        continue;
-                    }
-                }
-            }
-            out.push(refused);
-        }
+        let Prepared {
+            mut out,
+            commits,
+            records,
+        } = prepare(group, parts, retention_ms, exists);
         if let Err(e) = self.append(group, &records) {
             warn!("Kafka: OffsetCommit of group {group} failed: {e}");
             let code = commit_error(&e);
@@ -230,6 +195,66 @@ impl Coordinator {
         self.tick(&mut inner, group, Instant::now());
         inner.groups.get(group).map(describe)
     }
+}
+
+/// An OffsetCommit's partitions checked and encoded.
+struct Prepared {
+    /// Each partition's answer so far.
+    out: Vec<Option<ResponseError>>,
+    /// The commits to keep once written, with their place in `out`.
+    commits: Vec<(usize, OffsetCommit)>,
+    records: Vec<KeyValue>,
+}
+
+/// Checks each partition (metadata size, existence) and encodes its record.
+fn prepare(
+    group: &str,
+    parts: Vec<CommitArgs>,
+    retention_ms: i64,
+    exists: &dyn Fn(&str, i32) -> bool,
+) -> Prepared {
+    let ts = now_ms();
+    let mut p = Prepared {
+        out: Vec::with_capacity(parts.len()),
+        commits: Vec::new(),
+        records: Vec::new(),
+    };
+    for a in parts {
+        if a.metadata.len() > OFFSET_METADATA_MAX_BYTES {
+            p.out.push(Some(ResponseError::OffsetMetadataTooLarge));
+            continue;
+        }
+        if !exists(&a.topic, a.partition) {
+            p.out.push(Some(ResponseError::UnknownTopicOrPartition));
+            continue;
+        }
+        let c = OffsetCommit {
+            group: group.to_string(),
+            topic: a.topic,
+            partition: a.partition,
+            offset: a.offset,
+            leader_epoch: a.leader_epoch,
+            metadata: a.metadata,
+            commit_timestamp: ts,
+            expire_timestamp: if retention_ms >= 0 {
+                ts + retention_ms
+            } else {
+                -1
+            },
+        };
+        match c.to_record() {
+            Ok((k, v)) => {
+                p.records.push((k, Some(v)));
+                p.commits.push((p.out.len(), c));
+                p.out.push(None);
+            }
+            Err(e) => {
+                warn!("OffsetCommit of group {group}: cannot encode: {}", e.0);
+                p.out.push(Some(ResponseError::InvalidCommitOffsetSize));
+            }
+        }
+    }
+    p
 }
 
 /// Kafka's group summary: members' metadata and assignments only when Stable.
