@@ -42,8 +42,11 @@ pub struct MountArgs {
     ///
     /// listeners=PLAINTEXT://HOST:PORT also serves the partitions over the
     /// Kafka protocol (no authentication), with advertised.listeners,
-    /// auto.create.topics.enable, num.partitions, socket.request.max.bytes
-    /// and node.id as in Kafka. Without listeners nothing listens.
+    /// auto.create.topics.enable, num.partitions, socket.request.max.bytes,
+    /// node.id, and for consumer groups offsets.topic.num.partitions
+    /// (default 1), group.initial.rebalance.delay.ms,
+    /// group.min.session.timeout.ms and group.max.session.timeout.ms, as in
+    /// Kafka. Without listeners nothing listens.
     ///
     /// Options of mount(8), fstab and systemd (defaults, nofail, _netdev,
     /// x-systemd.*, ...) are accepted and ignored.

@@ -28,7 +28,9 @@ pub struct ServeArgs {
     /// (segment.bytes=1048576, ...), ro, log.retention.check.interval.ms=N,
     /// and the broker settings listeners, advertised.listeners,
     /// auto.create.topics.enable, num.partitions, socket.request.max.bytes,
-    /// node.id.
+    /// node.id, offsets.topic.num.partitions (default 1),
+    /// group.initial.rebalance.delay.ms, group.min.session.timeout.ms,
+    /// group.max.session.timeout.ms.
     #[arg(short = 'o', value_name = "OPT[,OPT...]", action = clap::ArgAction::Append)]
     pub options: Vec<String>,
 }

@@ -117,7 +117,7 @@ fn route(b: &Broker, h: &RequestHeader, request: RequestKind) -> Outcome {
             respond(ResponseKind::IncrementalAlterConfigs(configs::alter(b, r)))
         }
         RequestKind::SaslHandshake(_) => respond(ResponseKind::SaslHandshake(sasl::handshake())),
-        other => group::handle(b, v, other),
+        other => group::handle(b, v, h.client_id.as_deref().unwrap_or(""), other),
     }
 }
 

@@ -239,6 +239,14 @@ impl Server {
             .is_some_and(|c| c.try_wait().ok().flatten().is_none())
     }
 
+    /// SIGKILL, as a crash: no clean shutdown.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// SIGTERM, then a bounded wait (SIGKILL past it); returns whether it
     /// exited by itself with status 0.
     pub fn stop(&mut self) -> bool {

@@ -49,7 +49,8 @@ impl PartitionLog {
         let name = name.to_string();
         let overrides = read_overrides(dir);
         let config = effective_config(ctx.defaults, &overrides, &name);
-        let mut segments = load_segments(dir, ctx, (&topic, partition), settings(&config), health)?;
+        let (mut segments, names) =
+            load_segments(dir, ctx, (&topic, partition), settings(&config), health)?;
         let first_base = segments.keys().next().copied().unwrap_or(0);
         let mut log_start = ctx
             .checkpoints
@@ -99,19 +100,24 @@ impl PartitionLog {
             stream,
             health.clone(),
         )?;
+        log.load_producer_state(&names)?;
         Ok(log)
     }
 }
 
+/// Segments by base offset.
+type Segments = BTreeMap<i64, Arc<LogSegment>>;
+
 /// The segments of a partition directory, after stray files are removed;
-/// a writable directory with none gets its first one at the log start offset.
+/// a writable directory with none gets its first one at the log start
+/// offset. Also the directory's names, as listed.
 fn load_segments(
     dir: &Path,
     ctx: &LoadContext,
     (topic, partition): (&str, u32),
     s: IndexSettings,
     health: &Arc<Health>,
-) -> Result<BTreeMap<i64, Arc<LogSegment>>> {
+) -> Result<(Segments, Vec<String>)> {
     // One listing serves the whole load: a clean mount of many segments
     // costs a stat per segment and opens nothing.
     let mut names = list_dir(dir)?;
@@ -121,7 +127,7 @@ fn load_segments(
     // Each name is parsed once: a partition may hold thousands of segments.
     let mut logs: Vec<(i64, String)> = Vec::new();
     let mut indexed = HashSet::new();
-    for name in names {
+    for name in names.iter().cloned() {
         match parse_segment_file_name(&name) {
             Some((base, "log")) => logs.push((base, name)),
             Some((base, "index")) => {
@@ -154,7 +160,7 @@ fn load_segments(
             drop(seg.indexes()?);
         }
     }
-    Ok(segments)
+    Ok((segments, names))
 }
 
 fn read_overrides(dir: &Path) -> BTreeMap<String, String> {
