@@ -7,6 +7,7 @@ mod kafka_writer;
 
 mod basic;
 mod cluster;
+mod cluster_e2e;
 mod consumer;
 mod control;
 mod crash;
