@@ -22,7 +22,7 @@ use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
 use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
 use kafka_support::{Conn, free_port, python, require, run_python};
 
-use crate::cluster::Reaped;
+use crate::cluster::{Reaped, wait_for as wait};
 use crate::harness::{Mount, fuse_or_skip, mounted, run_bounded, sh_timeout, umount};
 
 const BIN: &str = env!("CARGO_BIN_EXE_commitfs");
@@ -332,4 +332,99 @@ fn dump_shows_bs_batches(a: &Mount, addr: &str, records: usize) {
         );
     }
     assert!(dump.contains("payload: b plain"), "{dump}");
+}
+
+/// Lines of a file the appender writes (missing: none yet).
+fn lines_of(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// A shell loop in B appending `v1`, `v2`, ... one write each, noting in
+/// `acked` the values whose write succeeded and in `failed` the others,
+/// until `stop` exists (or 100,000 writes).
+fn appender(b: &Daemonised, dir: &Path) -> Reaped {
+    let (acked, failed, stop) = (dir.join("acked"), dir.join("failed"), dir.join("stop"));
+    let script = format!(
+        "i=0; while [ $i -lt 100000 ] && [ ! -e {stop} ]; do i=$((i+1)); \
+         if echo v$i >> t-0/log 2>/dev/null; then echo v$i >> {acked}; else echo v$i >> {failed}; fi; done",
+        stop = stop.display(),
+        acked = acked.display(),
+        failed = failed.display()
+    );
+    Reaped(
+        Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&b.mnt)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn the_listener_killed_and_restarted_under_an_appending_cluster_mount() {
+    if !fuse_or_skip() {
+        return;
+    }
+    let (mut a, addr) = listener_mount();
+    if !grants_producer_ids(&addr) {
+        // Without producer ids there is no idempotent producer, and the
+        // promise under test (no duplicates across retries) is its.
+        eprintln!(
+            "skipping: the listener does not serve InitProducerId yet, which the cluster mount's idempotent producer needs"
+        );
+        return;
+    }
+    let timeout = Duration::from_millis(3000);
+    let mut b = Daemonised::start(&addr, &["request.timeout.ms=3000"]);
+    b.ok("mkdir t-0");
+    let dir = tempfile::tempdir().unwrap();
+    let (acked, failed) = (dir.path().join("acked"), dir.path().join("failed"));
+    let mut writer = appender(&b, dir.path());
+    wait("appends through B", Duration::from_secs(30), || {
+        lines_of(&acked).len() >= 20
+    });
+    a.kill9();
+    // While the listener is down: a record never fetched fails with an
+    // errno, within the request timeout (and a margin for the kernel).
+    let t = Instant::now();
+    let out = b.sh("cat t-0/offset/0");
+    let took = t.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "cat of offset/0 with the listener down");
+    assert!(
+        err.contains("Input/output error") || err.contains("timed out"),
+        "{err}"
+    );
+    assert!(took < timeout * 3, "cat took {took:?}");
+    wait("a write fails while the listener is down", Duration::from_secs(30), || {
+        !lines_of(&failed).is_empty()
+    });
+    a.remount();
+    let at_restart = lines_of(&acked).len();
+    wait("B appends again without a remount", Duration::from_secs(60), || {
+        lines_of(&acked).len() >= at_restart + 20
+    });
+    std::fs::write(dir.path().join("stop"), "").unwrap();
+    wait("the appender stops", Duration::from_secs(60), || {
+        writer.0.try_wait().ok().flatten().is_some()
+    });
+    // Every acknowledged write is in A's data directory, once; no value
+    // is there twice, acknowledged or not.
+    let log = String::from_utf8(std::fs::read(a.mnt.join("t-0/log")).unwrap()).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    for v in log.lines() {
+        assert!(seen.insert(v), "{v} is in the log twice");
+    }
+    for v in lines_of(&acked) {
+        assert!(seen.contains(v.as_str()), "acknowledged {v} is not in the log");
+    }
+    assert!(b.unmount(), "B's daemon did not exit after umount:\n{}", b.log());
+    drop(b);
+    a.unmount_clean();
 }
