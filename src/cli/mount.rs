@@ -306,7 +306,7 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     let signals = Signals::block();
     let (data, mnt) = prepare_dirs(args, opts.read_only)?;
     daemon::raise_nofile_limit();
-    let manager = daemon::open_storage(&data, &opts.defaults, opts.read_only, "mount")?;
+    let manager = daemon::open_storage(&data, &opts.defaults, opts.read_only, "mount", ready)?;
     let close = |e: String| {
         if let Err(ce) = manager.close() {
             error!("closing {} failed: {ce}", data.display());

@@ -13,7 +13,7 @@ use commitfs::kafka::{KafkaServer, ListenerConfig};
 use commitfs::storage::{CONFIG_NAMES, LogConfig};
 use log::{error, info};
 
-use super::daemon::{self, Scheduler, Signals, Stop};
+use super::daemon::{self, Ready, Scheduler, Signals, Stop};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -116,7 +116,13 @@ fn serve(args: &ServeArgs, opts: Options) -> Result<(), String> {
         .canonicalize()
         .map_err(|e| format!("{}: {e}", args.data_dir.display()))?;
     daemon::raise_nofile_limit();
-    let manager = daemon::open_storage(&data, &opts.defaults, opts.read_only, "serve")?;
+    let manager = daemon::open_storage(
+        &data,
+        &opts.defaults,
+        opts.read_only,
+        "serve",
+        &Ready::from_fd(None),
+    )?;
     let started = KafkaServer::start(manager.clone(), opts.kafka.clone())
         .and_then(|s| s.ok_or_else(|| "no listener is configured".to_string()));
     let mut server = match started {

@@ -15,6 +15,7 @@ pub mod io;
 mod manager;
 pub mod names;
 mod partition;
+mod progress;
 pub mod segment;
 mod stream;
 mod topics;
@@ -30,5 +31,6 @@ pub use partition::{
     AppendInfo, FetchRead, FileKind, LEADER_EPOCH, NoProducerState, PartitionFile, PartitionLog,
     PartitionStatus, ProducedInfo, ProducerCheck, ProducerStateHook, RecordEntry, SegmentSlice,
 };
+pub use progress::ProgressFn;
 pub use stream::STREAM_LENGTHS_FILE;
 pub use topics::{Topic, is_internal_topic};

@@ -14,6 +14,7 @@ use crate::storage::error::{IoContext, Result, StorageError};
 use crate::storage::health::Health;
 use crate::storage::io;
 use crate::storage::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
+use crate::storage::progress::Progress;
 use crate::storage::segment::{IndexSettings, LogSegment};
 use crate::storage::stream::Stream;
 
@@ -71,7 +72,7 @@ impl PartitionLog {
                     .next_back()
                     .map_or(i64::MIN, |(b, _)| *b),
             );
-            recover_segments(&name, &mut segments, recovery_point)?;
+            recover_segments(&name, &mut segments, recovery_point, ctx.progress)?;
             // A load whose index rebuild failed (and only logged it).
             health.check()?;
         }
@@ -98,11 +99,6 @@ impl PartitionLog {
             stream,
             health.clone(),
         )?;
-        info!(
-            "Completed load of log {} with {} segments, local-log-start-offset {log_start} and log-end-offset {log_end}",
-            log.name,
-            log.segments.read().len()
-        );
         Ok(log)
     }
 }
@@ -243,7 +239,9 @@ fn recover_segments(
     name: &str,
     segments: &mut BTreeMap<i64, Arc<LogSegment>>,
     recovery_point: i64,
+    progress: Progress,
 ) -> Result<()> {
+    let started = std::time::Instant::now();
     let first = segments
         .range(..=recovery_point)
         .next_back()
@@ -258,10 +256,11 @@ fn recover_segments(
         let Some(seg) = segments.get(base).cloned() else {
             continue;
         };
-        info!(
-            "Recovering unflushed segment {base}. {i}/{} recovered for {name}.",
-            bases.len()
-        );
+        progress.report(&format!(
+            "Recovering unflushed segment {base}. {i}/{} recovered for {name} in {} ms.",
+            bases.len(),
+            started.elapsed().as_millis()
+        ));
         let later: Vec<Arc<LogSegment>> =
             segments.range(base + 1..).map(|(_, s)| s.clone()).collect();
         let result = seg.recover(min_offset, || {

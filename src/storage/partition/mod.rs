@@ -24,6 +24,7 @@ use super::flusher::Flusher;
 use super::health::Health;
 use super::io;
 use super::names::parse_partition_name;
+use super::progress::Progress;
 use super::segment::{IndexSettings, LogSegment};
 use super::stream::{AppendTally, Stream};
 
@@ -133,6 +134,7 @@ pub(crate) struct LoadContext<'a> {
     pub writable: bool,
     pub appends: &'a Arc<AppendSignal>,
     pub flusher: &'a Flusher,
+    pub progress: Progress<'a>,
 }
 
 impl PartitionLog {
