@@ -329,6 +329,24 @@ impl Fetcher {
         })
     }
 
+    /// Has every consumer ask for `topic`'s metadata now: each keeps its
+    /// own cache, refreshed only every few minutes, and does not know a
+    /// partition added since (its watermarks and fetches would fail as
+    /// "unknown partition").
+    pub fn learn(&self, topic: &str) -> ClusterResult<()> {
+        let what = || format!("Metadata {topic}");
+        self.meta
+            .fetch_metadata(Some(topic), self.timeout)
+            .map_err(|e| ClusterError::client(what(), &e))?;
+        for r in &self.readers {
+            r.lock()
+                .consumer
+                .fetch_metadata(Some(topic), self.timeout)
+                .map_err(|e| ClusterError::client(what(), &e))?;
+        }
+        Ok(())
+    }
+
     /// Forgets where readers of a partition stand (its log start moved).
     pub fn reset(&self, topic: &str, partition: i32) {
         for r in &self.readers {

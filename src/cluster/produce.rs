@@ -212,6 +212,16 @@ impl Producer {
         Some(std::mem::take(&mut *o))
     }
 
+    /// Has the producer ask for `topic`'s metadata now (see
+    /// `Fetcher::learn`): a produce to a partition its cache lacks fails.
+    pub fn learn(&self, topic: &str) -> ClusterResult<()> {
+        let p = self.producer()?;
+        p.client()
+            .fetch_metadata(Some(topic), self.timeout)
+            .map_err(|e| ClusterError::client(format!("Metadata {topic}"), &e))?;
+        Ok(())
+    }
+
     /// Sends what is queued; what cannot be sent within the timeout is
     /// purged, so its writers get an error before the process exits.
     pub fn close(&self) {

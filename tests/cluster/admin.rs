@@ -139,6 +139,12 @@ fn admin_operations(kind: Kind) {
     let rt = format!("{p}/config/retention.ms");
     f.write(&rt, b"86400000\n").unwrap();
     assert_eq!(f.text(&rt), "86400000\n");
+    // mkdir of the next partition: every client of the mount learns it.
+    let p1 = f.p(1);
+    f.mkdir(&p1).unwrap();
+    f.write(&format!("{p1}/log"), b"one\n").unwrap();
+    assert_eq!(f.text(&format!("{p1}/offset/0")), "one");
+    assert_eq!(f.size(&format!("{p1}/log")), Ok(4));
     // mkdir: a new topic, its next partition; rmdir of a one-partition topic.
     f.mkdir(&new_topic).unwrap();
     f.write(&format!("{new_topic}/log"), b"z\n").unwrap();

@@ -8,16 +8,13 @@ use std::time::{Duration, Instant};
 use commitfs::cluster::admin::block_on;
 use commitfs::cluster::{ClusterBackend, ClusterOptions};
 use commitfs::fs::{AccessMode, NoPassthrough, Tree};
-use kafka_protocol::messages::ApiKey;
-use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
-use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, DefaultProducerContext};
 
-use crate::kafka_support::{Conn, Server};
+use crate::kafka_support::{Server, grants_producer_ids};
 
 pub const ROOT: u64 = 1;
 
@@ -42,14 +39,12 @@ pub struct Fixture {
     pub backend: Arc<ClusterBackend>,
     pub mock: Option<MockCluster<'static, DefaultProducerContext>>,
     /// Our listener, stopped (SIGTERM, then reaped) on drop.
-    pub server: Option<Server>,
+    _server: Option<Server>,
     _dir: Option<tempfile::TempDir>,
     pub kind: Kind,
     pub bootstrap: String,
     /// This test's topic.
     pub topic: String,
-    /// The client properties the backend was made with.
-    pub options: ClusterOptions,
 }
 
 /// A unique topic name (an outside broker is shared between tests and runs).
@@ -61,16 +56,6 @@ pub fn unique_topic() -> String {
     format!("ct{}x{nanos}", std::process::id())
 }
 
-/// Whether our listener hands out producer ids (InitProducerId), which the
-/// mount's idempotent producer needs.
-pub fn grants_producer_ids(addr: &str) -> bool {
-    let req = InitProducerIdRequest::default()
-        .with_transaction_timeout_ms(-1)
-        .with_producer_id((-1).into())
-        .with_producer_epoch(-1);
-    let r: InitProducerIdResponse = Conn::new(addr).call(ApiKey::InitProducerId, 4, &req);
-    r.error_code == 0
-}
 
 /// `request.timeout.ms`, then `COMMITFS_TEST_OPTIONS`.
 pub fn options(bootstrap: &str, timeout_ms: u64) -> ClusterOptions {
@@ -155,19 +140,18 @@ pub fn fixture(
         opts.set(k, v).unwrap();
     }
     tweak(&mut opts);
-    let backend = Arc::new(ClusterBackend::new(opts.clone()).unwrap());
+    let backend = Arc::new(ClusterBackend::new(opts).unwrap());
     backend.check().expect("the cluster answers");
     let tree = Tree::new(backend.clone());
     let f = Fixture {
         tree,
         backend,
         mock,
-        server,
+        _server: server,
         _dir: dir,
         kind,
         bootstrap,
         topic,
-        options: opts,
     };
     let last = f.p(partitions - 1);
     wait_for("the new topic's partitions", Duration::from_secs(10), || {
