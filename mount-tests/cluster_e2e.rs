@@ -17,26 +17,13 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::ApiKey;
-use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
-use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
-use kafka_support::{Conn, free_port, python, require, run_python};
+use kafka_support::{free_port, grants_producer_ids, python, require, run_python};
 
 use crate::cluster::{Reaped, wait_for as wait};
 use crate::harness::{Mount, fuse_or_skip, mounted, run_bounded, sh_timeout, umount};
 
 const BIN: &str = env!("CARGO_BIN_EXE_commitfs");
 
-/// Whether the listener hands out producer ids, which an idempotent
-/// producer needs before its first produce.
-fn grants_producer_ids(addr: &str) -> bool {
-    let req = InitProducerIdRequest::default()
-        .with_transaction_timeout_ms(-1)
-        .with_producer_id((-1).into())
-        .with_producer_epoch(-1);
-    let r: InitProducerIdResponse = Conn::new(addr).call(ApiKey::InitProducerId, 4, &req);
-    r.error_code == 0
-}
 
 /// Mount A: a fresh data directory with a listener on a free port.
 fn listener_mount() -> (Mount, String) {

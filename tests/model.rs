@@ -17,9 +17,13 @@
 //! The backend sits behind `model::system::System` (open, clean remount,
 //! crash, retention pass, which nodes exist, what it cannot do), so that
 //! another backend runs the same sequences: `cluster_tree_matches_the_model`
-//! runs them over the cluster backend on librdkafka's mock cluster
-//! (`model/cluster.rs` says which operations it skips and why), with
-//! `COMMITFS_MODEL_CLUSTER_CASES` cases (16 by default).
+//! and `cluster_tree_over_our_listener_matches_the_model` run them over the
+//! cluster backend, on librdkafka's mock cluster and on our own listener
+//! (`model/cluster.rs` says which operations each skips and why), with
+//! `COMMITFS_MODEL_CLUSTER_CASES` cases each (16 by default).
+
+#[path = "kafka_support/mod.rs"]
+mod kafka_support;
 
 mod model {
     pub mod cluster;
@@ -92,6 +96,16 @@ proptest! {
         chunk in prop::sample::select(vec![7u32, 512, 4096]),
     ) {
         let mut h = Harness::new(ClusterSystem::mock(), readdir_limit, chunk);
+        h.run(&ops);
+    }
+
+    #[test]
+    fn cluster_tree_over_our_listener_matches_the_model(
+        ops in ops::ops(MAX_OPS),
+        readdir_limit in prop::sample::select(vec![0usize, 1, 3]),
+        chunk in prop::sample::select(vec![7u32, 512, 4096]),
+    ) {
+        let mut h = Harness::new(ClusterSystem::listener(), readdir_limit, chunk);
         h.run(&ops);
     }
 }

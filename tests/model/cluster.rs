@@ -1,8 +1,12 @@
-//! The model's sequences over the cluster backend (`commitfs::cluster`), on
-//! librdkafka's in-process mock cluster: the same tree, driven the same way,
-//! compared with the same model after every step.
+//! The model's sequences over the cluster backend (`commitfs::cluster`): the
+//! same tree, driven the same way, compared with the same model after every
+//! step, on librdkafka's in-process mock cluster and on our own listener
+//! (`commitfs serve` of a fresh data directory).
 //!
-//! What the model skips here, and why:
+//! On our listener, which serves the admin APIs and lookups by time,
+//! `mkdir`, `delete-records` and `time/<ms>` run and are compared too; what
+//! it still skips is `rmdir` (Kafka's rule differs, see below), configs and
+//! retention. On the mock cluster the model skips, and why:
 //! - `mkdir`, `rmdir` and `rmdir && mkdir`: the mock serves no admin API
 //!   (CreateTopics, CreatePartitions, DeleteTopics); the sequence's
 //!   partition `t-0` is made in the mock before it starts. Kafka's rule for
@@ -33,6 +37,7 @@ use rdkafka::producer::DefaultProducerContext;
 
 use super::ops::{Node, Op, Probe, Target};
 use super::system::System;
+use crate::kafka_support::{Server, grants_producer_ids};
 
 const STATUS_FIELDS: &[&str] = &[
     "log_start_offset",
@@ -52,18 +57,35 @@ pub struct ClusterSystem {
     /// The tree and its clients go before the cluster (see `Drop`).
     mounted: Option<(Arc<ClusterBackend>, Tree)>,
     bootstrap: String,
-    _mock: MockCluster<'static, DefaultProducerContext>,
+    /// Client properties beyond the defaults.
+    extra: Vec<(&'static str, &'static str)>,
+    cluster: Cluster,
 }
 
-fn open(bootstrap: &str) -> (Arc<ClusterBackend>, Tree) {
+/// What keeps the cluster up while the system lives.
+enum Cluster {
+    Mock {
+        _mock: MockCluster<'static, DefaultProducerContext>,
+    },
+    /// Our listener and its data directory.
+    Listener {
+        _server: Server,
+        _dir: tempfile::TempDir,
+    },
+}
+
+fn open(bootstrap: &str, extra: &[(&str, &str)]) -> (Arc<ClusterBackend>, Tree) {
     let mut o = ClusterOptions::new(bootstrap);
     o.set("request.timeout.ms", "10000").expect("an option");
+    for (k, v) in extra {
+        o.set(k, v).expect("an option");
+    }
     // Reads here mostly go to the log end just written: a short long poll
     // keeps each of the many comparisons from waiting 100 ms there.
     o.set("fetch.wait.max.ms", "5").expect("an option");
     o.set("linger.ms", "0").expect("an option");
     let backend = Arc::new(ClusterBackend::new(o).expect("the clients start"));
-    backend.check().expect("the mock cluster answers");
+    backend.check().expect("the cluster answers");
     let tree = Tree::new(backend.clone());
     (backend, tree)
 }
@@ -75,10 +97,40 @@ impl ClusterSystem {
         mock.create_topic("t", 1, 1).expect("topic t");
         let bootstrap = mock.bootstrap_servers();
         ClusterSystem {
-            mounted: Some(open(&bootstrap)),
+            mounted: Some(open(&bootstrap, &[])),
             bootstrap,
-            _mock: mock,
+            extra: Vec::new(),
+            cluster: Cluster::Mock { _mock: mock },
         }
+    }
+
+    /// Our listener over a fresh data directory, with no partition yet.
+    /// Until it hands out producer ids, the mount produces without
+    /// idempotence there (what the README says for such a broker).
+    pub fn listener() -> ClusterSystem {
+        let dir = tempfile::Builder::new()
+            .prefix("commitfs-model-")
+            .tempdir()
+            .expect("a temp dir");
+        let server = Server::start(&dir.path().join("data"), &[]);
+        let bootstrap = server.addr.clone();
+        let mut extra = Vec::new();
+        if !grants_producer_ids(&bootstrap) {
+            extra.push(("enable.idempotence", "false"));
+        }
+        ClusterSystem {
+            mounted: Some(open(&bootstrap, &extra)),
+            bootstrap,
+            extra,
+            cluster: Cluster::Listener {
+                _server: server,
+                _dir: dir,
+            },
+        }
+    }
+
+    fn full(&self) -> bool {
+        matches!(self.cluster, Cluster::Listener { .. })
     }
 }
 
@@ -123,14 +175,14 @@ impl System for ClusterSystem {
         drop(tree);
         backend.close();
         drop(backend);
-        self.mounted = Some(open(&self.bootstrap));
+        self.mounted = Some(open(&self.bootstrap, &self.extra));
     }
 
     fn crash(&mut self) {
         // No destroy: lines held by open handles are lost, as when the
         // daemon dies. Acknowledged records are the cluster's.
         self.mounted = None;
-        self.mounted = Some(open(&self.bootstrap));
+        self.mounted = Some(open(&self.bootstrap, &self.extra));
     }
 
     fn retention_tick(&mut self, _now_ms: i64) -> bool {
@@ -138,25 +190,34 @@ impl System for ClusterSystem {
     }
 
     fn runs(&self, op: &Op) -> bool {
+        let full = self.full();
         match op {
-            Op::Mkdir(_) | Op::Rmdir(_) | Op::Recreate(_) | Op::RetentionTick(_) => false,
-            Op::Open { target, .. } | Op::Echo { target, .. } => {
-                !matches!(target, Target::DeleteRecords | Target::Config(_))
-            }
-            Op::Probe { probe, .. } => !matches!(
-                probed(probe),
-                Some(Node::Time(_) | Node::TimeDir | Node::Config(_) | Node::ConfigDir)
-            ),
+            Op::Rmdir(_) | Op::Recreate(_) | Op::RetentionTick(_) => false,
+            Op::Mkdir(_) => full,
+            Op::Open { target, .. } | Op::Echo { target, .. } => match target {
+                Target::DeleteRecords => full,
+                Target::Config(_) => false,
+                _ => true,
+            },
+            Op::Probe { probe, .. } => match probed(probe) {
+                Some(Node::Time(_) | Node::TimeDir) => full,
+                Some(Node::Config(_) | Node::ConfigDir) => false,
+                _ => true,
+            },
             _ => true,
         }
     }
 
     fn premade(&self) -> Vec<String> {
-        vec!["t-0".to_string()]
+        if self.full() {
+            Vec::new()
+        } else {
+            vec!["t-0".to_string()]
+        }
     }
 
     fn compares_times(&self) -> bool {
-        false
+        self.full()
     }
 
     fn compares_configs(&self) -> bool {
