@@ -207,27 +207,46 @@ fn grants_producer_ids(addr: &str) -> bool {
         s.read_exact(&mut body).ok()?;
         let mut body = bytes::Bytes::from(body);
         ResponseHeader::decode(&mut body, key.response_header_version(4)).ok()?;
-        Some(InitProducerIdResponse::decode(&mut body, 4).ok()?.error_code == 0)
+        Some(
+            InitProducerIdResponse::decode(&mut body, 4)
+                .ok()?
+                .error_code
+                == 0,
+        )
     };
     ask().unwrap_or(false)
 }
 
 /// The cluster the cluster mount goes to, and what keeps it running.
 enum Cluster {
-    Listener { _kept: Serve },
-    Mock { _kept: MockCluster<'static, DefaultProducerContext> },
+    Listener {
+        _kept: Serve,
+    },
+    Mock {
+        _kept: MockCluster<'static, DefaultProducerContext>,
+    },
     Outside,
 }
 
 fn cluster(bin: &Path, root: &Path) -> Res<(Cluster, String, String, String)> {
     if let Ok(b) = std::env::var("COMMITFS_BENCH_BOOTSTRAP") {
-        return Ok((Cluster::Outside, b.clone(), b, format!("bench-{}-0", std::process::id())));
+        return Ok((
+            Cluster::Outside,
+            b.clone(),
+            b,
+            format!("bench-{}-0", std::process::id()),
+        ));
     }
     if std::env::var("COMMITFS_BENCH_CLUSTER").as_deref() == Ok("mock") {
         let m = MockCluster::new(1).map_err(|e| e.to_string())?;
         m.create_topic("bench", 1, 1).map_err(|e| e.to_string())?;
         let b = m.bootstrap_servers();
-        return Ok((Cluster::Mock { _kept: m }, b, "mock cluster".into(), "bench-0".into()));
+        return Ok((
+            Cluster::Mock { _kept: m },
+            b,
+            "mock cluster".into(),
+            "bench-0".into(),
+        ));
     }
     let (s, addr) = Serve::start(bin, &root.join("served"), &root.join("serve.log"))?;
     let name = format!("our listener, commitfs serve at {addr}");
@@ -272,7 +291,12 @@ fn main() {
             args.extend(["-o".to_string(), "enable.idempotence=false".to_string()]);
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mounted = Daemon::start(&bin, &args, &root.join("cluster"), &root.join("cluster.log"))?;
+        let mounted = Daemon::start(
+            &bin,
+            &args,
+            &root.join("cluster"),
+            &root.join("cluster.log"),
+        )?;
         if !matches!(kept, Cluster::Mock { .. }) {
             sh(&format!("mkdir {}", mounted.mnt.join(&part).display()))?;
         }

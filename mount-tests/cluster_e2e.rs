@@ -8,22 +8,18 @@
 //! - `commitfs dump` of A's data directory shows the batches B's producer sent;
 //! - faults: A killed with SIGKILL and restarted while B appends in a loop.
 
-#[path = "../tests/kafka_support/mod.rs"]
-mod kafka_support;
-
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kafka_support::{free_port, grants_producer_ids, python, require, run_python};
+use crate::kafka_support::{free_port, grants_producer_ids, python, require, run_python};
 
 use crate::cluster::{Reaped, wait_for as wait};
 use crate::harness::{Mount, fuse_or_skip, mounted, run_bounded, sh_timeout, umount};
 
 const BIN: &str = env!("CARGO_BIN_EXE_commitfs");
-
 
 /// Mount A: a fresh data directory with a listener on a free port.
 fn listener_mount() -> (Mount, String) {
@@ -55,9 +51,12 @@ impl Daemonised {
         }
         cmd.arg(&mnt);
         let d = Daemonised { mnt, _tmp: tmp };
-        let out = run_bounded(&mut cmd, "commitfs mount --bootstrap-server", sh_timeout(), || {
-            d.log()
-        });
+        let out = run_bounded(
+            &mut cmd,
+            "commitfs mount --bootstrap-server",
+            sh_timeout(),
+            || d.log(),
+        );
         assert!(out.status.success(), "{out:?}\n{}", d.log());
         // Live when the command returns: the next command can use it.
         assert!(mounted(&d.mnt), "not mounted when the command returned");
@@ -152,7 +151,9 @@ fn b_options(addr: &str) -> Vec<&'static str> {
     if grants_producer_ids(addr) {
         vec!["request.timeout.ms=5000"]
     } else {
-        eprintln!("note: the listener does not serve InitProducerId: B produces without idempotence");
+        eprintln!(
+            "note: the listener does not serve InitProducerId: B produces without idempotence"
+        );
         vec!["request.timeout.ms=5000,enable.idempotence=false"]
     }
 }
@@ -242,7 +243,11 @@ fn cluster_mount_over_our_listener_end_to_end() {
     assert_eq!(std::fs::read(a.mnt.join("t-0/log")).unwrap(), stream);
     tail_follows(&a, &b, &stream);
     dump_shows_bs_batches(&a, &addr, n);
-    assert!(b.unmount(), "B's daemon did not exit after umount:\n{}", b.log());
+    assert!(
+        b.unmount(),
+        "B's daemon did not exit after umount:\n{}",
+        b.log()
+    );
     drop(b);
     let mut a = a;
     a.unmount_clean();
@@ -383,20 +388,27 @@ fn the_listener_killed_and_restarted_under_an_appending_cluster_mount() {
     let out = b.sh("cat t-0/offset/0");
     let took = t.elapsed();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "cat of offset/0 with the listener down");
+    assert!(
+        !out.status.success(),
+        "cat of offset/0 with the listener down"
+    );
     assert!(
         err.contains("Input/output error") || err.contains("timed out"),
         "{err}"
     );
     assert!(took < timeout * 3, "cat took {took:?}");
-    wait("a write fails while the listener is down", Duration::from_secs(30), || {
-        !lines_of(&failed).is_empty()
-    });
+    wait(
+        "a write fails while the listener is down",
+        Duration::from_secs(30),
+        || !lines_of(&failed).is_empty(),
+    );
     a.remount();
     let at_restart = lines_of(&acked).len();
-    wait("B appends again without a remount", Duration::from_secs(60), || {
-        lines_of(&acked).len() >= at_restart + 20
-    });
+    wait(
+        "B appends again without a remount",
+        Duration::from_secs(60),
+        || lines_of(&acked).len() >= at_restart + 20,
+    );
     std::fs::write(dir.path().join("stop"), "").unwrap();
     wait("the appender stops", Duration::from_secs(60), || {
         writer.0.try_wait().ok().flatten().is_some()
@@ -409,9 +421,16 @@ fn the_listener_killed_and_restarted_under_an_appending_cluster_mount() {
         assert!(seen.insert(v), "{v} is in the log twice");
     }
     for v in lines_of(&acked) {
-        assert!(seen.contains(v.as_str()), "acknowledged {v} is not in the log");
+        assert!(
+            seen.contains(v.as_str()),
+            "acknowledged {v} is not in the log"
+        );
     }
-    assert!(b.unmount(), "B's daemon did not exit after umount:\n{}", b.log());
+    assert!(
+        b.unmount(),
+        "B's daemon did not exit after umount:\n{}",
+        b.log()
+    );
     drop(b);
     a.unmount_clean();
 }

@@ -2,6 +2,8 @@
 //! They need root and /dev/fuse; without them they skip, or fail when `CI` is set.
 
 mod harness;
+#[path = "../tests/kafka_support/mod.rs"]
+mod kafka_support;
 #[path = "../tests/support/kafka_writer.rs"]
 mod kafka_writer;
 

@@ -303,7 +303,11 @@ fn create_partitions_grows_a_topic_without_holes() {
     let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &create("g", 1, &[]));
     assert_eq!(r.topics[0].error_code, 0);
     let r: CreatePartitionsResponse = c.call(ApiKey::CreatePartitions, 3, &grow("g", 3));
-    assert_eq!(r.results[0].error_code, 0, "{:?}", r.results[0].error_message);
+    assert_eq!(
+        r.results[0].error_code, 0,
+        "{:?}",
+        r.results[0].error_message
+    );
     for p in 0..3 {
         assert!(data.join(format!("g-{p}")).is_dir(), "g-{p}");
     }

@@ -56,7 +56,6 @@ pub fn unique_topic() -> String {
     format!("ct{}x{nanos}", std::process::id())
 }
 
-
 /// `request.timeout.ms`, then `COMMITFS_TEST_OPTIONS`.
 pub fn options(bootstrap: &str, timeout_ms: u64) -> ClusterOptions {
     let mut o = ClusterOptions::new(bootstrap);
@@ -76,7 +75,9 @@ pub fn options(bootstrap: &str, timeout_ms: u64) -> ClusterOptions {
 /// producer runs against it without idempotence (what the README says to
 /// do for such a broker); the faults of an idempotent producer are tested
 /// apart (mount-tests/cluster_e2e.rs).
-pub fn broker(opts: &mut Vec<(String, String)>) -> (Option<Server>, Option<tempfile::TempDir>, String) {
+pub fn broker(
+    opts: &mut Vec<(String, String)>,
+) -> (Option<Server>, Option<tempfile::TempDir>, String) {
     if let Some(b) = external() {
         return (None, None, b);
     }
@@ -154,9 +155,11 @@ pub fn fixture(
         topic,
     };
     let last = f.p(partitions - 1);
-    wait_for("the new topic's partitions", Duration::from_secs(10), || {
-        f.ino(&last).is_ok()
-    });
+    wait_for(
+        "the new topic's partitions",
+        Duration::from_secs(10),
+        || f.ino(&last).is_ok(),
+    );
     f
 }
 

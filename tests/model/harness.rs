@@ -54,7 +54,9 @@ impl<S: System> Harness<S> {
     pub fn new(sys: S, readdir_limit: usize, chunk: u32) -> Self {
         let mut model = Model::default();
         for name in sys.premade() {
-            model.mkdir(&name).expect("a premade partition the model accepts");
+            model
+                .mkdir(&name)
+                .expect("a premade partition the model accepts");
         }
         Harness {
             sys,
