@@ -4,12 +4,11 @@
 //! delete-records seen through ListOffsets and Fetch, and the reverse; a
 //! read-only mount's listener.
 
-#[path = "../tests/kafka_support/mod.rs"]
-mod kafka_support;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::kafka_support;
+use crate::kafka_support::{Conn, free_port, kcat, python, require, run_bounded, run_python};
 use bytes::Bytes;
 use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
@@ -31,7 +30,6 @@ use kafka_protocol::messages::produce_request::{
 use kafka_protocol::messages::produce_response::ProduceResponse;
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_support::{Conn, free_port, kcat, python, require, run_bounded, run_python};
 
 use crate::harness::{Mount, fuse_or_skip};
 

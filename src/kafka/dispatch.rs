@@ -104,6 +104,9 @@ fn route(b: &Broker, h: &RequestHeader, request: RequestKind) -> Outcome {
         RequestKind::CreateTopics(r) => {
             respond(ResponseKind::CreateTopics(topics::create(b, v, r)))
         }
+        RequestKind::CreatePartitions(r) => respond(ResponseKind::CreatePartitions(
+            topics::create_partitions(b, r),
+        )),
         RequestKind::DeleteTopics(r) => {
             respond(ResponseKind::DeleteTopics(topics::delete(b, v, r)))
         }
