@@ -6,13 +6,17 @@
 //! cargo build --release --bins --example bench_cluster
 //! target/release/examples/bench_cluster          # as root, /dev/fuse present
 //! COMMITFS_BENCH_BOOTSTRAP=127.0.0.1:9092 target/release/examples/bench_cluster
+//! COMMITFS_BENCH_CLUSTER=mock target/release/examples/bench_cluster
 //! COMMITFS_BENCH_QUICK=1 target/release/examples/bench_cluster   # smoke run
 //! ```
 //!
-//! The cluster is `COMMITFS_BENCH_BOOTSTRAP` (a commitfs listener, or any
-//! broker; the topic `bench-<pid>-0` is made with mkdir), or else
-//! librdkafka's mock cluster started in this process. Every daemon is
-//! unmounted and reaped at the end, even on error (the `Daemon` guard).
+//! The cluster is, by default, our own listener: `commitfs serve` of a
+//! fresh data directory on a free loopback port, started by the bench. Or
+//! `COMMITFS_BENCH_BOOTSTRAP` (any broker), or with
+//! `COMMITFS_BENCH_CLUSTER=mock` librdkafka's mock cluster in this process.
+//! The topic `bench-<pid>-0` is made with mkdir through the cluster mount
+//! (on the mock, which has no admin API, up front). Every daemon is
+//! unmounted or stopped and reaped at the end, even on error (the guards).
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -27,6 +31,7 @@ use common::{MIB, env_u64, median};
 #[allow(dead_code)]
 const _UNUSED: fn(&[f64], f64) -> f64 = common::percentile;
 use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
 
 type Res<T> = Result<T, String>;
 
@@ -125,6 +130,129 @@ fn measure(mnt: &Path, part: &str, lines: &Path, bytes: u64, runs: usize) -> Res
     Ok((median(&mut app), median(&mut cat)))
 }
 
+/// `commitfs serve` of a data directory; stopped with SIGTERM and reaped on drop.
+struct Serve(Child);
+
+impl Serve {
+    fn start(bin: &Path, data: &Path, log: &Path) -> Res<(Serve, String)> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let log = std::fs::File::create(log).map_err(|e| e.to_string())?;
+        let child = Command::new(bin)
+            .args(["serve", "--listeners", &format!("PLAINTEXT://{addr}")])
+            .arg(data)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let s = Serve(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            if Instant::now() > deadline {
+                return Err("commitfs serve did not listen".to_string());
+            }
+            sleep(Duration::from_millis(20));
+        }
+        Ok((s, addr))
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline && self.0.try_wait().ok().flatten().is_none() {
+            sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether the broker at `addr` hands out producer ids (InitProducerId v4),
+/// which an idempotent producer needs.
+fn grants_producer_ids(addr: &str) -> bool {
+    use bytes::BytesMut;
+    use kafka_protocol::messages::{
+        ApiKey, InitProducerIdRequest, InitProducerIdResponse, RequestHeader, ResponseHeader,
+    };
+    use kafka_protocol::protocol::{Decodable, Encodable};
+    use std::io::{Read, Write};
+    let ask = || -> Option<bool> {
+        let key = ApiKey::InitProducerId;
+        let mut buf = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(4)
+            .with_correlation_id(1)
+            .encode(&mut buf, key.request_header_version(4))
+            .ok()?;
+        InitProducerIdRequest::default()
+            .with_transaction_timeout_ms(-1)
+            .with_producer_id((-1).into())
+            .with_producer_epoch(-1)
+            .encode(&mut buf, 4)
+            .ok()?;
+        let mut s = std::net::TcpStream::connect(addr).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        s.write_all(&(buf.len() as i32).to_be_bytes()).ok()?;
+        s.write_all(&buf).ok()?;
+        let mut size = [0u8; 4];
+        s.read_exact(&mut size).ok()?;
+        let mut body = vec![0u8; i32::from_be_bytes(size).max(0) as usize];
+        s.read_exact(&mut body).ok()?;
+        let mut body = bytes::Bytes::from(body);
+        ResponseHeader::decode(&mut body, key.response_header_version(4)).ok()?;
+        Some(
+            InitProducerIdResponse::decode(&mut body, 4)
+                .ok()?
+                .error_code
+                == 0,
+        )
+    };
+    ask().unwrap_or(false)
+}
+
+/// The cluster the cluster mount goes to, and what keeps it running.
+enum Cluster {
+    Listener {
+        _kept: Serve,
+    },
+    Mock {
+        _kept: MockCluster<'static, DefaultProducerContext>,
+    },
+    Outside,
+}
+
+fn cluster(bin: &Path, root: &Path) -> Res<(Cluster, String, String, String)> {
+    if let Ok(b) = std::env::var("COMMITFS_BENCH_BOOTSTRAP") {
+        return Ok((
+            Cluster::Outside,
+            b.clone(),
+            b,
+            format!("bench-{}-0", std::process::id()),
+        ));
+    }
+    if std::env::var("COMMITFS_BENCH_CLUSTER").as_deref() == Ok("mock") {
+        let m = MockCluster::new(1).map_err(|e| e.to_string())?;
+        m.create_topic("bench", 1, 1).map_err(|e| e.to_string())?;
+        let b = m.bootstrap_servers();
+        return Ok((
+            Cluster::Mock { _kept: m },
+            b,
+            "mock cluster".into(),
+            "bench-0".into(),
+        ));
+    }
+    let (s, addr) = Serve::start(bin, &root.join("served"), &root.join("serve.log"))?;
+    let name = format!("our listener, commitfs serve at {addr}");
+    Ok((Cluster::Listener { _kept: s }, addr, name, "bench-0".into()))
+}
+
 fn main() {
     let quick = std::env::var_os("COMMITFS_BENCH_QUICK").is_some();
     let bytes = env_u64(
@@ -144,15 +272,6 @@ fn main() {
     let root = scratch.path().canonicalize().unwrap();
     let lines = root.join("lines.txt");
     write_lines(&lines, bytes).expect("lines");
-    let (mock, bootstrap, part) = match std::env::var("COMMITFS_BENCH_BOOTSTRAP") {
-        Ok(b) => (None, b, format!("bench-{}-0", std::process::id())),
-        Err(_) => {
-            let m = MockCluster::new(1).expect("mock cluster");
-            m.create_topic("bench", 1, 1).expect("topic");
-            let b = m.bootstrap_servers();
-            (Some(m), b, "bench-0".to_string())
-        }
-    };
     let run = || -> Res<Vec<(String, f64, f64)>> {
         let local = Daemon::start(
             &bin,
@@ -160,33 +279,33 @@ fn main() {
             &root.join("local"),
             &root.join("local.log"),
         )?;
-        sh(&format!("mkdir {}", local.mnt.join(&part).display()))?;
-        let (la, lc) = measure(&local.mnt, &part, &lines, bytes, runs)?;
+        sh(&format!("mkdir {}", local.mnt.join("bench-0").display()))?;
+        let (la, lc) = measure(&local.mnt, "bench-0", &lines, bytes, runs)?;
         drop(local);
-        let cluster = Daemon::start(
+        let (kept, bootstrap, name, part) = cluster(&bin, &root)?;
+        let mut args = vec!["--bootstrap-server".to_string(), bootstrap.clone()];
+        if matches!(kept, Cluster::Listener { .. }) && !grants_producer_ids(&bootstrap) {
+            println!(
+                "note: the listener does not serve InitProducerId: the cluster mount produces with enable.idempotence=false\n"
+            );
+            args.extend(["-o".to_string(), "enable.idempotence=false".to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mounted = Daemon::start(
             &bin,
-            &["--bootstrap-server", &bootstrap],
+            &args,
             &root.join("cluster"),
             &root.join("cluster.log"),
         )?;
-        if mock.is_none() {
-            sh(&format!("mkdir {}", cluster.mnt.join(&part).display()))?;
+        if !matches!(kept, Cluster::Mock { .. }) {
+            sh(&format!("mkdir {}", mounted.mnt.join(&part).display()))?;
         }
-        let (ca, cc) = measure(&cluster.mnt, &part, &lines, bytes, runs)?;
+        let (ca, cc) = measure(&mounted.mnt, &part, &lines, bytes, runs)?;
+        drop(mounted);
+        drop(kept);
         Ok(vec![
             ("local mount".to_string(), la, lc),
-            (
-                format!(
-                    "cluster mount ({})",
-                    if mock.is_some() {
-                        "mock cluster"
-                    } else {
-                        &bootstrap
-                    }
-                ),
-                ca,
-                cc,
-            ),
+            (format!("cluster mount ({name})"), ca, cc),
         ])
     };
     println!("# cluster mount next to the local mount\n");
@@ -201,7 +320,7 @@ fn main() {
         }
         Err(e) => {
             eprintln!("bench_cluster: {e}");
-            for log in ["local.log", "cluster.log"] {
+            for log in ["local.log", "cluster.log", "serve.log"] {
                 let text = std::fs::read_to_string(root.join(log)).unwrap_or_default();
                 let lines: Vec<&str> = text.lines().collect();
                 eprintln!(

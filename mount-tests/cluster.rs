@@ -25,7 +25,7 @@ impl Drop for Reaped {
     }
 }
 
-fn wait_for(what: &str, bound: Duration, mut f: impl FnMut() -> bool) {
+pub fn wait_for(what: &str, bound: Duration, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + bound;
     while !f() {
         assert!(Instant::now() < deadline, "{what}: not within {bound:?}");

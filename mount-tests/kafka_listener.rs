@@ -4,12 +4,11 @@
 //! delete-records seen through ListOffsets and Fetch, and the reverse; a
 //! read-only mount's listener.
 
-#[path = "../tests/kafka_support/mod.rs"]
-mod kafka_support;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::kafka_support;
+use crate::kafka_support::{Conn, free_port, kcat, python, require, run_bounded, run_python};
 use bytes::Bytes;
 use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
@@ -31,7 +30,6 @@ use kafka_protocol::messages::produce_request::{
 use kafka_protocol::messages::produce_response::ProduceResponse;
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_support::{Conn, free_port, kcat, python, require, run_bounded, run_python};
 
 use crate::harness::{Mount, fuse_or_skip};
 
@@ -347,4 +345,46 @@ fn a_read_only_mount_serves_kafka_reads_only() {
     assert!(m.log().contains("refused with TopicAuthorizationFailed"));
     m.unmount_clean();
     assert_eq!(kafka_support::snapshot(&data), before);
+}
+
+#[test]
+fn the_coordinators_records_decode_in_the_tree() {
+    use kafka_protocol::messages::GroupId;
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::offset_commit_response::OffsetCommitResponse;
+    if !fuse_or_skip() {
+        return;
+    }
+    let (m, addr) = mount_with_listener(&[]);
+    m.ok("mkdir t-0");
+    m.ok("echo a >> t-0/log");
+    // A commit of a group without members (generation -1), as assign() users make.
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("g")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![
+            OffsetCommitRequestTopic::default()
+                .with_name(name("t"))
+                .with_partitions(vec![
+                    OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(1)
+                        .with_committed_metadata(Some(StrBytes::from_static_str("m"))),
+                ]),
+        ]);
+    let mut c = Conn::new(&addr);
+    let r: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &req);
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    // The internal topic is in the tree, and its record reads decoded.
+    assert_eq!(m.ok("ls -d __consumer_offsets-*"), "__consumer_offsets-0\n");
+    let decoded =
+        m.ok("getfattr --only-values -n user.kafka.decoded __consumer_offsets-0/offset/0");
+    assert!(
+        decoded.starts_with(
+            r#"key: {"type":"1","data":{"group":"g","topic":"t","partition":0}} payload: {"version":"3","data":{"offset":1,"leaderEpoch":-1,"metadata":"m","commitTimestamp":"#
+        ),
+        "{decoded}"
+    );
 }

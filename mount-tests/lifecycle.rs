@@ -236,3 +236,88 @@ impl Drop for Unmount<'_> {
         }
     }
 }
+
+/// A mount that recovers returns only once live, and while it waits prints
+/// the load's progress in Kafka's wording on stderr. The daemon shows it
+/// after about a second; `COMMITFS_PROGRESS_AFTER_MS=0` shows it from the
+/// start, so the test does not depend on how fast this machine recovers.
+#[test]
+fn a_recovering_mount_prints_its_progress() {
+    if !crate::harness::fuse_or_skip() {
+        return;
+    }
+    use commitfs::record::NewRecord;
+    use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, mnt) = (tmp.path().join("data"), tmp.path().join("mnt"));
+    let mut config = LogConfig::default();
+    config.set("segment.index.bytes", "4096").unwrap();
+    {
+        let mgr = LogManager::open(&data, config.clone(), OpenOptions::default()).unwrap();
+        for p in ["a-0", "a-1", "b-0"] {
+            let log = mgr.create_partition(p).unwrap();
+            for i in 0..5 {
+                log.append(&[NewRecord::value(format!("{p} {i}").as_bytes())])
+                    .unwrap();
+                log.roll().unwrap();
+            }
+        }
+        // Dropped without close: no clean-shutdown marker, a recovery at mount.
+    }
+    assert!(!data.join(".kafka_cleanshutdown").exists());
+    // Nothing counts as flushed: every segment is recovered.
+    std::fs::write(
+        data.join("recovery-point-offset-checkpoint"),
+        "0\n3\na 0 0\na 1 0\nb 0 0\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_commitfs"))
+        .args(["mount", "-o", "segment.index.bytes=4096"])
+        .arg(&data)
+        .arg(&mnt)
+        .env("COMMITFS_PROGRESS_AFTER_MS", "0")
+        .output()
+        .expect("commitfs mount");
+    let _unmount = Unmount(&mnt, &data);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Live when the command returns.
+    assert!(mounted(&mnt));
+    assert_eq!(
+        std::fs::read_to_string(mnt.join("b-0/offset/4")).unwrap(),
+        "b-0 4"
+    );
+    let lines: Vec<&str> = stderr.lines().collect();
+    let canonical = data.canonicalize().unwrap();
+    assert!(
+        lines.contains(
+            &format!(
+                "commitfs: Recovering 3 logs from {} since no clean shutdown file was found",
+                canonical.display()
+            )
+            .as_str()
+        ),
+        "{stderr}"
+    );
+    for (i, p) in ["a-0", "a-1", "b-0"].iter().enumerate() {
+        // The empty active segment the last roll made is dropped by recovery.
+        let done = format!(
+            "commitfs: Completed load of log {p} with 5 segments, local-log-start-offset 0 and log-end-offset 5 ({}/3 completed in ",
+            i + 1
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&done) && l.ends_with(" ms)")),
+            "{done}\n{stderr}"
+        );
+        for s in 0..6 {
+            let segment =
+                format!("commitfs: Recovering unflushed segment {s}. {s}/6 recovered for {p} in ");
+            assert!(
+                lines.iter().any(|l| l.starts_with(&segment)),
+                "{segment}\n{stderr}"
+            );
+        }
+    }
+}

@@ -2,11 +2,14 @@
 //! They need root and /dev/fuse; without them they skip, or fail when `CI` is set.
 
 mod harness;
+#[path = "../tests/kafka_support/mod.rs"]
+mod kafka_support;
 #[path = "../tests/support/kafka_writer.rs"]
 mod kafka_writer;
 
 mod basic;
 mod cluster;
+mod cluster_e2e;
 mod consumer;
 mod control;
 mod crash;

@@ -7,6 +7,10 @@ mod kafka_support;
 use bytes::Bytes;
 use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions, StorageError};
+use kafka_protocol::messages::create_partitions_request::{
+    CreatePartitionsRequest, CreatePartitionsTopic,
+};
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsResponse;
 use kafka_protocol::messages::create_topics_request::{
     CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
 };
@@ -278,4 +282,41 @@ fn a_read_only_listener_serves_reads_and_refuses_writes() {
         before,
         "a read-only listener changed the data dir"
     );
+}
+
+fn grow(t: &str, count: i32) -> CreatePartitionsRequest {
+    CreatePartitionsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topics(vec![
+            CreatePartitionsTopic::default()
+                .with_name(name(t))
+                .with_count(count),
+        ])
+}
+
+#[test]
+fn create_partitions_grows_a_topic_without_holes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let server = Server::start(&data, &[]);
+    let mut c = Conn::new(&server.addr);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &create("g", 1, &[]));
+    assert_eq!(r.topics[0].error_code, 0);
+    let r: CreatePartitionsResponse = c.call(ApiKey::CreatePartitions, 3, &grow("g", 3));
+    assert_eq!(
+        r.results[0].error_code, 0,
+        "{:?}",
+        r.results[0].error_message
+    );
+    for p in 0..3 {
+        assert!(data.join(format!("g-{p}")).is_dir(), "g-{p}");
+    }
+    let r: CreatePartitionsResponse = c.call(ApiKey::CreatePartitions, 3, &grow("g", 2));
+    assert_eq!(r.results[0].error_code, 37, "INVALID_PARTITIONS");
+    let r: CreatePartitionsResponse = c.call(ApiKey::CreatePartitions, 0, &grow("none", 2));
+    assert_eq!(r.results[0].error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    let validate = grow("g", 5).with_validate_only(true);
+    let r: CreatePartitionsResponse = c.call(ApiKey::CreatePartitions, 3, &validate);
+    assert_eq!(r.results[0].error_code, 0);
+    assert!(!data.join("g-3").exists(), "validate_only created nothing");
 }

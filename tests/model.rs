@@ -15,10 +15,18 @@
 //! is the implementation's fsyncs, so `TMPDIR=/dev/shm` makes it faster.
 //!
 //! The backend sits behind `model::system::System` (open, clean remount,
-//! crash, retention pass, which nodes exist), so that another backend can
-//! run the same sequences: implement it and pass it to `Harness::new`.
+//! crash, retention pass, which nodes exist, what it cannot do), so that
+//! another backend runs the same sequences: `cluster_tree_matches_the_model`
+//! and `cluster_tree_over_our_listener_matches_the_model` run them over the
+//! cluster backend, on librdkafka's mock cluster and on our own listener
+//! (`model/cluster.rs` says which operations each skips and why), with
+//! `COMMITFS_MODEL_CLUSTER_CASES` cases each (16 by default).
+
+#[path = "kafka_support/mod.rs"]
+mod kafka_support;
 
 mod model {
+    pub mod cluster;
     pub mod compare;
     pub mod configs;
     pub mod harness;
@@ -29,6 +37,7 @@ mod model {
     pub mod system;
 }
 
+use model::cluster::ClusterSystem;
 use model::harness::Harness;
 use model::ops::{self, Op};
 use model::system::LocalSystem;
@@ -57,6 +66,47 @@ fn config() -> ProptestConfig {
             "/proptest-regressions/model.txt"
         )))),
         ..ProptestConfig::default()
+    }
+}
+
+/// The cluster variant's cases: each costs more (a mock cluster and a set
+/// of clients per case, round trips per comparison).
+fn cluster_config() -> ProptestConfig {
+    let cases = std::env::var("COMMITFS_MODEL_CLUSTER_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
+    ProptestConfig {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/proptest-regressions/model-cluster.txt"
+        )))),
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(cluster_config())]
+
+    #[test]
+    fn cluster_tree_matches_the_model(
+        ops in ops::ops(MAX_OPS),
+        readdir_limit in prop::sample::select(vec![0usize, 1, 3]),
+        chunk in prop::sample::select(vec![7u32, 512, 4096]),
+    ) {
+        let mut h = Harness::new(ClusterSystem::mock(), readdir_limit, chunk);
+        h.run(&ops);
+    }
+
+    #[test]
+    fn cluster_tree_over_our_listener_matches_the_model(
+        ops in ops::ops(MAX_OPS),
+        readdir_limit in prop::sample::select(vec![0usize, 1, 3]),
+        chunk in prop::sample::select(vec![7u32, 512, 4096]),
+    ) {
+        let mut h = Harness::new(ClusterSystem::listener(), readdir_limit, chunk);
+        h.run(&ops);
     }
 }
 

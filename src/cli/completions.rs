@@ -68,6 +68,10 @@ const MOUNT_OPTIONS: &[&str] = &[
     "num.partitions=",
     "socket.request.max.bytes=",
     "node.id=",
+    "offsets.topic.num.partitions=",
+    "group.initial.rebalance.delay.ms=",
+    "group.min.session.timeout.ms=",
+    "group.max.session.timeout.ms=",
 ];
 
 /// The values of the configs that take one of a fixed set.

@@ -3,7 +3,7 @@
 //! it, opening the data directory, and the periodic storage work.
 
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -71,13 +71,24 @@ pub fn spawn(args: &[OsString], log: std::fs::File, log_path: &Path) -> i32 {
             return 1;
         }
     };
-    let mut msg = String::new();
-    let _ = std::fs::File::from(r).read_to_string(&mut msg);
-    if msg.trim() == "ok" {
-        return 0;
+    // The daemon says "ok" once live; before that it may report progress
+    // (a long recovery), and anything else is why it failed.
+    let mut failure = String::new();
+    for line in BufReader::new(std::fs::File::from(r)).lines() {
+        let Ok(line) = line else { break };
+        if line == "ok" {
+            return 0;
+        }
+        match line.strip_prefix(PROGRESS) {
+            Some(p) => eprintln!("commitfs: {p}"),
+            None => {
+                failure.push_str(&line);
+                failure.push('\n');
+            }
+        }
     }
     let _ = child.wait();
-    let msg = msg.trim();
+    let msg = failure.trim();
     if msg.is_empty() {
         eprintln!(
             "commitfs: the daemon exited before it was live; see {}",
@@ -89,26 +100,58 @@ pub fn spawn(args: &[OsString], log: std::fs::File, log_path: &Path) -> i32 {
     1
 }
 
-/// The daemon's side of [`spawn`]: where it says it is live, or why not.
-pub struct Ready(Option<std::fs::File>);
+/// Marks a progress line on the ready pipe.
+const PROGRESS: &str = "progress: ";
+
+/// The daemon's side of [`spawn`]: where it says it is live, or why not,
+/// and on the way how a long load is going.
+pub struct Ready {
+    pipe: parking_lot::Mutex<Option<std::fs::File>>,
+    started: Instant,
+}
 
 impl Ready {
     pub fn from_fd(fd: Option<i32>) -> Ready {
         // SAFETY: the parent passed this descriptor open for us alone.
-        Ready(fd.map(|fd| std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) })))
+        let pipe = fd.map(|fd| std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }));
+        Ready {
+            pipe: parking_lot::Mutex::new(pipe),
+            started: Instant::now(),
+        }
     }
 
     pub fn live(&mut self) {
-        if let Some(mut r) = self.0.take() {
+        if let Some(mut r) = self.pipe.lock().take() {
             let _ = writeln!(r, "ok");
         }
     }
 
     pub fn failed(&mut self, why: &str) {
-        if let Some(mut r) = self.0.take() {
+        if let Some(mut r) = self.pipe.lock().take() {
             let _ = writeln!(r, "{why}");
         }
     }
+
+    /// A progress line of the load, shown by the waiting parent once the
+    /// daemon has been starting for longer than [`progress_after`].
+    pub fn progress(&self, line: &str) {
+        if self.started.elapsed() < progress_after() {
+            return;
+        }
+        if let Some(r) = self.pipe.lock().as_mut() {
+            let _ = writeln!(r, "{PROGRESS}{line}");
+        }
+    }
+}
+
+/// How long a start may take before its progress is shown: about a second,
+/// or `COMMITFS_PROGRESS_AFTER_MS` (tests set 0, so that showing progress
+/// does not depend on how fast this machine recovers).
+fn progress_after() -> Duration {
+    std::env::var("COMMITFS_PROGRESS_AFTER_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::from_secs(1), Duration::from_millis)
 }
 
 /// Where a daemon logs. A read-only daemon must leave the data directory
@@ -163,13 +206,16 @@ pub fn open_storage(
     defaults: &LogConfig,
     read_only: bool,
     command: &str,
+    ready: &Ready,
 ) -> Result<Arc<LogManager>, String> {
     if !read_only {
         super::lock::wait_for_release(data, command).map_err(|e| {
             format!("the data directory is locked: {e}; refusing a second {command}")
         })?;
     }
-    let manager = LogManager::open(data, defaults.clone(), OpenOptions { read_only }).map_err(
+    let opts = OpenOptions { read_only };
+    let progress = |line: &str| ready.progress(line);
+    let manager = LogManager::open_with_progress(data, defaults.clone(), opts, &progress).map_err(
         |e| match e {
             StorageError::Locked(_) => {
                 format!("{e}: is it in use already? Refusing a second {command}")

@@ -42,8 +42,11 @@ pub struct MountArgs {
     ///
     /// listeners=PLAINTEXT://HOST:PORT also serves the partitions over the
     /// Kafka protocol (no authentication), with advertised.listeners,
-    /// auto.create.topics.enable, num.partitions, socket.request.max.bytes
-    /// and node.id as in Kafka. Without listeners nothing listens.
+    /// auto.create.topics.enable, num.partitions, socket.request.max.bytes,
+    /// node.id, and for consumer groups offsets.topic.num.partitions
+    /// (default 1), group.initial.rebalance.delay.ms,
+    /// group.min.session.timeout.ms and group.max.session.timeout.ms, as in
+    /// Kafka. Without listeners nothing listens.
     ///
     /// Options of mount(8), fstab and systemd (defaults, nofail, _netdev,
     /// x-systemd.*, ...) are accepted and ignored.
@@ -306,7 +309,7 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     let signals = Signals::block();
     let (data, mnt) = prepare_dirs(args, opts.read_only)?;
     daemon::raise_nofile_limit();
-    let manager = daemon::open_storage(&data, &opts.defaults, opts.read_only, "mount")?;
+    let manager = daemon::open_storage(&data, &opts.defaults, opts.read_only, "mount", ready)?;
     let close = |e: String| {
         if let Err(ce) = manager.close() {
             error!("closing {} failed: {ce}", data.display());

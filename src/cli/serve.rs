@@ -13,7 +13,7 @@ use commitfs::kafka::{KafkaServer, ListenerConfig};
 use commitfs::storage::{CONFIG_NAMES, LogConfig};
 use log::{error, info};
 
-use super::daemon::{self, Scheduler, Signals, Stop};
+use super::daemon::{self, Ready, Scheduler, Signals, Stop};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -28,7 +28,9 @@ pub struct ServeArgs {
     /// (segment.bytes=1048576, ...), ro, log.retention.check.interval.ms=N,
     /// and the broker settings listeners, advertised.listeners,
     /// auto.create.topics.enable, num.partitions, socket.request.max.bytes,
-    /// node.id.
+    /// node.id, offsets.topic.num.partitions (default 1),
+    /// group.initial.rebalance.delay.ms, group.min.session.timeout.ms,
+    /// group.max.session.timeout.ms.
     #[arg(short = 'o', value_name = "OPT[,OPT...]", action = clap::ArgAction::Append)]
     pub options: Vec<String>,
 }
@@ -116,7 +118,13 @@ fn serve(args: &ServeArgs, opts: Options) -> Result<(), String> {
         .canonicalize()
         .map_err(|e| format!("{}: {e}", args.data_dir.display()))?;
     daemon::raise_nofile_limit();
-    let manager = daemon::open_storage(&data, &opts.defaults, opts.read_only, "serve")?;
+    let manager = daemon::open_storage(
+        &data,
+        &opts.defaults,
+        opts.read_only,
+        "serve",
+        &Ready::from_fd(None),
+    )?;
     let started = KafkaServer::start(manager.clone(), opts.kafka.clone())
         .and_then(|s| s.ok_or_else(|| "no listener is configured".to_string()));
     let mut server = match started {

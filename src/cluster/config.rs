@@ -222,9 +222,15 @@ impl ClusterOptions {
     /// Its prefetch is kept small: memory stays bounded whatever is read.
     pub fn consumer_config(&self) -> ClientConfig {
         let mut c = self.base(PRODUCER_ONLY);
+        // The prefetch is bounded by bytes only (4 MiB): a count of 1000
+        // is reached by one fetch of 100-byte records, and librdkafka then
+        // postpones the next fetch by `fetch.queue.backoff.ms` (1 s by
+        // default) even after the queue is drained, which made every
+        // further MiB of a sequential read cost a second.
         let defaults = [
             ("queued.max.messages.kbytes", "4096"),
-            ("queued.min.messages", "1000"),
+            ("queued.min.messages", "10000000"),
+            ("fetch.queue.backoff.ms", "10"),
             ("fetch.max.bytes", "4194304"),
             ("max.partition.fetch.bytes", "1048576"),
             ("fetch.wait.max.ms", "100"),

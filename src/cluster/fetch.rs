@@ -240,12 +240,17 @@ impl Fetcher {
             next: at.next,
             ..Chunk::default()
         };
+        // A client-wide error (a broker down, a connection lost) may be
+        // one queued while the cluster was away, or one librdkafka recovers
+        // from by itself: it fails the fetch only if nothing comes by the
+        // deadline.
+        let mut transient: Option<ClusterError> = None;
         loop {
             // Once something is in hand, take only what is already queued.
             let wait = if chunk.records.is_empty() {
-                let left = deadline
-                    .checked_duration_since(Instant::now())
-                    .ok_or(Collect::TimedOut)?;
+                let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                    return Err(transient.map_or(Collect::TimedOut, Collect::Failed));
+                };
                 left.min(Duration::from_millis(200))
             } else {
                 Duration::ZERO
@@ -263,7 +268,13 @@ impl Fetcher {
                 Some(Err(KafkaError::PartitionEOF(_))) => continue,
                 Some(Err(e)) => {
                     let what = format!("Fetch {}-{} at {}", at.topic, at.partition, chunk.next);
-                    return Err(Collect::Failed(fetch_error(what, &e)));
+                    let err = fetch_error(what, &e);
+                    if !matches!(err.kind, ErrorKind::Io(libc::EIO) | ErrorKind::TimedOut) {
+                        return Err(Collect::Failed(err));
+                    }
+                    debug!("{err}; waiting for the client to recover");
+                    transient = Some(err);
+                    continue;
                 }
                 Some(Ok(m)) => m,
             };
@@ -316,6 +327,24 @@ impl Fetcher {
             Offset::Offset(o) if o >= 0 => Some(o),
             _ => None,
         })
+    }
+
+    /// Has every consumer ask for `topic`'s metadata now: each keeps its
+    /// own cache, refreshed only every few minutes, and does not know a
+    /// partition added since (its watermarks and fetches would fail as
+    /// "unknown partition").
+    pub fn learn(&self, topic: &str) -> ClusterResult<()> {
+        let what = || format!("Metadata {topic}");
+        self.meta
+            .fetch_metadata(Some(topic), self.timeout)
+            .map_err(|e| ClusterError::client(what(), &e))?;
+        for r in &self.readers {
+            r.lock()
+                .consumer
+                .fetch_metadata(Some(topic), self.timeout)
+                .map_err(|e| ClusterError::client(what(), &e))?;
+        }
+        Ok(())
     }
 
     /// Forgets where readers of a partition stand (its log start moved).

@@ -385,7 +385,17 @@ impl Backend for ClusterBackend {
                     format!("partition {name} already exists"),
                 ));
             }
-            Some(n) if id == n => self.shared.admin.create_partitions(topic, n + 1)?,
+            Some(n) if id == n => {
+                self.shared.admin.create_partitions(topic, n + 1)?;
+                self.wait_ready(topic, id + 1)?;
+                // The clients know the topic with n partitions until told.
+                self.shared.fetcher.learn(topic)?;
+                if let Some(p) = &self.shared.producer {
+                    p.learn(topic)?;
+                }
+                info!("Cluster: created partition {name}");
+                return Ok(());
+            }
             Some(n) => {
                 return Err(BackendError::new(
                     ErrorKind::Invalid,

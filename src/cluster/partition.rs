@@ -4,11 +4,11 @@
 //! | call | round trips |
 //! |---|---|
 //! | `offsets` | 1 (ListOffsets: low and high watermark) |
-//! | `contains(N)` | 0 when N is below a log end seen before, else 1 |
+//! | `contains(N)` | 0 when N is below a log end seen before or cached, else 1 |
 //! | `record(N)` | 0 when cached, else 1 fetch (caching about 1 MiB from N) |
 //! | `stream_len` | 1 ListOffsets, plus fetches of records not counted yet |
 //! | `read_stream` | fetches of records not cached; 1 ListOffsets at the end |
-//! | `append` | 1 produce (acks=all), more if larger than a batch |
+//! | `append` | 1 produce (acks=all), more if larger than a batch; the stream index counts it without a fetch |
 //! | `offset_for_timestamp` | 1 (ListOffsets by time) |
 //! | `status` | 2 (ListOffsets, Metadata) |
 //! | `config` | 1 DescribeConfigs, answered again for 1 s |
@@ -174,6 +174,15 @@ impl Partition for ClusterPartition {
         if start >= 0 && start <= offset && offset < end {
             return Ok(true);
         }
+        // A record fetched before stays readable (README "Faults").
+        if self
+            .shared
+            .cache
+            .get(&self.key, offset)
+            .is_some_and(|c| c.get(offset).is_some())
+        {
+            return Ok(true);
+        }
         let o = self.offsets()?;
         Ok(o.log_start <= offset && offset < o.log_end)
     }
@@ -188,11 +197,20 @@ impl Partition for ClusterPartition {
         if records.is_empty() {
             return Err(BackendError::new(ErrorKind::Invalid, "nothing to append"));
         }
-        let (first, last) = producer.append(&self.topic, self.id, records)?;
-        self.known_end.fetch_max(last + 1, Ordering::Relaxed);
+        let acked = producer.append(&self.topic, self.id, records)?;
+        self.known_end.fetch_max(acked.last + 1, Ordering::Relaxed);
+        // The records sit at first..=last with nobody else's between them:
+        // the stream index counts them from what was sent, so the next
+        // `stat log` (every `open` of it) need not fetch them back.
+        if acked.last - acked.first + 1 == records.len() as i64
+            && let Some(ix) = self.index.lock().as_mut()
+        {
+            let sizes = records.iter().map(|r| r.value.map_or(0, <[u8]>::len));
+            ix.count_own(acked.first, sizes, acked.timestamp);
+        }
         Ok(Appended {
-            first_offset: first,
-            last_offset: last,
+            first_offset: acked.first,
+            last_offset: acked.last,
             batches: 1,
         })
     }

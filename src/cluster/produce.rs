@@ -86,8 +86,14 @@ pub struct Producer {
     timeout: Duration,
 }
 
-/// What an append got: the first and last offset.
-pub type Acked = (i64, i64);
+/// What an append got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Acked {
+    pub first: i64,
+    pub last: i64,
+    /// The records' create time, as sent.
+    pub timestamp: i64,
+}
 
 impl Producer {
     pub fn new(
@@ -171,7 +177,11 @@ impl Producer {
             o.failure = Some((i, e));
         }
         match o.failure {
-            None => Ok((o.first.unwrap_or(-1), o.last.unwrap_or(-1))),
+            None => Ok(Acked {
+                first: o.first.unwrap_or(-1),
+                last: o.last.unwrap_or(-1),
+                timestamp,
+            }),
             Some((index, e)) => {
                 if e.rdkafka_error_code() == Some(Code::Fatal) {
                     error!("{what}: the producer failed for good ({e}); a new one takes over");
@@ -200,6 +210,16 @@ impl Producer {
             }
         }
         Some(std::mem::take(&mut *o))
+    }
+
+    /// Has the producer ask for `topic`'s metadata now (see
+    /// `Fetcher::learn`): a produce to a partition its cache lacks fails.
+    pub fn learn(&self, topic: &str) -> ClusterResult<()> {
+        let p = self.producer()?;
+        p.client()
+            .fetch_metadata(Some(topic), self.timeout)
+            .map_err(|e| ClusterError::client(format!("Metadata {topic}"), &e))?;
+        Ok(())
     }
 
     /// Sends what is queued; what cannot be sent within the timeout is

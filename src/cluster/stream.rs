@@ -158,6 +158,25 @@ impl StreamIndex {
         Ok(())
     }
 
+    /// Counts records this mount appended itself, at `first` and after,
+    /// with values of `sizes` bytes, without fetching them: only when they
+    /// follow what is counted directly (else the next count fetches them).
+    pub fn count_own(
+        &mut self,
+        first: i64,
+        sizes: impl ExactSizeIterator<Item = usize>,
+        timestamp: i64,
+    ) -> bool {
+        if first != self.end || sizes.len() == 0 {
+            return false;
+        }
+        let count = sizes.len() as i64;
+        let bytes = sizes.map(|n| n as u64 + 1).sum();
+        self.push(first + count, bytes);
+        self.last_timestamp = Some(timestamp);
+        true
+    }
+
     /// Adds `[end, next)` holding `bytes` stream bytes.
     fn push(&mut self, next: i64, bytes: u64) {
         match self.spans.last_mut() {
@@ -431,5 +450,31 @@ mod tests {
         let before = fetches.get();
         ix.len(0, 100, &chunks, far()).unwrap();
         assert_eq!(fetches.get(), before, "a counted log costs no fetch");
+    }
+
+    #[test]
+    fn own_appends_are_counted_without_a_fetch_only_when_they_follow() {
+        let fetches = Cell::new(0);
+        // The log holds 90 records until this mount appends ten more.
+        let (short, long) = (log(90, -1), log(100, -1));
+        let grown = Cell::new(false);
+        let chunks = |at| {
+            fetches.set(fetches.get() + 1);
+            if grown.get() { long(at) } else { short(at) }
+        };
+        let mut ix = StreamIndex::new(0);
+        ix.len(0, 90, &chunks, far()).unwrap();
+        grown.set(true);
+        let before = fetches.get();
+        // Records 90..=99 are "v90".."v99": 3 bytes each.
+        assert!(!ix.count_own(91, [3usize; 9].into_iter(), 7), "a gap");
+        assert!(ix.count_own(90, [3usize; 10].into_iter(), 7));
+        assert_eq!(ix.last_timestamp, Some(7));
+        let want = text(0, 100, -1);
+        assert_eq!(ix.len(0, 100, &chunks, far()).unwrap(), want.len() as u64);
+        assert_eq!(fetches.get(), before, "counted from what was sent");
+        let mut buf = [0u8; 8];
+        let k = ix.read(want.len() as u64 - 8, &mut buf, &chunks).unwrap();
+        assert_eq!(&buf[..k], &want[want.len() - 8..]);
     }
 }

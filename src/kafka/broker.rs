@@ -4,9 +4,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::storage::producer_ids::ProducerIds;
 use crate::storage::{LogManager, PartitionLog};
 
 use super::config::{Endpoint, ListenerConfig};
+use super::group::coordinator::Coordinator;
 
 pub struct Broker {
     pub mgr: Arc<LogManager>,
@@ -14,13 +16,23 @@ pub struct Broker {
     /// What Metadata advertises (the listener's actual port if it bound port 0).
     pub advertised: Endpoint,
     pub cluster_id: String,
+    /// The group coordinator (every group's: there is one broker).
+    pub groups: Coordinator,
+    /// InitProducerId's ids, unique across restarts.
+    pub producer_ids: ProducerIds,
     stopping: AtomicBool,
 }
 
 impl Broker {
+    /// The broker over `mgr`; groups and committed offsets are read back
+    /// from `__consumer_offsets` here.
     pub fn new(mgr: Arc<LogManager>, config: ListenerConfig, advertised: Endpoint) -> Broker {
         let cluster_id = cluster_id(&mgr);
+        let groups = Coordinator::new(mgr.clone(), config.groups.clone());
+        let producer_ids = ProducerIds::new(mgr.dir(), mgr.read_only());
         Broker {
+            groups,
+            producer_ids,
             mgr,
             config,
             advertised,
@@ -49,7 +61,7 @@ impl Broker {
     /// server's shutdown (and by the fuzz target, so no request waits).
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
-        // Long polls wake up and see the flag.
+        // Long polls wake up and see the flag; group waits see it within a tick.
         self.mgr.appends().notify();
     }
 }

@@ -1,8 +1,14 @@
 //! The listener's settings, with Kafka's broker config names: `listeners`,
 //! `advertised.listeners`, `auto.create.topics.enable`, `num.partitions`,
-//! `socket.request.max.bytes`, `node.id`.
+//! `socket.request.max.bytes`, `node.id`, and the group coordinator's
+//! `offsets.topic.num.partitions` (default 1, where Kafka's 50 would fill the
+//! tree), `group.initial.rebalance.delay.ms`, `group.min.session.timeout.ms`
+//! and `group.max.session.timeout.ms` (Kafka's defaults).
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use super::group::GroupSettings;
 
 /// Kafka's default `socket.request.max.bytes` (100 MiB).
 pub const DEFAULT_SOCKET_REQUEST_MAX_BYTES: usize = 104_857_600;
@@ -16,7 +22,20 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "num.partitions",
     "socket.request.max.bytes",
     "node.id",
+    "offsets.topic.num.partitions",
+    "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
 ];
+
+/// A count of milliseconds of at least `min`.
+fn millis(value: &str, min: u64) -> Option<Duration> {
+    value
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n >= min && *n <= i32::MAX as u64)
+        .map(Duration::from_millis)
+}
 
 /// One `PLAINTEXT://HOST:PORT`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,6 +106,8 @@ pub struct ListenerConfig {
     pub socket_request_max_bytes: usize,
     /// This broker's id in Metadata (Kafka's `node.id`).
     pub node_id: i32,
+    /// The group coordinator's settings.
+    pub groups: GroupSettings,
 }
 
 impl Default for ListenerConfig {
@@ -98,6 +119,7 @@ impl Default for ListenerConfig {
             num_partitions: 1,
             socket_request_max_bytes: DEFAULT_SOCKET_REQUEST_MAX_BYTES,
             node_id: 0,
+            groups: GroupSettings::default(),
         }
     }
 }
@@ -136,6 +158,25 @@ impl ListenerConfig {
                     .ok()
                     .filter(|n| *n >= 0)
                     .ok_or_else(|| invalid("Value must be at least 0"))?
+            }
+            "offsets.topic.num.partitions" => {
+                self.groups.offsets_partitions = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=i32::MAX as u32).contains(n))
+                    .ok_or_else(|| invalid("Value must be at least 1"))?
+            }
+            "group.initial.rebalance.delay.ms" => {
+                self.groups.initial_delay =
+                    millis(value, 0).ok_or_else(|| invalid("Value must be at least 0"))?
+            }
+            "group.min.session.timeout.ms" => {
+                self.groups.min_session =
+                    millis(value, 0).ok_or_else(|| invalid("Value must be at least 0"))?
+            }
+            "group.max.session.timeout.ms" => {
+                self.groups.max_session =
+                    millis(value, 0).ok_or_else(|| invalid("Value must be at least 0"))?
             }
             _ => return Ok(false),
         }

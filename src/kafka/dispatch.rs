@@ -104,6 +104,9 @@ fn route(b: &Broker, h: &RequestHeader, request: RequestKind) -> Outcome {
         RequestKind::CreateTopics(r) => {
             respond(ResponseKind::CreateTopics(topics::create(b, v, r)))
         }
+        RequestKind::CreatePartitions(r) => respond(ResponseKind::CreatePartitions(
+            topics::create_partitions(b, r),
+        )),
         RequestKind::DeleteTopics(r) => {
             respond(ResponseKind::DeleteTopics(topics::delete(b, v, r)))
         }
@@ -117,7 +120,7 @@ fn route(b: &Broker, h: &RequestHeader, request: RequestKind) -> Outcome {
             respond(ResponseKind::IncrementalAlterConfigs(configs::alter(b, r)))
         }
         RequestKind::SaslHandshake(_) => respond(ResponseKind::SaslHandshake(sasl::handshake())),
-        other => group::handle(b, v, other),
+        other => group::handle(b, v, h.client_id.as_deref().unwrap_or(""), other),
     }
 }
 

@@ -5,6 +5,7 @@ use kafka_protocol::ResponseError;
 use log::warn;
 
 use crate::storage::StorageError;
+use crate::storage::producer_state::ProducerRefusal;
 
 /// Why a connection is closed rather than answered. Kafka closes the
 /// connection for the same things: a frame it will not buffer, a header it
@@ -47,6 +48,13 @@ pub fn code_for(what: &str, e: &StorageError) -> ResponseError {
         StorageError::BatchLargerThanSegment { .. } => ResponseError::RecordListTooLarge,
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         StorageError::Record(_) | StorageError::EmptyAppend => ResponseError::CorruptMessage,
+        // Kafka's own codes; INVALID_PRODUCER_EPOCH (known since 0.11) at every
+        // Produce version, as Kafka 2.7+ answers a produce with an old epoch.
+        StorageError::Producer { refusal, .. } => match refusal {
+            ProducerRefusal::OutOfOrderSequence => ResponseError::OutOfOrderSequenceNumber,
+            ProducerRefusal::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
+            ProducerRefusal::Transactional => ResponseError::TransactionalIdAuthorizationFailed,
+        },
         // Not ours to write: the same answer Kafka gives a client it will not
         // let write, so clients stop instead of retrying.
         StorageError::ReadOnly => ResponseError::TopicAuthorizationFailed,

@@ -12,8 +12,10 @@
 //!   [`list_offsets`], [`topics`] (CreateTopics, DeleteTopics),
 //!   [`records`] (DeleteRecords), [`configs`] (DescribeConfigs,
 //!   IncrementalAlterConfigs), [`sasl`];
-//! - [`group`]: the consumer-group and idempotent-producer APIs' room,
-//!   answering a clear error until they are served;
+//! - [`group`]: the group coordinator (FindCoordinator, JoinGroup,
+//!   SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+//!   ListGroups, DescribeGroups, with `__consumer_offsets`) and
+//!   InitProducerId;
 //! - [`splice`]: record bytes from the page cache to the socket (`sendfile`);
 //! - [`error`]: why a connection is closed, and the one mapping from storage
 //!   errors to Kafka error codes;

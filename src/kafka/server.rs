@@ -188,6 +188,7 @@ fn accept_loop(listener: &TcpListener, broker: &Arc<Broker>, conns: &Arc<Connect
 /// as Kafka does per connection.
 fn serve_connection(broker: &Broker, mut stream: TcpStream, peer: SocketAddr) {
     debug!("Kafka: connection from {peer}");
+    super::group::set_peer(&peer);
     let _ = stream.set_nodelay(true);
     let max = broker.config.socket_request_max_bytes;
     loop {

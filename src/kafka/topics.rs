@@ -1,10 +1,17 @@
-//! CreateTopics and DeleteTopics: the same storage calls as `mkdir` and
-//! `rmdir` in the tree (`LogManager::create_topic`, `delete_topic`), with the
-//! same no-holes rule. Topic configs given at creation are applied as the
-//! tree's `config/<name>` writes are.
+//! CreateTopics, CreatePartitions and DeleteTopics: the same storage calls
+//! as `mkdir` and `rmdir` in the tree (`LogManager::create_topic`,
+//! `create_partition`, `delete_topic`), with the same no-holes rule. Topic
+//! configs given at creation are applied as the tree's `config/<name>`
+//! writes are.
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::TopicName;
+use kafka_protocol::messages::create_partitions_request::{
+    CreatePartitionsRequest, CreatePartitionsTopic,
+};
+use kafka_protocol::messages::create_partitions_response::{
+    CreatePartitionsResponse, CreatePartitionsTopicResult,
+};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicResult, CreateTopicsResponse,
@@ -159,4 +166,76 @@ pub fn delete(b: &Broker, version: i16, req: DeleteTopicsRequest) -> DeleteTopic
         })
         .collect();
     DeleteTopicsResponse::default().with_responses(responses)
+}
+
+/// CreatePartitions: grows each topic to `count` partitions, the new ones
+/// made in order (`T-n`, `T-n+1`, ...) as `mkdir` makes them, so no hole
+/// can appear even when one creation fails half way.
+pub fn create_partitions(b: &Broker, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+    let results = req
+        .topics
+        .iter()
+        .map(|t| {
+            let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+            match grow_one(b, t, req.validate_only) {
+                Ok(()) => result,
+                Err((code, msg)) => {
+                    warn!(
+                        "Kafka: CreatePartitions of {} refused with {code:?}: {msg}",
+                        t.name.0.as_str()
+                    );
+                    result
+                        .with_error_code(code.code())
+                        .with_error_message(Some(StrBytes::from_string(msg)))
+                }
+            }
+        })
+        .collect();
+    CreatePartitionsResponse::default().with_results(results)
+}
+
+fn grow_one(b: &Broker, t: &CreatePartitionsTopic, validate_only: bool) -> Result<(), Refused> {
+    let name = t.name.0.as_str();
+    let topic = b.mgr.topic(name).ok_or_else(|| {
+        (
+            ResponseError::UnknownTopicOrPartition,
+            format!("Topic '{name}' does not exist."),
+        )
+    })?;
+    let have = topic.partitions.len() as i32;
+    if t.count <= have {
+        return Err((
+            ResponseError::InvalidPartitions,
+            format!(
+                "Topic currently has {have} partitions, which is higher than or equal to the requested {}.",
+                t.count
+            ),
+        ));
+    }
+    // An empty list is what clients send when they name no brokers.
+    if let Some(assignments) = t.assignments.as_ref().filter(|a| !a.is_empty()) {
+        let me = b.node_id();
+        let ok = assignments.len() as i32 == t.count - have
+            && assignments
+                .iter()
+                .all(|a| a.broker_ids.iter().all(|id| id.0 == me));
+        if !ok {
+            return Err((
+                ResponseError::InvalidReplicaAssignment,
+                format!("new partitions may only be assigned to broker {me}"),
+            ));
+        }
+    }
+    if validate_only {
+        return Ok(());
+    }
+    for id in have..t.count {
+        let partition = format!("{name}-{id}");
+        b.mgr.create_partition(&partition).map_err(|e| {
+            let code = code_for(&format!("CreatePartitions of {partition}"), &e);
+            (code, message_for(&e))
+        })?;
+    }
+    info!("Kafka: topic {name} now has {} partitions", t.count);
+    Ok(())
 }

@@ -13,9 +13,9 @@
 //! produces v2 batches when it infers 0.11 or later; Metadata v12, ListOffsets
 //! v7 and JoinGroup v9 make it infer 3.2.
 //!
-//! The consumer-group and idempotent-producer APIs are advertised (old
-//! librdkafka enables lz4 only if FindCoordinator v0 is) and answered with an
-//! error until their room (`kafka::group`) serves them.
+//! The consumer-group APIs (with ListGroups and DescribeGroups) and
+//! InitProducerId are served by `kafka::group`; FindCoordinator v0 stays in
+//! the table for old librdkafka, which enables lz4 only if it is there.
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::ApiKey;
@@ -64,6 +64,8 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::Heartbeat, 0, 4),
     api(ApiKey::LeaveGroup, 0, 5),
     api(ApiKey::SyncGroup, 0, 5),
+    api(ApiKey::DescribeGroups, 0, 5),
+    api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::SaslHandshake, 0, 1),
     api(ApiKey::ApiVersions, 0, 3),
     api(ApiKey::CreateTopics, 2, 7),
@@ -71,6 +73,7 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::DeleteRecords, 0, 2),
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
@@ -93,6 +96,8 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::Heartbeat => "Heartbeat",
         ApiKey::LeaveGroup => "LeaveGroup",
         ApiKey::SyncGroup => "SyncGroup",
+        ApiKey::DescribeGroups => "DescribeGroups",
+        ApiKey::ListGroups => "ListGroups",
         ApiKey::SaslHandshake => "SaslHandshake",
         ApiKey::SaslAuthenticate => "SaslAuthenticate",
         ApiKey::ApiVersions => "ApiVersions",
@@ -101,6 +106,7 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::InitProducerId => "InitProducerId",
         ApiKey::DescribeConfigs => "DescribeConfigs",
+        ApiKey::CreatePartitions => "CreatePartitions",
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
         _ => "an API not served",
     }

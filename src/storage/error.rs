@@ -68,6 +68,13 @@ pub enum StorageError {
     NoSuchFile(String),
     #[error("an append needs at least one record")]
     EmptyAppend,
+    /// A producer's batch that its producer state refuses (a sequence gap,
+    /// an old epoch, a transaction): Kafka's error of the same name.
+    #[error("{message}")]
+    Producer {
+        refusal: super::producer_state::ProducerRefusal,
+        message: String,
+    },
     /// Kafka's `AbstractIndex.append` refusal.
     #[error("Attempt to append to a full index {path} (size = {entries})")]
     IndexFull { path: PathBuf, entries: usize },
@@ -120,7 +127,8 @@ impl StorageError {
             | StorageError::ReadOnly
             | StorageError::Locked(_)
             | StorageError::NoSuchFile(_)
-            | StorageError::EmptyAppend => true,
+            | StorageError::EmptyAppend
+            | StorageError::Producer { .. } => true,
         }
     }
 }

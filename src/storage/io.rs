@@ -50,6 +50,8 @@ pub const SITES: &[&str] = &[
     "loader.swap.rename",
     "loader.swap.remove_index",
     "loader.orphan_index.remove",
+    // Producer snapshots at load (partition/producers.rs).
+    "producer.snapshot.remove",
     // Files replaced whole: checkpoints, the clean-shutdown marker,
     // commitfs.properties, commitfs.streamlen (checkpoint.rs).
     "atomic.create",

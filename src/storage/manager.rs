@@ -20,6 +20,7 @@ use super::flusher::Flusher;
 use super::io;
 use super::names::{parse_partition_name, validate_new_partition_name};
 use super::partition::{FileKind, LoadContext, PartitionFile, PartitionLog};
+use super::progress::{Progress, ProgressFn};
 
 // Read-only mounts following the directory another process writes.
 pub(super) mod follow;
@@ -60,6 +61,17 @@ impl LogManager {
     /// Opens (creating if missing) a data directory: takes the lock, loads every
     /// partition, recovering them if the clean-shutdown marker is absent.
     pub fn open(dir: &Path, defaults: LogConfig, opts: OpenOptions) -> Result<LogManager> {
+        Self::open_with_progress(dir, defaults, opts, &|_| {})
+    }
+
+    /// [`LogManager::open`], handing each progress line of the load (a
+    /// partition loaded, a segment recovered) to `progress` as it happens.
+    pub fn open_with_progress(
+        dir: &Path,
+        defaults: LogConfig,
+        opts: OpenOptions,
+        progress: ProgressFn,
+    ) -> Result<LogManager> {
         if !opts.read_only {
             io::create_dir_all("manager.mkdir", dir).at(dir)?;
         }
@@ -69,7 +81,7 @@ impl LogManager {
         } else {
             Some(DataDirLock::acquire(&dir)?)
         };
-        Self::open_locked(&dir, defaults, opts, lock)
+        Self::open_locked(&dir, defaults, opts, lock, Progress::to(progress))
     }
 
     /// [`LogManager::open`] with the lock already held, for a caller that
@@ -81,7 +93,7 @@ impl LogManager {
         lock: DataDirLock,
     ) -> Result<LogManager> {
         let dir = fs::canonicalize(dir).at(dir)?;
-        Self::open_locked(&dir, defaults, opts, Some(lock))
+        Self::open_locked(&dir, defaults, opts, Some(lock), Progress::default())
     }
 
     fn open_locked(
@@ -89,6 +101,7 @@ impl LogManager {
         defaults: LogConfig,
         opts: OpenOptions,
         lock: Option<DataDirLock>,
+        progress: Progress,
     ) -> Result<LogManager> {
         let started = Instant::now();
         let dir = dir.to_path_buf();
@@ -101,31 +114,20 @@ impl LogManager {
         }
         let checkpoints = Arc::new(Checkpoints::load(&dir, opts.read_only));
         let flusher = Flusher::default();
-        let mut names: Vec<PathBuf> = fs::read_dir(&dir)
-            .at(&dir)?
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .filter(|e| {
-                e.file_name()
-                    .to_str()
-                    .is_some_and(|n| parse_partition_name(n).is_ok())
-            })
-            .map(|e| e.path())
-            .collect();
-        names.sort();
-        if clean {
-            info!(
+        let names = partition_dirs(&dir)?;
+        progress.report(&if clean {
+            format!(
                 "Skipping recovery of {} logs from {} since clean shutdown file was found",
                 names.len(),
                 dir.display()
-            );
+            )
         } else {
-            info!(
+            format!(
                 "Recovering {} logs from {} since no clean shutdown file was found",
                 names.len(),
                 dir.display()
-            );
-        }
+            )
+        });
         let appends = Arc::new(AppendSignal::default());
         let ctx = LoadContext {
             defaults: &defaults,
@@ -134,13 +136,9 @@ impl LogManager {
             writable: !opts.read_only,
             appends: &appends,
             flusher: &flusher,
+            progress,
         };
-        // A partition that fails to load is offline; the others load.
-        let mut partitions = BTreeMap::new();
-        for path in &names {
-            let log = PartitionLog::load(path, &ctx)?;
-            partitions.insert(log.name().to_string(), log);
-        }
+        let partitions = load_partitions(&names, &ctx, started)?;
         info!(
             "Loaded {} logs in {} ms from {}",
             partitions.len(),
@@ -230,6 +228,7 @@ impl LogManager {
             writable: true,
             appends: &self.appends,
             flusher: &self.flusher,
+            progress: Progress::default(),
         };
         let log = PartitionLog::create(&path, &ctx)?;
         self.partitions
@@ -396,6 +395,48 @@ impl Drop for LogManager {
     fn drop(&mut self) {
         self.flusher.stop();
     }
+}
+
+/// The partition directories of a data directory, sorted.
+fn partition_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut names: Vec<PathBuf> = fs::read_dir(dir)
+        .at(dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| parse_partition_name(n).is_ok())
+        })
+        .map(|e| e.path())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Loads each partition, reporting each one done with Kafka's line. One
+/// that fails to load is offline; the others load.
+fn load_partitions(
+    names: &[PathBuf],
+    ctx: &LoadContext,
+    started: Instant,
+) -> Result<BTreeMap<String, Arc<PartitionLog>>> {
+    let mut partitions = BTreeMap::new();
+    for (i, path) in names.iter().enumerate() {
+        let log = PartitionLog::load(path, ctx)?;
+        ctx.progress.report(&format!(
+            "Completed load of log {} with {} segments, local-log-start-offset {} and log-end-offset {} ({}/{} completed in {} ms)",
+            log.name(),
+            log.segment_bases().len(),
+            log.log_start_offset(),
+            log.log_end_offset(),
+            i + 1,
+            names.len(),
+            started.elapsed().as_millis()
+        ));
+        partitions.insert(log.name().to_string(), log);
+    }
+    Ok(partitions)
 }
 
 /// The data directory's `.lock`, held with `flock` (Kafka's `.lock`): one

@@ -15,6 +15,9 @@ pub mod io;
 mod manager;
 pub mod names;
 mod partition;
+pub mod producer_ids;
+pub mod producer_state;
+mod progress;
 pub mod segment;
 mod stream;
 mod topics;
@@ -27,8 +30,10 @@ pub use manager::{
 pub use names::{parse_partition_name, segment_file_name};
 pub use partition::PROPERTIES_FILE;
 pub use partition::{
-    AppendInfo, FetchRead, FileKind, LEADER_EPOCH, NoProducerState, PartitionFile, PartitionLog,
-    PartitionStatus, ProducedInfo, ProducerCheck, ProducerStateHook, RecordEntry, SegmentSlice,
+    AppendInfo, FetchRead, FileKind, IdempotentProducers, LEADER_EPOCH, NoProducerState,
+    PartitionFile, PartitionLog, PartitionStatus, ProducedInfo, ProducerCheck, ProducerStateHook,
+    RecordEntry, SegmentSlice,
 };
+pub use progress::ProgressFn;
 pub use stream::STREAM_LENGTHS_FILE;
 pub use topics::{Topic, is_internal_topic};

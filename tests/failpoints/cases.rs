@@ -40,7 +40,8 @@ pub enum Op {
     RebuildAtLoad,
     /// A read through segment 0's damaged .index: rebuilt on the read.
     RebuildOnRead,
-    /// An open of a partition with a `.deleted`, a `.swap` and an orphan index.
+    /// An open of a partition with a `.deleted`, a `.swap`, an orphan index
+    /// and a producer snapshot past the log end.
     Stray,
     /// An open of the data dir, clean.
     Open,
@@ -268,6 +269,7 @@ fn load_cases() -> Vec<Case> {
         case(&[("loader.swap.rename", E1)], Stray, LoadOffline),
         case(&[("loader.swap.remove_index", E1)], Stray, LoadOffline),
         case(&[("loader.orphan_index.remove", E1)], Stray, LoadOffline),
+        case(&[("producer.snapshot.remove", E1)], Stray, LoadOffline),
         case(&[("segment.size.stat", E1)], Open, LoadOffline),
         // The data dir.
         case(&[("manager.mkdir", E)], OpenNew, OpenFails),

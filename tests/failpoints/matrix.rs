@@ -78,6 +78,12 @@ fn prepare(dir: &Path, op: Op) -> Vec<Vec<u8>> {
             )
             .unwrap();
             fs::write(dir.join("t-0").join(format!("{:020}.index", 999_999)), b"").unwrap();
+            // A producer snapshot past the log end, which the load removes.
+            fs::write(
+                dir.join("t-0").join(format!("{:020}.snapshot", 999_999)),
+                b"",
+            )
+            .unwrap();
         }
         Op::StreamRead => fs::remove_file(dir.join("t-0").join("commitfs.streamlen")).unwrap(),
         _ => {}

@@ -239,6 +239,14 @@ impl Server {
             .is_some_and(|c| c.try_wait().ok().flatten().is_none())
     }
 
+    /// SIGKILL, as a crash: no clean shutdown.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// SIGTERM, then a bounded wait (SIGKILL past it); returns whether it
     /// exited by itself with status 0.
     pub fn stop(&mut self) -> bool {
@@ -350,6 +358,20 @@ pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     }
     out.sort();
     out
+}
+
+/// Whether the listener at `addr` hands out producer ids (InitProducerId),
+/// which an idempotent producer (the cluster mount's) needs first.
+pub fn grants_producer_ids(addr: &str) -> bool {
+    use kafka_protocol::messages::ApiKey;
+    use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
+    use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
+    let req = InitProducerIdRequest::default()
+        .with_transaction_timeout_ms(-1)
+        .with_producer_id((-1).into())
+        .with_producer_epoch(-1);
+    let r: InitProducerIdResponse = Conn::new(addr).call(ApiKey::InitProducerId, 4, &req);
+    r.error_code == 0
 }
 
 /// Closes the write side, for tests of truncated requests.

@@ -10,6 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use commitfs::fs::backend::Features;
+
+use super::ops::Op;
 use commitfs::fs::{LocalBackend, Tree};
 use commitfs::storage::check::check_data_dir;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
@@ -32,6 +34,27 @@ pub trait System {
     /// One retention pass at `now_ms`; false when this backend's retention
     /// is not the tree's to drive (then the model skips it too).
     fn retention_tick(&mut self, now_ms: i64) -> bool;
+    /// Whether the sequence's `op` runs here; one that does not is skipped
+    /// by the tree and the model alike (an operation the backend cannot do).
+    fn runs(&self, _op: &Op) -> bool {
+        true
+    }
+    /// Partitions made outside the tree before the sequence starts.
+    fn premade(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Whether `time/<ms>` lookups are compared (the backend answers them).
+    fn compares_times(&self) -> bool {
+        true
+    }
+    /// Whether `config/` (its listing and every file) is compared.
+    fn compares_configs(&self) -> bool {
+        true
+    }
+    /// Whether `offset/N` has `user.kafka.batch_base_offset`.
+    fn has_batch_offsets(&self) -> bool {
+        true
+    }
 }
 
 /// A data directory under the system temp dir, through the storage library.

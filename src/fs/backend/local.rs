@@ -14,6 +14,7 @@ use super::{
 };
 use crate::record::NewRecord;
 use crate::storage::names::parse_segment_file_name;
+use crate::storage::producer_ids::PRODUCER_IDS_FILE;
 use crate::storage::{
     CONFIG_NAMES, LogManager, PROPERTIES_FILE, PartitionFile, PartitionLog, STREAM_LENGTHS_FILE,
     StorageError, segment_file_name,
@@ -38,9 +39,10 @@ fn shown_in_partition(name: &str) -> bool {
     !(transient_or_dot(name) || name == PROPERTIES_FILE || name == STREAM_LENGTHS_FILE)
 }
 
-/// The data directory's own files (Kafka's), but the daemon's log.
+/// The data directory's own files (Kafka's), but the daemon's log and
+/// the listener's producer id block.
 fn shown_in_root(name: &str) -> bool {
-    !(transient_or_dot(name) || name == DAEMON_LOG_FILE)
+    !(transient_or_dot(name) || name == DAEMON_LOG_FILE || name == PRODUCER_IDS_FILE)
 }
 
 fn not_shown(name: &str) -> BackendError {
@@ -322,7 +324,8 @@ impl From<StorageError> for BackendError {
             | StorageError::InvalidPartitionName(..)
             | StorageError::PartitionGap { .. }
             | StorageError::TopicCollision { .. }
-            | StorageError::EmptyAppend => ErrorKind::Invalid,
+            | StorageError::EmptyAppend
+            | StorageError::Producer { .. } => ErrorKind::Invalid,
             StorageError::PartitionExists(_) => ErrorKind::Exists,
             StorageError::NoSuchPartition(_) | StorageError::NoSuchFile(_) => ErrorKind::NotFound,
             StorageError::RecordTooLarge { .. } => ErrorKind::RecordTooLarge,

@@ -1,99 +1,126 @@
-//! The room for consumer groups (FindCoordinator, JoinGroup, SyncGroup,
-//! Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch) and idempotent
-//! producers (InitProducerId). They are not served yet: each is answered
-//! with a clear error, in its own response shape, with a log line.
+//! Consumer groups with this daemon as their coordinator, and idempotent
+//! producers' ids:
+//! - [`coordinator`]: the state behind one lock, JoinGroup and its waits;
+//!   [`membership`]: SyncGroup, Heartbeat, LeaveGroup; [`commits`]:
+//!   OffsetCommit, OffsetFetch, ListGroups, DescribeGroups;
+//! - [`state`]: one group's state machine (pure);
+//! - [`records`], [`offsets`]: the `__consumer_offsets` records in Kafka's
+//!   layout, and the partitions they are written to and read back from;
+//! - [`api`]: requests and responses at each version;
+//! - here: routing, FindCoordinator, OffsetCommit/OffsetFetch's request
+//!   shapes, InitProducerId.
 //!
-//! For whoever serves them: the requests arrive here decoded; committed
-//! offsets belong in `__consumer_offsets` partitions made with
-//! `LogManager::create_topic` (so they appear in the tree), encoded with
-//! `record::internal` / `record::schema` (e.g. `OffsetCommit::to_record()`)
-//! and appended through `PartitionLog::append_produced`; producer state plugs
-//! into the append path through `storage::ProducerStateHook` (the produce
-//! handler passes `NoProducerState` today).
+//! Producer state itself is storage's (`storage::producer_state`, kept per
+//! partition in `.snapshot` files); the produce handler consults it through
+//! `storage::IdempotentProducers`. Transactions are not served: a
+//! transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+//! which clients take as fatal, with a log line saying why.
+
+pub mod api;
+pub mod commits;
+pub mod coordinator;
+pub mod membership;
+pub mod offsets;
+pub mod records;
+pub mod state;
+
+use std::cell::RefCell;
 
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::find_coordinator_response::{Coordinator, FindCoordinatorResponse};
-use kafka_protocol::messages::heartbeat_response::HeartbeatResponse;
 use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
 use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
-use kafka_protocol::messages::join_group_response::JoinGroupResponse;
-use kafka_protocol::messages::leave_group_response::LeaveGroupResponse;
 use kafka_protocol::messages::offset_commit_request::OffsetCommitRequest;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequest;
 use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponse, OffsetFetchResponseGroup,
+    OffsetFetchResponse, OffsetFetchResponseGroup, OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions, OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
-use kafka_protocol::messages::sync_group_response::SyncGroupResponse;
-use kafka_protocol::messages::{BrokerId, ProducerId, RequestKind, ResponseKind};
+use kafka_protocol::messages::{BrokerId, ProducerId, RequestKind, ResponseKind, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use log::warn;
+use log::{info, warn};
 
 use super::broker::Broker;
 use super::dispatch::Outcome;
+use commits::{CommitArgs, Fetched};
+pub use coordinator::GroupSettings;
 
-const GROUPS: &str =
-    "consumer groups are not served yet: assign partitions and keep offsets in the client";
-/// Retriable, so a client with a group keeps its assigned fetches going.
-const NO_GROUPS: ResponseError = ResponseError::CoordinatorNotAvailable;
-
-fn refuse(api: &str, why: &str) {
-    warn!("Kafka: {api} refused: {why}");
+thread_local! {
+    /// The connection's peer, as Kafka shows a member's host (`/127.0.0.1`).
+    static PEER: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-pub fn handle(_b: &Broker, version: i16, request: RequestKind) -> Outcome {
-    let code = NO_GROUPS.code();
+/// Notes the connection's peer for the requests its thread handles.
+pub fn set_peer(peer: &std::net::SocketAddr) {
+    PEER.with(|p| *p.borrow_mut() = format!("/{}", peer.ip()));
+}
+
+fn peer() -> String {
+    PEER.with(|p| p.borrow().clone())
+}
+
+pub fn handle(b: &Broker, version: i16, client_id: &str, request: RequestKind) -> Outcome {
     let response = match request {
         RequestKind::FindCoordinator(r) => {
-            refuse("FindCoordinator", GROUPS);
-            ResponseKind::FindCoordinator(find_coordinator(version, r.coordinator_keys))
+            ResponseKind::FindCoordinator(find_coordinator(b, version, r))
         }
-        RequestKind::JoinGroup(_) => {
-            refuse("JoinGroup", GROUPS);
-            ResponseKind::JoinGroup(
-                JoinGroupResponse::default()
-                    .with_error_code(code)
-                    .with_generation_id(-1),
-            )
-        }
-        RequestKind::SyncGroup(_) => {
-            refuse("SyncGroup", GROUPS);
-            ResponseKind::SyncGroup(SyncGroupResponse::default().with_error_code(code))
-        }
-        RequestKind::Heartbeat(_) => {
-            refuse("Heartbeat", GROUPS);
-            ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(code))
-        }
-        RequestKind::LeaveGroup(_) => {
-            refuse("LeaveGroup", GROUPS);
-            ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(code))
-        }
-        RequestKind::OffsetCommit(r) => {
-            refuse("OffsetCommit", GROUPS);
-            ResponseKind::OffsetCommit(offset_commit(r))
-        }
-        RequestKind::OffsetFetch(r) => {
-            refuse("OffsetFetch", GROUPS);
-            ResponseKind::OffsetFetch(offset_fetch(version, r))
-        }
-        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id(&r)),
+        RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(api::join(b, version, client_id, r)),
+        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(api::sync(b, version, r)),
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(api::heartbeat(b, r)),
+        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(api::leave(b, version, r)),
+        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit(b, version, r)),
+        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch(b, version, r)),
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(api::list_groups(b, version, r)),
+        RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(api::describe_groups(b, r)),
+        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id(b, &r)),
         _ => return Outcome::Close("a request of an API that is not served".to_string()),
     };
     Outcome::Respond(response)
 }
 
-fn find_coordinator(version: i16, keys: Vec<StrBytes>) -> FindCoordinatorResponse {
-    let code = NO_GROUPS.code();
-    let msg = Some(StrBytes::from_static_str(GROUPS));
+const NO_TRANSACTIONS: &str = "commitfs does not serve transactions";
+
+/// FindCoordinator: this broker for every group; a transaction coordinator
+/// is refused (transactions are not served).
+fn find_coordinator(
+    b: &Broker,
+    version: i16,
+    r: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
+    let (code, msg, node) = match r.key_type {
+        0 => (0, None, b.node_id()),
+        1 => {
+            warn!("Kafka: FindCoordinator for a transaction refused: {NO_TRANSACTIONS}");
+            let e = ResponseError::TransactionalIdAuthorizationFailed;
+            (e.code(), Some(NO_TRANSACTIONS), -1)
+        }
+        t => {
+            warn!("Kafka: FindCoordinator with key type {t} refused: only groups (0) are served");
+            (
+                ResponseError::InvalidRequest.code(),
+                Some("unknown key type"),
+                -1,
+            )
+        }
+    };
+    let (host, port) = if node >= 0 {
+        (b.advertised.host.clone(), b.advertised.port as i32)
+    } else {
+        (String::new(), -1)
+    };
+    let msg = msg.map(StrBytes::from_static_str);
     let resp = FindCoordinatorResponse::default();
     if version >= 4 {
-        let keys = keys.into_iter().map(|k| {
+        let keys = r.coordinator_keys.into_iter().map(|k| {
             Coordinator::default()
                 .with_key(k)
-                .with_node_id(BrokerId(-1))
-                .with_port(-1)
+                .with_node_id(BrokerId(node))
+                .with_host(StrBytes::from_string(host.clone()))
+                .with_port(port)
                 .with_error_code(code)
                 .with_error_message(msg.clone())
         });
@@ -101,8 +128,9 @@ fn find_coordinator(version: i16, keys: Vec<StrBytes>) -> FindCoordinatorRespons
     }
     let resp = resp
         .with_error_code(code)
-        .with_node_id(BrokerId(-1))
-        .with_port(-1);
+        .with_node_id(BrokerId(node))
+        .with_host(StrBytes::from_string(host))
+        .with_port(port);
     if version >= 1 {
         resp.with_error_message(msg)
     } else {
@@ -110,51 +138,140 @@ fn find_coordinator(version: i16, keys: Vec<StrBytes>) -> FindCoordinatorRespons
     }
 }
 
-fn offset_commit(r: OffsetCommitRequest) -> OffsetCommitResponse {
-    let topics = r.topics.into_iter().map(|t| {
-        let parts = t.partitions.iter().map(|p| {
+fn offset_commit(b: &Broker, version: i16, r: OffsetCommitRequest) -> OffsetCommitResponse {
+    let group = r.group_id.0.as_str().to_string();
+    let mut shape = Vec::new();
+    let mut parts = Vec::new();
+    for t in &r.topics {
+        let topic = t.name.0.as_str().to_string();
+        shape.push((t.name.clone(), t.partitions.len()));
+        for p in &t.partitions {
+            parts.push(CommitArgs {
+                topic: topic.clone(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: if version >= 6 {
+                    p.committed_leader_epoch
+                } else {
+                    -1
+                },
+                metadata: p.committed_metadata.as_deref().unwrap_or("").to_string(),
+            });
+        }
+    }
+    // Only v2-v4 carry a retention time; -1 means the broker's default.
+    let retention = if (2..=4).contains(&version) {
+        r.retention_time_ms
+    } else {
+        -1
+    };
+    let exists = |t: &str, p: i32| b.partition(t, p).is_some();
+    let member = r.member_id.as_str();
+    let answers = b.groups.commit(
+        &group,
+        r.generation_id_or_member_epoch,
+        member,
+        retention,
+        parts,
+        &exists,
+    );
+    let mut answers = answers.into_iter();
+    let mut topics = Vec::new();
+    for (t, (name, n)) in r.topics.iter().zip(shape) {
+        let partitions = t.partitions.iter().take(n).map(|p| {
+            let e = answers.next().flatten();
             OffsetCommitResponsePartition::default()
                 .with_partition_index(p.partition_index)
-                .with_error_code(NO_GROUPS.code())
+                .with_error_code(e.map_or(0, |e| e.code()))
         });
-        OffsetCommitResponseTopic::default()
-            .with_name(t.name)
-            .with_partitions(parts.collect())
-    });
-    OffsetCommitResponse::default().with_topics(topics.collect())
+        topics.push(
+            OffsetCommitResponseTopic::default()
+                .with_name(name)
+                .with_partitions(partitions.collect()),
+        );
+    }
+    OffsetCommitResponse::default().with_topics(topics)
 }
 
-fn offset_fetch(version: i16, r: OffsetFetchRequest) -> OffsetFetchResponse {
-    let resp = OffsetFetchResponse::default();
+fn offset_fetch(b: &Broker, version: i16, r: OffsetFetchRequest) -> OffsetFetchResponse {
+    let name = |t: &str| TopicName(StrBytes::from_string(t.to_string()));
+    let meta = |f: &Fetched| Some(StrBytes::from_string(f.metadata.clone()));
     if version >= 8 {
         let groups = r.groups.into_iter().map(|g| {
+            let wanted = g.topics.map(|ts| {
+                ts.into_iter()
+                    .map(|t| (t.name.0.as_str().to_string(), t.partition_indexes))
+                    .collect()
+            });
+            let topics = b.groups.fetch(g.group_id.0.as_str(), wanted);
+            let topics = topics.into_iter().map(|(t, ps)| {
+                let parts = ps.iter().map(|f| {
+                    OffsetFetchResponsePartitions::default()
+                        .with_partition_index(f.partition)
+                        .with_committed_offset(f.offset)
+                        .with_committed_leader_epoch(f.leader_epoch)
+                        .with_metadata(meta(f))
+                });
+                OffsetFetchResponseTopics::default()
+                    .with_name(name(&t))
+                    .with_partitions(parts.collect())
+            });
             OffsetFetchResponseGroup::default()
                 .with_group_id(g.group_id)
-                .with_error_code(NO_GROUPS.code())
+                .with_topics(topics.collect())
         });
-        resp.with_groups(groups.collect())
-    } else if version >= 2 {
-        resp.with_error_code(NO_GROUPS.code())
-    } else {
-        resp
+        return OffsetFetchResponse::default().with_groups(groups.collect());
     }
+    let wanted = r.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name.0.as_str().to_string(), t.partition_indexes))
+            .collect()
+    });
+    let topics = b.groups.fetch(r.group_id.0.as_str(), wanted);
+    let topics = topics.into_iter().map(|(t, ps)| {
+        let parts = ps.iter().map(|f| {
+            OffsetFetchResponsePartition::default()
+                .with_partition_index(f.partition)
+                .with_committed_offset(f.offset)
+                .with_committed_leader_epoch(if version >= 5 { f.leader_epoch } else { -1 })
+                .with_metadata(meta(f))
+        });
+        OffsetFetchResponseTopic::default()
+            .with_name(name(&t))
+            .with_partitions(parts.collect())
+    });
+    OffsetFetchResponse::default().with_topics(topics.collect())
 }
 
-fn init_producer_id(r: &InitProducerIdRequest) -> InitProducerIdResponse {
-    let (code, why) = if r.transactional_id.is_some() {
-        (
-            ResponseError::TransactionalIdAuthorizationFailed,
-            "transactions are not served",
-        )
-    } else {
-        (
-            ResponseError::ClusterAuthorizationFailed,
-            "idempotent producers are not served yet: produce with enable.idempotence=false",
-        )
+/// InitProducerId: a new producer id at epoch 0 for an idempotent producer
+/// (Kafka gives a new id even to one that asks to bump its epoch, when it
+/// has no transactional id); ids are unique across restarts.
+fn init_producer_id(b: &Broker, r: &InitProducerIdRequest) -> InitProducerIdResponse {
+    let refused = |code: ResponseError| {
+        InitProducerIdResponse::default()
+            .with_error_code(code.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
     };
-    refuse("InitProducerId", why);
-    InitProducerIdResponse::default()
-        .with_error_code(code.code())
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1)
+    if r.transactional_id.is_some() {
+        warn!("Kafka: InitProducerId refused: {NO_TRANSACTIONS}");
+        return refused(ResponseError::TransactionalIdAuthorizationFailed);
+    }
+    match b.producer_ids.next() {
+        Ok(id) => {
+            info!("Kafka: gave producer id {id} (epoch 0) to an idempotent producer");
+            InitProducerIdResponse::default()
+                .with_producer_id(ProducerId(id))
+                .with_producer_epoch(0)
+        }
+        Err(e) => {
+            warn!("Kafka: InitProducerId refused: {e}");
+            // A read-only directory cannot take appends at all; otherwise the
+            // id block could not be saved: the client retries.
+            refused(match e {
+                crate::storage::StorageError::ReadOnly => ResponseError::ClusterAuthorizationFailed,
+                _ => ResponseError::CoordinatorNotAvailable,
+            })
+        }
+    }
 }

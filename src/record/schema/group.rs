@@ -50,7 +50,7 @@ pub static GROUP_METADATA_KEY: Message = Message {
     body: Struct::new("GroupMetadataKey", &[f("group", STRING, only(2))]),
 };
 
-static GROUP_METADATA_VALUE_MEMBER_METADATA: Struct = Struct::new(
+pub static GROUP_METADATA_VALUE_MEMBER_METADATA: Struct = Struct::new(
     "MemberMetadata",
     &[
         f("memberId", STRING, from(0)),

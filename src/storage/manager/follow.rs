@@ -138,6 +138,7 @@ impl LogManager {
                 writable: false,
                 flusher: &self.flusher,
                 appends: &self.appends,
+                progress: Default::default(),
             };
             match PartitionLog::load(&self.dir.join(name), &ctx) {
                 Ok(log) => {

@@ -14,6 +14,7 @@ use crate::storage::error::{IoContext, Result, StorageError};
 use crate::storage::health::Health;
 use crate::storage::io;
 use crate::storage::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
+use crate::storage::progress::Progress;
 use crate::storage::segment::{IndexSettings, LogSegment};
 use crate::storage::stream::Stream;
 
@@ -48,7 +49,8 @@ impl PartitionLog {
         let name = name.to_string();
         let overrides = read_overrides(dir);
         let config = effective_config(ctx.defaults, &overrides, &name);
-        let mut segments = load_segments(dir, ctx, (&topic, partition), settings(&config), health)?;
+        let (mut segments, names) =
+            load_segments(dir, ctx, (&topic, partition), settings(&config), health)?;
         let first_base = segments.keys().next().copied().unwrap_or(0);
         let mut log_start = ctx
             .checkpoints
@@ -71,7 +73,7 @@ impl PartitionLog {
                     .next_back()
                     .map_or(i64::MIN, |(b, _)| *b),
             );
-            recover_segments(&name, &mut segments, recovery_point)?;
+            recover_segments(&name, &mut segments, recovery_point, ctx.progress)?;
             // A load whose index rebuild failed (and only logged it).
             health.check()?;
         }
@@ -98,24 +100,24 @@ impl PartitionLog {
             stream,
             health.clone(),
         )?;
-        info!(
-            "Completed load of log {} with {} segments, local-log-start-offset {log_start} and log-end-offset {log_end}",
-            log.name,
-            log.segments.read().len()
-        );
+        log.load_producer_state(&names)?;
         Ok(log)
     }
 }
 
+/// Segments by base offset.
+type Segments = BTreeMap<i64, Arc<LogSegment>>;
+
 /// The segments of a partition directory, after stray files are removed;
-/// a writable directory with none gets its first one at the log start offset.
+/// a writable directory with none gets its first one at the log start
+/// offset. Also the directory's names, as listed.
 fn load_segments(
     dir: &Path,
     ctx: &LoadContext,
     (topic, partition): (&str, u32),
     s: IndexSettings,
     health: &Arc<Health>,
-) -> Result<BTreeMap<i64, Arc<LogSegment>>> {
+) -> Result<(Segments, Vec<String>)> {
     // One listing serves the whole load: a clean mount of many segments
     // costs a stat per segment and opens nothing.
     let mut names = list_dir(dir)?;
@@ -125,7 +127,7 @@ fn load_segments(
     // Each name is parsed once: a partition may hold thousands of segments.
     let mut logs: Vec<(i64, String)> = Vec::new();
     let mut indexed = HashSet::new();
-    for name in names {
+    for name in names.iter().cloned() {
         match parse_segment_file_name(&name) {
             Some((base, "log")) => logs.push((base, name)),
             Some((base, "index")) => {
@@ -158,7 +160,7 @@ fn load_segments(
             drop(seg.indexes()?);
         }
     }
-    Ok(segments)
+    Ok((segments, names))
 }
 
 fn read_overrides(dir: &Path) -> BTreeMap<String, String> {
@@ -243,7 +245,9 @@ fn recover_segments(
     name: &str,
     segments: &mut BTreeMap<i64, Arc<LogSegment>>,
     recovery_point: i64,
+    progress: Progress,
 ) -> Result<()> {
+    let started = std::time::Instant::now();
     let first = segments
         .range(..=recovery_point)
         .next_back()
@@ -258,10 +262,11 @@ fn recover_segments(
         let Some(seg) = segments.get(base).cloned() else {
             continue;
         };
-        info!(
-            "Recovering unflushed segment {base}. {i}/{} recovered for {name}.",
-            bases.len()
-        );
+        progress.report(&format!(
+            "Recovering unflushed segment {base}. {i}/{} recovered for {name} in {} ms.",
+            bases.len(),
+            started.elapsed().as_millis()
+        ));
         let later: Vec<Arc<LogSegment>> =
             segments.range(base + 1..).map(|(_, s)| s.clone()).collect();
         let result = seg.recover(min_offset, || {

@@ -24,6 +24,8 @@ use super::flusher::Flusher;
 use super::health::Health;
 use super::io;
 use super::names::parse_partition_name;
+use super::producer_state::ProducerStates;
+use super::progress::Progress;
 use super::segment::{IndexSettings, LogSegment};
 use super::stream::{AppendTally, Stream};
 
@@ -33,6 +35,7 @@ mod files;
 mod follow;
 mod loader;
 mod produce;
+mod producers;
 mod read;
 mod retention;
 mod roll;
@@ -41,6 +44,7 @@ pub use append::AppendInfo;
 pub use fetch::{FetchRead, SegmentSlice};
 pub use files::{FileKind, PartitionFile};
 pub use produce::{LEADER_EPOCH, NoProducerState, ProducedInfo, ProducerCheck, ProducerStateHook};
+pub use producers::IdempotentProducers;
 use read::CachedBatch;
 pub use read::RecordEntry;
 
@@ -109,6 +113,9 @@ pub struct PartitionLog {
     self_ref: Weak<PartitionLog>,
     /// Online, or offline after a failure (fail-stop); shared with the segments.
     health: Arc<Health>,
+    /// Idempotent producers' state (`producers.rs`); changed under the
+    /// writer lock only.
+    producers: Mutex<ProducerStates>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -133,6 +140,7 @@ pub(crate) struct LoadContext<'a> {
     pub writable: bool,
     pub appends: &'a Arc<AppendSignal>,
     pub flusher: &'a Flusher,
+    pub progress: Progress<'a>,
 }
 
 impl PartitionLog {
@@ -195,6 +203,7 @@ impl PartitionLog {
             flusher: ctx.flusher.clone(),
             self_ref: me.clone(),
             health,
+            producers: Mutex::new(ProducerStates::default()),
         })
         .init_tally())
     }
@@ -445,6 +454,7 @@ impl PartitionLog {
 
     fn close_now(&self) -> Result<()> {
         self.flush()?;
+        self.take_producer_snapshot(self.log_end_offset())?;
         if let Some(active) = self.active_segment() {
             active.seal()?;
             // Saved so the next clean start knows the active segment's stream length.

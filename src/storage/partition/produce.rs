@@ -42,7 +42,8 @@ pub enum ProducerCheck {
 
 /// Producer state (idempotence, transactions) as the append path consults
 /// it: under the partition's writer lock, before and after the batches are
-/// written. Nothing here keeps producer state yet; a keeper plugs in here.
+/// written. The keeper of Kafka's rules is `IdempotentProducers`
+/// (`producers.rs`).
 pub trait ProducerStateHook: Sync {
     /// Called before anything is written, with each batch's header (as sent)
     /// and the offset it would get. An error refuses the whole append; it
@@ -130,7 +131,12 @@ impl PartitionLog {
         let mut duplicate = None;
         let (first_offset, written) = self.health.guard("a produce", || {
             self.append_with(&config, count, |w, written| {
-                duplicate = self.write_produced(w, written, &incoming, &config, producer)?;
+                let r = self.write_produced(w, written, &incoming, &config, producer);
+                if r.is_err() {
+                    // Nothing of it is kept, so nothing of it is remembered.
+                    self.discard_staged_producers();
+                }
+                duplicate = r?;
                 Ok(())
             })
         })?;
@@ -166,6 +172,9 @@ impl PartitionLog {
                 last_offset,
             } = producer.check(self, &v.header, offset)?
             {
+                // Kafka answers the whole request with the duplicate; what
+                // the batches before it staged is not appended either.
+                self.discard_staged_producers();
                 return Ok(Some((first_offset, last_offset)));
             }
             offset += v.header.last_offset_delta as i64 + 1;

@@ -130,6 +130,7 @@ impl PartitionLog {
         if w.closed {
             return Ok(0);
         }
+        self.expire_producers(now_ms);
         let mut deleted = 0;
         let start = self.log_start_offset();
         let doomed = self.take_prefix(|_, next| next.is_some_and(|n| n <= start));

@@ -53,13 +53,19 @@ impl PartitionLog {
         if active.write_pos()? == 0 {
             return Ok(None);
         }
-        // Create first: if the disk is full the old segment stays active, untouched.
-        let segment = Arc::new(LogSegment::create(
-            &self.dir,
-            new_base,
-            settings(config),
-            self.health.clone(),
-        )?);
+        // The producer snapshot for the new segment, then the segment: if
+        // the disk is full the old segment stays active, untouched, and the
+        // snapshot goes again (it may hold batches of an append being undone).
+        self.take_producer_snapshot(new_base)?;
+        let created =
+            LogSegment::create(&self.dir, new_base, settings(config), self.health.clone());
+        let segment = match created {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                self.remove_producer_snapshot(new_base)?;
+                return Err(e);
+            }
+        };
         if let Err(e) = active.seal() {
             // A failure (the partition goes offline); the new files go, so
             // that recovery finds the old segment last.

@@ -565,10 +565,13 @@ impl LogSegment {
         if !self.writable {
             return Ok(()); // a read-only data dir only drops the segment from view
         }
+        // The producer snapshot at the segment's base goes with it, as Kafka's
+        // `deleteProducerSnapshots` does.
         for p in [
             self.log_path.clone(),
             self.index_path(),
             self.time_index_path(),
+            self.log_path.with_extension("snapshot"),
         ] {
             match io::remove_file("segment.delete.remove", &p) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {

@@ -1,0 +1,292 @@
+//! OffsetCommit and OffsetFetch (committed offsets, durable in
+//! `__consumer_offsets` before they are acknowledged), ListGroups and
+//! DescribeGroups.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use log::warn;
+
+use super::coordinator::{Coordinator, now_ms};
+use super::offsets::KeyValue;
+use super::state::{Group, State};
+use crate::record::internal::OffsetCommit;
+use crate::storage::StorageError;
+
+/// Kafka's `offset.metadata.max.bytes`.
+pub const OFFSET_METADATA_MAX_BYTES: usize = 4096;
+
+/// One partition of an OffsetCommit.
+pub struct CommitArgs {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+}
+
+/// One committed offset as OffsetFetch answers it.
+pub struct Fetched {
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+}
+
+/// A group as ListGroups and DescribeGroups show it.
+pub struct Described {
+    pub group: String,
+    pub state: &'static str,
+    pub protocol_type: String,
+    pub protocol: String,
+    /// (member id, client id, client host, metadata, assignment).
+    pub members: Vec<(String, String, String, Bytes, Bytes)>,
+}
+
+/// The code an OffsetCommit gets when its records cannot be written
+/// (Kafka's `GroupMetadataManager` mapping of append errors).
+fn commit_error(e: &StorageError) -> ResponseError {
+    match e {
+        StorageError::ReadOnly => ResponseError::GroupAuthorizationFailed,
+        StorageError::RecordTooLarge { .. } | StorageError::BatchLargerThanSegment { .. } => {
+            ResponseError::InvalidCommitOffsetSize
+        }
+        StorageError::NoSuchPartition(_) => ResponseError::CoordinatorNotAvailable,
+        _ => ResponseError::NotCoordinator,
+    }
+}
+
+impl Coordinator {
+    /// Who may commit for the group (Kafka's classic `doCommitOffsets`):
+    /// `None` when the commit may go ahead.
+    fn commit_refusal(&self, g: &Group, generation: i32, member_id: &str) -> Option<ResponseError> {
+        if generation < 0 && g.state == State::Empty {
+            return None; // a group that keeps offsets without membership
+        }
+        if g.state == State::CompletingRebalance {
+            return Some(ResponseError::RebalanceInProgress);
+        }
+        if !g.members.contains_key(member_id) {
+            return Some(ResponseError::UnknownMemberId);
+        }
+        if generation != g.generation {
+            return Some(ResponseError::IllegalGeneration);
+        }
+        None
+    }
+
+    /// OffsetCommit: each partition's answer, in order (`None`: committed).
+    /// The records are written, as one batch, before anything is answered.
+    pub fn commit(
+        &self,
+        group: &str,
+        generation: i32,
+        member_id: &str,
+        retention_ms: i64,
+        parts: Vec<CommitArgs>,
+        exists: &dyn Fn(&str, i32) -> bool,
+    ) -> Vec<Option<ResponseError>> {
+        let all = |e: ResponseError| vec![Some(e); parts.len()];
+        if group.is_empty() {
+            return all(ResponseError::InvalidGroupId);
+        }
+        if self.read_only() {
+            warn!(
+                "Kafka: OffsetCommit of group {group} refused: the data directory is served read-only"
+            );
+            return all(ResponseError::GroupAuthorizationFailed);
+        }
+        let mut inner = self.inner.lock();
+        let now = Instant::now();
+        self.tick(&mut inner, group, now);
+        if !inner.groups.contains_key(group) {
+            if generation >= 0 {
+                return all(ResponseError::IllegalGeneration);
+            }
+            inner
+                .groups
+                .insert(group.to_string(), Group::new(group, now_ms()));
+        }
+        let g = inner.groups.get_mut(group).expect("just made");
+        if let Some(e) = self.commit_refusal(g, generation, member_id) {
+            return all(e);
+        }
+        if let Some(m) = g.members.get_mut(member_id) {
+            m.last_heartbeat = now;
+        }
+        let Prepared {
+            mut out,
+            commits,
+            records,
+        } = prepare(group, parts, retention_ms, exists);
+        if let Err(e) = self.append(group, &records) {
+            warn!("Kafka: OffsetCommit of group {group} failed: {e}");
+            let code = commit_error(&e);
+            for (i, _) in &commits {
+                out[*i] = Some(code);
+            }
+            return out;
+        }
+        let offsets = inner.offsets.entry(group.to_string()).or_default();
+        for (_, c) in commits {
+            offsets.insert((c.topic.clone(), c.partition), c);
+        }
+        out
+    }
+
+    /// OffsetFetch: the committed offsets of the partitions asked for
+    /// (`None`: every partition the group committed), -1 where none.
+    pub fn fetch(
+        &self,
+        group: &str,
+        wanted: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Vec<(String, Vec<Fetched>)> {
+        let inner = self.inner.lock();
+        let offsets = inner.offsets.get(group);
+        let found = |topic: &str, partition: i32| {
+            let c = offsets.and_then(|o| o.get(&(topic.to_string(), partition)));
+            Fetched {
+                partition,
+                offset: c.map_or(-1, |c| c.offset),
+                leader_epoch: c.map_or(-1, |c| c.leader_epoch),
+                metadata: c.map_or(String::new(), |c| c.metadata.clone()),
+            }
+        };
+        match wanted {
+            Some(topics) => topics
+                .into_iter()
+                .map(|(t, ps)| {
+                    let parts = ps.iter().map(|p| found(&t, *p)).collect();
+                    (t, parts)
+                })
+                .collect(),
+            None => {
+                let mut out: Vec<(String, Vec<Fetched>)> = Vec::new();
+                for (t, p) in offsets
+                    .map(|o| o.keys().cloned().collect::<Vec<_>>())
+                    .unwrap_or_default()
+                {
+                    let f = found(&t, p);
+                    match out.last_mut() {
+                        Some((last, parts)) if *last == t => parts.push(f),
+                        _ => out.push((t, vec![f])),
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// Every group, as DescribeGroups sees it; timers run first.
+    pub fn list(&self) -> Vec<Described> {
+        let mut inner = self.inner.lock();
+        let names: Vec<String> = inner.groups.keys().cloned().collect();
+        let now = Instant::now();
+        for n in &names {
+            self.tick(&mut inner, n, now);
+        }
+        inner.groups.values().map(describe).collect()
+    }
+
+    /// One group; `None` if the coordinator does not know it.
+    pub fn describe(&self, group: &str) -> Option<Described> {
+        let mut inner = self.inner.lock();
+        self.tick(&mut inner, group, Instant::now());
+        inner.groups.get(group).map(describe)
+    }
+}
+
+/// An OffsetCommit's partitions checked and encoded.
+struct Prepared {
+    /// Each partition's answer so far.
+    out: Vec<Option<ResponseError>>,
+    /// The commits to keep once written, with their place in `out`.
+    commits: Vec<(usize, OffsetCommit)>,
+    records: Vec<KeyValue>,
+}
+
+/// Checks each partition (metadata size, existence) and encodes its record.
+fn prepare(
+    group: &str,
+    parts: Vec<CommitArgs>,
+    retention_ms: i64,
+    exists: &dyn Fn(&str, i32) -> bool,
+) -> Prepared {
+    let ts = now_ms();
+    let mut p = Prepared {
+        out: Vec::with_capacity(parts.len()),
+        commits: Vec::new(),
+        records: Vec::new(),
+    };
+    for a in parts {
+        if a.metadata.len() > OFFSET_METADATA_MAX_BYTES {
+            p.out.push(Some(ResponseError::OffsetMetadataTooLarge));
+            continue;
+        }
+        if !exists(&a.topic, a.partition) {
+            p.out.push(Some(ResponseError::UnknownTopicOrPartition));
+            continue;
+        }
+        let c = OffsetCommit {
+            group: group.to_string(),
+            topic: a.topic,
+            partition: a.partition,
+            offset: a.offset,
+            leader_epoch: a.leader_epoch,
+            metadata: a.metadata,
+            commit_timestamp: ts,
+            expire_timestamp: if retention_ms >= 0 {
+                ts + retention_ms
+            } else {
+                -1
+            },
+        };
+        match c.to_record() {
+            Ok((k, v)) => {
+                p.records.push((k, Some(v)));
+                p.commits.push((p.out.len(), c));
+                p.out.push(None);
+            }
+            Err(e) => {
+                warn!("OffsetCommit of group {group}: cannot encode: {}", e.0);
+                p.out.push(Some(ResponseError::InvalidCommitOffsetSize));
+            }
+        }
+    }
+    p
+}
+
+/// Kafka's group summary: members' metadata and assignments only when Stable.
+fn describe(g: &Group) -> Described {
+    let stable = g.state == State::Stable;
+    let protocol = g.protocol.clone().unwrap_or_default();
+    Described {
+        group: g.id.clone(),
+        state: g.state.name(),
+        protocol_type: g.protocol_type.clone().unwrap_or_default(),
+        protocol: if stable {
+            protocol.clone()
+        } else {
+            String::new()
+        },
+        members: g
+            .members
+            .values()
+            .map(|m| {
+                let (md, asg) = if stable {
+                    (m.metadata(&protocol), m.assignment.clone())
+                } else {
+                    (Bytes::new(), Bytes::new())
+                };
+                (
+                    m.id.clone(),
+                    m.client_id.clone(),
+                    m.client_host.clone(),
+                    md,
+                    asg,
+                )
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,392 @@
+//! The group coordinator: this daemon is the coordinator of every group.
+//! Its state (groups and committed offsets) sits behind one lock; group
+//! records are written to `__consumer_offsets` under it, so they land in
+//! the order the state changed.
+//!
+//! JoinGroup and SyncGroup wait for the rebalance on their connection's own
+//! thread (each connection has one), on a condition variable raised at every
+//! change, waking at least every [`TICK`] to run the timers (sessions, the
+//! rebalance deadline, the initial delay). So no background thread is
+//! needed, FUSE and other connections never wait on a group, and every wait
+//! is bounded by the member's rebalance or session timeout.
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use log::{info, warn};
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use super::offsets::{KeyValue, OffsetsTopic};
+use super::records::{Stored, StoredGroup};
+use super::state::{Group, Joined, Member, State, ms};
+use crate::record::internal::OffsetCommit;
+use crate::storage::LogManager;
+
+/// How often a waiting JoinGroup or SyncGroup runs the timers.
+const TICK: Duration = Duration::from_millis(100);
+/// Past the member's own timeout, how long a wait may last before it gives up.
+const WAIT_MARGIN: Duration = Duration::from_secs(5);
+
+/// The coordinator's settings, with Kafka's broker config names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSettings {
+    /// `offsets.topic.num.partitions` (Kafka's default is 50; 1 here).
+    pub offsets_partitions: u32,
+    /// `group.initial.rebalance.delay.ms` (Kafka's default 3000).
+    pub initial_delay: Duration,
+    /// `group.min.session.timeout.ms` and `group.max.session.timeout.ms`.
+    pub min_session: Duration,
+    pub max_session: Duration,
+}
+
+impl Default for GroupSettings {
+    fn default() -> Self {
+        GroupSettings {
+            offsets_partitions: 1,
+            initial_delay: Duration::from_millis(3000),
+            min_session: Duration::from_millis(6000),
+            max_session: Duration::from_millis(1_800_000),
+        }
+    }
+}
+
+pub(super) type Offsets = BTreeMap<(String, i32), OffsetCommit>;
+
+#[derive(Default)]
+pub(super) struct Inner {
+    pub groups: BTreeMap<String, Group>,
+    pub offsets: BTreeMap<String, Offsets>,
+}
+
+pub struct Coordinator {
+    pub(super) inner: Mutex<Inner>,
+    pub(super) changed: Condvar,
+    pub(super) topic: OffsetsTopic,
+    pub settings: GroupSettings,
+    ids: AtomicU64,
+}
+
+/// A JoinGroup as the coordinator takes it.
+pub struct JoinArgs {
+    pub group: String,
+    pub member_id: String,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    /// JoinGroup v4+: an unknown member gets an id first (KIP-394).
+    pub require_known_member_id: bool,
+}
+
+pub(super) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn failed(error: ResponseError, member_id: &str) -> Joined {
+    Joined {
+        error: Some(error),
+        generation: -1,
+        protocol_type: None,
+        protocol: None,
+        leader: String::new(),
+        member_id: member_id.to_string(),
+        members: Vec::new(),
+    }
+}
+
+impl Coordinator {
+    /// The coordinator, with its groups and offsets read back from
+    /// `__consumer_offsets`.
+    pub fn new(mgr: Arc<LogManager>, settings: GroupSettings) -> Coordinator {
+        let topic = OffsetsTopic::new(mgr, settings.offsets_partitions);
+        let mut inner = Inner::default();
+        let now = Instant::now();
+        for s in topic.read_all() {
+            apply_stored(&mut inner, s, now);
+        }
+        // A group known only by its offsets (one that never had members
+        // here) is an Empty group, as Kafka shows it.
+        let ts = now_ms();
+        for g in inner.offsets.keys().cloned().collect::<Vec<_>>() {
+            inner
+                .groups
+                .entry(g.clone())
+                .or_insert_with(|| Group::new(&g, ts));
+        }
+        if !inner.groups.is_empty() || !inner.offsets.is_empty() {
+            info!(
+                "Group coordinator loaded {} groups and committed offsets of {} groups",
+                inner.groups.len(),
+                inner.offsets.len()
+            );
+        }
+        Coordinator {
+            inner: Mutex::new(inner),
+            changed: Condvar::new(),
+            topic,
+            settings,
+            ids: AtomicU64::new(0),
+        }
+    }
+
+    /// Kafka's member id: the client id, a dash, a random UUID.
+    fn new_member_id(&self, client_id: &str) -> String {
+        let n = self.ids.fetch_add(1, Ordering::Relaxed);
+        let mut h = std::hash::RandomState::new().build_hasher();
+        h.write_u64(n);
+        let a = h.finish();
+        h.write_u64(a);
+        let b = h.finish();
+        format!(
+            "{client_id}-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0xffff,
+            b >> 48,
+            b & 0xffff_ffff_ffff
+        )
+    }
+
+    /// Writes a group's record; a failure is logged (the group goes on in
+    /// memory; its committed offsets are written separately).
+    pub(super) fn persist(&self, stored: &StoredGroup) {
+        if self.topic.read_only() {
+            return;
+        }
+        let record = match stored.to_record() {
+            Ok((k, v)) => (k, Some(v)),
+            Err(e) => {
+                warn!("Group {}: cannot encode its record: {}", stored.group, e.0);
+                return;
+            }
+        };
+        if let Err(e) = self.topic.append(&stored.group, &[record]) {
+            warn!(
+                "Group {}: its record could not be written: {e}",
+                stored.group
+            );
+        }
+    }
+
+    pub(super) fn append(&self, group: &str, records: &[KeyValue]) -> crate::storage::Result<()> {
+        self.topic.append(group, records)
+    }
+
+    pub(super) fn read_only(&self) -> bool {
+        self.topic.read_only()
+    }
+
+    /// Runs a group's timers, writing what they ask to write. Waiters are
+    /// woken only when something changed (they tick too: waking them at
+    /// every tick would have them wake each other without end).
+    pub(super) fn tick(&self, inner: &mut Inner, group: &str, now: Instant) {
+        let Some(g) = inner.groups.get_mut(group) else {
+            return;
+        };
+        let before = (g.state, g.generation, g.members.len());
+        let fx = g.tick(now, now_ms(), self.settings.initial_delay);
+        let changed = before != (g.state, g.generation, g.members.len());
+        if let Some(s) = fx.write {
+            self.persist(&s);
+        }
+        if changed {
+            self.changed.notify_all();
+        }
+    }
+
+    /// Waits until `take` finds the member's answer, running timers, up to
+    /// `deadline` (or until the listener stops).
+    pub(super) fn wait_for<T>(
+        &self,
+        mut inner: MutexGuard<'_, Inner>,
+        group: &str,
+        member: &str,
+        deadline: Instant,
+        stopping: &dyn Fn() -> bool,
+        take: impl Fn(&mut Member) -> Option<T>,
+    ) -> Result<T, ResponseError> {
+        loop {
+            let now = Instant::now();
+            self.tick(&mut inner, group, now);
+            let m = inner
+                .groups
+                .get_mut(group)
+                .and_then(|g| g.members.get_mut(member));
+            match m {
+                None => return Err(ResponseError::UnknownMemberId),
+                Some(m) => {
+                    if let Some(r) = take(m) {
+                        return Ok(r);
+                    }
+                }
+            }
+            if stopping() {
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
+            if now >= deadline {
+                return Err(ResponseError::RebalanceInProgress);
+            }
+            self.changed.wait_for(&mut inner, TICK);
+        }
+    }
+
+    fn check_join(&self, a: &JoinArgs) -> Option<ResponseError> {
+        let session = ms(a.session_timeout_ms);
+        if a.group.is_empty() {
+            return Some(ResponseError::InvalidGroupId);
+        }
+        if a.session_timeout_ms < 0
+            || session < self.settings.min_session
+            || session > self.settings.max_session
+        {
+            return Some(ResponseError::InvalidSessionTimeout);
+        }
+        None
+    }
+
+    /// JoinGroup: blocks until the rebalance completes for this member.
+    pub fn join(&self, a: JoinArgs, stopping: &dyn Fn() -> bool) -> Joined {
+        if let Some(e) = self.check_join(&a) {
+            info!("JoinGroup of group {:?} refused: {e:?}", a.group);
+            return failed(e, &a.member_id);
+        }
+        let mut inner = self.inner.lock();
+        let now = Instant::now();
+        self.tick(&mut inner, &a.group, now);
+        if !a.member_id.is_empty() && !inner.groups.contains_key(&a.group) {
+            return failed(ResponseError::UnknownMemberId, &a.member_id);
+        }
+        let g = inner
+            .groups
+            .entry(a.group.clone())
+            .or_insert_with(|| Group::new(&a.group, now_ms()));
+        if !g.supports(&a.protocol_type, &a.protocols) {
+            info!(
+                "JoinGroup of group {}: protocol type {:?} or protocols fit no member's",
+                a.group, a.protocol_type
+            );
+            return failed(ResponseError::InconsistentGroupProtocol, &a.member_id);
+        }
+        let member_id = if a.member_id.is_empty() {
+            let id = self.new_member_id(&a.client_id);
+            if a.require_known_member_id {
+                g.pending.insert(id.clone(), now + ms(a.session_timeout_ms));
+                return failed(ResponseError::MemberIdRequired, &id);
+            }
+            id
+        } else {
+            a.member_id.clone()
+        };
+        let delay = self.settings.initial_delay;
+        let (now_ms, rebalance) = (now_ms(), ms(a.rebalance_timeout_ms));
+        let known = g.members.contains_key(&member_id);
+        if a.member_id.is_empty() || g.pending.remove(&member_id).is_some() {
+            let m = new_member(&a, &member_id, now);
+            g.add_member(m, &a.protocol_type, now, now_ms, delay);
+        } else if !known {
+            info!("JoinGroup of group {}: unknown member {member_id}", a.group);
+            return failed(ResponseError::UnknownMemberId, &member_id);
+        } else if let Some(done) = rejoin(g, &a, &member_id, now, now_ms, delay, rebalance) {
+            return done;
+        }
+        self.changed.notify_all();
+        let deadline = now + rebalance.max(self.settings.initial_delay) + WAIT_MARGIN;
+        let r = self.wait_for(inner, &a.group, &member_id, deadline, stopping, |m| {
+            m.join_result.take()
+        });
+        r.unwrap_or_else(|e| failed(e, &member_id))
+    }
+}
+
+fn new_member(a: &JoinArgs, id: &str, now: Instant) -> Member {
+    Member {
+        id: id.to_string(),
+        client_id: a.client_id.clone(),
+        client_host: a.client_host.clone(),
+        session_timeout: ms(a.session_timeout_ms),
+        rebalance_timeout: ms(a.rebalance_timeout_ms),
+        protocols: a.protocols.clone(),
+        assignment: Bytes::new(),
+        awaiting_join: true,
+        awaiting_sync: false,
+        join_result: None,
+        sync_result: None,
+        last_heartbeat: now,
+        seq: 0,
+    }
+}
+
+/// A known member joining again. `Some`: the answer at once (an unchanged
+/// follower of a settled generation gets that generation back, as Kafka
+/// does); `None`: wait for the rebalance.
+fn rejoin(
+    g: &mut Group,
+    a: &JoinArgs,
+    member_id: &str,
+    now: Instant,
+    now_ms: i64,
+    delay: Duration,
+    rebalance: Duration,
+) -> Option<Joined> {
+    let leader = g.leader.as_deref() == Some(member_id);
+    let m = g.members.get_mut(member_id)?;
+    let same = m.protocols == a.protocols;
+    m.last_heartbeat = now;
+    match g.state {
+        State::Stable | State::CompletingRebalance if same && !leader => {
+            return Some(g.current_join(member_id));
+        }
+        State::CompletingRebalance if same => return Some(g.current_join(member_id)),
+        _ => {}
+    }
+    m.protocols = a.protocols.clone();
+    m.session_timeout = ms(a.session_timeout_ms);
+    m.rebalance_timeout = rebalance;
+    m.awaiting_join = true;
+    m.join_result = None;
+    g.prepare_rebalance(now, now_ms, delay, rebalance, "a member rejoined");
+    None
+}
+
+/// Applies one record read back at start.
+fn apply_stored(inner: &mut Inner, s: Stored, now: Instant) {
+    match s {
+        Stored::Offset {
+            group,
+            topic,
+            partition,
+            commit,
+        } => {
+            let offsets = inner.offsets.entry(group.clone()).or_default();
+            match commit {
+                Some(c) => {
+                    offsets.insert((topic, partition), c);
+                }
+                None => {
+                    offsets.remove(&(topic, partition));
+                }
+            }
+            if offsets.is_empty() {
+                inner.offsets.remove(&group);
+            }
+        }
+        Stored::Group { group, value } => match value {
+            Some(v) => {
+                inner.groups.insert(group, Group::restore(&v, now));
+            }
+            None => {
+                inner.groups.remove(&group);
+            }
+        },
+        Stored::Other => {}
+    }
+}

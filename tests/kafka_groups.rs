@@ -1,0 +1,445 @@
+//! Consumer groups with `commitfs serve` as the coordinator, driven by
+//! kafka-python consumers (separate processes): two split a 4-partition
+//! topic, a third joins and the partitions rebalance, the group commits;
+//! after a restart a new consumer of the group resumes at the committed
+//! offsets. The records the coordinator wrote decode with `commitfs dump
+//! --offsets-decoder` as kafka-dump-log prints them.
+//!
+//! Waits are for states, each bounded; nothing asserts on timing.
+
+mod kafka_support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use commitfs::record::NewRecord;
+use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+use kafka_protocol::messages::list_groups_request::ListGroupsRequest;
+use kafka_protocol::messages::list_groups_response::ListGroupsResponse;
+use kafka_protocol::messages::offset_fetch_request::{OffsetFetchRequest, OffsetFetchRequestTopic};
+use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponse;
+use kafka_protocol::messages::{ApiKey, GroupId, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_support::{BIN, Conn, Server, python, require, run_bounded};
+
+const PARTITIONS: i32 = 4;
+const BOUND: Duration = Duration::from_secs(90);
+
+/// A consumer of the group: polls, commits what it read, and writes its
+/// assignment and the first offset it read per partition to `<name>.json`
+/// until `stop` exists (then closes, leaving the group).
+const CONSUMER: &str = r#"
+import sys, os, time, json
+from kafka import KafkaConsumer
+addr, topic, group, name, work = sys.argv[1:6]
+c = KafkaConsumer(topic, bootstrap_servers=addr, group_id=group, client_id=name,
+                  enable_auto_commit=False, auto_offset_reset='earliest',
+                  session_timeout_ms=6000, heartbeat_interval_ms=500)
+first, count = {}, 0
+deadline = time.time() + 150
+while not os.path.exists(os.path.join(work, 'stop')) and time.time() < deadline:
+    polled = c.poll(timeout_ms=200)
+    for tp, msgs in polled.items():
+        for m in msgs:
+            first.setdefault(str(tp.partition), m.offset)
+            count += 1
+    if polled:
+        c.commit()
+    state = {'assigned': sorted(tp.partition for tp in c.assignment()), 'first': first, 'count': count}
+    with open(os.path.join(work, name + '.tmp'), 'w') as f:
+        json.dump(state, f)
+    os.replace(os.path.join(work, name + '.tmp'), os.path.join(work, name + '.json'))
+c.close()
+"#;
+
+struct Consumer {
+    child: Child,
+    state: PathBuf,
+}
+
+impl Consumer {
+    fn start(py: &Path, addr: &str, name: &str, work: &Path) -> Consumer {
+        let log = std::fs::File::create(work.join(format!("{name}.log"))).unwrap();
+        let child = Command::new(py)
+            .args(["-c", CONSUMER, addr, "t", "g", name])
+            .arg(work)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start a kafka-python consumer");
+        Consumer {
+            child,
+            state: work.join(format!("{name}.json")),
+        }
+    }
+
+    /// (assigned partitions, first offsets read, records read).
+    fn state(&self) -> (BTreeSet<i32>, Vec<(i32, i64)>, usize) {
+        let Ok(text) = std::fs::read_to_string(&self.state) else {
+            return (BTreeSet::new(), Vec::new(), 0);
+        };
+        let assigned = field(&text, "assigned")
+            .split(',')
+            .filter_map(|p| p.trim().parse().ok())
+            .collect();
+        let first = field(&text, "first")
+            .split(',')
+            .filter_map(|kv| {
+                let (k, v) = kv.split_once(':')?;
+                Some((
+                    k.trim().trim_matches('"').parse().ok()?,
+                    v.trim().parse().ok()?,
+                ))
+            })
+            .collect();
+        let count = text
+            .rsplit_once("\"count\": ")
+            .and_then(|(_, c)| c.trim_end_matches('}').trim().parse().ok())
+            .unwrap_or(0);
+        (assigned, first, count)
+    }
+
+    /// Waits for the process to end by itself (it was told to stop).
+    fn finish(mut self) {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The text between `"name": [` (or `{`) and its closing bracket.
+fn field<'a>(json: &'a str, name: &str) -> &'a str {
+    let Some((_, rest)) = json.split_once(&format!("\"{name}\": ")) else {
+        return "";
+    };
+    let close = if rest.starts_with('[') { ']' } else { '}' };
+    rest[1..].split(close).next().unwrap_or("")
+}
+
+fn wait_until(what: &str, server: &Server, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < BOUND,
+            "gave up waiting for {what}; the daemon's log:\n{}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `per` records appended to each partition of `t`, made if missing.
+fn fill(data: &Path, per: usize) {
+    let mgr = LogManager::open(data, LogConfig::default(), OpenOptions::default()).unwrap();
+    if mgr.topic("t").is_none() {
+        mgr.create_topic("t", PARTITIONS as u32).unwrap();
+    }
+    for p in 0..PARTITIONS {
+        let log = mgr.partition(&format!("t-{p}")).unwrap();
+        for i in 0..per {
+            let v = format!("p{p}-{i}");
+            log.append(&[NewRecord::value(v.as_bytes())]).unwrap();
+        }
+    }
+    mgr.close().unwrap();
+}
+
+/// The group's committed offsets of `t`, by raw OffsetFetch.
+fn committed(addr: &str) -> Vec<i64> {
+    let mut c = Conn::new(addr);
+    let req = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("g")))
+        .with_topics(Some(vec![
+            OffsetFetchRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partition_indexes((0..PARTITIONS).collect()),
+        ]));
+    let r: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 5, &req);
+    r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.committed_offset)
+        .collect()
+}
+
+fn group_state(addr: &str) -> Option<String> {
+    let mut c = Conn::new(addr);
+    let r: ListGroupsResponse = c.call(ApiKey::ListGroups, 4, &ListGroupsRequest::default());
+    r.groups
+        .iter()
+        .find(|g| g.group_id.0.as_str() == "g")
+        .map(|g| g.group_state.as_str().to_string())
+}
+
+/// Whether the consumers' assignments split every partition among them,
+/// each holding at least one.
+fn split(consumers: &[&Consumer]) -> bool {
+    let sets: Vec<BTreeSet<i32>> = consumers.iter().map(|c| c.state().0).collect();
+    let total: usize = sets.iter().map(|s| s.len()).sum();
+    let union: BTreeSet<i32> = sets.iter().flatten().copied().collect();
+    sets.iter().all(|s| !s.is_empty()) && total == PARTITIONS as usize && union.len() == total
+}
+
+#[test]
+fn kafka_python_group_splits_rebalances_and_resumes_after_a_restart() {
+    let Some(py) = require(python()) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    fill(&data, 10);
+    let opts = ["group.initial.rebalance.delay.ms=500"];
+    let mut s = Server::start(&data, &opts);
+
+    let a = Consumer::start(&py, &s.addr, "a", &work);
+    let b = Consumer::start(&py, &s.addr, "b", &work);
+    wait_until("two consumers to split t", &s, || split(&[&a, &b]));
+    let c = Consumer::start(&py, &s.addr, "c", &work);
+    wait_until("three consumers to split t", &s, || split(&[&a, &b, &c]));
+    assert_eq!(group_state(&s.addr).as_deref(), Some("Stable"));
+    wait_until("every record committed", &s, || {
+        committed(&s.addr) == vec![10; PARTITIONS as usize]
+    });
+    std::fs::write(work.join("stop"), b"").unwrap();
+    for consumer in [a, b, c] {
+        consumer.finish();
+    }
+    wait_until("the group to be empty", &s, || {
+        group_state(&s.addr).as_deref() == Some("Empty")
+    });
+    assert!(s.stop(), "a clean stop:\n{}", s.log());
+
+    // More records while the daemon is down; a new member resumes at 10.
+    fill(&data, 5);
+    std::fs::remove_file(work.join("stop")).unwrap();
+    let s = Server::start(&data, &opts);
+    assert_eq!(committed(&s.addr), vec![10; PARTITIONS as usize]);
+    let d = Consumer::start(&py, &s.addr, "d", &work);
+    wait_until("the new consumer to read the new records", &s, || {
+        d.state().2 >= 5 * PARTITIONS as usize
+    });
+    let (assigned, first, count) = d.state();
+    assert_eq!(assigned.len(), PARTITIONS as usize);
+    assert_eq!(count, 5 * PARTITIONS as usize, "nothing read twice");
+    for (p, offset) in first {
+        assert_eq!(offset, 10, "partition {p} resumed at the committed offset");
+    }
+    std::fs::write(work.join("stop"), b"").unwrap();
+    d.finish();
+    drop(s);
+
+    // The coordinator's records, as kafka-dump-log decodes them.
+    let seg = data.join("__consumer_offsets-0/00000000000000000000.log");
+    let out = run_bounded(
+        Command::new(BIN)
+            .args([
+                "dump",
+                "--offsets-decoder",
+                "--deep-iteration",
+                "--print-data-log",
+            ])
+            .arg(&seg),
+        Duration::from_secs(60),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(
+            r#"key: {"type":"1","data":{"group":"g","topic":"t","partition":0}} payload: {"version":"3","data":{"offset":10,"leaderEpoch":"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"key: {"type":"2","data":{"group":"g"}} payload: {"version":"3","data":{"protocolType":"consumer","generation":"#),
+        "{text}"
+    );
+    assert!(text.contains(r#""subscription":{"topics":["t"]"#), "{text}");
+}
+
+mod protocol {
+    //! The coordinator's answers to raw requests, state by state.
+    use super::*;
+    use bytes::Bytes;
+    use kafka_protocol::ResponseError;
+    use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
+    use kafka_protocol::messages::describe_groups_response::DescribeGroupsResponse;
+    use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
+    use kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
+    use kafka_protocol::messages::heartbeat_request::HeartbeatRequest;
+    use kafka_protocol::messages::heartbeat_response::HeartbeatResponse;
+    use kafka_protocol::messages::join_group_request::{
+        JoinGroupRequest, JoinGroupRequestProtocol,
+    };
+    use kafka_protocol::messages::join_group_response::JoinGroupResponse;
+    use kafka_protocol::messages::leave_group_request::{LeaveGroupRequest, MemberIdentity};
+    use kafka_protocol::messages::leave_group_response::LeaveGroupResponse;
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::offset_commit_response::OffsetCommitResponse;
+    use kafka_protocol::messages::sync_group_request::{
+        SyncGroupRequest, SyncGroupRequestAssignment,
+    };
+    use kafka_protocol::messages::sync_group_response::SyncGroupResponse;
+
+    fn sb(s: &str) -> StrBytes {
+        StrBytes::from_string(s.to_string())
+    }
+
+    fn join(c: &mut Conn, member: &str, session_ms: i32) -> JoinGroupResponse {
+        let req = JoinGroupRequest::default()
+            .with_group_id(GroupId(sb("p")))
+            .with_session_timeout_ms(session_ms)
+            .with_rebalance_timeout_ms(10_000)
+            .with_member_id(sb(member))
+            .with_protocol_type(sb("consumer"))
+            .with_protocols(vec![
+                JoinGroupRequestProtocol::default()
+                    .with_name(sb("range"))
+                    .with_metadata(Bytes::from_static(b"sub")),
+            ]);
+        c.call(ApiKey::JoinGroup, 5, &req)
+    }
+
+    fn heartbeat(c: &mut Conn, member: &str, generation: i32) -> i16 {
+        let req = HeartbeatRequest::default()
+            .with_group_id(GroupId(sb("p")))
+            .with_generation_id(generation)
+            .with_member_id(sb(member));
+        let r: HeartbeatResponse = c.call(ApiKey::Heartbeat, 3, &req);
+        r.error_code
+    }
+
+    fn commit(c: &mut Conn, member: &str, generation: i32) -> i16 {
+        let req = OffsetCommitRequest::default()
+            .with_group_id(GroupId(sb("p")))
+            .with_generation_id_or_member_epoch(generation)
+            .with_member_id(sb(member))
+            .with_topics(vec![
+                OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(sb("t")))
+                    .with_partitions(vec![
+                        OffsetCommitRequestPartition::default()
+                            .with_partition_index(1)
+                            .with_committed_offset(3),
+                    ]),
+            ]);
+        let r: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &req);
+        r.topics[0].partitions[0].error_code
+    }
+
+    fn state(c: &mut Conn) -> String {
+        let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(sb("p"))]);
+        let r: DescribeGroupsResponse = c.call(ApiKey::DescribeGroups, 5, &req);
+        r.groups[0].group_state.as_str().to_string()
+    }
+
+    #[test]
+    fn answers_in_each_state() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        fill(&data, 1);
+        let opts = [
+            "group.initial.rebalance.delay.ms=0",
+            "group.min.session.timeout.ms=200",
+        ];
+        let s = Server::start(&data, &opts);
+        let mut c = Conn::new(&s.addr);
+        let find = FindCoordinatorRequest::default()
+            .with_key_type(1)
+            .with_coordinator_keys(vec![sb("tx")]);
+        let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 4, &find);
+        assert_eq!(
+            r.coordinators[0].error_code,
+            ResponseError::TransactionalIdAuthorizationFailed.code()
+        );
+        let find = FindCoordinatorRequest::default().with_key(sb("p"));
+        let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 2, &find);
+        assert_eq!((r.error_code, r.node_id.0), (0, 0));
+        assert_eq!(state(&mut c), "Dead", "an unknown group");
+
+        let first = join(&mut c, "", 1000);
+        assert_eq!(first.error_code, ResponseError::MemberIdRequired.code());
+        let me = first.member_id.as_str().to_string();
+        assert!(me.starts_with("commitfs-test-"), "{me}");
+        assert_eq!(
+            heartbeat(&mut c, &me, 0),
+            ResponseError::UnknownMemberId.code()
+        );
+        let joined = join(&mut c, &me, 1000);
+        assert_eq!(joined.error_code, 0);
+        assert_eq!(
+            (joined.generation_id, joined.leader.as_str()),
+            (1, me.as_str())
+        );
+        assert_eq!(joined.members.len(), 1);
+        assert_eq!(state(&mut c), "CompletingRebalance");
+        assert_eq!(
+            commit(&mut c, &me, 1),
+            ResponseError::RebalanceInProgress.code()
+        );
+        let sync = SyncGroupRequest::default()
+            .with_group_id(GroupId(sb("p")))
+            .with_generation_id(1)
+            .with_member_id(sb(&me))
+            .with_assignments(vec![
+                SyncGroupRequestAssignment::default()
+                    .with_member_id(sb(&me))
+                    .with_assignment(Bytes::from_static(b"mine")),
+            ]);
+        let r: SyncGroupResponse = c.call(ApiKey::SyncGroup, 3, &sync);
+        assert_eq!((r.error_code, &r.assignment[..]), (0, &b"mine"[..]));
+        assert_eq!(state(&mut c), "Stable");
+        assert_eq!(heartbeat(&mut c, &me, 1), 0);
+        assert_eq!(
+            heartbeat(&mut c, &me, 2),
+            ResponseError::IllegalGeneration.code()
+        );
+        assert_eq!(
+            heartbeat(&mut c, "nobody", 1),
+            ResponseError::UnknownMemberId.code()
+        );
+        assert_eq!(commit(&mut c, &me, 1), 0);
+        assert_eq!(
+            commit(&mut c, &me, 7),
+            ResponseError::IllegalGeneration.code()
+        );
+        assert_eq!(
+            commit(&mut c, "", -1),
+            ResponseError::UnknownMemberId.code()
+        );
+
+        // Silence past the session timeout: the member is removed, the group empties.
+        wait_until("the silent member to expire", &s, || {
+            state(&mut c) == "Empty"
+        });
+        assert_eq!(
+            heartbeat(&mut c, &me, 1),
+            ResponseError::UnknownMemberId.code()
+        );
+        // An empty group takes commits without membership (generation -1).
+        assert_eq!(commit(&mut c, "", -1), 0);
+        let leave = LeaveGroupRequest::default()
+            .with_group_id(GroupId(sb("p")))
+            .with_members(vec![MemberIdentity::default().with_member_id(sb(&me))]);
+        let r: LeaveGroupResponse = c.call(ApiKey::LeaveGroup, 3, &leave);
+        assert_eq!(
+            r.members[0].error_code,
+            ResponseError::UnknownMemberId.code()
+        );
+    }
+}
