@@ -300,6 +300,17 @@ fn rate(mb: f64, t: &[f64]) -> String {
     )
 }
 
+/// One line of the table: id, the listener's command, its figure, the mount's
+/// same-run baseline (wall times, client CPU) and that baseline's command.
+type Row<'a> = (
+    &'a str,
+    &'a str,
+    fn(&Figures) -> Timed,
+    &'a [f64],
+    f64,
+    &'a str,
+);
+
 fn report(figs: &[Figures], mb: f64, n: usize) {
     let col = |f: fn(&Figures) -> Timed| -> (Vec<f64>, f64) {
         (
@@ -315,7 +326,7 @@ fn report(figs: &[Figures], mb: f64, n: usize) {
     );
     println!("| id | Kafka listener | figure | mount, same lines, same run | ratio | target |");
     println!("|---|---|---|---|---|---|");
-    let rows: [(&str, &str, fn(&Figures) -> Timed, &[f64], f64, &str); 4] = [
+    let rows: [Row; 4] = [
         (
             "K1",
             "`kcat -P -l lines.txt`",
