@@ -303,14 +303,27 @@ fn incremental_alter(
         if event.0.is_null() {
             return Err((Code::OperationTimedOut, "no result in time".to_string()));
         }
-        let code = rdsys::rd_kafka_event_error(event.0);
+        alter_result(event.0)
+    }
+}
+
+/// The outcome an IncrementalAlterConfigs result event carries: the request's
+/// own error, else the first resource's.
+///
+/// # Safety
+/// `event` is a live IncrementalAlterConfigs result event.
+unsafe fn alter_result(event: *mut rdsys::rd_kafka_event_t) -> Result<(), (Code, String)> {
+    // SAFETY: the caller's event stays alive for this call; the resources
+    // it lists belong to it.
+    unsafe {
+        let code = rdsys::rd_kafka_event_error(event);
         if code != rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
             return Err((
                 code.into(),
-                c_text(rdsys::rd_kafka_event_error_string(event.0)),
+                c_text(rdsys::rd_kafka_event_error_string(event)),
             ));
         }
-        let result = rdsys::rd_kafka_event_IncrementalAlterConfigs_result(event.0);
+        let result = rdsys::rd_kafka_event_IncrementalAlterConfigs_result(event);
         let mut n = 0usize;
         let list = rdsys::rd_kafka_IncrementalAlterConfigs_result_resources(result, &mut n);
         for i in 0..n {
