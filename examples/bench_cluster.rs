@@ -173,50 +173,6 @@ impl Drop for Serve {
     }
 }
 
-/// Whether the broker at `addr` hands out producer ids (InitProducerId v4),
-/// which an idempotent producer needs.
-fn grants_producer_ids(addr: &str) -> bool {
-    use bytes::BytesMut;
-    use kafka_protocol::messages::{
-        ApiKey, InitProducerIdRequest, InitProducerIdResponse, RequestHeader, ResponseHeader,
-    };
-    use kafka_protocol::protocol::{Decodable, Encodable};
-    use std::io::{Read, Write};
-    let ask = || -> Option<bool> {
-        let key = ApiKey::InitProducerId;
-        let mut buf = BytesMut::new();
-        RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(4)
-            .with_correlation_id(1)
-            .encode(&mut buf, key.request_header_version(4))
-            .ok()?;
-        InitProducerIdRequest::default()
-            .with_transaction_timeout_ms(-1)
-            .with_producer_id((-1).into())
-            .with_producer_epoch(-1)
-            .encode(&mut buf, 4)
-            .ok()?;
-        let mut s = std::net::TcpStream::connect(addr).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        s.write_all(&(buf.len() as i32).to_be_bytes()).ok()?;
-        s.write_all(&buf).ok()?;
-        let mut size = [0u8; 4];
-        s.read_exact(&mut size).ok()?;
-        let mut body = vec![0u8; i32::from_be_bytes(size).max(0) as usize];
-        s.read_exact(&mut body).ok()?;
-        let mut body = bytes::Bytes::from(body);
-        ResponseHeader::decode(&mut body, key.response_header_version(4)).ok()?;
-        Some(
-            InitProducerIdResponse::decode(&mut body, 4)
-                .ok()?
-                .error_code
-                == 0,
-        )
-    };
-    ask().unwrap_or(false)
-}
-
 /// The cluster the cluster mount goes to, and what keeps it running.
 enum Cluster {
     Listener {
@@ -283,17 +239,9 @@ fn main() {
         let (la, lc) = measure(&local.mnt, "bench-0", &lines, bytes, runs)?;
         drop(local);
         let (kept, bootstrap, name, part) = cluster(&bin, &root)?;
-        let mut args = vec!["--bootstrap-server".to_string(), bootstrap.clone()];
-        if matches!(kept, Cluster::Listener { .. }) && !grants_producer_ids(&bootstrap) {
-            println!(
-                "note: the listener does not serve InitProducerId: the cluster mount produces with enable.idempotence=false\n"
-            );
-            args.extend(["-o".to_string(), "enable.idempotence=false".to_string()]);
-        }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mounted = Daemon::start(
             &bin,
-            &args,
+            &["--bootstrap-server", &bootstrap],
             &root.join("cluster"),
             &root.join("cluster.log"),
         )?;

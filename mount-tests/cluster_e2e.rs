@@ -144,18 +144,14 @@ impl Drop for Daemonised {
     }
 }
 
-/// B's options: a short request timeout, and idempotence off only while
-/// the listener hands out no producer ids (the README's advice for such a
-/// broker); the fault test below insists on an idempotent producer.
+/// B's options: a short request timeout. B's producer is idempotent (the
+/// listener hands out producer ids), which the fault test below relies on.
 fn b_options(addr: &str) -> Vec<&'static str> {
-    if grants_producer_ids(addr) {
-        vec!["request.timeout.ms=5000"]
-    } else {
-        eprintln!(
-            "note: the listener does not serve InitProducerId: B produces without idempotence"
-        );
-        vec!["request.timeout.ms=5000,enable.idempotence=false"]
-    }
+    assert!(
+        grants_producer_ids(addr),
+        "the listener must serve InitProducerId: the cluster mount's idempotent producer needs it"
+    );
+    vec!["request.timeout.ms=5000"]
 }
 
 /// Lines with bytes a shell pipeline must not mangle: tabs, CR, a
@@ -364,14 +360,12 @@ fn the_listener_killed_and_restarted_under_an_appending_cluster_mount() {
         return;
     }
     let (mut a, addr) = listener_mount();
-    if !grants_producer_ids(&addr) {
-        // Without producer ids there is no idempotent producer, and the
-        // promise under test (no duplicates across retries) is its.
-        eprintln!(
-            "skipping: the listener does not serve InitProducerId yet, which the cluster mount's idempotent producer needs"
-        );
-        return;
-    }
+    // Without producer ids there is no idempotent producer, and the promise
+    // under test (no duplicates across retries) is its.
+    assert!(
+        grants_producer_ids(&addr),
+        "the listener must serve InitProducerId"
+    );
     let timeout = Duration::from_millis(3000);
     let mut b = Daemonised::start(&addr, &["request.timeout.ms=3000"]);
     b.ok("mkdir t-0");

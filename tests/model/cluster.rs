@@ -105,8 +105,6 @@ impl ClusterSystem {
     }
 
     /// Our listener over a fresh data directory, with no partition yet.
-    /// Until it hands out producer ids, the mount produces without
-    /// idempotence there (what the README says for such a broker).
     pub fn listener() -> ClusterSystem {
         let dir = tempfile::Builder::new()
             .prefix("commitfs-model-")
@@ -114,10 +112,13 @@ impl ClusterSystem {
             .expect("a temp dir");
         let server = Server::start(&dir.path().join("data"), &[]);
         let bootstrap = server.addr.clone();
-        let mut extra = Vec::new();
-        if !grants_producer_ids(&bootstrap) {
-            extra.push(("enable.idempotence", "false"));
-        }
+        // The mount's producer is idempotent: the listener hands out
+        // producer ids.
+        assert!(
+            grants_producer_ids(&bootstrap),
+            "the listener must serve InitProducerId"
+        );
+        let extra = Vec::new();
         ClusterSystem {
             mounted: Some(open(&bootstrap, &extra)),
             bootstrap,
