@@ -366,7 +366,10 @@ pub fn grants_producer_ids(addr: &str) -> bool {
     use kafka_protocol::messages::ApiKey;
     use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
     use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
+    // An idempotent producer's request: no transactional id (the default
+    // is an empty one, which is a transactional producer's).
     let req = InitProducerIdRequest::default()
+        .with_transactional_id(None)
         .with_transaction_timeout_ms(-1)
         .with_producer_id((-1).into())
         .with_producer_epoch(-1);
