@@ -2,7 +2,7 @@
 //! broker, with a fresh topic.
 
 use std::ffi::OsStr;
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use commitfs::cluster::admin::block_on;
@@ -71,13 +71,10 @@ pub fn options(bootstrap: &str, timeout_ms: u64) -> ClusterOptions {
 }
 
 /// A broker for one test: the outside one, or our listener on a fresh data
-/// directory. Until the listener serves InitProducerId, the mount's
-/// producer runs against it without idempotence (what the README says to
-/// do for such a broker); the faults of an idempotent producer are tested
-/// apart (mount-tests/cluster_e2e.rs).
-pub fn broker(
-    opts: &mut Vec<(String, String)>,
-) -> (Option<Server>, Option<tempfile::TempDir>, String) {
+/// directory. Our listener hands out producer ids, so the mount's producer
+/// is idempotent there; an outside broker without InitProducerId needs
+/// `COMMITFS_TEST_OPTIONS=enable.idempotence=false`.
+pub fn broker() -> (Option<Server>, Option<tempfile::TempDir>, String) {
     if let Some(b) = external() {
         return (None, None, b);
     }
@@ -86,15 +83,10 @@ pub fn broker(
         .tempdir()
         .unwrap();
     let server = Server::start(&dir.path().join("data"), &[]);
-    if !grants_producer_ids(&server.addr) {
-        static SAID: Once = Once::new();
-        SAID.call_once(|| {
-            eprintln!(
-                "note: the listener does not serve InitProducerId: its cluster mounts produce with enable.idempotence=false"
-            )
-        });
-        opts.push(("enable.idempotence".into(), "false".into()));
-    }
+    assert!(
+        grants_producer_ids(&server.addr),
+        "the listener must serve InitProducerId"
+    );
     let addr = server.addr.clone();
     (Some(server), Some(dir), addr)
 }
@@ -121,7 +113,6 @@ pub fn fixture(
     timeout_ms: u64,
     tweak: impl Fn(&mut ClusterOptions),
 ) -> Fixture {
-    let mut extra = Vec::new();
     let (mock, server, dir, bootstrap, topic) = match kind {
         Kind::Mock => {
             let mock = MockCluster::new(1).expect("mock cluster");
@@ -130,16 +121,13 @@ pub fn fixture(
             (Some(mock), None, None, b, "t".to_string())
         }
         Kind::Broker => {
-            let (server, dir, b) = broker(&mut extra);
+            let (server, dir, b) = broker();
             let topic = unique_topic();
             create_topic(&b, &topic, partitions);
             (None, server, dir, b, topic)
         }
     };
     let mut opts = options(&bootstrap, timeout_ms);
-    for (k, v) in &extra {
-        opts.set(k, v).unwrap();
-    }
     tweak(&mut opts);
     let backend = Arc::new(ClusterBackend::new(opts).unwrap());
     backend.check().expect("the cluster answers");
@@ -164,6 +152,22 @@ pub fn fixture(
 }
 
 impl Fixture {
+    /// A second mount of the same cluster and topic (the broker stays the
+    /// first fixture's).
+    pub fn another_mount(&self, timeout_ms: u64) -> Fixture {
+        let backend = Arc::new(ClusterBackend::new(options(&self.bootstrap, timeout_ms)).unwrap());
+        Fixture {
+            tree: Tree::new(backend.clone()),
+            backend,
+            mock: None,
+            _server: None,
+            _dir: None,
+            kind: self.kind,
+            bootstrap: self.bootstrap.clone(),
+            topic: self.topic.clone(),
+        }
+    }
+
     /// The name of partition `n` of this test's topic.
     pub fn p(&self, n: i32) -> String {
         format!("{}-{n}", self.topic)
