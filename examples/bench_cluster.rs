@@ -276,6 +276,8 @@ fn main() {
                     lines[lines.len().saturating_sub(15)..].join("\n")
                 );
             }
+            // exit() skips destructors: the scratch directory goes first.
+            drop(scratch);
             std::process::exit(1);
         }
     }

@@ -14,7 +14,7 @@ use log::{debug, warn};
 use parking_lot::{Mutex, MutexGuard};
 use rdkafka::ClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
+use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
 use rdkafka::message::{Headers, Message, Timestamp};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -97,10 +97,82 @@ pub type Consumer = BaseConsumer<Quiet>;
 struct Reader {
     consumer: Consumer,
     at: Option<Position>,
+    /// The last assignment, while nothing it fetched has arrived yet.
+    unsettled: Option<Assigned>,
 }
+
+/// An assignment whose fetcher may not have started yet.
+struct Assigned {
+    topic: String,
+    partition: i32,
+    offset: i64,
+    at: Instant,
+}
+
+/// How long an assignment may take to start before the next one replaces
+/// it anyway: far longer than a fetcher's stop and start take.
+const SETTLE: Duration = Duration::from_secs(1);
+
+impl Reader {
+    /// Replacing an assignment stops the old one's fetcher; librdkafka
+    /// (2.12, confluentinc/librdkafka#5573) asserts, aborting the daemon,
+    /// if the assignment is replaced again while that stop is still under
+    /// way. Fetched messages prove the new assignment started (a start
+    /// waits for every stop), but an error can be a leftover of the
+    /// assignment before; then a seek tells: it succeeds only once the
+    /// fetcher has started. An assignment whose fetcher stopped on an error
+    /// never accepts a seek; SETTLE bounds the wait for it.
+    fn settle(&mut self) {
+        let Some(a) = self.unsettled.take() else {
+            return;
+        };
+        while a.at.elapsed() < SETTLE {
+            let seek = self.consumer.seek(
+                &a.topic,
+                a.partition,
+                Offset::Offset(a.offset),
+                Duration::from_millis(100),
+            );
+            if seek.is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        debug!(
+            "{}-{}: the assignment at {} did not start within {SETTLE:?}",
+            a.topic, a.partition, a.offset
+        );
+    }
+
+    fn assign(&mut self, topic: &str, partition: i32, offset: i64) -> KafkaResult<()> {
+        self.settle();
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Offset(offset))?;
+        self.at = None;
+        self.consumer.assign(&tpl)?;
+        self.unsettled = Some(Assigned {
+            topic: topic.to_string(),
+            partition,
+            offset,
+            at: Instant::now(),
+        });
+        Ok(())
+    }
+}
+
+impl Drop for Reader {
+    /// Closing the consumer stops its fetcher: not while a stop is pending.
+    fn drop(&mut self) {
+        self.settle();
+    }
+}
+
+type MakeConsumer = Box<dyn Fn() -> ClusterResult<Consumer> + Send + Sync>;
 
 pub struct Fetcher {
     readers: Vec<Mutex<Reader>>,
+    /// Makes a reader's consumer anew, when one is retired.
+    make: MakeConsumer,
     /// For watermarks and timestamp lookups: never assigned, so its calls
     /// never wait behind a reader's fetch.
     meta: Consumer,
@@ -144,7 +216,7 @@ fn convert(m: &rdkafka::message::BorrowedMessage<'_>) -> Fetched {
 
 impl Fetcher {
     pub fn new(
-        make: impl Fn() -> ClusterResult<Consumer>,
+        make: impl Fn() -> ClusterResult<Consumer> + Send + Sync + 'static,
         timeout: Duration,
     ) -> ClusterResult<Self> {
         let readers = (0..READERS)
@@ -152,12 +224,14 @@ impl Fetcher {
                 Ok(Mutex::new(Reader {
                     consumer: make()?,
                     at: None,
+                    unsettled: None,
                 }))
             })
             .collect::<ClusterResult<_>>()?;
         Ok(Fetcher {
             readers,
             meta: make()?,
+            make: Box::new(make),
             timeout,
         })
     }
@@ -204,21 +278,23 @@ impl Fetcher {
         let mut fresh = r.at.as_ref() != Some(&want);
         loop {
             if fresh {
-                let mut tpl = TopicPartitionList::new();
-                tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
-                    .map_err(|e| ClusterError::client(what(), &e))?;
-                r.at = None;
-                r.consumer
-                    .assign(&tpl)
+                r.assign(topic, partition, offset)
                     .map_err(|e| ClusterError::client(what(), &e))?;
             }
             let result = self.collect(&r.consumer, &want, stop);
             r.at = match &result {
-                Ok(c) => Some(Position {
-                    next: c.next,
-                    ..want.clone()
-                }),
-                Err(_) => None,
+                Ok(c) => {
+                    // What arrived came from this assignment's fetcher.
+                    r.unsettled = None;
+                    Some(Position {
+                        next: c.next,
+                        ..want.clone()
+                    })
+                }
+                Err(_) => {
+                    self.retire_if_unsettled(&mut r);
+                    None
+                }
             };
             match result {
                 // A consumer that stood here may hold an end-of-log event
@@ -230,6 +306,37 @@ impl Fetcher {
                 }
                 Err(Collect::Failed(e)) => return Err(e),
             }
+        }
+    }
+
+    /// A reader whose assignment failed before anything of it arrived gets
+    /// a new consumer, and the old one is closed in the background once it
+    /// settled (see [`Reader::settle`]): the next fetch, often a retry right
+    /// away, need not wait for it.
+    fn retire_if_unsettled(&self, r: &mut Reader) {
+        if r.unsettled.is_none() {
+            return;
+        }
+        match (self.make)() {
+            Ok(consumer) => {
+                let old = std::mem::replace(
+                    r,
+                    Reader {
+                        consumer,
+                        at: None,
+                        unsettled: None,
+                    },
+                );
+                let closing = std::thread::Builder::new()
+                    .name("consumer-close".into())
+                    .spawn(move || drop(old));
+                if let Err(e) = closing {
+                    // The old reader came back with the error and is
+                    // dropped here, settling first.
+                    warn!("closing a consumer in the foreground: {e}");
+                }
+            }
+            Err(e) => debug!("{e}; the reader keeps its consumer"),
         }
     }
 

@@ -156,7 +156,7 @@ impl ClusterBackend {
     pub fn new(opts: ClusterOptions) -> ClusterResult<Self> {
         let timeout = opts.request_timeout;
         let consumer_config = opts.consumer_config();
-        let make_consumer = || -> ClusterResult<fetch::Consumer> {
+        let make_consumer = move || -> ClusterResult<fetch::Consumer> {
             consumer_config
                 .create_with_context(fetch::Quiet)
                 .map_err(|e| ClusterError::client("creating a consumer", &e))

@@ -70,3 +70,26 @@ fn closing_settles_produces_in_flight() {
     tree.release(fh).unwrap();
     assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
 }
+
+/// Reads below a log start this mount has not seen move: each one is a
+/// fetch that the cluster refuses (OffsetOutOfRange), back to back, and
+/// each is ENOENT; the reader's consumer is assigned anew every time.
+#[test]
+fn reads_below_a_log_start_moved_elsewhere_fail_cleanly_back_to_back() {
+    let f = fixture(Kind::Broker, 1, 3000, |_| {});
+    let p = f.p(0);
+    for i in 0..5 {
+        f.write(&format!("{p}/log"), format!("r{i}\n").as_bytes())
+            .unwrap();
+    }
+    // Another mount of the same cluster moves the log start to 3.
+    let other = f.another_mount(3000);
+    other.write(&format!("{p}/delete-records"), b"3\n").unwrap();
+    for n in 0..60 {
+        // offset/1 was never fetched here, so it is asked of the cluster.
+        let e = f.read(&format!("{p}/offset/{}", 1 + n % 2));
+        assert_eq!(e, Err(libc::ENOENT), "read {n}");
+    }
+    assert_eq!(f.text(&format!("{p}/offset/3")), "r3");
+    assert_eq!(f.text(&format!("{p}/log")), "r3\nr4\n");
+}
