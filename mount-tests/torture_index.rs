@@ -134,10 +134,17 @@ fn damage(dir: &Path, base: i64, d: Damage, k: u64) {
             std::fs::write(&tix, &tb).unwrap();
         }
         Damage::DecreasingTimestamps => {
-            // The last entry older than the first.
+            // The last entry older than the first. A segment appended within
+            // one millisecond has a single time index entry, which cannot
+            // be older than itself: then an older entry is added after it.
             let first = i64::from_be_bytes(tb[0..8].try_into().unwrap());
-            let last = (nt - 1) * 12;
-            tb[last..last + 8].copy_from_slice(&(first - 1 - (k % 1000) as i64).to_be_bytes());
+            let older = (first - 1 - (k % 1000) as i64).to_be_bytes();
+            if nt == 1 {
+                let entry: Vec<u8> = tb[0..12].to_vec();
+                tb.extend_from_slice(&entry);
+            }
+            let last = (tb.len() / 12 - 1) * 12;
+            tb[last..last + 8].copy_from_slice(&older);
             std::fs::write(&tix, &tb).unwrap();
         }
         Damage::TimeRelativeBelowBase => {
