@@ -1,10 +1,19 @@
 //! The Kafka listener next to the mount, in the same run, on the same
 //! 100-byte lines: `kcat -P -l lines.txt` against `cat lines.txt >> log`, and
 //! `kcat -C -e` against `cat log`. Prints each figure, its baseline and the
-//! ratio (the target is 0.5 or more). With tansu on the PATH, tansu's
-//! produce and fetch of the same lines are measured beside them.
+//! ratio (the target is 0.5 or more). With tansu on the PATH (or in
+//! ~/.cargo/bin), tansu's produce and fetch of the same lines are measured
+//! beside them.
 //!
-//! Needs root, /dev/fuse and kcat. Not a test: nothing is asserted.
+//! A second client, in this process on the `rdkafka` crate (the librdkafka
+//! commitfs bundles), produces the same lines (idempotent, `acks=all`) and
+//! consumes them from offset 0, against the listener (topic `r`) and against
+//! tansu (on the PATH or in ~/.cargo/bin, in memory, started for each run):
+//! kcat 2.0.2 does not get past tansu's ApiVersions answer, this client does.
+//! Its produced and consumed counts must equal the lines written.
+//!
+//! Needs root, /dev/fuse and kcat. Not a test: only the rdkafka client's
+//! counts are checked.
 //!
 //! ```sh
 //! cargo build --release --bins --example bench_kafka
@@ -18,7 +27,16 @@ use std::net::TcpStream;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 type Res<T> = Result<T, String>;
 
@@ -151,6 +169,10 @@ struct Figures {
     fetch_short_wait: Timed,
     /// The daemon's CPU seconds during the produce and during `kcat -C -e`.
     daemon_cpu: (f64, f64),
+    /// The rdkafka client's produce and consume against the listener.
+    rd: RdPair,
+    /// The same against tansu, or why not.
+    rd_tansu: Res<RdPair>,
 }
 
 /// utime + stime of a process, in seconds.
@@ -226,6 +248,9 @@ fn one_run(
     let daemon_cpu = (cpu1 - cpu0, cpu_seconds(pid) - cpu2);
     let fetch_count = kc.consume(&format!("-c {n}"))?;
     let fetch_short_wait = kc.consume("-e -X fetch.wait.max.ms=10")?;
+    fs::create_dir(d.mnt.join("r-0")).map_err(|e| e.to_string())?;
+    sh("sync")?;
+    let rd = rd_run(&addr, "r", lines).map_err(|e| format!("rdkafka, listener: {e}"))?;
     let (a, b) = (
         fs::read_to_string(m.join("status")).unwrap_or_default(),
         fs::read_to_string(k.join("status")).unwrap_or_default(),
@@ -248,12 +273,237 @@ fn one_run(
         fetch_count,
         fetch_short_wait,
         daemon_cpu,
+        rd,
+        rd_tansu: Err(String::new()),
     })
+}
+
+/// CPU seconds (user + system) of this process, all its threads.
+fn self_cpu() -> f64 {
+    // SAFETY: getrusage fills the struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+/// Counts the producer's deliveries: acknowledged, and failed (first error kept).
+#[derive(Default)]
+struct Deliveries {
+    ok: AtomicUsize,
+    failed: AtomicUsize,
+    first_error: Mutex<Option<String>>,
+}
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, r: &DeliveryResult<'_>, _: ()) {
+        match r {
+            Ok(_) => {
+                self.ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Err((e, _)) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                let mut first = self.first_error.lock().unwrap();
+                first.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+}
+
+/// The lines of the file without their `\n`, as kcat -l sends them.
+fn read_lines(lines: &Path) -> Res<Vec<Vec<u8>>> {
+    let all = fs::read(lines).map_err(|e| e.to_string())?;
+    Ok(all
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect())
+}
+
+/// The rdkafka client against the broker at `addr`: every line produced to
+/// `topic` partition 0 (each delivery awaited), then all of them consumed
+/// from offset 0 and compared with the lines. Fails unless both counts
+/// equal the lines'.
+fn rd_run(addr: &str, topic: &str, lines: &Path) -> Res<RdPair> {
+    let recs = read_lines(lines)?;
+    let n = recs.len();
+    let produce = {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", addr)
+            .set("client.id", "bench_kafka")
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("linger.ms", "5")
+            .set("batch.size", "1000000")
+            .set("message.timeout.ms", "60000")
+            // As commitfs's own producer (src/cluster/config.rs): the queue
+            // holds every line, so sends are not turned back while the
+            // first batches are in flight.
+            .set("queue.buffering.max.messages", "2000000");
+        let p: BaseProducer<Deliveries> = c
+            .create_with_context(Deliveries::default())
+            .map_err(|e| e.to_string())?;
+        let (t, c0) = (Instant::now(), self_cpu());
+        for (i, r) in recs.iter().enumerate() {
+            let mut rec = BaseRecord::<(), [u8]>::to(topic)
+                .partition(0)
+                .payload(&r[..]);
+            loop {
+                match p.send(rec) {
+                    Ok(()) => break,
+                    Err((e, back))
+                        if e.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) =>
+                    {
+                        rec = back;
+                        p.poll(Duration::from_millis(1));
+                    }
+                    Err((e, _)) => return Err(format!("produce: {e}")),
+                }
+            }
+            // Delivery reports are served every 1024 sends; the flush
+            // below waits for the rest.
+            if i % 1024 == 1023 {
+                p.poll(Duration::ZERO);
+            }
+        }
+        p.flush(Duration::from_secs(120))
+            .map_err(|e| format!("flush: {e}"))?;
+        let timed = Timed {
+            wall: t.elapsed().as_secs_f64(),
+            cpu: self_cpu() - c0,
+        };
+        let ctx = p.context();
+        let (ok, failed) = (
+            ctx.ok.load(Ordering::SeqCst),
+            ctx.failed.load(Ordering::SeqCst),
+        );
+        if ok != n || failed != 0 {
+            return Err(format!(
+                "produced {ok} of {n} lines, {failed} failed (first error: {})",
+                ctx.first_error.lock().unwrap().as_deref().unwrap_or("none")
+            ));
+        }
+        timed
+    };
+    let consume = {
+        let mut c = ClientConfig::new();
+        // Assigned by hand: the group is never joined and nothing is
+        // committed, but librdkafka's assign needs a group.id (without one,
+        // "Unknown group"). librdkafka waits fetch.queue.backoff.ms
+        // (1 s) before fetching again once its prefetch thresholds are met;
+        // 10 ms as in src/cluster/config.rs.
+        c.set("bootstrap.servers", addr)
+            .set("client.id", "bench_kafka")
+            .set("group.id", "bench_kafka")
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "false")
+            .set("fetch.queue.backoff.ms", "10")
+            .set("fetch.wait.max.ms", "100");
+        let k: BaseConsumer = c.create().map_err(|e| e.to_string())?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Offset(0))
+            .map_err(|e| e.to_string())?;
+        let (t, c0) = (Instant::now(), self_cpu());
+        k.assign(&tpl).map_err(|e| e.to_string())?;
+        let mut got = 0;
+        while got < n {
+            if t.elapsed() > Duration::from_secs(120) {
+                return Err(format!("consumed {got} of {n} lines within 120 s"));
+            }
+            match k.poll(Duration::from_millis(100)) {
+                None => {}
+                Some(Err(e)) => return Err(format!("consume: {e}")),
+                Some(Ok(m)) => {
+                    if m.offset() != got as i64 || m.payload() != Some(&recs[got][..]) {
+                        return Err(format!(
+                            "record {got}: offset {} and payload {:?}, not line {got}",
+                            m.offset(),
+                            m.payload().map(String::from_utf8_lossy)
+                        ));
+                    }
+                    got += 1;
+                }
+            }
+        }
+        Timed {
+            wall: t.elapsed().as_secs_f64(),
+            cpu: self_cpu() - c0,
+        }
+    };
+    Ok((produce, consume))
+}
+
+const NO_TANSU: &str = "neither on the PATH nor in ~/.cargo/bin";
+
+/// tansu on the PATH or in ~/.cargo/bin.
+fn find_tansu() -> Res<String> {
+    which("tansu").or_else(|_| {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        home.map(|h| h.join(".cargo/bin/tansu"))
+            .filter(|p| p.exists())
+            .map(|p| p.display().to_string())
+            .ok_or(format!("tansu is {NO_TANSU}"))
+    })
+}
+
+/// A tansu broker, in memory, with topic `topic` (one partition); killed on
+/// drop.
+struct Tansu {
+    child: Child,
+    addr: String,
+}
+
+impl Tansu {
+    fn start(tansu: &str, topic: &str) -> Res<Tansu> {
+        let port = free_port();
+        let url = format!("tcp://127.0.0.1:{port}");
+        let child = Command::new(tansu)
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
+            .args(["--storage-engine", "memory://tansu/"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let t = Tansu {
+            child,
+            addr: format!("127.0.0.1:{port}"),
+        };
+        wait_until("tansu's listener", || TcpStream::connect(&t.addr).is_ok())?;
+        sh(&format!(
+            "{tansu} topic create {topic} --partitions 1 --broker {url}"
+        ))?;
+        Ok(t)
+    }
+}
+
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The rdkafka client against a fresh tansu.
+fn rd_tansu_run(lines: &Path) -> Res<RdPair> {
+    let tansu = find_tansu()?;
+    let t = Tansu::start(&tansu, "k")?;
+    rd_run(&t.addr, "k", lines)
 }
 
 /// tansu (in memory) with the same kcat commands, or why it was not measured.
 fn tansu_run(kcat: &str, lines: &Path) -> Res<(Timed, Timed)> {
-    let tansu = which("tansu")?;
+    let tansu = find_tansu()?;
     let port = free_port();
     let url = format!("tcp://127.0.0.1:{port}");
     let mut child = Command::new(&tansu)
@@ -377,6 +627,56 @@ fn report(figs: &[Figures], mb: f64, n: usize) {
         "\ndaemon CPU: {pc:.2} s during the produce, {fc:.2} s during `kcat -C -e` \
          (the rest of their wall time is kcat's own work and, for -e, the final long poll)"
     );
+    report_rd(figs, mb);
+}
+
+/// The rdkafka client's produce and consume of one run.
+type RdPair = (Timed, Timed);
+
+/// The rdkafka client's table: the listener and tansu, side by side.
+fn report_rd(figs: &[Figures], mb: f64) {
+    let tansu: Vec<RdPair> = figs
+        .iter()
+        .filter_map(|f| f.rd_tansu.as_ref().ok().copied())
+        .collect();
+    let why = figs
+        .iter()
+        .find_map(|f| f.rd_tansu.as_ref().err())
+        .map(|e| e.lines().take(3).collect::<Vec<_>>().join(" / "));
+    println!(
+        "\nrdkafka client in this process (librdkafka {}), same lines, same runs; produce: \
+         idempotent, acks=all, linger.ms=5, batch.size=1000000, every delivery awaited; \
+         consume: assigned from offset 0 (no group joined), until the last line; \
+         CPU = user + system of this process, median:\n",
+        rdkafka::util::get_rdkafka_version().1
+    );
+    println!("| rdkafka client | commitfs listener | tansu (memory://) | ratio commitfs/tansu |");
+    println!("|---|---|---|---|");
+    for (what, consume) in [("rdkafka produce", false), ("rdkafka consume", true)] {
+        let f = |x: &RdPair| if consume { x.1 } else { x.0 };
+        let cell = |v: &[RdPair]| -> (String, f64) {
+            let t: Vec<f64> = v.iter().map(|x| f(x).wall).collect();
+            let cpu = median(v.iter().map(|x| f(x).cpu).collect());
+            (format!("{}, CPU {cpu:.2} s", rate(mb, &t)), median(t))
+        };
+        let ours: Vec<RdPair> = figs.iter().map(|x| x.rd).collect();
+        let (a, ta) = cell(&ours);
+        let (b, ratio) = if tansu.is_empty() {
+            ("not measured".to_string(), "–".to_string())
+        } else {
+            let (b, tb) = cell(&tansu);
+            (b, format!("**{:.2}**", tb / ta))
+        };
+        println!("| {what} | {a} | {b} | {ratio} |");
+    }
+    if tansu.len() < figs.len() {
+        println!(
+            "\ntansu not measured with rdkafka in {} of {} runs: {}",
+            figs.len() - tansu.len(),
+            figs.len(),
+            why.unwrap_or_default()
+        );
+    }
 }
 
 fn main() {
@@ -404,7 +704,10 @@ fn main() {
     let mut figs = Vec::new();
     for run in 0..runs {
         match one_run(&bin, &kcat, (&lines, n), scratch.path(), run) {
-            Ok(f) => figs.push(f),
+            Ok(mut f) => {
+                f.rd_tansu = rd_tansu_run(&lines);
+                figs.push(f)
+            }
             Err(e) => {
                 eprintln!("bench_kafka: {e}");
                 std::process::exit(1);
@@ -423,6 +726,16 @@ fn main() {
             "\ntansu not measured: {}",
             e.lines().take(3).collect::<Vec<_>>().join(" / ")
         ),
+    }
+    // A missing tansu is not a failure; anything else the rdkafka client met
+    // there (counts that differ included) is, once the tables are out.
+    if let Some(e) = figs
+        .iter()
+        .filter_map(|f| f.rd_tansu.as_ref().err())
+        .find(|e| !e.ends_with(NO_TANSU))
+    {
+        eprintln!("bench_kafka: rdkafka, tansu: {e}");
+        std::process::exit(1);
     }
 }
 
