@@ -504,38 +504,13 @@ fn rd_tansu_run(lines: &Path) -> Res<RdPair> {
 /// tansu (in memory) with the same kcat commands, or why it was not measured.
 fn tansu_run(kcat: &str, lines: &Path) -> Res<(Timed, Timed)> {
     let tansu = find_tansu()?;
-    let port = free_port();
-    let url = format!("tcp://127.0.0.1:{port}");
-    let mut child = Command::new(&tansu)
-        .args([
-            "broker",
-            "--listener-url",
-            &url,
-            "--advertised-listener-url",
-            &url,
-        ])
-        .args(["--storage-engine", "memory://tansu/"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let addr = format!("127.0.0.1:{port}");
-    let r = (|| {
-        wait_until("tansu's listener", || TcpStream::connect(&addr).is_ok())?;
-        sh(&format!(
-            "{tansu} topic create k --partitions 1 --broker {url}"
-        ))?;
-        let kc = Kcat {
-            kcat,
-            addr: &addr,
-            topic: "k",
-        };
-        Ok((kc.produce(lines)?, kc.consume("-e")?))
-    })();
-    let _ = child.kill();
-    let _ = child.wait();
-    r
+    let t = Tansu::start(&tansu, "k")?;
+    let kc = Kcat {
+        kcat,
+        addr: &t.addr,
+        topic: "k",
+    };
+    Ok((kc.produce(lines)?, kc.consume("-e")?))
 }
 
 /// `median (min–max)` of `mb` over each run's time.
