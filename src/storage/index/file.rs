@@ -43,15 +43,21 @@ impl IndexFile {
             .open(path)
             .at(path)?;
         let len = file.metadata().at(path)?.len() as usize;
-        let mut idx = IndexFile {
-            path: path.to_path_buf(),
-            backing: Backing::File(file),
-            mmap: None,
-            entry_size,
-            entries: len / entry_size,
-        };
+        let mut idx = IndexFile::unmapped(path, Backing::File(file), entry_size);
+        idx.entries = len / entry_size;
         idx.remap(len)?;
         Ok(idx)
+    }
+
+    /// An empty index over `backing`, not mapped yet.
+    fn unmapped(path: &Path, backing: Backing, entry_size: usize) -> Self {
+        IndexFile {
+            path: path.to_path_buf(),
+            backing,
+            mmap: None,
+            entry_size,
+            entries: 0,
+        }
     }
 
     /// Reads a file we must not change (and that another process may cut
@@ -61,13 +67,7 @@ impl IndexFile {
     pub(super) fn copy(path: &Path, entry_size: usize) -> Result<Self> {
         let file = File::open(path).at(path)?;
         let len = file.metadata().at(path)?.len() as usize;
-        let mut idx = IndexFile {
-            path: path.to_path_buf(),
-            backing: Backing::Memory,
-            mmap: None,
-            entry_size,
-            entries: 0,
-        };
+        let mut idx = IndexFile::unmapped(path, Backing::Memory, entry_size);
         idx.remap(len)?;
         let read = match idx.mmap.as_mut() {
             Some(m) => crate::storage::batch_reader::read_full_at(&file, &mut m[..], 0).at(path)?,
@@ -89,25 +89,13 @@ impl IndexFile {
     pub(super) fn create(path: &Path, entry_size: usize, max_bytes: u64) -> Result<Self> {
         let file = sio::create_file("index.create", path).at(path)?;
         preallocate(&file, max_bytes).at(path)?;
-        let mut idx = IndexFile {
-            path: path.to_path_buf(),
-            backing: Backing::File(file),
-            mmap: None,
-            entry_size,
-            entries: 0,
-        };
+        let mut idx = IndexFile::unmapped(path, Backing::File(file), entry_size);
         idx.remap(max_bytes as usize)?;
         Ok(idx)
     }
 
     pub(super) fn in_memory(path: &Path, entry_size: usize, max_bytes: u64) -> Result<Self> {
-        let mut idx = IndexFile {
-            path: path.to_path_buf(),
-            backing: Backing::Memory,
-            mmap: None,
-            entry_size,
-            entries: 0,
-        };
+        let mut idx = IndexFile::unmapped(path, Backing::Memory, entry_size);
         idx.remap(max_bytes as usize)?;
         Ok(idx)
     }
