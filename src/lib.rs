@@ -26,8 +26,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod backend;
 pub mod cluster;
+pub mod error;
 pub mod fs;
 pub mod kafka;
+pub mod names;
 pub mod record;
 pub mod storage;

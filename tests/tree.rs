@@ -6,7 +6,8 @@
 use std::ffi::OsStr;
 use std::sync::Arc;
 
-use commitfs::fs::{LocalBackend, NodeType, Tree};
+use commitfs::backend::local::LocalBackend;
+use commitfs::fs::{NodeType, Tree};
 use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 
@@ -214,7 +215,7 @@ fn the_tree_shows_kafka_files_only() {
 /// other partitions mount.
 #[test]
 fn a_partition_that_fails_to_load_is_offline_and_the_others_mount() {
-    use commitfs::fs::backend::Backend;
+    use commitfs::backend::{Backend, Status};
     let tmp = tempfile::tempdir().unwrap();
     let mgr = LogManager::open(tmp.path(), LogConfig::default(), OpenOptions::default()).unwrap();
     for p in ["t-0", "u-0"] {
@@ -232,12 +233,10 @@ fn a_partition_that_fails_to_load_is_offline_and_the_others_mount() {
     let backend = LocalBackend::new(manager.clone());
     let t0 = backend.partition("t-0").unwrap();
     let status = t0.status().unwrap();
-    assert_eq!(status.len(), 1, "{status:?}");
-    assert_eq!(status[0].0, "offline");
-    assert!(
-        status[0].1.starts_with("loading the log failed"),
-        "{status:?}"
-    );
+    let Status::Offline { cause } = &status else {
+        panic!("t-0 must be offline: {status:?}");
+    };
+    assert!(cause.starts_with("loading the log failed"), "{status:?}");
     let tree = Tree::new(Arc::new(LocalBackend::new(manager.clone())));
     let dir = tree.lookup(ROOT, OsStr::new("t-0")).unwrap().attr.ino;
     let log = tree.lookup(dir, OsStr::new("log"));

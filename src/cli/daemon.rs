@@ -13,7 +13,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use commitfs::fs::backend::local::DAEMON_LOG_FILE;
+use commitfs::backend::local::DAEMON_LOG_FILE;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions, StorageError};
 use log::{error, warn};
 

@@ -7,7 +7,9 @@ use std::thread;
 use std::time::Duration;
 
 use clap::Args;
-use commitfs::fs::{Backend, CommitFs, LocalBackend};
+use commitfs::backend::Backend;
+use commitfs::backend::local::LocalBackend;
+use commitfs::fs::CommitFs;
 use commitfs::kafka::config::BROKER_CONFIG_NAMES;
 use commitfs::kafka::{KafkaServer, ListenerConfig};
 use commitfs::storage::{CONFIG_NAMES, LogConfig};

@@ -23,8 +23,8 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::error::RDKafkaErrorCode as Code;
 use rdkafka::metadata::Metadata;
 
-use super::error::{ClusterError, ClusterResult};
-use crate::fs::backend::ErrorKind;
+use super::error;
+use crate::backend::{BackendError, BackendResult, ErrorKind};
 
 pub struct Admin {
     client: AdminClient<DefaultClientContext>,
@@ -112,25 +112,25 @@ impl Admin {
         &self,
         what: &str,
         f: impl Future<Output = rdkafka::error::KafkaResult<T>>,
-    ) -> ClusterResult<T> {
+    ) -> BackendResult<T> {
         match block_on(f, self.timeout + Duration::from_secs(1)) {
-            None => Err(ClusterError::timed_out(what, self.timeout)),
-            Some(Err(e)) => Err(ClusterError::client(what, &e)),
+            None => Err(error::timed_out(what, self.timeout)),
+            Some(Err(e)) => Err(error::client(what, &e)),
             Some(Ok(v)) => Ok(v),
         }
     }
 
     /// Metadata of one topic (`None`: every topic).
-    pub fn metadata(&self, topic: Option<&str>) -> ClusterResult<Vec<TopicMeta>> {
+    pub fn metadata(&self, topic: Option<&str>) -> BackendResult<Vec<TopicMeta>> {
         let md = self
             .client
             .inner()
             .fetch_metadata(topic, self.timeout)
-            .map_err(|e| ClusterError::client("Metadata", &e))?;
+            .map_err(|e| error::client("Metadata", &e))?;
         Ok(topics_of(&md))
     }
 
-    pub fn create_topic(&self, topic: &str, replication: i32) -> ClusterResult<()> {
+    pub fn create_topic(&self, topic: &str, replication: i32) -> BackendResult<()> {
         let what = format!("CreateTopics {topic} (1 partition)");
         let new = NewTopic::new(topic, 1, TopicReplication::Fixed(replication));
         let results = self.wait(&what, self.client.create_topics([&new], &self.options()))?;
@@ -138,7 +138,7 @@ impl Admin {
     }
 
     /// Grows `topic` to `count` partitions.
-    pub fn create_partitions(&self, topic: &str, count: usize) -> ClusterResult<()> {
+    pub fn create_partitions(&self, topic: &str, count: usize) -> BackendResult<()> {
         let what = format!("CreatePartitions {topic} to {count} partitions");
         let new = NewPartitions::new(topic, count);
         let results = self.wait(
@@ -148,7 +148,7 @@ impl Admin {
         one_result(&what, results)
     }
 
-    pub fn delete_topic(&self, topic: &str) -> ClusterResult<()> {
+    pub fn delete_topic(&self, topic: &str) -> BackendResult<()> {
         let what = format!("DeleteTopics {topic}");
         let results = self.wait(&what, self.client.delete_topics(&[topic], &self.options()))?;
         one_result(&what, results)
@@ -156,24 +156,24 @@ impl Admin {
 
     /// Moves the log start of a partition up to `offset`; returns the new
     /// log start (the low watermark the leader reports).
-    pub fn delete_records(&self, topic: &str, partition: i32, offset: i64) -> ClusterResult<i64> {
+    pub fn delete_records(&self, topic: &str, partition: i32, offset: i64) -> BackendResult<i64> {
         let what = format!("DeleteRecords {topic}-{partition} before {offset}");
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, rdkafka::Offset::Offset(offset))
-            .map_err(|e| ClusterError::client(&what, &e))?;
+            .map_err(|e| error::client(&what, &e))?;
         let out = self.wait(&what, self.client.delete_records(&tpl, &self.options()))?;
         let e = out.find_partition(topic, partition).ok_or_else(|| {
-            ClusterError::new(ErrorKind::Io(libc::EIO), format!("{what}: no result"))
+            BackendError::new(ErrorKind::Io, format!("{what}: no result"))
         })?;
         if let Err(err) = e.error() {
-            return Err(ClusterError::client(&what, &err));
+            return Err(error::client(&what, &err));
         }
         Ok(e.offset().to_raw().unwrap_or(offset))
     }
 
     /// The topic's configs: (name, value), `None` for a value the broker
     /// keeps secret or has none of.
-    pub fn describe_configs(&self, topic: &str) -> ClusterResult<Vec<(String, Option<String>)>> {
+    pub fn describe_configs(&self, topic: &str) -> BackendResult<Vec<(String, Option<String>)>> {
         let what = format!("DescribeConfigs {topic}");
         let spec = ResourceSpecifier::Topic(topic);
         let results = self.wait(
@@ -184,9 +184,9 @@ impl Admin {
             .into_iter()
             .next()
             .ok_or_else(|| {
-                ClusterError::new(ErrorKind::Io(libc::EIO), format!("{what}: no result"))
+                BackendError::new(ErrorKind::Io, format!("{what}: no result"))
             })?
-            .map_err(|code| ClusterError::code(&what, code, None))?;
+            .map_err(|code| error::code(&what, code, None))?;
         Ok(resource
             .entries
             .into_iter()
@@ -195,19 +195,19 @@ impl Admin {
     }
 
     /// Sets one config of `topic` (an empty value deletes the override).
-    pub fn alter_config(&self, topic: &str, name: &str, value: &str) -> ClusterResult<()> {
+    pub fn alter_config(&self, topic: &str, name: &str, value: &str) -> BackendResult<()> {
         let what = format!("IncrementalAlterConfigs {topic} {name}={value}");
         incremental_alter(&self.client, topic, name, value, self.timeout)
-            .map_err(|(code, detail)| ClusterError::code(&what, code, Some(&detail)))
+            .map_err(|(code, detail)| error::code(&what, code, Some(&detail)))
     }
 }
 
-fn one_result(what: &str, results: Vec<Result<String, (String, Code)>>) -> ClusterResult<()> {
+fn one_result(what: &str, results: Vec<Result<String, (String, Code)>>) -> BackendResult<()> {
     match results.into_iter().next() {
         Some(Ok(_)) => Ok(()),
-        Some(Err((_, code))) => Err(ClusterError::code(what, code, None)),
-        None => Err(ClusterError::new(
-            ErrorKind::Io(libc::EIO),
+        Some(Err((_, code))) => Err(error::code(what, code, None)),
+        None => Err(BackendError::new(
+            ErrorKind::Io,
             format!("{what}: no result"),
         )),
     }

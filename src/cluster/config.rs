@@ -9,6 +9,8 @@
 
 use std::time::Duration;
 
+use crate::backend::LineFormat;
+
 use rdkafka::ClientConfig;
 
 /// `cache.bytes`: fetched records kept in memory, across all partitions.
@@ -106,9 +108,8 @@ pub struct ClusterOptions {
     /// The bound on every call into the cluster.
     pub request_timeout: Duration,
     pub read_only: bool,
-    /// Defaults of the console-producer settings each partition starts with.
-    pub parse_key: bool,
-    pub key_separator: String,
+    /// The line format each partition starts with.
+    pub line_format: LineFormat,
 }
 
 impl ClusterOptions {
@@ -120,8 +121,7 @@ impl ClusterOptions {
             replication_factor: -1,
             request_timeout: Duration::from_millis(DEFAULT_REQUEST_TIMEOUT_MS),
             read_only: false,
-            parse_key: false,
-            key_separator: "\t".to_string(),
+            line_format: LineFormat::default(),
         }
     }
 
@@ -141,14 +141,7 @@ impl ClusterOptions {
                     .filter(|r| *r == -1 || (1..=i16::MAX as i32).contains(r))
                     .ok_or_else(|| invalid("Value must be -1 or at least 1"))?
             }
-            "parse.key" => {
-                self.parse_key = match value {
-                    "true" => true,
-                    "false" => false,
-                    _ => return Err(invalid("Value must be true or false")),
-                }
-            }
-            "key.separator" => self.key_separator = value.to_string(),
+            "parse.key" | "key.separator" => self.line_format.set(key, value)?,
             _ => {
                 if let Some((_, why)) = FIXED.iter().find(|(k, _)| *k == key) {
                     return Err(format!("{key} cannot be set on a cluster mount: {why}"));

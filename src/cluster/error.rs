@@ -1,6 +1,6 @@
-//! The cluster layer's one error type, and the one place where a Kafka
-//! client error becomes a [`BackendError`] kind (and so, through the tree's
-//! table in `fs::error`, an errno).
+//! The one place where a Kafka client error becomes a [`BackendError`] of
+//! the seam, with its kind (and so, through the tree's table in
+//! `fs::error`, an errno). The cluster layer has no error type of its own.
 //!
 //! librdkafka reports two sorts of code: the broker's (Kafka's own error
 //! codes, positive) and its own (negative: transport failures, timeouts,
@@ -11,76 +11,40 @@ use std::fmt;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
 
-use crate::fs::backend::{BackendError, ErrorKind};
+use crate::backend::{BackendError, ErrorKind};
 
-/// What went wrong talking to the cluster: the operation, the client's
-/// code when there is one, and the details for the log.
-#[derive(Clone, Debug)]
-pub struct ClusterError {
-    pub kind: ErrorKind,
-    pub message: String,
+/// A client or broker error code met while doing `what`.
+pub fn code(what: impl fmt::Display, code: Code, detail: Option<&str>) -> BackendError {
+    let detail = match detail {
+        Some(d) if !d.is_empty() => format!(": {d}"),
+        _ => String::new(),
+    };
+    BackendError::new(kind_of(code), format!("{what}: {code}{detail}"))
 }
 
-pub type ClusterResult<T> = Result<T, ClusterError>;
-
-impl ClusterError {
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        ClusterError {
-            kind,
-            message: message.into(),
-        }
-    }
-
-    /// A client or broker error code met while doing `what`.
-    pub fn code(what: impl fmt::Display, code: Code, detail: Option<&str>) -> Self {
-        let detail = match detail {
-            Some(d) if !d.is_empty() => format!(": {d}"),
-            _ => String::new(),
-        };
-        ClusterError::new(kind_of(code), format!("{what}: {code}{detail}"))
-    }
-
-    /// A client error met while doing `what`.
-    pub fn client(what: impl fmt::Display, e: &KafkaError) -> Self {
-        match client_code(e) {
-            Some(code) => ClusterError::code(what, code, None),
-            None => ClusterError::new(
-                match e {
-                    KafkaError::ClientConfig(..) | KafkaError::AdminOpCreation(_) => {
-                        ErrorKind::Invalid
-                    }
-                    KafkaError::Canceled => ErrorKind::Io(libc::EIO),
-                    _ => ErrorKind::Io(libc::EIO),
-                },
-                format!("{what}: {e}"),
-            ),
-        }
-    }
-
-    /// No answer from the cluster in time.
-    pub fn timed_out(what: impl fmt::Display, timeout: std::time::Duration) -> Self {
-        ClusterError::new(
-            ErrorKind::TimedOut,
-            format!(
-                "{what}: no answer from the cluster within request.timeout.ms ({} ms)",
-                timeout.as_millis()
-            ),
-        )
+/// A client error met while doing `what`.
+pub fn client(what: impl fmt::Display, e: &KafkaError) -> BackendError {
+    match client_code(e) {
+        Some(c) => code(what, c, None),
+        None => BackendError::new(
+            match e {
+                KafkaError::ClientConfig(..) | KafkaError::AdminOpCreation(_) => ErrorKind::Invalid,
+                _ => ErrorKind::Io,
+            },
+            format!("{what}: {e}"),
+        ),
     }
 }
 
-impl fmt::Display for ClusterError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for ClusterError {}
-
-impl From<ClusterError> for BackendError {
-    fn from(e: ClusterError) -> Self {
-        BackendError::new(e.kind, e.message)
-    }
+/// No answer from the cluster in time.
+pub fn timed_out(what: impl fmt::Display, timeout: std::time::Duration) -> BackendError {
+    BackendError::new(
+        ErrorKind::TimedOut,
+        format!(
+            "{what}: no answer from the cluster within request.timeout.ms ({} ms)",
+            timeout.as_millis()
+        ),
+    )
 }
 
 /// The code inside a client error, admin errors included.
@@ -108,16 +72,16 @@ pub fn kind_of(code: Code) -> ErrorKind {
         Code::TopicAlreadyExists => ErrorKind::Exists,
         Code::MessageSizeTooLarge | Code::InvalidMessageSize => ErrorKind::RecordTooLarge,
         Code::MessageBatchTooLarge => ErrorKind::BatchTooLarge,
-        Code::InvalidTopic
-        | Code::InvalidPartitions
-        | Code::InvalidReplicationFactor
+        Code::InvalidTopic => ErrorKind::InvalidName,
+        Code::InvalidPartitions => ErrorKind::InvalidPartitions,
+        Code::InvalidConfig => ErrorKind::InvalidConfig,
+        Code::InvalidRecord => ErrorKind::InvalidRecord,
+        Code::InvalidReplicationFactor
         | Code::InvalidReplicaAssignment
-        | Code::InvalidConfig
         | Code::InvalidRequest
         | Code::InvalidArgument
         | Code::PolicyViolation
-        | Code::InvalidTimestamp
-        | Code::InvalidRecord => ErrorKind::Invalid,
+        | Code::InvalidTimestamp => ErrorKind::Invalid,
         Code::TopicAuthorizationFailed
         | Code::ClusterAuthorizationFailed
         | Code::GroupAuthorizationFailed
@@ -125,7 +89,7 @@ pub fn kind_of(code: Code) -> ErrorKind {
         | Code::SaslAuthenticationFailed
         | Code::Authentication
         | Code::TopicDeletionDisabled
-        | Code::SecurityDisabled => ErrorKind::Io(libc::EACCES),
+        | Code::SecurityDisabled => ErrorKind::PermissionDenied,
         Code::UnsupportedVersion
         | Code::UnsupportedFeature
         | Code::UnsupportedForMessageFormat
@@ -135,12 +99,14 @@ pub fn kind_of(code: Code) -> ErrorKind {
         | Code::MessageTimedOut
         | Code::OperationTimedOut
         | Code::TimedOutQueue => ErrorKind::TimedOut,
-        Code::KafkaStorageError => ErrorKind::Io(libc::EIO),
+        Code::KafkaStorageError => ErrorKind::Io,
         Code::ReassignmentInProgress | Code::ConcurrentTransactions => ErrorKind::Busy,
+        Code::OutOfOrderSequenceNumber => ErrorKind::OutOfOrderSequence,
+        Code::InvalidProducerEpoch | Code::ProducerFenced => ErrorKind::InvalidProducerEpoch,
         Code::BadMessage | Code::BadCompression | Code::InvalidMessage => ErrorKind::Corrupt,
         // Transport failures, all brokers down, no leader, not enough
         // replicas, a purged or fenced producer: the machine failed.
-        _ => ErrorKind::Io(libc::EIO),
+        _ => ErrorKind::Io,
     }
 }
 

@@ -18,8 +18,8 @@ use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode as Code};
 use rdkafka::message::{Headers, Message, Timestamp};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::error::{ClusterError, ClusterResult};
-use crate::fs::backend::ErrorKind;
+use super::error;
+use crate::backend::{BackendError, BackendResult, ErrorKind};
 use crate::record::{Header, Record, TimestampType};
 
 /// A chunk stops growing at about this many record bytes (a fetch's worth).
@@ -167,7 +167,7 @@ impl Drop for Reader {
     }
 }
 
-type MakeConsumer = Box<dyn Fn() -> ClusterResult<Consumer> + Send + Sync>;
+type MakeConsumer = Box<dyn Fn() -> BackendResult<Consumer> + Send + Sync>;
 
 pub struct Fetcher {
     readers: Vec<Mutex<Reader>>,
@@ -216,9 +216,9 @@ fn convert(m: &rdkafka::message::BorrowedMessage<'_>) -> Fetched {
 
 impl Fetcher {
     pub fn new(
-        make: impl Fn() -> ClusterResult<Consumer> + Send + Sync + 'static,
+        make: impl Fn() -> BackendResult<Consumer> + Send + Sync + 'static,
         timeout: Duration,
-    ) -> ClusterResult<Self> {
+    ) -> BackendResult<Self> {
         let readers = (0..READERS)
             .map(|_| {
                 Ok(Mutex::new(Reader {
@@ -227,7 +227,7 @@ impl Fetcher {
                     unsettled: None,
                 }))
             })
-            .collect::<ClusterResult<_>>()?;
+            .collect::<BackendResult<_>>()?;
         Ok(Fetcher {
             readers,
             meta: make()?,
@@ -267,7 +267,7 @@ impl Fetcher {
         partition: i32,
         offset: i64,
         stop: i64,
-    ) -> ClusterResult<Chunk> {
+    ) -> BackendResult<Chunk> {
         let what = || format!("Fetch {topic}-{partition} at {offset}");
         let mut r = self.reader(topic, partition, offset);
         let want = Position {
@@ -279,7 +279,7 @@ impl Fetcher {
         loop {
             if fresh {
                 r.assign(topic, partition, offset)
-                    .map_err(|e| ClusterError::client(what(), &e))?;
+                    .map_err(|e| error::client(what(), &e))?;
             }
             let result = self.collect(&r.consumer, &want, stop);
             r.at = match &result {
@@ -302,7 +302,7 @@ impl Fetcher {
                 Ok(c) if c.records.is_empty() && !fresh => fresh = true,
                 Ok(c) => return Ok(c),
                 Err(Collect::TimedOut) => {
-                    return Err(ClusterError::timed_out(what(), self.timeout));
+                    return Err(error::timed_out(what(), self.timeout));
                 }
                 Err(Collect::Failed(e)) => return Err(e),
             }
@@ -351,7 +351,7 @@ impl Fetcher {
         // one queued while the cluster was away, or one librdkafka recovers
         // from by itself: it fails the fetch only if nothing comes by the
         // deadline.
-        let mut transient: Option<ClusterError> = None;
+        let mut transient: Option<BackendError> = None;
         loop {
             // Once something is in hand, take only what is already queued.
             let wait = if chunk.records.is_empty() {
@@ -376,7 +376,7 @@ impl Fetcher {
                 Some(Err(e)) => {
                     let what = format!("Fetch {}-{} at {}", at.topic, at.partition, chunk.next);
                     let err = fetch_error(what, &e);
-                    if !matches!(err.kind, ErrorKind::Io(libc::EIO) | ErrorKind::TimedOut) {
+                    if !matches!(err.kind, ErrorKind::Io | ErrorKind::TimedOut) {
                         return Err(Collect::Failed(err));
                     }
                     debug!("{err}; waiting for the client to recover");
@@ -404,10 +404,10 @@ impl Fetcher {
     }
 
     /// (log start, high watermark), asked of the partition's leader.
-    pub fn watermarks(&self, topic: &str, partition: i32) -> ClusterResult<(i64, i64)> {
+    pub fn watermarks(&self, topic: &str, partition: i32) -> BackendResult<(i64, i64)> {
         self.meta
             .fetch_watermarks(topic, partition, self.timeout)
-            .map_err(|e| ClusterError::client(format!("ListOffsets {topic}-{partition}"), &e))
+            .map_err(|e| error::client(format!("ListOffsets {topic}-{partition}"), &e))
     }
 
     /// Kafka's offsetsForTimes: the first offset with a timestamp >= `ms`.
@@ -416,20 +416,20 @@ impl Fetcher {
         topic: &str,
         partition: i32,
         ms: i64,
-    ) -> ClusterResult<Option<i64>> {
+    ) -> BackendResult<Option<i64>> {
         let what = || format!("ListOffsets {topic}-{partition} by time {ms}");
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(ms))
-            .map_err(|e| ClusterError::client(what(), &e))?;
+            .map_err(|e| error::client(what(), &e))?;
         let out = self
             .meta
             .offsets_for_times(tpl, self.timeout)
-            .map_err(|e| ClusterError::client(what(), &e))?;
+            .map_err(|e| error::client(what(), &e))?;
         let e = out.find_partition(topic, partition).ok_or_else(|| {
-            ClusterError::new(ErrorKind::Io(libc::EIO), format!("{}: no result", what()))
+            BackendError::new(ErrorKind::Io, format!("{}: no result", what()))
         })?;
         e.error()
-            .map_err(|err| ClusterError::client(what(), &err))?;
+            .map_err(|err| error::client(what(), &err))?;
         Ok(match e.offset() {
             Offset::Offset(o) if o >= 0 => Some(o),
             _ => None,
@@ -440,16 +440,16 @@ impl Fetcher {
     /// own cache, refreshed only every few minutes, and does not know a
     /// partition added since (its watermarks and fetches would fail as
     /// "unknown partition").
-    pub fn learn(&self, topic: &str) -> ClusterResult<()> {
+    pub fn learn(&self, topic: &str) -> BackendResult<()> {
         let what = || format!("Metadata {topic}");
         self.meta
             .fetch_metadata(Some(topic), self.timeout)
-            .map_err(|e| ClusterError::client(what(), &e))?;
+            .map_err(|e| error::client(what(), &e))?;
         for r in &self.readers {
             r.lock()
                 .consumer
                 .fetch_metadata(Some(topic), self.timeout)
-                .map_err(|e| ClusterError::client(what(), &e))?;
+                .map_err(|e| error::client(what(), &e))?;
         }
         Ok(())
     }
@@ -470,14 +470,14 @@ impl Fetcher {
 
 enum Collect {
     TimedOut,
-    Failed(ClusterError),
+    Failed(BackendError),
 }
 
 /// A consumer error: below the log start is "out of range" (the tree's
 /// ENOENT), the rest what the code says.
-fn fetch_error(what: String, e: &KafkaError) -> ClusterError {
+fn fetch_error(what: String, e: &KafkaError) -> BackendError {
     match e.rdkafka_error_code() {
-        Some(Code::OffsetOutOfRange) | Some(Code::AutoOffsetReset) => ClusterError::new(
+        Some(Code::OffsetOutOfRange) | Some(Code::AutoOffsetReset) => BackendError::new(
             ErrorKind::OffsetOutOfRange {
                 offset: -1,
                 log_start: -1,
@@ -485,6 +485,6 @@ fn fetch_error(what: String, e: &KafkaError) -> ClusterError {
             },
             format!("{what}: the offset is outside the log ({e})"),
         ),
-        _ => ClusterError::client(what, e),
+        _ => error::client(what, e),
     }
 }

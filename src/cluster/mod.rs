@@ -1,12 +1,12 @@
 //! The tree over a Kafka cluster: `commitfs mount --bootstrap-server`.
 //!
-//! A backend behind the same seam as local storage
-//! ([`crate::fs::backend`]), so the tree's rules, errno table and tests are
-//! shared; only what a cluster cannot do differs (no raw segment files, no
-//! `roll` or `flush`, an `rmdir` rule of its own). The client is librdkafka,
+//! A backend behind the same seam as local storage ([`crate::backend`]),
+//! so the tree's rules, errno table and tests are shared; only what a
+//! cluster cannot do differs (it offers no raw segment files and no `roll`
+//! or `flush`, and has an `rmdir` rule of its own). The client is librdkafka,
 //! through the `rdkafka` crate. The rooms:
 //! - [`config`]: the mount's options and the client properties passed through;
-//! - [`error`]: the one error type, and client codes mapped to the tree's kinds;
+//! - [`error`]: client and broker codes mapped to the seam's error kinds;
 //! - [`admin`]: Metadata and the admin requests (topics, partitions,
 //!   DeleteRecords, configs);
 //! - [`produce`]: the idempotent producer and a write's wait for its acks;
@@ -36,12 +36,9 @@ use parking_lot::{Mutex, RwLock};
 use rdkafka::admin::AdminClient;
 
 pub use config::ClusterOptions;
-pub use error::{ClusterError, ClusterResult};
 pub use partition::ClusterPartition;
 
-use crate::fs::backend::{
-    Backend, BackendError, BackendResult, ErrorKind, Features, FileInfo, Partition, StatFs,
-};
+use crate::backend::{Backend, BackendError, BackendResult, ErrorKind, Partition, StatFs};
 use admin::Admin;
 use cache::Cache;
 use fetch::Fetcher;
@@ -56,8 +53,7 @@ const NEGATIVE_TTL: Duration = Duration::from_secs(1);
 /// librdkafka's default `message.max.bytes`: no record can be larger.
 const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
 
-/// Kafka's topic-level configs shown under `config/`, and the console
-/// producer's settings, which the mount keeps itself.
+/// Kafka's topic-level configs shown under `config/`.
 pub const CONFIG_NAMES: &[&str] = &[
     "cleanup.policy",
     "compression.type",
@@ -79,8 +75,6 @@ pub const CONFIG_NAMES: &[&str] = &[
     "segment.jitter.ms",
     "segment.ms",
     "unclean.leader.election.enable",
-    "parse.key",
-    "key.separator",
 ];
 
 /// What every partition shares: the clients, the cache, the options.
@@ -118,23 +112,10 @@ impl Shared {
 }
 
 /// `<topic>-<partition>` split, or `None` for a name that cannot be one
-/// (Kafka's topic rule: 1 to 249 of `[a-zA-Z0-9._-]`, not `.` or `..`; the
-/// partition a canonical decimal).
-pub fn parse_name(name: &str) -> Option<(&str, i32)> {
-    let (topic, p) = name.rsplit_once('-')?;
-    let ok_topic = !topic.is_empty()
-        && topic.len() <= 249
-        && topic != "."
-        && topic != ".."
-        && topic
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    let ok_p =
-        !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && (p == "0" || !p.starts_with('0'));
-    if !ok_topic || !ok_p {
-        return None;
-    }
-    Some((topic, p.parse().ok()?))
+/// (Kafka's rules, `crate::names`).
+fn parse_name(name: &str) -> Option<(&str, i32)> {
+    let (topic, p) = crate::names::parse_partition_name(name).ok()?;
+    Some((topic, p as i32))
 }
 
 pub struct ClusterBackend {
@@ -153,19 +134,19 @@ struct Catalog {
 impl ClusterBackend {
     /// Connects the clients. Nothing is asked of the cluster yet: the
     /// daemon checks it is reachable with [`ClusterBackend::check`].
-    pub fn new(opts: ClusterOptions) -> ClusterResult<Self> {
+    pub fn new(opts: ClusterOptions) -> BackendResult<Self> {
         let timeout = opts.request_timeout;
         let consumer_config = opts.consumer_config();
-        let make_consumer = move || -> ClusterResult<fetch::Consumer> {
+        let make_consumer = move || -> BackendResult<fetch::Consumer> {
             consumer_config
                 .create_with_context(fetch::Quiet)
-                .map_err(|e| ClusterError::client("creating a consumer", &e))
+                .map_err(|e| error::client("creating a consumer", &e))
         };
         let fetcher = Fetcher::new(make_consumer, timeout)?;
         let admin_client: AdminClient<_> = opts
             .admin_config()
             .create()
-            .map_err(|e| ClusterError::client("creating the admin client", &e))?;
+            .map_err(|e| error::client("creating the admin client", &e))?;
         let producer = if opts.read_only {
             None
         } else {
@@ -174,7 +155,7 @@ impl ClusterBackend {
                 move || {
                     config
                         .create_with_context(produce::Context)
-                        .map_err(|e| ClusterError::client("creating the producer", &e))
+                        .map_err(|e| error::client("creating the producer", &e))
                 },
                 timeout,
             )?)
@@ -202,7 +183,7 @@ impl ClusterBackend {
 
     /// Asks the cluster for its topics once: a mount whose cluster cannot
     /// be reached fails at mount time, not at the first `ls`.
-    pub fn check(&self) -> ClusterResult<usize> {
+    pub fn check(&self) -> BackendResult<usize> {
         Ok(self.shared.admin.metadata(None)?.len())
     }
 
@@ -232,7 +213,7 @@ impl ClusterBackend {
     }
 
     /// Takes a Metadata answer for `topics` (all of them when `None`).
-    fn refresh(&self, topic: Option<&str>) -> ClusterResult<Vec<admin::TopicMeta>> {
+    fn refresh(&self, topic: Option<&str>) -> BackendResult<Vec<admin::TopicMeta>> {
         let meta = self.shared.admin.metadata(topic)?;
         let mut cat = self.catalog.lock();
         let seen: std::collections::HashSet<String> = meta
@@ -264,7 +245,7 @@ impl ClusterBackend {
     }
 
     /// The topic's partition count, or `None` if the cluster has no such topic.
-    fn partition_count(&self, topic: &str) -> ClusterResult<Option<usize>> {
+    fn partition_count(&self, topic: &str) -> BackendResult<Option<usize>> {
         let meta = self.refresh(Some(topic))?;
         Ok(meta
             .iter()
@@ -275,7 +256,7 @@ impl ClusterBackend {
 
     /// Waits until Metadata shows `topic` with `count` partitions, each
     /// with a leader: a new partition is usable once this returns.
-    fn wait_ready(&self, topic: &str, count: usize) -> ClusterResult<()> {
+    fn wait_ready(&self, topic: &str, count: usize) -> BackendResult<()> {
         let deadline = Instant::now() + self.shared.opts.request_timeout;
         loop {
             let meta = self.refresh(Some(topic))?;
@@ -286,7 +267,7 @@ impl ClusterBackend {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(ClusterError::timed_out(
+                return Err(error::timed_out(
                     format!("waiting for {topic} to have {count} partitions with leaders"),
                     self.shared.opts.request_timeout,
                 ));
@@ -296,13 +277,10 @@ impl ClusterBackend {
     }
 }
 
-fn bad_name(name: &str) -> BackendError {
+fn bad_name(name: &str, why: &str) -> BackendError {
     BackendError::new(
-        ErrorKind::Invalid,
-        format!(
-            "invalid partition name {name:?}: expected <topic>-<partition>, the topic 1 to 249 \
-             of [a-zA-Z0-9._-] and the partition a decimal without leading zeros"
-        ),
+        ErrorKind::InvalidName,
+        format!("invalid partition name {name:?}: {why}"),
     )
 }
 
@@ -316,14 +294,6 @@ fn no_such(name: &str) -> BackendError {
 impl Backend for ClusterBackend {
     fn read_only(&self) -> bool {
         self.shared.opts.read_only
-    }
-
-    fn features(&self) -> Features {
-        Features {
-            raw_files: false,
-            roll: false,
-            flush: false,
-        }
     }
 
     fn partition_names(&self) -> BackendResult<Vec<String>> {
@@ -360,10 +330,8 @@ impl Backend for ClusterBackend {
     /// CreateTopics for partition 0 of a new topic, CreatePartitions for the
     /// next partition of an existing one; the listener's no-holes rule.
     fn create_partition(&self, name: &str) -> BackendResult<()> {
-        // `t--1` reads as a negative partition: refused, as locally.
-        let (topic, id) = parse_name(name)
-            .filter(|(t, _)| !t.ends_with('-'))
-            .ok_or_else(|| bad_name(name))?;
+        let (topic, id) =
+            crate::names::validate_new_partition_name(name).map_err(|why| bad_name(name, why))?;
         let id = id as usize;
         match self.partition_count(topic)? {
             None if id == 0 => {
@@ -432,17 +400,6 @@ impl Backend for ClusterBackend {
         Ok(())
     }
 
-    fn root_files(&self) -> BackendResult<Vec<FileInfo>> {
-        Ok(Vec::new())
-    }
-
-    fn read_root_file(&self, name: &str, _pos: u64, _buf: &mut [u8]) -> BackendResult<usize> {
-        Err(BackendError::new(
-            ErrorKind::NotFound,
-            format!("no file {name}"),
-        ))
-    }
-
     fn config_names(&self) -> &'static [&'static str] {
         CONFIG_NAMES
     }
@@ -451,8 +408,8 @@ impl Backend for ClusterBackend {
     /// network filesystems that cannot tell.
     fn statfs(&self) -> BackendResult<StatFs> {
         Ok(StatFs {
-            bsize: crate::fs::tree::BLKSIZE,
-            frsize: crate::fs::tree::BLKSIZE,
+            bsize: crate::backend::IO_SIZE,
+            frsize: crate::backend::IO_SIZE,
             ..StatFs::default()
         })
     }
@@ -461,23 +418,5 @@ impl Backend for ClusterBackend {
 impl Drop for ClusterBackend {
     fn drop(&mut self) {
         self.close();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names() {
-        assert_eq!(parse_name("t-0"), Some(("t", 0)));
-        assert_eq!(parse_name("a-b-12"), Some(("a-b", 12)));
-        assert_eq!(
-            parse_name("__consumer_offsets-3"),
-            Some(("__consumer_offsets", 3))
-        );
-        for bad in ["t", "t-", "-0", "t-01", "t-x", "./-0", "..-0", "t/x-0"] {
-            assert_eq!(parse_name(bad), None, "{bad}");
-        }
     }
 }

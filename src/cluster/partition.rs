@@ -22,12 +22,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use super::Shared;
-use super::error::ClusterResult;
 use super::fetch::Chunk;
-use super::stream::StreamIndex;
-use crate::fs::backend::{
-    Appended, BackendError, BackendResult, ErrorKind, FileInfo, LineFormat, Offsets, Partition,
-    RecordEntry,
+use super::stream::{Counted, StreamIndex};
+use crate::backend::{
+    AppendError, Appended, BackendError, BackendResult, ErrorKind, LineFormat, Offsets, Partition,
+    RecordEntry, Status,
 };
 use crate::record::NewRecord;
 
@@ -49,23 +48,17 @@ pub struct ClusterPartition {
     known_start: AtomicI64,
     known_end: AtomicI64,
     index: Mutex<Option<StreamIndex>>,
-    lines: Mutex<(bool, String)>,
+    /// Kept in memory only: no broker knows the tree's line format.
+    lines: Mutex<LineFormat>,
     configs: Mutex<Option<(Instant, Configs)>>,
     fetches: AtomicU64,
     cache_hits: AtomicU64,
 }
 
-fn unsupported(what: &str) -> BackendError {
-    BackendError::new(
-        ErrorKind::Unsupported,
-        format!("{what}: the files are on the brokers"),
-    )
-}
-
 impl ClusterPartition {
     pub(super) fn new(topic: &str, id: i32, shared: Arc<Shared>) -> Self {
         let name = format!("{topic}-{id}");
-        let lines = (shared.opts.parse_key, shared.opts.key_separator.clone());
+        let lines = shared.opts.line_format.clone();
         ClusterPartition {
             key: Arc::from(name.as_str()),
             name,
@@ -95,7 +88,7 @@ impl ClusterPartition {
     }
 
     /// The watermarks, asked of the leader; both are remembered as bounds.
-    fn watermarks(&self) -> ClusterResult<(i64, i64)> {
+    fn watermarks(&self) -> BackendResult<(i64, i64)> {
         let (low, high) = self.shared.fetcher.watermarks(&self.topic, self.id)?;
         self.known_start.fetch_max(low, Ordering::Relaxed);
         self.known_end.fetch_max(high, Ordering::Relaxed);
@@ -103,7 +96,7 @@ impl ClusterPartition {
     }
 
     /// The chunk of records covering `offset`: cached, or fetched and cached.
-    fn chunk(&self, offset: i64) -> ClusterResult<Arc<Chunk>> {
+    fn chunk(&self, offset: i64) -> BackendResult<Arc<Chunk>> {
         if let Some(c) = self.shared.cache.get(&self.key, offset) {
             self.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(c);
@@ -128,8 +121,8 @@ impl ClusterPartition {
         &self,
         low: i64,
         high: i64,
-        f: impl FnOnce(&mut StreamIndex) -> ClusterResult<T>,
-    ) -> ClusterResult<T> {
+        f: impl FnOnce(&mut StreamIndex) -> BackendResult<T>,
+    ) -> BackendResult<T> {
         let mut g = self.index.lock();
         if !g.as_ref().is_some_and(|ix| ix.fits(low, high)) {
             *g = Some(StreamIndex::new(low));
@@ -143,7 +136,7 @@ impl ClusterPartition {
         *self.index.lock() = None;
     }
 
-    fn describe(&self) -> ClusterResult<Configs> {
+    fn describe(&self) -> BackendResult<Configs> {
         let mut g = self.configs.lock();
         if let Some((at, c)) = &*g
             && at.elapsed() < CONFIG_FRESH
@@ -187,15 +180,14 @@ impl Partition for ClusterPartition {
         Ok(o.log_start <= offset && offset < o.log_end)
     }
 
-    fn append(&self, records: &[NewRecord]) -> BackendResult<Appended> {
+    /// Kafka has no all-or-nothing across batches: a failed append says
+    /// which records the cluster acknowledged all the same.
+    fn append(&self, records: &[NewRecord]) -> Result<Appended, AppendError> {
         let Some(producer) = &self.shared.producer else {
-            return Err(BackendError::new(
-                ErrorKind::ReadOnly,
-                "the mount is read-only",
-            ));
+            return Err(BackendError::new(ErrorKind::ReadOnly, "the mount is read-only").into());
         };
         if records.is_empty() {
-            return Err(BackendError::new(ErrorKind::Invalid, "nothing to append"));
+            return Err(BackendError::new(ErrorKind::InvalidRecord, "nothing to append").into());
         }
         let acked = producer.append(&self.topic, self.id, records)?;
         self.known_end.fetch_max(acked.last + 1, Ordering::Relaxed);
@@ -211,7 +203,8 @@ impl Partition for ClusterPartition {
         Ok(Appended {
             first_offset: acked.first,
             last_offset: acked.last,
-            batches: 1,
+            // librdkafka batches as it sees fit and does not tell.
+            batches: None,
         })
     }
 
@@ -251,10 +244,19 @@ impl Partition for ClusterPartition {
         let mut tries = 0;
         loop {
             let (low, high) = self.watermarks()?;
-            match self.with_index(low, high, |ix| ix.len(low, high, &chunks, deadline)) {
+            match self.with_index(low, high, |ix| ix.len(low, high, &chunks, deadline))? {
+                Counted::Len(n) => return Ok(n),
                 // The log start moved while counting: once more from it.
-                Err(e) if e.kind == ErrorKind::Io(libc::EAGAIN) && tries == 0 => tries += 1,
-                r => return Ok(r?),
+                Counted::StartMoved if tries == 0 => tries += 1,
+                Counted::StartMoved => {
+                    return Err(BackendError::new(
+                        ErrorKind::Io,
+                        format!(
+                            "sizing the stream of {}: the log start moved twice while counting",
+                            self.name
+                        ),
+                    ));
+                }
             }
         }
     }
@@ -273,10 +275,10 @@ impl Partition for ClusterPartition {
         // At the end of what is counted: count up to the log end, then read.
         let (low, high) = self.watermarks()?;
         let deadline = self.deadline();
-        Ok(self.with_index(low, high, |ix| {
+        self.with_index(low, high, |ix| {
             ix.len(low, high, &chunks, deadline)?;
             ix.read(pos, buf, &chunks)
-        })?)
+        })
     }
 
     /// The last counted record's timestamp: it moves with every append.
@@ -292,7 +294,7 @@ impl Partition for ClusterPartition {
             .offset_for_time(&self.topic, self.id, ms)?)
     }
 
-    fn status(&self) -> BackendResult<Vec<(&'static str, String)>> {
+    fn status(&self) -> BackendResult<Status> {
         let (low, high) = self.watermarks()?;
         let meta = self.shared.admin.metadata(Some(&self.topic))?;
         let p = meta
@@ -307,10 +309,11 @@ impl Partition for ClusterPartition {
             Some(ix) => (ix.spans(), ix.end()),
             None => (0, -1),
         };
-        Ok(vec![
-            ("log_start_offset", low.to_string()),
-            ("log_end_offset", high.to_string()),
-            ("high_watermark", high.to_string()),
+        Ok(Status::Serving {
+            log_start_offset: low,
+            log_end_offset: high,
+            high_watermark: high,
+            detail: vec![
             ("leader", p.map_or(-1, |p| p.leader).to_string()),
             ("replicas", list(p.map(|p| &p.replicas))),
             ("isr", list(p.map(|p| &p.isr))),
@@ -322,15 +325,11 @@ impl Partition for ClusterPartition {
             ("cache_bytes", self.shared.cache.bytes().to_string()),
             ("stream_counted_to", counted.to_string()),
             ("stream_spans", spans.to_string()),
-        ])
+            ],
+        })
     }
 
     fn config(&self, name: &str) -> BackendResult<Option<String>> {
-        match name {
-            "parse.key" => return Ok(Some(self.lines.lock().0.to_string())),
-            "key.separator" => return Ok(Some(self.lines.lock().1.clone())),
-            _ => {}
-        }
         let configs = self.describe()?;
         Ok(configs
             .into_iter()
@@ -339,39 +338,20 @@ impl Partition for ClusterPartition {
     }
 
     fn set_config(&self, name: &str, value: &str) -> BackendResult<()> {
-        match name {
-            "parse.key" => {
-                self.lines.lock().0 = match value {
-                    "true" => true,
-                    "false" => false,
-                    _ => {
-                        return Err(BackendError::new(
-                            ErrorKind::Invalid,
-                            format!(
-                                "Invalid value {value} for configuration parse.key: Expected value to be either true or false"
-                            ),
-                        ));
-                    }
-                };
-                return Ok(());
-            }
-            "key.separator" => {
-                self.lines.lock().1 = value.to_string();
-                return Ok(());
-            }
-            _ => {}
-        }
         *self.configs.lock() = None;
-        Ok(self.shared.admin.alter_config(&self.topic, name, value)?)
+        self.shared.admin.alter_config(&self.topic, name, value)
     }
 
     fn line_format(&self) -> LineFormat {
-        let (parse_key, key_separator) = self.lines.lock().clone();
-        LineFormat {
-            parse_key,
-            key_separator,
-            max_message_bytes: self.shared.max_message_bytes,
-        }
+        self.lines.lock().clone()
+    }
+
+    fn set_line_format(&self, name: &str, value: &str) -> BackendResult<()> {
+        self.lines.lock().set_or_refuse(name, value)
+    }
+
+    fn max_record_bytes(&self) -> usize {
+        self.shared.max_message_bytes
     }
 
     fn delete_records(&self, offset: i64) -> BackendResult<i64> {
@@ -396,36 +376,5 @@ impl Partition for ClusterPartition {
         self.known_start.fetch_max(start, Ordering::Relaxed);
         self.shared.fetcher.reset(&self.topic, self.id);
         Ok(start)
-    }
-
-    fn roll(&self) -> BackendResult<()> {
-        Err(unsupported("roll"))
-    }
-
-    /// Every acknowledged write is already on the brokers (acks=all).
-    fn flush(&self) -> BackendResult<()> {
-        Ok(())
-    }
-
-    fn files(&self) -> BackendResult<Vec<FileInfo>> {
-        Ok(Vec::new())
-    }
-
-    fn file(&self, name: &str) -> BackendResult<FileInfo> {
-        Err(BackendError::new(
-            ErrorKind::NotFound,
-            format!("no file {name}"),
-        ))
-    }
-
-    fn read_file(&self, name: &str, _pos: u64, _buf: &mut [u8]) -> BackendResult<usize> {
-        Err(BackendError::new(
-            ErrorKind::NotFound,
-            format!("no file {name}"),
-        ))
-    }
-
-    fn open_file(&self, name: &str) -> BackendResult<std::fs::File> {
-        Err(unsupported(&format!("open of {name}")))
     }
 }

@@ -25,8 +25,8 @@ use rdkafka::producer::{
     BaseRecord, DeliveryResult, Producer as _, ProducerContext, PurgeConfig, ThreadedProducer,
 };
 
-use super::error::{ClusterError, ClusterResult};
-use crate::fs::backend::ErrorKind;
+use super::error;
+use crate::backend::{AppendError, BackendError, BackendResult, ErrorKind, Landed};
 use crate::record::NewRecord;
 
 /// The acknowledgements one write waits for.
@@ -81,7 +81,7 @@ impl ProducerContext for Context {
 type Inner = ThreadedProducer<Context>;
 
 pub struct Producer {
-    make: Box<dyn Fn() -> ClusterResult<Inner> + Send + Sync>,
+    make: Box<dyn Fn() -> BackendResult<Inner> + Send + Sync>,
     current: RwLock<Option<Arc<Inner>>>,
     timeout: Duration,
 }
@@ -97,9 +97,9 @@ pub struct Acked {
 
 impl Producer {
     pub fn new(
-        make: impl Fn() -> ClusterResult<Inner> + Send + Sync + 'static,
+        make: impl Fn() -> BackendResult<Inner> + Send + Sync + 'static,
         timeout: Duration,
-    ) -> ClusterResult<Self> {
+    ) -> BackendResult<Self> {
         let first = make()?;
         Ok(Producer {
             make: Box::new(make),
@@ -108,7 +108,7 @@ impl Producer {
         })
     }
 
-    fn producer(&self) -> ClusterResult<Arc<Inner>> {
+    fn producer(&self) -> BackendResult<Arc<Inner>> {
         if let Some(p) = &*self.current.read() {
             return Ok(p.clone());
         }
@@ -136,7 +136,7 @@ impl Producer {
         topic: &str,
         partition: i32,
         records: &[NewRecord],
-    ) -> ClusterResult<Acked> {
+    ) -> Result<Acked, AppendError> {
         let what = format!(
             "Produce of {} records to {topic}-{partition}",
             records.len()
@@ -162,14 +162,15 @@ impl Producer {
         }
         let outcome = self.wait(&waiter, deadline);
         let Some(mut o) = outcome else {
-            return Err(ClusterError::new(
+            return Err(BackendError::new(
                 ErrorKind::TimedOut,
                 format!(
                     "{what}: not acknowledged within request.timeout.ms ({} ms); the records may \
                      still land",
                     self.timeout.as_millis()
                 ),
-            ));
+            )
+            .into());
         };
         if let Some((i, e)) = send_error
             && o.failure.as_ref().is_none_or(|(j, _)| i < *j)
@@ -188,12 +189,17 @@ impl Producer {
                     self.retire(&producer);
                 }
                 let landed = match (o.first, o.last) {
-                    (Some(f), Some(l)) => format!("{} records did land, at {f}..={l}", o.acked),
-                    _ => "none of them landed".to_string(),
+                    (Some(first_offset), Some(last_offset)) => Some(Landed {
+                        records: o.acked,
+                        first_offset,
+                        last_offset,
+                    }),
+                    _ => None,
                 };
-                let mut err = ClusterError::client(format!("{what} (record {index})"), &e);
-                err.message = format!("{}; {landed}", err.message);
-                Err(err)
+                Err(AppendError {
+                    error: error::client(format!("{what} (record {index})"), &e),
+                    landed,
+                })
             }
         }
     }
@@ -214,11 +220,11 @@ impl Producer {
 
     /// Has the producer ask for `topic`'s metadata now (see
     /// `Fetcher::learn`): a produce to a partition its cache lacks fails.
-    pub fn learn(&self, topic: &str) -> ClusterResult<()> {
+    pub fn learn(&self, topic: &str) -> BackendResult<()> {
         let p = self.producer()?;
         p.client()
             .fetch_metadata(Some(topic), self.timeout)
-            .map_err(|e| ClusterError::client(format!("Metadata {topic}"), &e))?;
+            .map_err(|e| error::client(format!("Metadata {topic}"), &e))?;
         Ok(())
     }
 

@@ -18,9 +18,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::error::{ClusterError, ClusterResult};
 use super::fetch::Chunk;
-use crate::fs::backend::ErrorKind;
+use crate::backend::{BackendError, BackendResult, ErrorKind};
 
 /// Spans kept per partition before they are merged in pairs.
 pub const MAX_SPANS: usize = 256;
@@ -44,7 +43,16 @@ impl Span {
 
 /// Where the records come from: a chunk covering an offset (from the cache
 /// or a fetch). An empty chunk: no record at or after that offset.
-pub type Chunks<'a> = &'a dyn Fn(i64) -> ClusterResult<Arc<Chunk>>;
+/// What counting the stream came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counted {
+    /// The stream's length.
+    Len(u64),
+    /// Retention moved the log start past where counting stood: count again.
+    StartMoved,
+}
+
+pub type Chunks<'a> = &'a dyn Fn(i64) -> BackendResult<Arc<Chunk>>;
 
 #[derive(Debug)]
 pub struct StreamIndex {
@@ -102,7 +110,7 @@ impl StreamIndex {
         log_end: i64,
         chunks: Chunks,
         deadline: Instant,
-    ) -> ClusterResult<u64> {
+    ) -> BackendResult<Counted> {
         if self.end < log_start {
             // Everything counted is gone: count from the start.
             *self = StreamIndex::new(log_start);
@@ -118,21 +126,18 @@ impl StreamIndex {
         match self.extend(log_end, chunks, deadline) {
             // Retention moved the start past where counting stood.
             Err(e) if matches!(e.kind, ErrorKind::OffsetOutOfRange { .. }) => {
-                return Err(ClusterError::new(
-                    ErrorKind::Io(libc::EAGAIN),
-                    format!("{e}: the log start moved while counting; try again"),
-                ));
+                return Ok(Counted::StartMoved);
             }
             r => r?,
         }
-        Ok(self.end_pos - self.start.1)
+        Ok(Counted::Len(self.end_pos - self.start.1))
     }
 
     /// Counts records up to `log_end`.
-    pub fn extend(&mut self, log_end: i64, chunks: Chunks, deadline: Instant) -> ClusterResult<()> {
+    pub fn extend(&mut self, log_end: i64, chunks: Chunks, deadline: Instant) -> BackendResult<()> {
         while self.end < log_end {
             if Instant::now() >= deadline {
-                return Err(ClusterError::new(
+                return Err(BackendError::new(
                     ErrorKind::TimedOut,
                     format!(
                         "the stream length is still being counted: offsets {}..{} of {}..{log_end} \
@@ -218,7 +223,7 @@ impl StreamIndex {
 
     /// Takes a new log start: its absolute position is found by counting
     /// the records of its span before it, and spans wholly below it go.
-    fn move_start(&mut self, log_start: i64, chunks: Chunks) -> ClusterResult<()> {
+    fn move_start(&mut self, log_start: i64, chunks: Chunks) -> BackendResult<()> {
         if log_start <= self.start.0 {
             return Ok(());
         }
@@ -252,7 +257,7 @@ impl StreamIndex {
 
     /// Copies stream bytes at `pos` (from the log start) into `buf`, within
     /// what is counted; returns how many.
-    pub fn read(&mut self, pos: u64, buf: &mut [u8], chunks: Chunks) -> ClusterResult<usize> {
+    pub fn read(&mut self, pos: u64, buf: &mut [u8], chunks: Chunks) -> BackendResult<usize> {
         let mut abs = self.start.1 + pos;
         if abs >= self.end_pos || buf.is_empty() {
             return Ok(0);
@@ -327,7 +332,7 @@ mod tests {
 
     /// A log of `n` records with values `v<i>` (i printed in full), offsets
     /// `0..n`, served 7 records per chunk; `marker` holds no record.
-    fn log(n: i64, marker: i64) -> impl Fn(i64) -> ClusterResult<Arc<Chunk>> {
+    fn log(n: i64, marker: i64) -> impl Fn(i64) -> BackendResult<Arc<Chunk>> {
         move |at| {
             let next = (at + 7).min(n);
             let records: Vec<Fetched> = (at..next)
@@ -373,7 +378,7 @@ mod tests {
         let mut ix = StreamIndex::new(0);
         ix.span_bytes = 16;
         let want = text(0, n, 1234);
-        assert_eq!(ix.len(0, n, &chunks, far()).unwrap(), want.len() as u64);
+        assert_eq!(ix.len(0, n, &chunks, far()).unwrap(), Counted::Len(want.len() as u64));
         assert!(ix.spans() <= MAX_SPANS, "{}", ix.spans());
         // Reads of odd sizes, sequential and at random places.
         let mut got = Vec::new();
@@ -396,7 +401,7 @@ mod tests {
         }
         // The log start moves: positions count from it.
         let want = text(1000, n, 1234);
-        assert_eq!(ix.len(1000, n, &chunks, far()).unwrap(), want.len() as u64);
+        assert_eq!(ix.len(1000, n, &chunks, far()).unwrap(), Counted::Len(want.len() as u64));
         let k = ix.read(0, &mut buf, &chunks).unwrap();
         assert_eq!(&buf[..k], &want[..13]);
     }
@@ -408,7 +413,7 @@ mod tests {
         let gone = std::cell::Cell::new(0);
         let chunks = |at| {
             if at < gone.get() {
-                return Err(ClusterError::new(
+                return Err(BackendError::new(
                     ErrorKind::OffsetOutOfRange {
                         offset: at,
                         log_start: gone.get(),
@@ -422,11 +427,11 @@ mod tests {
         let mut ix = StreamIndex::new(0);
         assert_eq!(
             ix.len(0, n, &chunks, far()).unwrap(),
-            text(0, n, -1).len() as u64
+            Counted::Len(text(0, n, -1).len() as u64)
         );
         gone.set(50);
         let want = text(50, n, -1);
-        assert_eq!(ix.len(50, n, &chunks, far()).unwrap(), want.len() as u64);
+        assert_eq!(ix.len(50, n, &chunks, far()).unwrap(), Counted::Len(want.len() as u64));
         let mut buf = [0u8; 8];
         let k = ix.read(0, &mut buf, &chunks).unwrap();
         assert_eq!(&buf[..k], &want[..8]);
@@ -445,7 +450,7 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::TimedOut);
         assert_eq!(
             ix.len(0, 100, &chunks, far()).unwrap(),
-            text(0, 100, -1).len() as u64
+            Counted::Len(text(0, 100, -1).len() as u64)
         );
         let before = fetches.get();
         ix.len(0, 100, &chunks, far()).unwrap();
@@ -471,7 +476,7 @@ mod tests {
         assert!(ix.count_own(90, [3usize; 10].into_iter(), 7));
         assert_eq!(ix.last_timestamp, Some(7));
         let want = text(0, 100, -1);
-        assert_eq!(ix.len(0, 100, &chunks, far()).unwrap(), want.len() as u64);
+        assert_eq!(ix.len(0, 100, &chunks, far()).unwrap(), Counted::Len(want.len() as u64));
         assert_eq!(fetches.get(), before, "counted from what was sent");
         let mut buf = [0u8; 8];
         let k = ix.read(want.len() as u64 - 8, &mut buf, &chunks).unwrap();

@@ -2,18 +2,30 @@
 
 use log::info;
 
-use super::backend::{BackendResult, ErrorKind, Partition};
+use crate::backend::{BackendResult, ErrorKind, LineFormat, LogControl, Partition};
 use super::error::{FsError, FsResult};
 use super::node::{Control, config_value, parse_delete_records};
 
-/// A write to `roll` or `flush`: the command runs whatever was written.
-pub fn run(
+/// A write to `roll`: the command runs whatever was written.
+pub fn roll(part: &dyn Partition) -> FsResult<()> {
+    command(part, Control::Roll, |log| log.roll())
+}
+
+/// A write to `flush`: the command runs whatever was written.
+pub fn flush(part: &dyn Partition) -> FsResult<()> {
+    command(part, Control::Flush, |log| log.flush())
+}
+
+fn command(
     part: &dyn Partition,
     control: Control,
-    f: impl FnOnce() -> BackendResult<()>,
+    run: impl FnOnce(&dyn LogControl) -> BackendResult<()>,
 ) -> FsResult<()> {
-    f().map_err(|e| FsError::backend(format!("{} of {}", control.name(), part.name()), &e))?;
-    info!("{} of {} done on request", control.name(), part.name());
+    let what = || format!("{} of {}", control.name(), part.name());
+    // The node exists only where the backend offers the command.
+    let log = part.log_control().ok_or(FsError::quiet(libc::ENOENT))?;
+    run(log).map_err(|e| FsError::backend(what(), &e))?;
+    info!("{} done on request", what());
     Ok(())
 }
 
@@ -26,8 +38,11 @@ pub fn set_config(part: &dyn Partition, name: &str, data: &[u8], path: &str) -> 
             "the value is not UTF-8",
         )
     })?;
-    part.set_config(name, value)
-        .map_err(|e| FsError::backend(format!("write to {path}"), &e))?;
+    let set = match LineFormat::is_setting(name) {
+        true => part.set_line_format(name, value),
+        false => part.set_config(name, value),
+    };
+    set.map_err(|e| FsError::backend(format!("write to {path}"), &e))?;
     info!("{}: set {name}={value}", part.name());
     Ok(())
 }

@@ -119,17 +119,12 @@ impl Tree {
                     .into_iter()
                     .map(|n| (NodeKey::Partition(inode::name(&n)), n))
                     .collect();
-                if self.read_only {
-                    let files = self
-                        .backend
-                        .root_files()
-                        .map_err(|e| FsError::backend("listing the data directory", &e))?;
-                    out.extend(
-                        files
-                            .into_iter()
-                            .map(|f| (NodeKey::RootFile(inode::name(&f.name)), f.name)),
-                    );
-                }
+                let files = self.root_files()?;
+                out.extend(
+                    files
+                        .into_iter()
+                        .map(|f| (NodeKey::RootFile(inode::name(&f.name)), f.name)),
+                );
                 out
             }
             // Any millisecond can be looked up; none is listed.
@@ -139,14 +134,17 @@ impl Tree {
             }
             NodeKey::Partition(p) => {
                 let part = self.partition(p)?;
-                let files = part.files().map_err(|e| listing(p, e))?;
+                let files = match part.raw_files() {
+                    Some(raw) => raw.files().map_err(|e| listing(p, e))?,
+                    None => Vec::new(),
+                };
                 let mut out: Vec<_> = files
                     .into_iter()
                     .filter(|f| !SPECIAL_NAMES.contains(&f.name.as_str()))
                     .map(|f| (NodeKey::Raw(p.clone(), inode::name(&f.name)), f.name))
                     .collect();
                 for s in SPECIAL_NAMES {
-                    if let Some(k) = self.special(p, s) {
+                    if let Some(k) = self.special(&*part, p, s) {
                         out.push((k, s.to_string()));
                     }
                 }
@@ -154,9 +152,7 @@ impl Tree {
             }
             NodeKey::ConfigDir(p) => {
                 self.partition(p)?;
-                self.backend
-                    .config_names()
-                    .iter()
+                self.config_names()
                     .map(|c| (NodeKey::Config(p.clone(), c), c.to_string()))
                     .collect()
             }

@@ -1,13 +1,13 @@
 //! The tree's one error type: an errno, and the log line that says what was
 //! refused and why. A shell only ever shows the errno's text, so the log is
 //! where a person finds the reason. Every errno the tree answers is chosen
-//! here, from a backend's error kind ([`FsError::backend`]) or by the rule
-//! that refused ([`FsError::refuse`]); the FUSE adapter logs and replies in
-//! one place.
+//! here, from an error kind in one table ([`errno_of`], the README's table)
+//! or by the rule that refused ([`FsError::refuse`]); the FUSE adapter logs
+//! and replies in one place.
 
 use log::Level;
 
-use super::backend::{BackendError, ErrorKind};
+use crate::backend::{BackendError, ErrorKind};
 
 pub type FsResult<T> = Result<T, FsError>;
 
@@ -53,7 +53,7 @@ impl FsError {
     pub fn backend(what: impl std::fmt::Display, e: &BackendError) -> Self {
         let errno = errno_of(e.kind);
         let log = match e.kind {
-            ErrorKind::Io(_) | ErrorKind::Corrupt | ErrorKind::TimedOut => (
+            k if k.is_failure() => (
                 Level::Error,
                 format!("{what} failed: {e} ({})", name(errno)),
             ),
@@ -81,22 +81,32 @@ impl FsError {
     }
 }
 
-/// The errno of each kind of backend error: the tree's errno table.
+/// The errno of each kind of error: the tree's errno table (the README's
+/// "Errors" table lists it).
 pub fn errno_of(kind: ErrorKind) -> i32 {
     match kind {
         ErrorKind::NotFound | ErrorKind::OffsetOutOfRange { .. } | ErrorKind::NoRecord => {
             libc::ENOENT
         }
         ErrorKind::Exists => libc::EEXIST,
-        ErrorKind::Invalid => libc::EINVAL,
+        ErrorKind::InvalidName
+        | ErrorKind::InvalidPartitions
+        | ErrorKind::InvalidConfig
+        | ErrorKind::InvalidRecord
+        | ErrorKind::Invalid
+        | ErrorKind::OutOfOrderSequence
+        | ErrorKind::InvalidProducerEpoch => libc::EINVAL,
         ErrorKind::RecordTooLarge => libc::EMSGSIZE,
-        ErrorKind::BatchTooLarge => libc::EFBIG,
+        ErrorKind::BatchTooLarge | ErrorKind::FileTooLarge => libc::EFBIG,
         ErrorKind::ReadOnly => libc::EROFS,
         ErrorKind::NotPermitted => libc::EPERM,
-        ErrorKind::Unsupported => libc::EOPNOTSUPP,
-        ErrorKind::Io(errno) => errno,
-        ErrorKind::Corrupt | ErrorKind::Offline => libc::EIO,
+        ErrorKind::PermissionDenied => libc::EACCES,
+        ErrorKind::Unsupported | ErrorKind::TransactionsNotServed => libc::EOPNOTSUPP,
         ErrorKind::Busy => libc::EBUSY,
+        ErrorKind::NoSpace => libc::ENOSPC,
+        ErrorKind::QuotaExceeded => libc::EDQUOT,
+        ErrorKind::TooManyOpenFiles => libc::EMFILE,
+        ErrorKind::Io | ErrorKind::Corrupt | ErrorKind::Offline => libc::EIO,
         ErrorKind::TimedOut => libc::ETIMEDOUT,
     }
 }
@@ -124,6 +134,7 @@ pub fn name(errno: i32) -> &'static str {
         libc::ERANGE => "ERANGE",
         libc::ETIMEDOUT => "ETIMEDOUT",
         libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::EMFILE => "EMFILE",
         _ => "errno",
     }
 }
@@ -131,17 +142,18 @@ pub fn name(errno: i32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::StorageError;
 
     #[test]
-    fn os_errors_pass_through() {
-        let errno = |e: StorageError| FsError::backend("x", &e.into()).errno;
-        let e = StorageError::io("/x", std::io::Error::from_raw_os_error(libc::ENOSPC));
-        assert_eq!(errno(e), libc::ENOSPC);
-        let e = StorageError::io("/x", std::io::Error::other("no errno"));
-        assert_eq!(errno(e), libc::EIO);
-        let e = StorageError::RecordTooLarge { size: 10, max: 5 };
-        assert_eq!(errno(e), libc::EMSGSIZE);
+    fn running_out_of_something_keeps_its_errno() {
+        let errno = |errno| {
+            let e = BackendError::new(ErrorKind::of_errno(errno), "x");
+            FsError::backend("x", &e).errno
+        };
+        assert_eq!(errno(libc::ENOSPC), libc::ENOSPC);
+        assert_eq!(errno(libc::EDQUOT), libc::EDQUOT);
+        assert_eq!(errno(libc::EMFILE), libc::EMFILE);
+        assert_eq!(errno(libc::EIO), libc::EIO);
+        assert_eq!(errno(libc::EACCES), libc::EIO, "a failure of the disk, not a refusal");
     }
 
     #[test]

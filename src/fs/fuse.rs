@@ -17,7 +17,7 @@ use fuser::{
 };
 use log::{info, warn};
 
-use super::backend::{Backend, StatFs};
+use crate::backend::{Backend, StatFs};
 use super::dir::DirectoryReplier;
 use super::error::{FsError, FsResult};
 use super::open::{AccessMode, Opened};

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use super::backend::Partition;
+use crate::backend::Partition;
 use super::node::{Control, NodeKey};
 use super::passthrough::Backing;
 

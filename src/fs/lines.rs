@@ -6,8 +6,8 @@
 
 use log::debug;
 
-use super::backend::{LineFormat, Partition};
 use super::error::{FsError, FsResult};
+use crate::backend::{AppendError, LineFormat, Partition};
 use crate::record::NewRecord;
 
 /// One WRITE on `log`: its complete lines (with any held start of line) become
@@ -20,7 +20,7 @@ pub fn append_lines(
     path: &str,
 ) -> FsResult<()> {
     let format = partition.line_format();
-    let max = format.max_message_bytes;
+    let max = partition.max_record_bytes();
     let too_long = |len: usize| {
         FsError::refuse(
             libc::EMSGSIZE,
@@ -89,7 +89,7 @@ pub fn append_held_line(partition: &dyn Partition, partial: &mut Vec<u8>, path: 
             Ok(_) => return,
             Err(e) => FsError::backend(
                 format!("append of the unterminated last line at close of {path}"),
-                &e,
+                &e.error,
             ),
         },
     };
@@ -99,22 +99,28 @@ pub fn append_held_line(partition: &dyn Partition, partial: &mut Vec<u8>, path: 
 fn append(partition: &dyn Partition, records: &[NewRecord], path: &str) -> FsResult<()> {
     match partition.append(records) {
         Ok(info) => {
+            let batches = info.batches.map_or(String::new(), |n| format!(" in {n} batches"));
             debug!(
-                "{path}: appended {} records at {}..={} in {} batches",
+                "{path}: appended {} records at {}..={}{batches}",
                 records.len(),
                 info.first_offset,
                 info.last_offset,
-                info.batches
             );
             Ok(())
         }
-        Err(e) => Err(FsError::backend(
-            format!(
-                "append of {} records to {path} (nothing of this write was appended)",
-                records.len()
-            ),
-            &e,
-        )),
+        Err(AppendError { error, landed }) => {
+            let landed = match landed {
+                None => "nothing of this write was appended".to_string(),
+                Some(l) => format!(
+                    "{} of its records landed all the same, at {}..={}",
+                    l.records, l.first_offset, l.last_offset
+                ),
+            };
+            Err(FsError::backend(
+                format!("append of {} records to {path} ({landed})", records.len()),
+                &error,
+            ))
+        }
     }
 }
 
@@ -198,7 +204,6 @@ pub fn to_records<'a>(
     let format = LineFormat {
         parse_key,
         key_separator: separator.to_string(),
-        max_message_bytes: usize::MAX,
     };
     let l = Lines::new(&format);
     let mut out = Vec::with_capacity(lines.len());

@@ -11,15 +11,12 @@
 //! - [`node`], [`inode`], [`handle`]: node kinds and names, inode numbers,
 //!   per-open-file state;
 //! - [`error`]: the one error type; every errno is chosen there;
-//! - [`backend`]: the seam to where partitions live ([`backend::local`]:
-//!   a data directory through the storage library);
 //! - [`passthrough`]: which raw files the kernel reads itself;
 //! - [`fuse`]: the thin FUSE adapter, the only module that speaks to the kernel.
 //!
 //! Everything but [`fuse`] can be driven without a kernel (see
 //! `tests/model.rs`).
 
-pub mod backend;
 pub mod control;
 pub mod dir;
 pub mod error;
@@ -33,8 +30,6 @@ pub mod passthrough;
 pub mod tree;
 pub mod xattr;
 
-pub use backend::local::LocalBackend;
-pub use backend::{Backend, Partition};
 pub use dir::DirectoryReplier;
 pub use error::{FsError, FsResult};
 pub use fuse::CommitFs;

@@ -163,11 +163,6 @@ pub fn parse_delete_records(data: &[u8]) -> Option<i64> {
     parse_offset_name(s)
 }
 
-/// The text of `status`: one `name: value` line per field.
-pub fn status_text(fields: &[(&str, String)]) -> String {
-    fields.iter().map(|(k, v)| format!("{k}: {v}\n")).collect()
-}
-
 /// The value written to a config file, as `LogConfig::set` should see it: the
 /// shell's trailing newline dropped; surrounding blanks dropped too except for
 /// `key.separator`, where a blank can be the value.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use log::debug;
 
-use super::backend::{FileKind, Partition};
+use crate::backend::{FileKind, Partition};
 use super::control;
 use super::error::{FsError, FsResult};
 use super::handle::{Handle, OpenFile};
@@ -141,8 +141,9 @@ impl Tree {
         let info = self.raw_file(&*part, &name, &key)?;
         let want = info.sealed || matches!(info.kind, FileKind::Index | FileKind::TimeIndex);
         let mode = self.passthrough.open(ino, want, || {
-            let file = part.open_file(&name).map_err(|e| match e.kind {
-                super::backend::ErrorKind::NotFound => FsError::quiet(libc::ENOENT),
+            let files = part.raw_files().ok_or(FsError::quiet(libc::ENOENT))?;
+            let file = files.open_file(&name).map_err(|e| match e.kind {
+                crate::backend::ErrorKind::NotFound => FsError::quiet(libc::ENOENT),
                 _ => FsError::backend(format!("open of {path}"), &e),
             })?;
             Ok(kernel.register(&file))
@@ -236,9 +237,15 @@ impl Tree {
             let at = offset + got as u64;
             let to = &mut out[got..size];
             let n = match &source {
-                Source::Raw(partition, name) => partition.read_file(name, at, to),
+                Source::Raw(partition, name) => match partition.raw_files() {
+                    Some(files) => files.read_file(name, at, to),
+                    None => return Err(FsError::quiet(libc::ENOENT)),
+                },
                 Source::Stream(partition) => partition.read_stream(at, to),
-                Source::RootFile(name) => self.backend.read_root_file(name, at, to),
+                Source::RootFile(name) => match self.backend.root_files() {
+                    Some(files) => files.read(name, at, to),
+                    None => return Err(FsError::quiet(libc::ENOENT)),
+                },
             }
             .map_err(|e| FsError::backend(format!("read of {}", key.path()), &e))?;
             if n == 0 {
@@ -264,8 +271,8 @@ impl Tree {
                 let part = &**partition;
                 match control {
                     Control::DeleteRecords => control::delete_records(part, data, &path)?,
-                    Control::Roll => control::run(part, *control, || part.roll())?,
-                    Control::Flush => control::run(part, *control, || part.flush())?,
+                    Control::Roll => control::roll(part)?,
+                    Control::Flush => control::flush(part)?,
                 }
             }
             Handle::Config {
@@ -299,8 +306,12 @@ impl Tree {
     pub fn fsync(&self, fh: u64) -> FsResult<()> {
         let f = self.handles.get(fh).ok_or(FsError::quiet(libc::EBADF))?;
         let f = f.lock();
-        if let Handle::Log { partition, .. } = &f.handle {
-            partition
+        // Where the backend has no flush, every acknowledged write is
+        // already as durable as it makes one (a cluster's acks=all).
+        if let Handle::Log { partition, .. } = &f.handle
+            && let Some(control) = partition.log_control()
+        {
+            control
                 .flush()
                 .map_err(|e| FsError::backend(format!("fsync of {}", f.key.path()), &e))?;
         }

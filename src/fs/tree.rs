@@ -7,11 +7,11 @@ use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::backend::{Backend, ErrorKind, Features, FileInfo, Partition};
+use crate::backend::{Backend, ErrorKind, FileInfo, IO_SIZE, LineFormat, Partition, line_format};
 use super::error::{FsError, FsResult};
 use super::handle::HandleTable;
 use super::inode::{self, InodeTable, ROOT_INO};
-use super::node::{Control, NodeKey, parse_offset_name, status_text};
+use super::node::{Control, NodeKey, parse_offset_name};
 use super::passthrough::Passthrough;
 
 /// Sizes, `status` and the partition set change with every append, roll or
@@ -29,8 +29,6 @@ pub const IMMUTABLE_TTL: Duration = Duration::from_secs(10);
 /// there, nothing is kept longer than this, so a name that went stops
 /// showing within about a second.
 pub const FOLLOW_TTL: Duration = Duration::from_secs(1);
-/// Large enough that `cp` and `cat` move 1 MiB per request.
-pub const BLKSIZE: u32 = 1 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeType {
@@ -67,7 +65,6 @@ pub struct Tree {
     pub(super) handles: HandleTable,
     pub(super) passthrough: Passthrough,
     pub(super) read_only: bool,
-    features: Features,
     pub(super) started: SystemTime,
     uid: u32,
     gid: u32,
@@ -77,7 +74,6 @@ impl Tree {
     pub fn new(backend: Arc<dyn Backend>) -> Tree {
         Tree {
             read_only: backend.read_only(),
-            features: backend.features(),
             backend,
             inodes: InodeTable::default(),
             handles: HandleTable::default(),
@@ -127,24 +123,39 @@ impl Tree {
         })
     }
 
-    /// The special child `name` of partition `p`, if the backend has it.
-    pub(super) fn special(&self, p: &Arc<str>, name: &str) -> Option<NodeKey> {
+    /// The special child `name` of partition `p`, if the partition has it
+    /// (`roll` and `flush` only where the backend offers them).
+    pub(super) fn special(&self, part: &dyn Partition, p: &Arc<str>, name: &str) -> Option<NodeKey> {
         match NodeKey::special(p, name)? {
-            NodeKey::Control(_, Control::Roll) if !self.features.roll => None,
-            NodeKey::Control(_, Control::Flush) if !self.features.flush => None,
+            NodeKey::Control(_, Control::Roll | Control::Flush) if part.log_control().is_none() => {
+                None
+            }
             key => Some(key),
         }
     }
 
+    /// The root's own files, where the backend has them (else none).
+    pub(super) fn root_files(&self) -> FsResult<Vec<FileInfo>> {
+        match self.backend.root_files() {
+            Some(files) => files
+                .list()
+                .map_err(|e| FsError::backend("listing the data directory", &e)),
+            None => Ok(Vec::new()),
+        }
+    }
+
     pub(super) fn root_file(&self, name: &str) -> FsResult<FileInfo> {
-        let files = self
-            .backend
-            .root_files()
-            .map_err(|e| FsError::backend("listing the data directory", &e))?;
-        files
+        self.root_files()?
             .into_iter()
             .find(|f| f.name == name)
             .ok_or(FsError::quiet(libc::ENOENT))
+    }
+
+    /// The names under `config/`: the backend's topic configs, then the
+    /// tree's own line format settings.
+    pub(super) fn config_names(&self) -> impl Iterator<Item = &'static str> {
+        let topic = self.backend.config_names().iter().copied();
+        topic.chain(line_format::NAMES.iter().copied())
     }
 
     /// A raw file of the partition, or ENOENT (quietly: shells probe names).
@@ -154,7 +165,8 @@ impl Tree {
         name: &str,
         key: &NodeKey,
     ) -> FsResult<FileInfo> {
-        part.file(name).map_err(|e| match e.kind {
+        let files = part.raw_files().ok_or(FsError::quiet(libc::ENOENT))?;
+        files.file(name).map_err(|e| match e.kind {
             ErrorKind::NotFound => FsError::quiet(libc::ENOENT),
             _ => FsError::backend(format!("stat of {}", key.path()), &e),
         })
@@ -176,10 +188,10 @@ impl Tree {
     }
 
     pub(super) fn status_text(&self, part: &dyn Partition, key: &NodeKey) -> FsResult<String> {
-        let fields = part
+        let status = part
             .status()
             .map_err(|e| FsError::backend(format!("reading {}", key.path()), &e))?;
-        Ok(status_text(&fields))
+        Ok(status.text())
     }
 
     pub(super) fn config_text(
@@ -188,9 +200,12 @@ impl Tree {
         name: &str,
         key: &NodeKey,
     ) -> FsResult<String> {
-        let value = part
-            .config(name)
-            .map_err(|e| FsError::backend(format!("reading {}", key.path()), &e))?;
+        let value = match LineFormat::is_setting(name) {
+            true => part.line_format().get(name),
+            false => part
+                .config(name)
+                .map_err(|e| FsError::backend(format!("reading {}", key.path()), &e))?,
+        };
         Ok(value.map(|v| v + "\n").unwrap_or_default())
     }
 
@@ -231,20 +246,14 @@ impl Tree {
                 if self.partition(name).is_ok() {
                     return Ok(NodeKey::Partition(inode::name(name)));
                 }
-                if self.read_only {
-                    self.root_file(name)?;
-                    return Ok(NodeKey::RootFile(inode::name(name)));
-                }
-                Err(enoent())
+                self.root_file(name)?;
+                Ok(NodeKey::RootFile(inode::name(name)))
             }
             NodeKey::Partition(p) => {
-                if let Some(k) = self.special(p, name) {
+                let part = self.partition(p)?;
+                if let Some(k) = self.special(&*part, p, name) {
                     return Ok(k);
                 }
-                if !self.features.raw_files {
-                    return Err(enoent());
-                }
-                let part = self.partition(p)?;
                 let key = NodeKey::Raw(p.clone(), inode::name(name));
                 self.raw_file(&*part, name, &key)?;
                 Ok(key)
@@ -269,10 +278,8 @@ impl Tree {
                 Ok(key)
             }
             NodeKey::ConfigDir(p) => self
-                .backend
                 .config_names()
-                .iter()
-                .find(|c| **c == name)
+                .find(|c| *c == name)
                 .map(|c| NodeKey::Config(p.clone(), c))
                 .ok_or_else(enoent),
             _ => Err(FsError::quiet(libc::ENOTDIR)),
@@ -283,7 +290,7 @@ impl Tree {
         &self,
         part: &dyn Partition,
         key: &NodeKey,
-    ) -> FsResult<super::backend::Offsets> {
+    ) -> FsResult<crate::backend::Offsets> {
         part.offsets()
             .map_err(|e| FsError::backend(format!("reading the offsets of {}", key.path()), &e))
     }
@@ -376,7 +383,7 @@ impl Tree {
         part: &dyn Partition,
         n: i64,
         key: &NodeKey,
-    ) -> FsResult<super::backend::RecordEntry> {
+    ) -> FsResult<crate::backend::RecordEntry> {
         part.record(n)
             .map_err(|e| FsError::backend(format!("reading {}", key.path()), &e))
     }
@@ -391,7 +398,7 @@ impl Tree {
             nlink: if kind == NodeType::Directory { 2 } else { 1 },
             uid: self.uid,
             gid: self.gid,
-            blksize: BLKSIZE,
+            blksize: IO_SIZE,
         }
     }
 
@@ -500,7 +507,7 @@ impl Tree {
     }
 
     /// `statfs` of the mount: the backend's space.
-    pub fn statfs(&self) -> FsResult<super::backend::StatFs> {
+    pub fn statfs(&self) -> FsResult<crate::backend::StatFs> {
         self.backend
             .statfs()
             .map_err(|e| FsError::backend("statfs", &e))

@@ -6,12 +6,12 @@ use std::ffi::OsStr;
 
 use log::debug;
 
-use super::backend::RecordEntry;
+use crate::backend::RecordEntry;
 use super::error::{FsError, FsResult};
 use super::node::NodeKey;
 use super::tree::Tree;
 use crate::record::internal::decode_internal_record;
-use crate::storage::names::parse_partition_name;
+use crate::names::parse_partition_name;
 
 /// Longest xattr name the kernel passes (XATTR_NAME_MAX).
 const XATTR_NAME_MAX: usize = 255;

@@ -21,7 +21,7 @@ use log::{info, warn};
 
 use super::broker::Broker;
 use super::error::code_for;
-use crate::storage::names::validate_topic;
+use crate::names::validate_topic;
 use crate::storage::{StorageError, Topic, is_internal_topic};
 
 pub fn handle(b: &Broker, version: i16, req: MetadataRequest) -> MetadataResponse {

@@ -25,7 +25,7 @@ use log::{info, warn};
 
 use super::broker::Broker;
 use super::error::{code_for, message_for};
-use crate::storage::names::validate_topic;
+use crate::names::validate_topic;
 use crate::storage::{LogConfig, StorageError};
 
 type Refused = (ResponseError, String);

@@ -1,9 +1,12 @@
-//! The storage layer's errors. The FUSE edge maps each to an errno.
+//! The storage layer's errors, each with its [`ErrorKind`]: the one place a
+//! storage failure is classified. The tree, the listener and the backend
+//! seam translate the kind, never the error itself.
 
 use std::io;
 use std::path::PathBuf;
 
 use super::config::ConfigError;
+use crate::error::ErrorKind;
 use crate::record::RecordError;
 
 #[derive(Debug, thiserror::Error)]
@@ -99,37 +102,56 @@ impl StorageError {
         }
     }
 
-    /// Whether the error leaves the files as they were before the call: bad
-    /// input, or a full disk (or a file size limit) met by a call that
-    /// allocates, whose caller undid what it had done. Any other error on a
-    /// write path takes the partition offline (see `storage::health`).
-    pub fn is_refusal(&self) -> bool {
+    /// What kind of error this is: storage's one classification, from
+    /// which the errno, the Kafka code and [`StorageError::is_refusal`] follow.
+    pub fn kind(&self) -> ErrorKind {
+        use super::producer_state::ProducerRefusal as P;
         match self {
-            StorageError::Io { source, .. } => matches!(
-                super::io::raw_os_error(source),
-                Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
-            ),
-            StorageError::Sync { .. }
-            | StorageError::Corrupt { .. }
-            | StorageError::Record(_)
-            | StorageError::IndexFull { .. } => false,
-            StorageError::Offline { .. }
-            | StorageError::Config(_)
-            | StorageError::InvalidPartitionName(..)
-            | StorageError::PartitionGap { .. }
-            | StorageError::TopicCollision { .. }
-            | StorageError::PartitionExists(_)
-            | StorageError::NoSuchPartition(_)
-            | StorageError::RecordTooLarge { .. }
-            | StorageError::BatchLargerThanSegment { .. }
-            | StorageError::OffsetOutOfRange { .. }
-            | StorageError::RecordNotFound(_)
-            | StorageError::ReadOnly
-            | StorageError::Locked(_)
-            | StorageError::NoSuchFile(_)
-            | StorageError::EmptyAppend
-            | StorageError::Producer { .. } => true,
+            StorageError::Io { source, .. } => {
+                super::io::raw_os_error(source).map_or(ErrorKind::Io, ErrorKind::of_errno)
+            }
+            // Whatever the errno: what it was to make durable may be lost.
+            StorageError::Sync { .. } | StorageError::IndexFull { .. } => ErrorKind::Io,
+            StorageError::Offline { .. } => ErrorKind::Offline,
+            StorageError::Config(_) => ErrorKind::InvalidConfig,
+            StorageError::InvalidPartitionName(..) | StorageError::TopicCollision { .. } => {
+                ErrorKind::InvalidName
+            }
+            StorageError::PartitionGap { .. } => ErrorKind::InvalidPartitions,
+            StorageError::PartitionExists(_) => ErrorKind::Exists,
+            StorageError::NoSuchPartition(_) | StorageError::NoSuchFile(_) => ErrorKind::NotFound,
+            StorageError::RecordTooLarge { .. } => ErrorKind::RecordTooLarge,
+            StorageError::BatchLargerThanSegment { .. } => ErrorKind::BatchTooLarge,
+            StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                log_end_offset,
+            } => ErrorKind::OffsetOutOfRange {
+                offset: *offset,
+                log_start: *log_start_offset,
+                log_end: *log_end_offset,
+            },
+            StorageError::RecordNotFound(_) => ErrorKind::NoRecord,
+            StorageError::Corrupt { .. } | StorageError::Record(_) => ErrorKind::Corrupt,
+            StorageError::ReadOnly => ErrorKind::ReadOnly,
+            StorageError::Locked(_) => ErrorKind::Busy,
+            StorageError::EmptyAppend => ErrorKind::InvalidRecord,
+            StorageError::Producer { refusal, .. } => match refusal {
+                P::OutOfOrderSequence => ErrorKind::OutOfOrderSequence,
+                P::InvalidProducerEpoch => ErrorKind::InvalidProducerEpoch,
+                P::Transactional => ErrorKind::TransactionsNotServed,
+            },
         }
+    }
+
+    /// Whether the error leaves the files as they were before the call: bad
+    /// input, or a full disk (or a quota, or a file size limit) met by a
+    /// call that allocates, whose caller undid what it had done. Any other
+    /// error on a write path (a failure of the machine, see
+    /// [`ErrorKind::is_failure`]) takes the partition offline (see
+    /// `storage::health`).
+    pub fn is_refusal(&self) -> bool {
+        !self.kind().is_failure()
     }
 }
 
@@ -151,5 +173,35 @@ impl<T> IoContext<T> for io::Result<T> {
             path: path.to_path_buf(),
             source,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_follow_kafka_and_the_os() {
+        let os = |errno| StorageError::io("/x", io::Error::from_raw_os_error(errno));
+        assert_eq!(os(libc::ENOSPC).kind(), ErrorKind::NoSpace);
+        assert!(os(libc::ENOSPC).is_refusal(), "an undone allocation");
+        assert_eq!(os(libc::EIO).kind(), ErrorKind::Io);
+        assert!(!os(libc::EIO).is_refusal());
+        let sync = StorageError::Sync {
+            path: "/x".into(),
+            source: io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        assert_eq!(sync.kind(), ErrorKind::Io, "a failed fsync may have lost data");
+        assert!(!sync.is_refusal());
+        let e = StorageError::io("/x", io::Error::other("no errno"));
+        assert_eq!(e.kind(), ErrorKind::Io);
+        let e = StorageError::RecordTooLarge { size: 10, max: 5 };
+        assert_eq!(e.kind(), ErrorKind::RecordTooLarge);
+        assert!(e.is_refusal());
+        let e = StorageError::Offline {
+            partition: "t-0".into(),
+            cause: "x".into(),
+        };
+        assert!(e.is_refusal(), "refused because offline: no second failure");
     }
 }

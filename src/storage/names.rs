@@ -1,59 +1,22 @@
-//! Kafka's naming rules for partition directories and segment files.
+//! Names in a data directory: partition directories (Kafka's rules, from
+//! `crate::names`) and segment files.
 
 use super::error::{Result, StorageError};
 
-/// Kafka's `Topic.validate`: 1-249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
-pub fn validate_topic(topic: &str) -> std::result::Result<(), &'static str> {
-    if topic.is_empty() {
-        return Err("the topic name is empty");
-    }
-    if topic == "." || topic == ".." {
-        return Err("the topic name cannot be '.' or '..'");
-    }
-    if topic.len() > 249 {
-        return Err("the topic name is longer than 249 characters");
-    }
-    if !topic
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-    {
-        return Err("the topic name may contain only ASCII alphanumerics, '.', '_' and '-'");
-    }
-    Ok(())
-}
+pub use crate::names::validate_topic;
 
-/// Splits `<topic>-<partition>` at the last `-`, validating both halves.
+/// Splits `<topic>-<partition>` (Kafka's rules, `crate::names`).
 pub fn parse_partition_name(name: &str) -> Result<(String, u32)> {
-    let bad = |why| StorageError::InvalidPartitionName(name.to_string(), why);
-    let (topic, partition) = name
-        .rsplit_once('-')
-        .ok_or_else(|| bad("expected <topic>-<partition>"))?;
-    validate_topic(topic).map_err(bad)?;
-    if partition.is_empty() || !partition.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad("the partition must be a non-negative integer"));
-    }
-    if partition.len() > 1 && partition.starts_with('0') {
-        return Err(bad("the partition number has a leading zero"));
-    }
-    let p: u32 = partition
-        .parse()
-        .ok()
-        .filter(|p| *p <= i32::MAX as u32)
-        .ok_or_else(|| bad("the partition number is too large"))?;
-    Ok((topic.to_string(), p))
+    crate::names::parse_partition_name(name)
+        .map(|(t, p)| (t.to_string(), p))
+        .map_err(|why| StorageError::InvalidPartitionName(name.to_string(), why))
 }
 
-/// The stricter rule for names a user creates: `orders--1` parses as topic
-/// `orders-` partition 1, but reads as a negative partition, so refuse it.
+/// A name a user creates (`crate::names::validate_new_partition_name`).
 pub fn validate_new_partition_name(name: &str) -> Result<(String, u32)> {
-    let (topic, partition) = parse_partition_name(name)?;
-    if topic.ends_with('-') {
-        return Err(StorageError::InvalidPartitionName(
-            name.to_string(),
-            "the partition number cannot be negative (a topic ending in '-' reads as one)",
-        ));
-    }
-    Ok((topic, partition))
+    crate::names::validate_new_partition_name(name)
+        .map(|(t, p)| (t.to_string(), p))
+        .map_err(|why| StorageError::InvalidPartitionName(name.to_string(), why))
 }
 
 /// `00000000000000000680` for base offset 680.
@@ -78,47 +41,6 @@ pub fn parse_segment_file_name(name: &str) -> Option<(i64, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn partition_names() {
-        assert_eq!(
-            parse_partition_name("orders-0").unwrap(),
-            ("orders".into(), 0)
-        );
-        assert_eq!(
-            parse_partition_name("a-b.c_d-12").unwrap(),
-            ("a-b.c_d".into(), 12)
-        );
-        assert_eq!(parse_partition_name("__consumer_offsets-49").unwrap().1, 49);
-        let long = "t".repeat(249);
-        assert!(parse_partition_name(&format!("{long}-0")).is_ok());
-        for bad in [
-            "",
-            "-0",
-            ".-0",
-            "..-0",
-            "orders",
-            "orders-",
-            "orders-01",
-            "a/b-0",
-            "ördërs-0",
-            "orders-x",
-            "orders-+1",
-            "orders-99999999999",
-        ] {
-            assert!(
-                parse_partition_name(bad).is_err(),
-                "{bad:?} must be refused"
-            );
-        }
-        assert!(parse_partition_name(&format!("{}-0", "t".repeat(250))).is_err());
-        assert_eq!(
-            parse_partition_name("orders--1").unwrap(),
-            ("orders-".into(), 1)
-        );
-        assert!(validate_new_partition_name("orders--1").is_err());
-        assert!(validate_new_partition_name("orders-1").is_ok());
-    }
 
     #[test]
     fn segment_names() {

@@ -31,12 +31,11 @@ use std::sync::Arc;
 
 use commitfs::cluster::{ClusterBackend, ClusterOptions};
 use commitfs::fs::Tree;
-use commitfs::fs::backend::Features;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
 
 use super::ops::{Node, Op, Probe, Target};
-use super::system::System;
+use super::system::{Features, System};
 use crate::kafka_support::{Server, grants_producer_ids};
 
 const STATUS_FIELDS: &[&str] = &[

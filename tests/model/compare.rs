@@ -457,7 +457,7 @@ impl<S: System> Harness<S> {
         };
         match field {
             "log_start_offset" => self.same(&what, v(), p.log_start),
-            "log_end_offset" => self.same(&what, v(), p.log_end()),
+            "log_end_offset" | "high_watermark" => self.same(&what, v(), p.log_end()),
             "recovery_point" => assert!(
                 (p.rp_min..=p.log_end()).contains(&v()),
                 "{}: {what} {text} outside {}..={}",

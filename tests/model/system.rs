@@ -9,12 +9,20 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use commitfs::fs::backend::Features;
-
 use super::ops::Op;
-use commitfs::fs::{LocalBackend, Tree};
+use commitfs::backend::local::LocalBackend;
+use commitfs::fs::Tree;
 use commitfs::storage::check::check_data_dir;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+
+/// The optional nodes a backend offers (its capabilities).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Features {
+    /// Segment and index files.
+    pub raw_files: bool,
+    pub roll: bool,
+    pub flush: bool,
+}
 
 pub trait System {
     fn tree(&self) -> &Tree;
@@ -70,6 +78,7 @@ pub struct LocalSystem {
 const STATUS_FIELDS: &[&str] = &[
     "log_start_offset",
     "log_end_offset",
+    "high_watermark",
     "recovery_point",
     "segments",
     "size_bytes",

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::{
-    Appended, Backend, BackendError, BackendResult, ErrorKind, Features, FileInfo, FileKind,
-    LineFormat, Offsets, Partition, RecordEntry, StatFs,
+    AppendError, Appended, Backend, BackendError, BackendResult, ErrorKind, FileInfo, FileKind,
+    LineFormat, LogControl, Offsets, Partition, RawFiles, RecordEntry, RootFiles, StatFs, Status,
 };
 use crate::record::NewRecord;
 use crate::storage::names::parse_segment_file_name;
@@ -68,14 +68,6 @@ impl Backend for LocalBackend {
         self.manager.read_only()
     }
 
-    fn features(&self) -> Features {
-        Features {
-            raw_files: true,
-            roll: true,
-            flush: true,
-        }
-    }
-
     fn partition_names(&self) -> BackendResult<Vec<String>> {
         Ok(self
             .manager
@@ -101,31 +93,21 @@ impl Backend for LocalBackend {
         Ok(self.manager.delete_partition(name)?)
     }
 
-    fn root_files(&self) -> BackendResult<Vec<FileInfo>> {
-        Ok(self
-            .manager
-            .root_files()?
-            .into_iter()
-            .filter(|f| shown_in_root(&f.name))
-            .map(|f| file_info(f, false))
-            .collect())
-    }
-
-    fn read_root_file(&self, name: &str, pos: u64, buf: &mut [u8]) -> BackendResult<usize> {
-        if !shown_in_root(name) {
-            return Err(not_shown(name));
-        }
-        Ok(self.manager.read_root_file(name, pos, buf)?)
-    }
-
     fn config_names(&self) -> &'static [&'static str] {
-        CONFIG_NAMES
+        // The line format's two settings come last; they are the tree's.
+        &CONFIG_NAMES[..CONFIG_NAMES.len() - super::line_format::NAMES.len()]
+    }
+
+    /// A read-only mount shows the data directory's own files (a broker's
+    /// checkpoints); a read-write one is the daemon's own business.
+    fn root_files(&self) -> Option<&dyn RootFiles> {
+        self.manager.read_only().then_some(self as &dyn RootFiles)
     }
 
     fn statfs(&self) -> BackendResult<StatFs> {
         let dir = self.manager.dir();
         let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
-            .map_err(|_| BackendError::new(ErrorKind::Io(libc::EIO), "data dir path holds NUL"))?;
+            .map_err(|_| BackendError::new(ErrorKind::Io, "data dir path holds NUL"))?;
         // SAFETY: statvfs writes into the zeroed struct it is given.
         let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
         loop {
@@ -149,6 +131,25 @@ impl Backend for LocalBackend {
     }
 }
 
+impl RootFiles for LocalBackend {
+    fn list(&self) -> BackendResult<Vec<FileInfo>> {
+        Ok(self
+            .manager
+            .root_files()?
+            .into_iter()
+            .filter(|f| shown_in_root(&f.name))
+            .map(|f| file_info(f, false))
+            .collect())
+    }
+
+    fn read(&self, name: &str, pos: u64, buf: &mut [u8]) -> BackendResult<usize> {
+        if !shown_in_root(name) {
+            return Err(not_shown(name));
+        }
+        Ok(self.manager.read_root_file(name, pos, buf)?)
+    }
+}
+
 impl Partition for PartitionLog {
     fn name(&self) -> &str {
         PartitionLog::name(self)
@@ -162,12 +163,13 @@ impl Partition for PartitionLog {
         })
     }
 
-    fn append(&self, records: &[NewRecord]) -> BackendResult<Appended> {
-        let info = PartitionLog::append(self, records)?;
+    /// All or nothing: nothing of a failed append is in the log.
+    fn append(&self, records: &[NewRecord]) -> Result<Appended, AppendError> {
+        let info = PartitionLog::append(self, records).map_err(BackendError::from)?;
         Ok(Appended {
             first_offset: info.first_offset,
             last_offset: info.last_offset,
-            batches: info.batches,
+            batches: Some(info.batches),
         })
     }
 
@@ -202,23 +204,25 @@ impl Partition for PartitionLog {
         Ok(PartitionLog::offset_for_timestamp(self, ms)?)
     }
 
-    /// An offline partition's status is its cause alone: the other
-    /// figures may no longer match its files.
-    fn status(&self) -> BackendResult<Vec<(&'static str, String)>> {
+    fn status(&self) -> BackendResult<Status> {
         let s = PartitionLog::status(self)?;
         if let Some(cause) = s.offline {
-            return Ok(vec![("offline", cause)]);
+            return Ok(Status::Offline { cause });
         }
-        Ok(vec![
-            ("log_start_offset", s.log_start_offset.to_string()),
-            ("log_end_offset", s.log_end_offset.to_string()),
-            ("recovery_point", s.recovery_point.to_string()),
-            ("segments", s.segments.to_string()),
-            ("size_bytes", s.size_bytes.to_string()),
-            ("active_segment", s.active_segment.to_string()),
-            ("lookup_bytes_read", s.lookup_bytes_read.to_string()),
-            ("fsyncs", s.fsyncs.to_string()),
-        ])
+        Ok(Status::Serving {
+            log_start_offset: s.log_start_offset,
+            log_end_offset: s.log_end_offset,
+            // A single replica's high watermark is its log end offset.
+            high_watermark: s.log_end_offset,
+            detail: vec![
+                ("recovery_point", s.recovery_point.to_string()),
+                ("segments", s.segments.to_string()),
+                ("size_bytes", s.size_bytes.to_string()),
+                ("active_segment", s.active_segment.to_string()),
+                ("lookup_bytes_read", s.lookup_bytes_read.to_string()),
+                ("fsyncs", s.fsyncs.to_string()),
+            ],
+        })
     }
 
     fn config(&self, name: &str) -> BackendResult<Option<String>> {
@@ -235,14 +239,37 @@ impl Partition for PartitionLog {
         LineFormat {
             parse_key: c.parse_key,
             key_separator: c.key_separator.clone(),
-            max_message_bytes: c.max_message_bytes.max(0) as usize,
         }
+    }
+
+    fn set_line_format(&self, name: &str, value: &str) -> BackendResult<()> {
+        if !LineFormat::is_setting(name) {
+            return Err(BackendError::new(
+                ErrorKind::InvalidConfig,
+                format!("{name} is not a line format setting"),
+            ));
+        }
+        Ok(PartitionLog::set_config(self, name, value)?)
+    }
+
+    fn max_record_bytes(&self) -> usize {
+        PartitionLog::config(self).max_message_bytes.max(0) as usize
     }
 
     fn delete_records(&self, offset: i64) -> BackendResult<i64> {
         Ok(self.delete_records_before(offset)?)
     }
 
+    fn raw_files(&self) -> Option<&dyn RawFiles> {
+        Some(self)
+    }
+
+    fn log_control(&self) -> Option<&dyn LogControl> {
+        Some(self)
+    }
+}
+
+impl LogControl for PartitionLog {
     fn roll(&self) -> BackendResult<()> {
         Ok(PartitionLog::roll(self)?)
     }
@@ -250,7 +277,9 @@ impl Partition for PartitionLog {
     fn flush(&self) -> BackendResult<()> {
         Ok(PartitionLog::flush(self)?)
     }
+}
 
+impl RawFiles for PartitionLog {
     fn files(&self) -> BackendResult<Vec<FileInfo>> {
         // Read before the sizes: a segment sealed meanwhile has its final size.
         let active = self.active_segment_base();
@@ -310,41 +339,5 @@ fn file_info(f: PartitionFile, sealed: bool) -> FileInfo {
         size: f.size,
         mtime: f.mtime,
         sealed,
-    }
-}
-
-impl From<StorageError> for BackendError {
-    fn from(e: StorageError) -> Self {
-        let kind = match &e {
-            StorageError::Io { .. } | StorageError::Sync { .. } => {
-                ErrorKind::Io(e.raw_os_error().unwrap_or(libc::EIO))
-            }
-            StorageError::Offline { .. } => ErrorKind::Offline,
-            StorageError::Config(_)
-            | StorageError::InvalidPartitionName(..)
-            | StorageError::PartitionGap { .. }
-            | StorageError::TopicCollision { .. }
-            | StorageError::EmptyAppend
-            | StorageError::Producer { .. } => ErrorKind::Invalid,
-            StorageError::PartitionExists(_) => ErrorKind::Exists,
-            StorageError::NoSuchPartition(_) | StorageError::NoSuchFile(_) => ErrorKind::NotFound,
-            StorageError::RecordTooLarge { .. } => ErrorKind::RecordTooLarge,
-            StorageError::BatchLargerThanSegment { .. } => ErrorKind::BatchTooLarge,
-            StorageError::OffsetOutOfRange {
-                offset,
-                log_start_offset,
-                log_end_offset,
-            } => ErrorKind::OffsetOutOfRange {
-                offset: *offset,
-                log_start: *log_start_offset,
-                log_end: *log_end_offset,
-            },
-            StorageError::RecordNotFound(_) => ErrorKind::NoRecord,
-            StorageError::Corrupt { .. } | StorageError::Record(_) => ErrorKind::Corrupt,
-            StorageError::IndexFull { .. } => ErrorKind::Io(libc::EIO),
-            StorageError::ReadOnly => ErrorKind::ReadOnly,
-            StorageError::Locked(_) => ErrorKind::Busy,
-        };
-        BackendError::new(kind, e.to_string())
     }
 }
