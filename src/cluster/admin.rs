@@ -162,9 +162,9 @@ impl Admin {
         tpl.add_partition_offset(topic, partition, rdkafka::Offset::Offset(offset))
             .map_err(|e| error::client(&what, &e))?;
         let out = self.wait(&what, self.client.delete_records(&tpl, &self.options()))?;
-        let e = out.find_partition(topic, partition).ok_or_else(|| {
-            BackendError::new(ErrorKind::Io, format!("{what}: no result"))
-        })?;
+        let e = out
+            .find_partition(topic, partition)
+            .ok_or_else(|| BackendError::new(ErrorKind::Io, format!("{what}: no result")))?;
         if let Err(err) = e.error() {
             return Err(error::client(&what, &err));
         }
@@ -183,9 +183,7 @@ impl Admin {
         let resource = results
             .into_iter()
             .next()
-            .ok_or_else(|| {
-                BackendError::new(ErrorKind::Io, format!("{what}: no result"))
-            })?
+            .ok_or_else(|| BackendError::new(ErrorKind::Io, format!("{what}: no result")))?
             .map_err(|code| error::code(&what, code, None))?;
         Ok(resource
             .entries

@@ -425,11 +425,10 @@ impl Fetcher {
             .meta
             .offsets_for_times(tpl, self.timeout)
             .map_err(|e| error::client(what(), &e))?;
-        let e = out.find_partition(topic, partition).ok_or_else(|| {
-            BackendError::new(ErrorKind::Io, format!("{}: no result", what()))
-        })?;
-        e.error()
-            .map_err(|err| error::client(what(), &err))?;
+        let e = out
+            .find_partition(topic, partition)
+            .ok_or_else(|| BackendError::new(ErrorKind::Io, format!("{}: no result", what())))?;
+        e.error().map_err(|err| error::client(what(), &err))?;
         Ok(match e.offset() {
             Offset::Offset(o) if o >= 0 => Some(o),
             _ => None,

@@ -314,17 +314,17 @@ impl Partition for ClusterPartition {
             log_end_offset: high,
             high_watermark: high,
             detail: vec![
-            ("leader", p.map_or(-1, |p| p.leader).to_string()),
-            ("replicas", list(p.map(|p| &p.replicas))),
-            ("isr", list(p.map(|p| &p.isr))),
-            ("fetches", self.fetches.load(Ordering::Relaxed).to_string()),
-            (
-                "cache_hits",
-                self.cache_hits.load(Ordering::Relaxed).to_string(),
-            ),
-            ("cache_bytes", self.shared.cache.bytes().to_string()),
-            ("stream_counted_to", counted.to_string()),
-            ("stream_spans", spans.to_string()),
+                ("leader", p.map_or(-1, |p| p.leader).to_string()),
+                ("replicas", list(p.map(|p| &p.replicas))),
+                ("isr", list(p.map(|p| &p.isr))),
+                ("fetches", self.fetches.load(Ordering::Relaxed).to_string()),
+                (
+                    "cache_hits",
+                    self.cache_hits.load(Ordering::Relaxed).to_string(),
+                ),
+                ("cache_bytes", self.shared.cache.bytes().to_string()),
+                ("stream_counted_to", counted.to_string()),
+                ("stream_spans", spans.to_string()),
             ],
         })
     }

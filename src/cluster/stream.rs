@@ -378,7 +378,10 @@ mod tests {
         let mut ix = StreamIndex::new(0);
         ix.span_bytes = 16;
         let want = text(0, n, 1234);
-        assert_eq!(ix.len(0, n, &chunks, far()).unwrap(), Counted::Len(want.len() as u64));
+        assert_eq!(
+            ix.len(0, n, &chunks, far()).unwrap(),
+            Counted::Len(want.len() as u64)
+        );
         assert!(ix.spans() <= MAX_SPANS, "{}", ix.spans());
         // Reads of odd sizes, sequential and at random places.
         let mut got = Vec::new();
@@ -401,7 +404,10 @@ mod tests {
         }
         // The log start moves: positions count from it.
         let want = text(1000, n, 1234);
-        assert_eq!(ix.len(1000, n, &chunks, far()).unwrap(), Counted::Len(want.len() as u64));
+        assert_eq!(
+            ix.len(1000, n, &chunks, far()).unwrap(),
+            Counted::Len(want.len() as u64)
+        );
         let k = ix.read(0, &mut buf, &chunks).unwrap();
         assert_eq!(&buf[..k], &want[..13]);
     }
@@ -431,7 +437,10 @@ mod tests {
         );
         gone.set(50);
         let want = text(50, n, -1);
-        assert_eq!(ix.len(50, n, &chunks, far()).unwrap(), Counted::Len(want.len() as u64));
+        assert_eq!(
+            ix.len(50, n, &chunks, far()).unwrap(),
+            Counted::Len(want.len() as u64)
+        );
         let mut buf = [0u8; 8];
         let k = ix.read(0, &mut buf, &chunks).unwrap();
         assert_eq!(&buf[..k], &want[..8]);
@@ -476,7 +485,10 @@ mod tests {
         assert!(ix.count_own(90, [3usize; 10].into_iter(), 7));
         assert_eq!(ix.last_timestamp, Some(7));
         let want = text(0, 100, -1);
-        assert_eq!(ix.len(0, 100, &chunks, far()).unwrap(), Counted::Len(want.len() as u64));
+        assert_eq!(
+            ix.len(0, 100, &chunks, far()).unwrap(),
+            Counted::Len(want.len() as u64)
+        );
         assert_eq!(fetches.get(), before, "counted from what was sent");
         let mut buf = [0u8; 8];
         let k = ix.read(want.len() as u64 - 8, &mut buf, &chunks).unwrap();

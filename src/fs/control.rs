@@ -2,9 +2,9 @@
 
 use log::info;
 
-use crate::backend::{BackendResult, ErrorKind, LineFormat, LogControl, Partition};
 use super::error::{FsError, FsResult};
 use super::node::{Control, config_value, parse_delete_records};
+use crate::backend::{BackendResult, ErrorKind, LineFormat, LogControl, Partition};
 
 /// A write to `roll`: the command runs whatever was written.
 pub fn roll(part: &dyn Partition) -> FsResult<()> {

@@ -153,7 +153,11 @@ mod tests {
         assert_eq!(errno(libc::EDQUOT), libc::EDQUOT);
         assert_eq!(errno(libc::EMFILE), libc::EMFILE);
         assert_eq!(errno(libc::EIO), libc::EIO);
-        assert_eq!(errno(libc::EACCES), libc::EIO, "a failure of the disk, not a refusal");
+        assert_eq!(
+            errno(libc::EACCES),
+            libc::EIO,
+            "a failure of the disk, not a refusal"
+        );
     }
 
     #[test]

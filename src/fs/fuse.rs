@@ -17,12 +17,12 @@ use fuser::{
 };
 use log::{info, warn};
 
-use crate::backend::{Backend, StatFs};
 use super::dir::DirectoryReplier;
 use super::error::{FsError, FsResult};
 use super::open::{AccessMode, Opened};
 use super::passthrough::{Backing, BackingFiles};
 use super::tree::{Attr, Entry, NodeType, SetAttr, TTL, Tree};
+use crate::backend::{Backend, StatFs};
 
 const MAX_WRITE: u32 = 1 << 20;
 

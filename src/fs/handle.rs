@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::backend::Partition;
 use super::node::{Control, NodeKey};
 use super::passthrough::Backing;
+use crate::backend::Partition;
 
 pub enum Handle {
     /// An open directory: the listing the first READDIR saw, so that later

@@ -99,7 +99,9 @@ pub fn append_held_line(partition: &dyn Partition, partial: &mut Vec<u8>, path: 
 fn append(partition: &dyn Partition, records: &[NewRecord], path: &str) -> FsResult<()> {
     match partition.append(records) {
         Ok(info) => {
-            let batches = info.batches.map_or(String::new(), |n| format!(" in {n} batches"));
+            let batches = info
+                .batches
+                .map_or(String::new(), |n| format!(" in {n} batches"));
             debug!(
                 "{path}: appended {} records at {}..={}{batches}",
                 records.len(),

@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use log::debug;
 
-use crate::backend::{FileKind, Partition};
 use super::control;
 use super::error::{FsError, FsResult};
 use super::handle::{Handle, OpenFile};
@@ -12,6 +11,7 @@ use super::lines::{append_held_line, append_lines};
 use super::node::{Control, NodeKey};
 use super::passthrough::{Backing, BackingFiles, Mode};
 use super::tree::Tree;
+use crate::backend::{FileKind, Partition};
 
 /// What an open asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,12 +7,12 @@ use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::backend::{Backend, ErrorKind, FileInfo, IO_SIZE, LineFormat, Partition, line_format};
 use super::error::{FsError, FsResult};
 use super::handle::HandleTable;
 use super::inode::{self, InodeTable, ROOT_INO};
 use super::node::{Control, NodeKey, parse_offset_name};
 use super::passthrough::Passthrough;
+use crate::backend::{Backend, ErrorKind, FileInfo, IO_SIZE, LineFormat, Partition, line_format};
 
 /// Sizes, `status` and the partition set change with every append, roll or
 /// mkdir, so the kernel must ask every time: stale sizes must never show.
@@ -125,7 +125,12 @@ impl Tree {
 
     /// The special child `name` of partition `p`, if the partition has it
     /// (`roll` and `flush` only where the backend offers them).
-    pub(super) fn special(&self, part: &dyn Partition, p: &Arc<str>, name: &str) -> Option<NodeKey> {
+    pub(super) fn special(
+        &self,
+        part: &dyn Partition,
+        p: &Arc<str>,
+        name: &str,
+    ) -> Option<NodeKey> {
         match NodeKey::special(p, name)? {
             NodeKey::Control(_, Control::Roll | Control::Flush) if part.log_control().is_none() => {
                 None

@@ -6,12 +6,12 @@ use std::ffi::OsStr;
 
 use log::debug;
 
-use crate::backend::RecordEntry;
 use super::error::{FsError, FsResult};
 use super::node::NodeKey;
 use super::tree::Tree;
-use crate::record::internal::decode_internal_record;
+use crate::backend::RecordEntry;
 use crate::names::parse_partition_name;
+use crate::record::internal::decode_internal_record;
 
 /// Longest xattr name the kernel passes (XATTR_NAME_MAX).
 const XATTR_NAME_MAX: usize = 255;

@@ -22,7 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use log::{info, warn};
 
 use super::broker::Broker;
-use super::error::{code_for, message_for};
+use super::error::{Family, code_for, message_for};
 use crate::storage::{CONFIG_NAMES, ConfigError, LogConfig, StorageError};
 
 const TOPIC: i8 = 2;
@@ -253,7 +253,11 @@ fn alter_topic(b: &Broker, r: &AlterConfigsResource, validate_only: bool) -> Res
         return Ok(());
     }
     let storage = |e: StorageError| {
-        let code = code_for(&format!("IncrementalAlterConfigs of {name}"), &e);
+        let code = code_for(
+            Family::Admin,
+            &format!("IncrementalAlterConfigs of {name}"),
+            &e,
+        );
         (code, message_for(&e))
     };
     for log in topic.partitions.iter().flatten() {

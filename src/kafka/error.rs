@@ -1,11 +1,12 @@
 //! The Kafka face's errors: why a connection is closed ([`Refusal`]), and
-//! the one place a storage error becomes a Kafka error code ([`code_for`]).
+//! the one place a kind of failure becomes a Kafka error code ([`code`]),
+//! with a table per family of APIs ([`Family`]).
 
 use kafka_protocol::ResponseError;
 use log::warn;
 
+use crate::error::ErrorKind;
 use crate::storage::StorageError;
-use crate::storage::producer_state::ProducerRefusal;
 
 /// Why a connection is closed rather than answered. Kafka closes the
 /// connection for the same things: a frame it will not buffer, a header it
@@ -34,40 +35,93 @@ pub enum Refusal {
     Other(String),
 }
 
-/// The Kafka error code for a storage error, logged with what was refused.
-pub fn code_for(what: &str, e: &StorageError) -> ResponseError {
-    let code = match e {
-        StorageError::NoSuchPartition(_) => ResponseError::UnknownTopicOrPartition,
-        StorageError::PartitionExists(_) => ResponseError::TopicAlreadyExists,
-        StorageError::InvalidPartitionName(..) | StorageError::TopicCollision { .. } => {
-            ResponseError::InvalidTopicException
-        }
-        StorageError::PartitionGap { .. } => ResponseError::InvalidPartitions,
-        StorageError::Config(_) => ResponseError::InvalidConfig,
-        StorageError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
-        StorageError::BatchLargerThanSegment { .. } => ResponseError::RecordListTooLarge,
-        StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
-        StorageError::Record(_) | StorageError::EmptyAppend => ResponseError::CorruptMessage,
-        // Kafka's own codes; INVALID_PRODUCER_EPOCH (known since 0.11) at every
-        // Produce version, as Kafka 2.7+ answers a produce with an old epoch.
-        StorageError::Producer { refusal, .. } => match refusal {
-            ProducerRefusal::OutOfOrderSequence => ResponseError::OutOfOrderSequenceNumber,
-            ProducerRefusal::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
-            ProducerRefusal::Transactional => ResponseError::TransactionalIdAuthorizationFailed,
+/// The families of APIs that answer the same kind of failure with different
+/// codes, as Kafka's request handlers do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Produce: the bytes are the client's, so bytes that do not decode are
+    /// its corrupt message.
+    Produce,
+    /// Fetch, ListOffsets, DeleteRecords: reads of what is stored.
+    Read,
+    /// CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
+    /// IncrementalAlterConfigs, and Metadata's auto-creation.
+    Admin,
+    /// OffsetCommit's append to `__consumer_offsets` (Kafka's
+    /// `GroupMetadataManager` mapping of append errors).
+    GroupCommit,
+    /// InitProducerId's producer id block.
+    ProducerId,
+}
+
+/// The Kafka error code for a kind of failure, in `family`'s table.
+pub fn code(family: Family, kind: ErrorKind) -> ResponseError {
+    match family {
+        Family::Produce => match kind {
+            ErrorKind::Corrupt | ErrorKind::InvalidRecord => ResponseError::CorruptMessage,
+            k => stored(k),
         },
-        // Not ours to write: the same answer Kafka gives a client it will not
-        // let write, so clients stop instead of retrying.
-        StorageError::ReadOnly => ResponseError::TopicAuthorizationFailed,
-        // Kafka's answer for a log it cannot read or write, offline ones included.
-        StorageError::Io { .. }
-        | StorageError::Sync { .. }
-        | StorageError::Offline { .. }
-        | StorageError::IndexFull { .. }
-        | StorageError::Corrupt { .. }
-        | StorageError::Locked(_)
-        | StorageError::NoSuchFile(_)
-        | StorageError::RecordNotFound(_) => ResponseError::KafkaStorageError,
-    };
+        Family::Read | Family::Admin => stored(kind),
+        Family::GroupCommit => match kind {
+            ErrorKind::ReadOnly => ResponseError::GroupAuthorizationFailed,
+            ErrorKind::RecordTooLarge | ErrorKind::BatchTooLarge => {
+                ResponseError::InvalidCommitOffsetSize
+            }
+            ErrorKind::NotFound => ResponseError::CoordinatorNotAvailable,
+            _ => ResponseError::NotCoordinator,
+        },
+        // A read-only directory cannot take appends at all; otherwise the
+        // id block could not be saved, and the client retries.
+        Family::ProducerId => match kind {
+            ErrorKind::ReadOnly => ResponseError::ClusterAuthorizationFailed,
+            _ => ResponseError::CoordinatorNotAvailable,
+        },
+    }
+}
+
+/// The table every family starts from: Kafka's code for each kind of
+/// failure of a log it stores.
+fn stored(kind: ErrorKind) -> ResponseError {
+    match kind {
+        ErrorKind::NotFound => ResponseError::UnknownTopicOrPartition,
+        ErrorKind::Exists => ResponseError::TopicAlreadyExists,
+        ErrorKind::InvalidName => ResponseError::InvalidTopicException,
+        ErrorKind::InvalidPartitions => ResponseError::InvalidPartitions,
+        ErrorKind::InvalidConfig => ResponseError::InvalidConfig,
+        ErrorKind::RecordTooLarge => ResponseError::MessageTooLarge,
+        ErrorKind::BatchTooLarge => ResponseError::RecordListTooLarge,
+        ErrorKind::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        ErrorKind::InvalidRecord => ResponseError::CorruptMessage,
+        ErrorKind::Invalid => ResponseError::InvalidRequest,
+        // Kafka's own codes; INVALID_PRODUCER_EPOCH (known since 0.11) at
+        // every Produce version, as Kafka 2.7+ answers an old epoch.
+        ErrorKind::OutOfOrderSequence => ResponseError::OutOfOrderSequenceNumber,
+        ErrorKind::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
+        ErrorKind::TransactionsNotServed => ResponseError::TransactionalIdAuthorizationFailed,
+        // Not ours to write: the answer Kafka gives a client it will not let
+        // write, so clients stop instead of retrying.
+        ErrorKind::ReadOnly | ErrorKind::PermissionDenied | ErrorKind::NotPermitted => {
+            ResponseError::TopicAuthorizationFailed
+        }
+        ErrorKind::Unsupported => ResponseError::UnsupportedVersion,
+        // Kafka's answer for a log it cannot read or write, offline ones
+        // and full disks included.
+        ErrorKind::NoRecord
+        | ErrorKind::Busy
+        | ErrorKind::NoSpace
+        | ErrorKind::QuotaExceeded
+        | ErrorKind::FileTooLarge
+        | ErrorKind::TooManyOpenFiles
+        | ErrorKind::Io
+        | ErrorKind::Corrupt
+        | ErrorKind::Offline => ResponseError::KafkaStorageError,
+        ErrorKind::TimedOut => ResponseError::RequestTimedOut,
+    }
+}
+
+/// The code for a storage error in `family`, logged with what was refused.
+pub fn code_for(family: Family, what: &str, e: &StorageError) -> ResponseError {
+    let code = code(family, e.kind());
     warn!("Kafka: {what} refused with {code:?}: {e}");
     code
 }
@@ -79,5 +133,44 @@ pub fn message_for(e: &StorageError) -> String {
             "commitfs serves this data directory read-only: writes are refused".to_string()
         }
         e => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What Kafka answers: a record over max.message.bytes, a stored log
+    /// that fails, a client's corrupt batch, a commit to a read-only log.
+    #[test]
+    fn each_family_answers_as_kafka() {
+        assert_eq!(
+            code(Family::Produce, ErrorKind::RecordTooLarge),
+            ResponseError::MessageTooLarge
+        );
+        assert_eq!(
+            code(Family::Produce, ErrorKind::Corrupt),
+            ResponseError::CorruptMessage
+        );
+        assert_eq!(
+            code(Family::Read, ErrorKind::Corrupt),
+            ResponseError::KafkaStorageError
+        );
+        assert_eq!(
+            code(Family::Produce, ErrorKind::NoSpace),
+            ResponseError::KafkaStorageError
+        );
+        assert_eq!(
+            code(Family::GroupCommit, ErrorKind::ReadOnly),
+            ResponseError::GroupAuthorizationFailed
+        );
+        assert_eq!(
+            code(Family::ProducerId, ErrorKind::Io),
+            ResponseError::CoordinatorNotAvailable
+        );
+        assert_eq!(
+            code(Family::Admin, ErrorKind::InvalidPartitions),
+            ResponseError::InvalidPartitions
+        );
     }
 }

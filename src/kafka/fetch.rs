@@ -21,7 +21,7 @@ use kafka_protocol::messages::fetch_response::{
 
 use super::broker::Broker;
 use super::dispatch::Outcome;
-use super::error::code_for;
+use super::error::{Family, code_for};
 use super::splice::{MAX_PLACEHOLDER, placeholder};
 use crate::storage::{SegmentSlice, StorageError};
 
@@ -141,7 +141,7 @@ fn read_partition(
                     Ok(bytes) => Bytes::from(bytes),
                     Err(e) => {
                         pass.errors = true;
-                        return data.with_error_code(code_for(&what(), &e).code());
+                        return data.with_error_code(code_for(Family::Read, &what(), &e).code());
                     }
                 },
             };
@@ -149,7 +149,7 @@ fn read_partition(
         }
         Err(e) => {
             pass.errors = true;
-            let code = code_for(&what(), &e);
+            let code = code_for(Family::Read, &what(), &e);
             let data = data.with_error_code(code.code());
             match e {
                 StorageError::OffsetOutOfRange {

@@ -9,7 +9,7 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 
 use super::broker::Broker;
-use super::error::code_for;
+use super::error::{Family, code_for};
 use crate::storage::{PartitionLog, Result};
 
 const LATEST: i64 = -1;
@@ -59,7 +59,7 @@ fn one(
     match find(&log, p.timestamp) {
         Ok(Some((timestamp, offset))) => resp.with_timestamp(timestamp).with_offset(offset),
         Ok(None) => resp,
-        Err(e) => resp.with_error_code(code_for(&what, &e).code()),
+        Err(e) => resp.with_error_code(code_for(Family::Read, &what, &e).code()),
     }
 }
 

@@ -20,7 +20,7 @@ use kafka_protocol::protocol::StrBytes;
 use log::{info, warn};
 
 use super::broker::Broker;
-use super::error::code_for;
+use super::error::{Family, code_for};
 use crate::names::validate_topic;
 use crate::storage::{StorageError, Topic, is_internal_topic};
 
@@ -81,7 +81,11 @@ fn lookup(b: &Broker, name: &str, may_create: bool) -> MetadataResponseTopic {
             Some(t) => describe(b, &t),
             None => failed(ResponseError::UnknownTopicOrPartition),
         },
-        Err(e) => failed(code_for(&format!("auto-creation of topic {name}"), &e)),
+        Err(e) => failed(code_for(
+            Family::Admin,
+            &format!("auto-creation of topic {name}"),
+            &e,
+        )),
     }
 }
 

@@ -14,7 +14,7 @@ use log::warn;
 
 use super::broker::Broker;
 use super::dispatch::Outcome;
-use super::error::{code_for, message_for};
+use super::error::{Family, code_for, message_for};
 use crate::storage::IdempotentProducers;
 
 fn refused(
@@ -107,7 +107,7 @@ fn produce_one(
             .with_log_append_time_ms(info.log_append_time)
             .with_log_start_offset(info.log_start_offset),
         Err(e) => {
-            let code = code_for(&what, &e);
+            let code = code_for(Family::Produce, &what, &e);
             refused(index, code, Some(message_for(&e)), version)
         }
     }

@@ -9,7 +9,7 @@ use kafka_protocol::messages::delete_records_response::{
 use log::{info, warn};
 
 use super::broker::Broker;
-use super::error::code_for;
+use super::error::{Family, code_for};
 
 pub fn delete_records(b: &Broker, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let topics = req
@@ -42,7 +42,7 @@ pub fn delete_records(b: &Broker, req: DeleteRecordsRequest) -> DeleteRecordsRes
                             info!("Kafka: {what} done; the log start offset is {start}");
                             r.with_low_watermark(start)
                         }
-                        Err(e) => r.with_error_code(code_for(&what, &e).code()),
+                        Err(e) => r.with_error_code(code_for(Family::Read, &what, &e).code()),
                     }
                 })
                 .collect();

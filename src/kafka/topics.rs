@@ -24,7 +24,7 @@ use kafka_protocol::protocol::StrBytes;
 use log::{info, warn};
 
 use super::broker::Broker;
-use super::error::{code_for, message_for};
+use super::error::{Family, code_for, message_for};
 use crate::names::validate_topic;
 use crate::storage::{LogConfig, StorageError};
 
@@ -118,7 +118,7 @@ fn create_one(b: &Broker, t: &CreatableTopic, validate_only: bool) -> Result<u32
         return Ok(count);
     }
     let storage = |e: StorageError| {
-        let code = code_for(&format!("CreateTopics of {name}"), &e);
+        let code = code_for(Family::Admin, &format!("CreateTopics of {name}"), &e);
         (code, message_for(&e))
     };
     let topic = b.mgr.create_topic(name, count).map_err(storage)?;
@@ -154,7 +154,7 @@ pub fn delete(b: &Broker, version: i16, req: DeleteTopicsRequest) -> DeleteTopic
                     r
                 }
                 Err(e) => {
-                    let code = code_for(&format!("DeleteTopics of {topic}"), &e);
+                    let code = code_for(Family::Admin, &format!("DeleteTopics of {topic}"), &e);
                     let r = r.with_error_code(code.code());
                     if version >= 5 {
                         r.with_error_message(Some(StrBytes::from_string(message_for(&e))))
@@ -232,7 +232,11 @@ fn grow_one(b: &Broker, t: &CreatePartitionsTopic, validate_only: bool) -> Resul
     for id in have..t.count {
         let partition = format!("{name}-{id}");
         b.mgr.create_partition(&partition).map_err(|e| {
-            let code = code_for(&format!("CreatePartitions of {partition}"), &e);
+            let code = code_for(
+                Family::Admin,
+                &format!("CreatePartitions of {partition}"),
+                &e,
+            );
             (code, message_for(&e))
         })?;
     }

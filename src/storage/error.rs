@@ -191,7 +191,11 @@ mod tests {
             path: "/x".into(),
             source: io::Error::from_raw_os_error(libc::ENOSPC),
         };
-        assert_eq!(sync.kind(), ErrorKind::Io, "a failed fsync may have lost data");
+        assert_eq!(
+            sync.kind(),
+            ErrorKind::Io,
+            "a failed fsync may have lost data"
+        );
         assert!(!sync.is_refusal());
         let e = StorageError::io("/x", io::Error::other("no errno"));
         assert_eq!(e.kind(), ErrorKind::Io);

@@ -11,8 +11,8 @@ use log::warn;
 use super::coordinator::{Coordinator, now_ms};
 use super::offsets::KeyValue;
 use super::state::{Group, State};
+use crate::kafka::error::{Family, code_for};
 use crate::record::internal::OffsetCommit;
-use crate::storage::StorageError;
 
 /// Kafka's `offset.metadata.max.bytes`.
 pub const OFFSET_METADATA_MAX_BYTES: usize = 4096;
@@ -42,19 +42,6 @@ pub struct Described {
     pub protocol: String,
     /// (member id, client id, client host, metadata, assignment).
     pub members: Vec<(String, String, String, Bytes, Bytes)>,
-}
-
-/// The code an OffsetCommit gets when its records cannot be written
-/// (Kafka's `GroupMetadataManager` mapping of append errors).
-fn commit_error(e: &StorageError) -> ResponseError {
-    match e {
-        StorageError::ReadOnly => ResponseError::GroupAuthorizationFailed,
-        StorageError::RecordTooLarge { .. } | StorageError::BatchLargerThanSegment { .. } => {
-            ResponseError::InvalidCommitOffsetSize
-        }
-        StorageError::NoSuchPartition(_) => ResponseError::CoordinatorNotAvailable,
-        _ => ResponseError::NotCoordinator,
-    }
 }
 
 impl Coordinator {
@@ -121,8 +108,8 @@ impl Coordinator {
             records,
         } = prepare(group, parts, retention_ms, exists);
         if let Err(e) = self.append(group, &records) {
-            warn!("Kafka: OffsetCommit of group {group} failed: {e}");
-            let code = commit_error(&e);
+            let what = format!("OffsetCommit of group {group}");
+            let code = code_for(Family::GroupCommit, &what, &e);
             for (i, _) in &commits {
                 out[*i] = Some(code);
             }

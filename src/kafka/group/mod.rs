@@ -27,6 +27,8 @@ pub mod state;
 use std::cell::RefCell;
 
 use kafka_protocol::ResponseError;
+
+use crate::kafka::error::Family;
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::find_coordinator_response::{Coordinator, FindCoordinatorResponse};
 use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
@@ -264,14 +266,10 @@ fn init_producer_id(b: &Broker, r: &InitProducerIdRequest) -> InitProducerIdResp
                 .with_producer_id(ProducerId(id))
                 .with_producer_epoch(0)
         }
-        Err(e) => {
-            warn!("Kafka: InitProducerId refused: {e}");
-            // A read-only directory cannot take appends at all; otherwise the
-            // id block could not be saved: the client retries.
-            refused(match e {
-                crate::storage::StorageError::ReadOnly => ResponseError::ClusterAuthorizationFailed,
-                _ => ResponseError::CoordinatorNotAvailable,
-            })
-        }
+        Err(e) => refused(crate::kafka::error::code_for(
+            Family::ProducerId,
+            "InitProducerId",
+            &e,
+        )),
     }
 }
