@@ -288,10 +288,9 @@ impl Partition for ClusterPartition {
     }
 
     fn offset_for_timestamp(&self, ms: i64) -> BackendResult<Option<i64>> {
-        Ok(self
-            .shared
+        self.shared
             .fetcher
-            .offset_for_time(&self.topic, self.id, ms)?)
+            .offset_for_time(&self.topic, self.id, ms)
     }
 
     fn status(&self) -> BackendResult<Status> {

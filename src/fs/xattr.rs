@@ -66,7 +66,7 @@ impl Tree {
         if let Ok((topic, _)) = parse_partition_name(p) {
             let r = &entry.record;
             if let Some(text) =
-                decode_internal_record(&topic, *n, r.key.as_deref(), r.value.as_deref())
+                decode_internal_record(topic, *n, r.key.as_deref(), r.value.as_deref())
             {
                 attrs.push(("user.kafka.decoded".to_string(), text.into_bytes()));
             }
