@@ -13,8 +13,8 @@ use clap::error::ErrorKind;
 
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if cli::helper::invoked_as_helper(args.first()) {
-        std::process::exit(cli::helper::main(args));
+    if cli::mount_helper::invoked_as_helper(args.first()) {
+        std::process::exit(cli::mount_helper::main(args));
     }
     let cli = match cli::Cli::try_parse_from(&args) {
         Ok(c) => c,
@@ -23,7 +23,7 @@ fn main() {
             if matches!(
                 e.kind(),
                 ErrorKind::InvalidSubcommand | ErrorKind::UnknownArgument
-            ) && let Some(hint) = cli::helper::mount_fuse_hint(&args)
+            ) && let Some(hint) = cli::mount_helper::mount_fuse_hint(&args)
             {
                 eprintln!("{hint}");
             }

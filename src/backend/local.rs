@@ -51,11 +51,22 @@ fn not_shown(name: &str) -> BackendError {
 
 pub struct LocalBackend {
     manager: Arc<LogManager>,
+    /// The line format of a partition that has none of its own (`-o`).
+    line_format: LineFormat,
 }
 
 impl LocalBackend {
     pub fn new(manager: Arc<LogManager>) -> Self {
-        LocalBackend { manager }
+        LocalBackend {
+            manager,
+            line_format: LineFormat::default(),
+        }
+    }
+
+    /// The line format partitions have unless they set their own.
+    pub fn with_line_format(mut self, format: LineFormat) -> Self {
+        self.line_format = format;
+        self
     }
 
     pub fn manager(&self) -> &Arc<LogManager> {
@@ -79,7 +90,10 @@ impl Backend for LocalBackend {
 
     fn partition(&self, name: &str) -> BackendResult<Arc<dyn Partition>> {
         match self.manager.partition(name) {
-            Some(p) => Ok(p),
+            Some(log) => Ok(Arc::new(LocalPartition {
+                log,
+                line_format: self.line_format.clone(),
+            })),
             None => Err(StorageError::NoSuchPartition(name.to_string()).into()),
         }
     }
@@ -150,22 +164,29 @@ impl RootFiles for LocalBackend {
     }
 }
 
-impl Partition for PartitionLog {
+/// A partition of the data directory, as the tree sees it.
+pub struct LocalPartition {
+    log: Arc<PartitionLog>,
+    /// The mount's default line format, for a partition without its own.
+    line_format: LineFormat,
+}
+
+impl Partition for LocalPartition {
     fn name(&self) -> &str {
-        PartitionLog::name(self)
+        self.log.name()
     }
 
     fn offsets(&self) -> BackendResult<Offsets> {
-        self.check_online()?;
+        self.log.check_online()?;
         Ok(Offsets {
-            log_start: self.log_start_offset(),
-            log_end: self.log_end_offset(),
+            log_start: self.log.log_start_offset(),
+            log_end: self.log.log_end_offset(),
         })
     }
 
     /// All or nothing: nothing of a failed append is in the log.
     fn append(&self, records: &[NewRecord]) -> Result<Appended, AppendError> {
-        let info = PartitionLog::append(self, records).map_err(BackendError::from)?;
+        let info = self.log.append(records).map_err(BackendError::from)?;
         Ok(Appended {
             first_offset: info.first_offset,
             last_offset: info.last_offset,
@@ -174,7 +195,7 @@ impl Partition for PartitionLog {
     }
 
     fn record(&self, offset: i64) -> BackendResult<RecordEntry> {
-        let e = self.read_entry(offset)?;
+        let e = self.log.read_entry(offset)?;
         Ok(RecordEntry {
             record: e.record,
             batch_base_offset: Some(e.batch_base_offset),
@@ -184,28 +205,29 @@ impl Partition for PartitionLog {
     }
 
     fn stream_len(&self) -> BackendResult<u64> {
-        Ok(PartitionLog::stream_len(self)?)
+        Ok(self.log.stream_len()?)
     }
 
     fn read_stream(&self, pos: u64, buf: &mut [u8]) -> BackendResult<usize> {
-        Ok(PartitionLog::read_stream(self, pos, buf)?)
+        Ok(self.log.read_stream(pos, buf)?)
     }
 
     /// The active segment's mtime: it moves with every append.
     fn log_mtime(&self) -> Option<SystemTime> {
-        self.check_online().ok()?;
-        let base = self.active_segment_base()?;
-        PartitionLog::file(self, &segment_file_name(base, "log"))
+        self.log.check_online().ok()?;
+        let base = self.log.active_segment_base()?;
+        self.log
+            .file(&segment_file_name(base, "log"))
             .ok()
             .map(|f| f.mtime)
     }
 
     fn offset_for_timestamp(&self, ms: i64) -> BackendResult<Option<i64>> {
-        Ok(PartitionLog::offset_for_timestamp(self, ms)?)
+        Ok(self.log.offset_for_timestamp(ms)?)
     }
 
     fn status(&self) -> BackendResult<Status> {
-        let s = PartitionLog::status(self)?;
+        let s = self.log.status()?;
         if let Some(cause) = s.offline {
             return Ok(Status::Offline { cause });
         }
@@ -226,20 +248,22 @@ impl Partition for PartitionLog {
     }
 
     fn config(&self, name: &str) -> BackendResult<Option<String>> {
-        self.check_online()?;
-        Ok(PartitionLog::config(self).get(name))
+        self.log.check_online()?;
+        Ok(self.log.config().get(name))
     }
 
     fn set_config(&self, name: &str, value: &str) -> BackendResult<()> {
-        Ok(PartitionLog::set_config(self, name, value)?)
+        Ok(self.log.set_config(name, value)?)
     }
 
+    /// The mount's default, with the partition's own settings applied.
     fn line_format(&self) -> LineFormat {
-        let c = PartitionLog::config(self);
-        LineFormat {
-            parse_key: c.parse_key,
-            key_separator: c.key_separator.clone(),
-        }
+        let own = self.log.overrides();
+        let settings = own
+            .iter()
+            .filter(|(k, _)| LineFormat::is_setting(k))
+            .map(|(k, v)| (k.as_str(), v.as_str()));
+        self.line_format.with(settings, self.log.name())
     }
 
     fn set_line_format(&self, name: &str, value: &str) -> BackendResult<()> {
@@ -249,15 +273,15 @@ impl Partition for PartitionLog {
                 format!("{name} is not a line format setting"),
             ));
         }
-        Ok(PartitionLog::set_config(self, name, value)?)
+        Ok(self.log.set_config(name, value)?)
     }
 
     fn max_record_bytes(&self) -> usize {
-        PartitionLog::config(self).max_message_bytes.max(0) as usize
+        self.log.config().max_message_bytes.max(0) as usize
     }
 
     fn delete_records(&self, offset: i64) -> BackendResult<i64> {
-        Ok(self.delete_records_before(offset)?)
+        Ok(self.log.delete_records_before(offset)?)
     }
 
     fn raw_files(&self) -> Option<&dyn RawFiles> {
@@ -269,21 +293,23 @@ impl Partition for PartitionLog {
     }
 }
 
-impl LogControl for PartitionLog {
+impl LogControl for LocalPartition {
     fn roll(&self) -> BackendResult<()> {
-        Ok(PartitionLog::roll(self)?)
+        Ok(self.log.roll()?)
     }
 
     fn flush(&self) -> BackendResult<()> {
-        Ok(PartitionLog::flush(self)?)
+        Ok(self.log.flush()?)
     }
 }
 
-impl RawFiles for PartitionLog {
+impl RawFiles for LocalPartition {
     fn files(&self) -> BackendResult<Vec<FileInfo>> {
         // Read before the sizes: a segment sealed meanwhile has its final size.
-        let active = self.active_segment_base();
-        Ok(PartitionLog::files(self)?
+        let active = self.log.active_segment_base();
+        Ok(self
+            .log
+            .files()?
             .into_iter()
             .filter(|f| shown_in_partition(&f.name))
             .map(|f| {
@@ -297,8 +323,8 @@ impl RawFiles for PartitionLog {
         if !shown_in_partition(name) {
             return Err(not_shown(name));
         }
-        let active = self.active_segment_base();
-        let f = PartitionLog::file(self, name)?;
+        let active = self.log.active_segment_base();
+        let f = self.log.file(name)?;
         Ok(file_info(f, is_sealed(name, active)))
     }
 
@@ -306,14 +332,14 @@ impl RawFiles for PartitionLog {
         if !shown_in_partition(name) {
             return Err(not_shown(name));
         }
-        Ok(PartitionLog::read_file(self, name, pos, buf)?)
+        Ok(self.log.read_file(name, pos, buf)?)
     }
 
     fn open_file(&self, name: &str) -> BackendResult<File> {
         if !shown_in_partition(name) {
             return Err(not_shown(name));
         }
-        Ok(PartitionLog::open_file(self, name)?)
+        Ok(self.log.open_file(name)?)
     }
 }
 

@@ -3,7 +3,7 @@
 //! `umount` and SIGTERM send or fail every produce in flight before exit.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use commitfs::cluster::{ClusterBackend, ClusterOptions};
@@ -11,8 +11,9 @@ use log::{error, info};
 
 use super::daemon::{self, Ready, Signals};
 use super::mount::{
-    FuseOptions, MountArgs, SessionSpec, mount_session, session_end, tokens, wait_for_unmount,
+    FuseOptions, MountArgs, SessionSpec, mount_session, session_end, wait_for_unmount,
 };
+use super::options::tokens;
 
 /// The `-o` options: FUSE's and mount(8)'s, then the cluster's (commitfs's
 /// own or a client property).
@@ -55,28 +56,12 @@ pub fn run(args: &MountArgs, bootstrap: &str) -> i32 {
     }
 }
 
-/// Where a cluster daemon logs: it has no data directory.
-fn log_path(mnt: &Path) -> PathBuf {
-    let escaped: String = mnt
-        .to_string_lossy()
-        .trim_start_matches('/')
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    std::env::temp_dir().join(format!("commitfs-cluster-{escaped}.log"))
-}
-
 fn daemonize(args: &MountArgs, bootstrap: &str) -> i32 {
     let prepare = || -> std::io::Result<(PathBuf, PathBuf, std::fs::File)> {
         std::fs::create_dir_all(&args.data_dir)?;
         let mnt = args.data_dir.canonicalize()?;
-        let log_path = log_path(&mnt);
+        // It has no data directory: the log goes to the temp dir.
+        let log_path = daemon::temp_log_path("commitfs-cluster", &mnt);
         let log = daemon::open_log(&log_path)?;
         Ok((mnt, log_path, log))
     };

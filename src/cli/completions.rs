@@ -93,6 +93,8 @@ fn config_keys() -> Vec<String> {
 /// Everything `mount -o` takes.
 fn mount_keys() -> Vec<String> {
     let mut keys = config_keys();
+    let line_format = commitfs::backend::line_format::NAMES.iter();
+    keys.extend(line_format.map(|n| format!("{n}=")));
     keys.extend(MOUNT_OPTIONS.iter().map(|s| s.to_string()));
     keys
 }

@@ -160,7 +160,13 @@ pub fn log_file_path(data: &Path, read_only: bool) -> PathBuf {
     if !read_only {
         return data.join(DAEMON_LOG_FILE);
     }
-    let escaped: String = data
+    temp_log_path("commitfs", data)
+}
+
+/// `$TMPDIR/<prefix>-<path, escaped>.log`: a daemon's log outside any data
+/// directory, named after the directory it serves.
+pub fn temp_log_path(prefix: &str, path: &Path) -> PathBuf {
+    let escaped: String = path
         .to_string_lossy()
         .trim_start_matches('/')
         .chars()
@@ -172,7 +178,7 @@ pub fn log_file_path(data: &Path, read_only: bool) -> PathBuf {
             }
         })
         .collect();
-    std::env::temp_dir().join(format!("commitfs-{escaped}.log"))
+    std::env::temp_dir().join(format!("{prefix}-{escaped}.log"))
 }
 
 /// Opens the log file a daemon writes, creating it.

@@ -7,9 +7,10 @@ mod cluster_mount;
 pub mod completions;
 mod daemon;
 pub mod dump;
-pub mod helper;
 mod lock;
 pub mod mount;
+pub mod mount_helper;
+mod options;
 pub mod serve;
 
 #[derive(Parser, Debug)]
@@ -26,7 +27,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Mount a data directory (Kafka log.dir) on a mountpoint.
-    #[command(after_long_help = helper::FSTAB_HELP)]
+    #[command(after_long_help = mount_helper::FSTAB_HELP)]
     Mount(mount::MountArgs),
     /// Serve a data directory over the Kafka protocol, without mounting it.
     Serve(serve::ServeArgs),

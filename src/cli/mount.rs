@@ -4,19 +4,17 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
 
 use clap::Args;
 use commitfs::backend::Backend;
 use commitfs::backend::local::LocalBackend;
 use commitfs::fs::CommitFs;
-use commitfs::kafka::config::BROKER_CONFIG_NAMES;
-use commitfs::kafka::{KafkaServer, ListenerConfig};
-use commitfs::storage::{CONFIG_NAMES, LogConfig};
+use commitfs::kafka::KafkaServer;
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use log::{error, info, warn};
 
 use super::daemon::{self, Ready, Scheduler, Signals, Stop};
+use super::options::{DaemonOptions, tokens};
 
 #[derive(Args, Debug)]
 pub struct MountArgs {
@@ -69,8 +67,6 @@ impl MountArgs {
     }
 }
 
-const DEFAULT_RETENTION_CHECK_MS: u64 = 300_000;
-
 /// The options every mount shares: FUSE's, mount(8)'s.
 pub(super) struct FuseOptions {
     pub read_only: bool,
@@ -93,7 +89,7 @@ impl Default for FuseOptions {
 impl FuseOptions {
     /// Takes `tok` if it is a FUSE or mount(8) option; false if it is not.
     pub fn take(&mut self, tok: &str) -> bool {
-        if super::helper::is_mount8_option(tok) {
+        if super::mount_helper::is_mount8_option(tok) {
             return true;
         }
         let flag = match tok {
@@ -154,59 +150,30 @@ impl FuseOptions {
     }
 }
 
-/// Each `-o` token, split at commas.
-pub(super) fn tokens(raw: &[String]) -> impl Iterator<Item = &str> {
-    raw.iter()
-        .flat_map(|s| s.split(','))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-}
-
 struct Options {
-    defaults: LogConfig,
-    read_only: bool,
+    daemon: DaemonOptions,
     acl: SessionACL,
     fuse: Vec<MountOption>,
-    retention_check: Duration,
-    kafka: ListenerConfig,
 }
 
 fn parse_options(raw: &[String]) -> Result<Options, String> {
     let mut f = FuseOptions::default();
-    let mut defaults = LogConfig::default();
-    let mut retention_check = Duration::from_millis(DEFAULT_RETENTION_CHECK_MS);
-    let mut kafka = ListenerConfig::default();
+    let mut daemon = DaemonOptions::default();
     for tok in tokens(raw) {
+        // `ro` and `rw` are both FUSE's and the storage's.
         if f.take(tok) {
+            daemon.read_only = f.read_only;
             continue;
         }
-        match tok.split_once('=') {
-            None => return Err(format!("unknown mount option {tok:?}")),
-            Some(("log.retention.check.interval.ms", v)) => {
-                let ms: u64 = v
-                    .parse()
-                    .ok()
-                    .filter(|ms| *ms >= 1)
-                    .ok_or_else(|| format!("Invalid value {v} for configuration log.retention.check.interval.ms: Value must be at least 1"))?;
-                retention_check = Duration::from_millis(ms);
-            }
-            Some((k, v)) if CONFIG_NAMES.contains(&k) => {
-                defaults.set(k, v).map_err(|e| e.to_string())?
-            }
-            Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) => {
-                kafka.set(k, v)?;
-            }
-            Some((k, _)) => return Err(format!("unknown mount option {k:?}")),
+        if !daemon.take(tok)? {
+            return Err(format!("unknown mount option {tok:?}"));
         }
     }
-    kafka.check()?;
+    daemon.kafka.check()?;
     Ok(Options {
-        defaults,
-        read_only: f.read_only,
+        daemon,
         acl: f.acl,
         fuse: f.mount_options("commitfs"),
-        retention_check,
-        kafka,
     })
 }
 
@@ -239,7 +206,7 @@ pub fn run(args: MountArgs) -> i32 {
         }
     };
     if !args.foreground {
-        return daemonize(&args, opts.read_only);
+        return daemonize(&args, opts.daemon.read_only);
     }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let mut ready = Ready::from_fd(args.ready_fd);
@@ -309,9 +276,14 @@ fn prepare_dirs(args: &MountArgs, read_only: bool) -> Result<(PathBuf, PathBuf),
 
 fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), String> {
     let signals = Signals::block();
-    let (data, mnt) = prepare_dirs(args, opts.read_only)?;
+    let Options {
+        daemon: d,
+        acl,
+        fuse,
+    } = opts;
+    let (data, mnt) = prepare_dirs(args, d.read_only)?;
     daemon::raise_nofile_limit();
-    let manager = daemon::open_storage(&data, &opts.defaults, opts.read_only, "mount", ready)?;
+    let manager = daemon::open_storage(&data, &d.defaults, d.read_only, "mount", ready)?;
     let close = |e: String| {
         if let Err(ce) = manager.close() {
             error!("closing {} failed: {ce}", data.display());
@@ -320,18 +292,19 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     };
     // Bound before the mount, so a listener that cannot bind fails the mount
     // with nothing to undo but the storage.
-    let mut kafka = KafkaServer::start(manager.clone(), opts.kafka.clone()).map_err(close)?;
-    let backend = Arc::new(LocalBackend::new(manager.clone()));
+    let mut kafka = KafkaServer::start(manager.clone(), d.kafka.clone()).map_err(close)?;
+    let backend =
+        Arc::new(LocalBackend::new(manager.clone()).with_line_format(d.line_format.clone()));
     let session = SessionSpec {
         threads: args.threads,
-        options: opts.fuse.clone(),
-        acl: opts.acl,
+        options: fuse,
+        acl,
     };
     let (unmounter, session) = mount_session(&session, backend, &mnt).map_err(|e| {
         drop(kafka.take());
         close(e)
     })?;
-    let scheduler = Scheduler::start(manager.clone(), opts.retention_check)?;
+    let scheduler = Scheduler::start(manager.clone(), d.retention_check)?;
     if let Err(e) = manager.note_holder(&super::lock::mounted_note(&mnt)) {
         warn!("could not note the mount in {}: {e}", data.display());
     }
@@ -339,7 +312,7 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
         "Mounted {} on {}{}",
         data.display(),
         mnt.display(),
-        if opts.read_only { " read-only" } else { "" }
+        if d.read_only { " read-only" } else { "" }
     );
     ready.live();
     let forced = wait_for_unmount(&signals, unmounter, &mnt);
@@ -495,13 +468,16 @@ mod tests {
             "allow_other",
         ])
         .unwrap();
-        assert_eq!(o.defaults.segment_bytes, 1_048_576);
-        assert_eq!(o.defaults.index_interval_bytes, 100);
-        assert!(o.read_only);
+        assert_eq!(o.daemon.defaults.segment_bytes, 1_048_576);
+        assert_eq!(o.daemon.defaults.index_interval_bytes, 100);
+        assert!(o.daemon.read_only);
         assert_eq!(o.acl, SessionACL::All);
         assert!(o.fuse.contains(&MountOption::RO));
         let o = opts(&["log.retention.check.interval.ms=1000"]).unwrap();
-        assert_eq!(o.retention_check, Duration::from_millis(1000));
+        assert_eq!(
+            o.daemon.retention_check,
+            std::time::Duration::from_millis(1000)
+        );
         assert_eq!(
             opts(&["segment.bytes=16384"]).err().unwrap(),
             "Invalid value 16384 for configuration segment.bytes: Value must be at least 1048576"
@@ -509,8 +485,8 @@ mod tests {
         assert!(opts(&["bogus"]).is_err());
         // mount(8) and systemd options are ignored.
         let o = opts(&["rw,segment.bytes=1048576,nofail,_netdev,x-systemd.automount"]).unwrap();
-        assert_eq!(o.defaults.segment_bytes, 1_048_576);
-        assert!(!o.read_only);
+        assert_eq!(o.daemon.defaults.segment_bytes, 1_048_576);
+        assert!(!o.daemon.read_only);
         assert!(opts(&["bogus=1"]).is_err());
     }
 }

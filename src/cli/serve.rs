@@ -5,15 +5,13 @@
 //! written).
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Args;
-use commitfs::kafka::config::BROKER_CONFIG_NAMES;
-use commitfs::kafka::{KafkaServer, ListenerConfig};
-use commitfs::storage::{CONFIG_NAMES, LogConfig};
+use commitfs::kafka::KafkaServer;
 use log::{error, info};
 
 use super::daemon::{self, Ready, Scheduler, Signals, Stop};
+use super::options::{DaemonOptions, tokens};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -35,45 +33,11 @@ pub struct ServeArgs {
     pub options: Vec<String>,
 }
 
-const DEFAULT_RETENTION_CHECK_MS: u64 = 300_000;
-
-struct Options {
-    defaults: LogConfig,
-    read_only: bool,
-    retention_check: Duration,
-    kafka: ListenerConfig,
-}
-
-fn parse_options(args: &ServeArgs) -> Result<Options, String> {
-    let mut o = Options {
-        defaults: LogConfig::default(),
-        read_only: false,
-        retention_check: Duration::from_millis(DEFAULT_RETENTION_CHECK_MS),
-        kafka: ListenerConfig::default(),
-    };
-    for tok in args
-        .options
-        .iter()
-        .flat_map(|s| s.split(','))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-    {
-        match tok.split_once('=') {
-            None if tok == "ro" => o.read_only = true,
-            None if tok == "rw" => o.read_only = false,
-            Some(("log.retention.check.interval.ms", v)) => {
-                let ms: u64 = v.parse().ok().filter(|ms| *ms >= 1).ok_or_else(|| {
-                    format!("Invalid value {v} for configuration log.retention.check.interval.ms: Value must be at least 1")
-                })?;
-                o.retention_check = Duration::from_millis(ms);
-            }
-            Some((k, v)) if CONFIG_NAMES.contains(&k) => {
-                o.defaults.set(k, v).map_err(|e| e.to_string())?
-            }
-            Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) => {
-                o.kafka.set(k, v)?;
-            }
-            _ => return Err(format!("unknown option {tok:?}")),
+fn parse_options(args: &ServeArgs) -> Result<DaemonOptions, String> {
+    let mut o = DaemonOptions::default();
+    for tok in tokens(&args.options) {
+        if !o.take(tok)? {
+            return Err(format!("unknown option {tok:?}"));
         }
     }
     if let Some(l) = &args.listeners {
@@ -107,7 +71,7 @@ pub fn run(args: ServeArgs) -> i32 {
     }
 }
 
-fn serve(args: &ServeArgs, opts: Options) -> Result<(), String> {
+fn serve(args: &ServeArgs, opts: DaemonOptions) -> Result<(), String> {
     let signals = Signals::block();
     if !opts.read_only {
         std::fs::create_dir_all(&args.data_dir)

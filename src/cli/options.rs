@@ -1,0 +1,98 @@
+//! The `-o` options a data directory's daemon takes, whether it mounts the
+//! directory (`commitfs mount`) or only serves it over Kafka (`commitfs
+//! serve`): topic configs as defaults, the tree's line format, retention's
+//! interval, the listener's settings, and `ro`/`rw`. Parsed once here.
+
+use std::time::Duration;
+
+use commitfs::backend::LineFormat;
+use commitfs::kafka::ListenerConfig;
+use commitfs::kafka::config::BROKER_CONFIG_NAMES;
+use commitfs::storage::{CONFIG_NAMES, LogConfig};
+
+/// Kafka's default `log.retention.check.interval.ms`.
+const DEFAULT_RETENTION_CHECK_MS: u64 = 300_000;
+
+/// Each `-o` token, split at commas.
+pub fn tokens(raw: &[String]) -> impl Iterator<Item = &str> {
+    raw.iter()
+        .flat_map(|s| s.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+pub struct DaemonOptions {
+    /// Topic configs every partition starts from.
+    pub defaults: LogConfig,
+    /// How lines written to `log` become records, unless a partition says.
+    pub line_format: LineFormat,
+    pub read_only: bool,
+    pub retention_check: Duration,
+    pub kafka: ListenerConfig,
+}
+
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        DaemonOptions {
+            defaults: LogConfig::default(),
+            line_format: LineFormat::default(),
+            read_only: false,
+            retention_check: Duration::from_millis(DEFAULT_RETENTION_CHECK_MS),
+            kafka: ListenerConfig::default(),
+        }
+    }
+}
+
+impl DaemonOptions {
+    /// Takes `tok` if it is a daemon option: `Ok(false)` if it is not one,
+    /// an error for a bad value (in Kafka's words).
+    pub fn take(&mut self, tok: &str) -> Result<bool, String> {
+        match tok.split_once('=') {
+            None if tok == "ro" => self.read_only = true,
+            None if tok == "rw" => self.read_only = false,
+            Some(("log.retention.check.interval.ms", v)) => {
+                let ms: u64 = v.parse().ok().filter(|ms| *ms >= 1).ok_or_else(|| {
+                    format!(
+                        "Invalid value {v} for configuration log.retention.check.interval.ms: \
+                         Value must be at least 1"
+                    )
+                })?;
+                self.retention_check = Duration::from_millis(ms);
+            }
+            Some((k, v)) if LineFormat::is_setting(k) => self.line_format.set(k, v)?,
+            Some((k, v)) if CONFIG_NAMES.contains(&k) => {
+                self.defaults.set(k, v).map_err(|e| e.to_string())?
+            }
+            Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) => {
+                self.kafka.set(k, v)?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn daemon_options_in_kafka_words() {
+        let mut o = DaemonOptions::default();
+        for tok in tokens(&["segment.bytes=1048576, ro".to_string()]) {
+            assert!(o.take(tok).unwrap(), "{tok}");
+        }
+        assert_eq!(o.defaults.segment_bytes, 1_048_576);
+        assert!(o.read_only);
+        assert!(o.take("parse.key=true").unwrap());
+        assert!(o.line_format.parse_key);
+        assert!(o.take("log.retention.check.interval.ms=1000").unwrap());
+        assert_eq!(o.retention_check, Duration::from_millis(1000));
+        assert_eq!(
+            o.take("segment.bytes=16384").unwrap_err(),
+            "Invalid value 16384 for configuration segment.bytes: Value must be at least 1048576"
+        );
+        assert!(!o.take("bogus=1").unwrap());
+        assert!(!o.take("allow_other").unwrap());
+    }
+}
