@@ -11,7 +11,9 @@ use super::broker::Broker;
 use super::error::Refusal;
 use super::splice::SpliceBuf;
 use super::versions::{api_name, api_versions, served};
-use super::{configs, fetch, group, list_offsets, metadata, produce, records, sasl, topics};
+use super::{
+    delete_records, fetch, group, list_offsets, metadata, produce, sasl, topic_configs, topics,
+};
 use crate::storage::SegmentSlice;
 
 /// What a handler decided.
@@ -111,14 +113,14 @@ fn route(b: &Broker, h: &RequestHeader, request: RequestKind) -> Outcome {
             respond(ResponseKind::DeleteTopics(topics::delete(b, v, r)))
         }
         RequestKind::DeleteRecords(r) => {
-            respond(ResponseKind::DeleteRecords(records::delete_records(b, r)))
+            respond(ResponseKind::DeleteRecords(delete_records::handle(b, r)))
         }
-        RequestKind::DescribeConfigs(r) => {
-            respond(ResponseKind::DescribeConfigs(configs::describe(b, v, r)))
-        }
-        RequestKind::IncrementalAlterConfigs(r) => {
-            respond(ResponseKind::IncrementalAlterConfigs(configs::alter(b, r)))
-        }
+        RequestKind::DescribeConfigs(r) => respond(ResponseKind::DescribeConfigs(
+            topic_configs::describe(b, v, r),
+        )),
+        RequestKind::IncrementalAlterConfigs(r) => respond(ResponseKind::IncrementalAlterConfigs(
+            topic_configs::alter(b, r),
+        )),
         RequestKind::SaslHandshake(_) => respond(ResponseKind::SaslHandshake(sasl::handshake())),
         other => group::handle(b, v, h.client_id.as_deref().unwrap_or(""), other),
     }

@@ -4,21 +4,23 @@
 //! The rooms:
 //! - [`config`]: `listeners`, `advertised.listeners` and the other broker
 //!   settings;
+//! - [`broker`]: what every handler shares: the storage, the settings, and
+//!   who this broker says it is;
 //! - [`server`]: the listener, a thread per connection, shutdown;
 //! - [`frame`]: request framing and the size limit;
 //! - [`dispatch`]: header, version check, body, handler, response;
 //! - [`versions`]: what is advertised and served (ApiVersions);
 //! - one file per API or family: [`metadata`], [`produce`], [`fetch`],
 //!   [`list_offsets`], [`topics`] (CreateTopics, DeleteTopics),
-//!   [`records`] (DeleteRecords), [`configs`] (DescribeConfigs,
+//!   [`delete_records`], [`topic_configs`] (DescribeConfigs,
 //!   IncrementalAlterConfigs), [`sasl`];
 //! - [`group`]: the group coordinator (FindCoordinator, JoinGroup,
 //!   SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 //!   ListGroups, DescribeGroups, with `__consumer_offsets`) and
 //!   InitProducerId;
 //! - [`splice`]: record bytes from the page cache to the socket (`sendfile`);
-//! - [`error`]: why a connection is closed, and the one mapping from storage
-//!   errors to Kafka error codes;
+//! - [`error`]: why a connection is closed, and the one mapping from kinds
+//!   of failure to Kafka error codes, a table per family of APIs;
 //! - [`alloc`]: the allocator that keeps a lying array length from aborting.
 //!
 //! PLAINTEXT only: there is no authentication and no encryption. Anyone who
@@ -27,7 +29,7 @@
 pub mod alloc;
 pub mod broker;
 pub mod config;
-pub mod configs;
+pub mod delete_records;
 pub mod dispatch;
 pub mod error;
 pub mod fetch;
@@ -36,10 +38,10 @@ pub mod group;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
-pub mod records;
 pub mod sasl;
 pub mod server;
 pub mod splice;
+pub mod topic_configs;
 pub mod topics;
 pub mod versions;
 

@@ -11,7 +11,7 @@ use log::{info, warn};
 use super::broker::Broker;
 use super::error::{Family, code_for};
 
-pub fn delete_records(b: &Broker, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub fn handle(b: &Broker, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let topics = req
         .topics
         .into_iter()
