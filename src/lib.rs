@@ -1,11 +1,21 @@
 //! commitfs: Kafka-style partition logs, stored byte-for-byte the way Apache
 //! Kafka stores them, and exposed as a FUSE filesystem.
 //!
-//! Layers, each usable without the ones above it:
-//! - [`record`]: the RecordBatch v2 codec (pure, no I/O);
-//! - [`storage`]: segments, indexes, partition logs, recovery, retention;
-//! - [`fs`]: the FUSE tree over a backend: `storage`, or
-//! - [`cluster`]: a Kafka cluster, through librdkafka.
+//! Layers, each usable without the ones above it (data flows one way, down):
+//! - [`record`]: the RecordBatch v2 codec and Kafka's record schemas (pure,
+//!   no I/O); [`names`]: Kafka's topic and partition name rules (pure);
+//!   [`error`]: the one vocabulary of what went wrong ([`error::ErrorKind`]);
+//! - [`storage`]: Kafka-exact local storage: segments, indexes, the local
+//!   log and the partition above it, producer state, recovery, retention;
+//! - [`backend`]: the seam between the tree and where partitions live: the
+//!   traits, the local backend over `storage`, and an in-memory one;
+//! - [`fs`]: the tree's semantics over any backend, and the thin FUSE
+//!   adapter;
+//! - [`kafka`]: the Kafka listener over `storage`;
+//! - [`cluster`]: a backend over a Kafka cluster, through librdkafka.
+//!
+//! `fs` and `cluster` know only the seam, not each other; `kafka` knows
+//! only `storage`. The `commitfs` binary's commands (`src/cli/`) sit on top.
 //!
 //! The storage library on its own:
 //!

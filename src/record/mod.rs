@@ -53,9 +53,6 @@ pub enum RecordError {
         stored: u32,
         computed: u32,
     },
-    /// Kept for callers that match on it; every codec id Kafka defines is now decoded.
-    #[error("{} compression not yet supported", .0.name())]
-    UnsupportedCompression(Compression),
     #[error("{} records section does not decompress: {reason}", .codec.name())]
     Decompress { codec: Compression, reason: String },
     #[error("{} records section decompresses to more than {limit} bytes", .codec.name())]
