@@ -276,8 +276,8 @@ impl Partition for LocalPartition {
         Ok(self.log.set_config(name, value)?)
     }
 
-    fn max_record_bytes(&self) -> usize {
-        self.log.config().max_message_bytes.max(0) as usize
+    fn check_record_size(&self, record: &NewRecord) -> BackendResult<()> {
+        Ok(self.log.check_record_size(record)?)
     }
 
     fn delete_records(&self, offset: i64) -> BackendResult<i64> {

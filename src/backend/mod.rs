@@ -105,8 +105,10 @@ pub trait Partition: Send + Sync {
     /// Sets one of the line format's settings ([`line_format::NAMES`]) from
     /// its text ([`LineFormat::set`]); a bad value is `InvalidConfig`.
     fn set_line_format(&self, name: &str, value: &str) -> BackendResult<()>;
-    /// No record may be larger (`max.message.bytes`, or the client's limit).
-    fn max_record_bytes(&self) -> usize;
+    /// Whether `record` could be appended at all, alone: `RecordTooLarge`
+    /// (or `BatchTooLarge`) if not, by the rule the append itself applies.
+    /// Lets the tree refuse a line before it acknowledges any of it.
+    fn check_record_size(&self, record: &NewRecord) -> BackendResult<()>;
     /// Kafka's DeleteRecords: moves the log start offset up to `offset`
     /// (at most the log end offset); returns the new log start offset.
     fn delete_records(&self, offset: i64) -> BackendResult<i64>;

@@ -30,6 +30,9 @@ use crate::backend::{
 };
 use crate::record::NewRecord;
 
+/// librdkafka's `RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD`: varints at their widest.
+const RECORD_V2_MAX_OVERHEAD: usize = 5 + 1 + 10 + 5 + 5 + 5 + 5;
+
 /// How long a DescribeConfigs answer serves (a lookup and an open of the
 /// same `config/<name>` come a moment apart).
 const CONFIG_FRESH: Duration = Duration::from_secs(1);
@@ -349,8 +352,24 @@ impl Partition for ClusterPartition {
         self.lines.lock().set_or_refuse(name, value)
     }
 
-    fn max_record_bytes(&self) -> usize {
-        self.shared.max_message_bytes
+    /// librdkafka's own check at produce time (`rd_kafka_msg_new0`): the
+    /// record's bytes plus the largest overhead a v2 record can have.
+    fn check_record_size(&self, record: &NewRecord) -> BackendResult<()> {
+        let headers: usize = (record.headers.iter())
+            .map(|(k, v)| k.len() + v.map_or(0, <[u8]>::len) + 10)
+            .sum();
+        let size = RECORD_V2_MAX_OVERHEAD
+            + record.key.map_or(0, <[u8]>::len)
+            + record.value.map_or(0, <[u8]>::len)
+            + headers;
+        let max = self.shared.max_message_bytes;
+        if size > max {
+            return Err(BackendError::new(
+                ErrorKind::RecordTooLarge,
+                format!("the record is {size} bytes, larger than message.max.bytes ({max})"),
+            ));
+        }
+        Ok(())
     }
 
     fn delete_records(&self, offset: i64) -> BackendResult<i64> {

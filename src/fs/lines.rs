@@ -20,30 +20,21 @@ pub fn append_lines(
     path: &str,
 ) -> FsResult<()> {
     let format = partition.line_format();
-    let max = partition.max_record_bytes();
-    let too_long = |len: usize| {
-        FsError::refuse(
-            libc::EMSGSIZE,
-            format!("write to {path}"),
-            format!(
-                "an unterminated line of {len} bytes is already larger than max.message.bytes ({max}); nothing of this write was appended"
-            ),
-        )
-    };
     // No newline: the whole write joins the held start of a line.
     let Some(first_nl) = memchr::memchr(b'\n', data) else {
-        if partial.len() + data.len() > max {
-            return Err(too_long(partial.len() + data.len()));
-        }
         partial.extend_from_slice(data);
-        return Ok(());
+        let fits = check_held(partition, &format, partial, path);
+        if fits.is_err() {
+            partial.truncate(partial.len() - data.len());
+        }
+        return fits;
     };
     // Only the first line (held start + this write's first piece) is copied;
     // the other records point into the request's own buffer. Lines become
     // records in the same pass that finds them.
     let rest = &data[data.len() - unterminated(data, first_nl)..];
-    if rest.len() > max {
-        return Err(too_long(rest.len()));
+    if !rest.is_empty() {
+        check_held(partition, &format, rest, path)?;
     }
     let held = partial.len();
     partial.extend_from_slice(&data[..first_nl]);
@@ -66,6 +57,28 @@ pub fn append_lines(
             Err(e)
         }
     }
+}
+
+/// Refuses, before any of it is acknowledged, an unterminated line that
+/// could never be appended, even alone: the same rule (its serialized size)
+/// as the append at its newline or at the close, so a held line is never
+/// lost there for its size.
+fn check_held(
+    partition: &dyn Partition,
+    format: &LineFormat,
+    line: &[u8],
+    path: &str,
+) -> FsResult<()> {
+    let record = Lines::new(format).record_or_value(line);
+    partition.check_record_size(&record).map_err(|e| {
+        FsError::backend(
+            format!(
+                "write to {path} (an unterminated line of {} bytes; nothing of this write was appended)",
+                line.len()
+            ),
+            &e,
+        )
+    })
 }
 
 /// Bytes after the last newline of `data`, whose first newline is at `first_nl`.
@@ -140,6 +153,15 @@ impl<'f> Lines<'f> {
         Lines {
             key: (format.parse_key && !sep.is_empty()).then(|| memchr::memmem::Finder::new(sep)),
             separator_len: sep.len(),
+        }
+    }
+
+    /// `line` as a record: keyed where the separator is already in it (a
+    /// held start of a line may not have it yet), else the whole of it.
+    fn record_or_value<'a>(&self, line: &'a [u8]) -> NewRecord<'a> {
+        match self.key.as_ref().and_then(|f| f.find(line)) {
+            Some(at) => NewRecord::keyed(&line[..at], &line[at + self.separator_len..]),
+            None => NewRecord::value(line),
         }
     }
 

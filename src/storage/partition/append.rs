@@ -8,7 +8,8 @@ use log::{error, warn};
 
 use super::{PartitionLog, Writer, now_ms};
 use crate::record::{
-    EncodedBatch, NewRecord, TimestampType, TooLarge, encode_batches, set_log_append_time,
+    EncodedBatch, NewRecord, TimestampType, TooLarge, batch_size, encode_batches,
+    set_log_append_time,
 };
 use crate::storage::config::LogConfig;
 use crate::storage::error::{Result, StorageError};
@@ -280,6 +281,35 @@ impl PartitionLog {
     }
 }
 
+/// The refusal of a record whose batch of its own would be `size` bytes,
+/// naming the limit it breaks.
+fn too_large(config: &LogConfig, size: usize) -> StorageError {
+    let max = config.max_message_bytes.max(0) as usize;
+    if size > max {
+        StorageError::RecordTooLarge { size, max }
+    } else {
+        StorageError::BatchLargerThanSegment {
+            size,
+            max: config.segment_bytes.max(0) as usize,
+        }
+    }
+}
+
+impl PartitionLog {
+    /// Whether `record` could be appended at all: a batch of its own fits
+    /// `max.message.bytes` and `segment.bytes`, as [`PartitionLog::append`]
+    /// packs it. Lets a writer refuse a line before it is acknowledged.
+    pub fn check_record_size(&self, record: &NewRecord) -> Result<()> {
+        let config = self.config();
+        let limit = (config.max_message_bytes.min(config.segment_bytes)).max(0) as usize;
+        let size = batch_size(std::slice::from_ref(record));
+        if size > limit {
+            return Err(too_large(&config, size));
+        }
+        Ok(())
+    }
+}
+
 /// An append's batches, encoded. One per thread, reused: a 1 MiB write
 /// to `log` encodes into the same buffer every time.
 #[derive(Default)]
@@ -310,16 +340,7 @@ impl Encoded {
             codec,
             &mut self.batches,
         )
-        .map_err(|TooLarge { size }| {
-            if size > max {
-                StorageError::RecordTooLarge { size, max }
-            } else {
-                StorageError::BatchLargerThanSegment {
-                    size,
-                    max: segment_bytes,
-                }
-            }
-        })
+        .map_err(|TooLarge { size }| too_large(config, size))
     }
 
     /// A rare huge append does not pin its buffer for the thread's life.
