@@ -22,6 +22,7 @@ mod live_ro;
 mod raw;
 mod ro_shrink;
 mod roll;
+mod tools;
 mod torture_concurrency;
 mod torture_diskfull;
 mod torture_durability;

@@ -73,6 +73,8 @@ pub(super) struct FuseOptions {
     pub acl: SessionACL,
     pub fuse: Vec<MountOption>,
     pub fsname: Option<String>,
+    /// The filesystem type is `fuse.<subtype>` (`findmnt -t fuse.commitfs`).
+    pub subtype: String,
 }
 
 impl Default for FuseOptions {
@@ -82,6 +84,7 @@ impl Default for FuseOptions {
             acl: SessionACL::Owner,
             fuse: Vec::new(),
             fsname: None,
+            subtype: "commitfs".to_string(),
         }
     }
 }
@@ -127,7 +130,10 @@ impl FuseOptions {
                     self.fsname = Some(v.to_string());
                     return true;
                 }
-                Some(("subtype", v)) => MountOption::Subtype(v.to_string()),
+                Some(("subtype", v)) => {
+                    self.subtype = v.to_string();
+                    return true;
+                }
                 _ => return false,
             },
         };
@@ -143,6 +149,9 @@ impl FuseOptions {
                 .clone()
                 .unwrap_or_else(|| default_fsname.to_string()),
         ));
+        // A kernel option, so that a direct mount(2) gets it too (fuser
+        // hands `Subtype` only to fusermount).
+        out.push(MountOption::CUSTOM(format!("subtype={}", self.subtype)));
         if self.read_only {
             out.push(MountOption::RO);
         }
