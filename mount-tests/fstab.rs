@@ -187,9 +187,13 @@ fn fstab_line_mounts_with_mount_t_mount_a_and_umount() {
     let (data, mnt) = (root.join("data"), root.join("mnt"));
     let (data2, mnt2) = (root.join("data2"), root.join("mnt2"));
     let (data3, mnt3) = (root.join("data3"), root.join("mnt3"));
-    for m in [&mnt, &mnt2, &mnt3] {
+    // The data directories exist, as a disk's mounted directory does: the
+    // helper refuses a missing one (below).
+    for m in [&mnt, &mnt2, &mnt3, &data, &data2, &data3] {
         std::fs::create_dir(m).unwrap();
     }
+    let (missing, mnt4) = (root.join("missing"), root.join("mnt4"));
+    std::fs::create_dir(&mnt4).unwrap();
     let fstab = root.join("fstab");
     std::fs::write(
         &fstab,
@@ -197,13 +201,16 @@ fn fstab_line_mounts_with_mount_t_mount_a_and_umount() {
             "# a temporary fstab for mount -T\n\
              {} {} fuse.commitfs defaults,segment.bytes=1048576,nofail,_netdev,x-systemd.automount 0 0\n\
              {} {} fuse.commitfs noauto,user,retention.ms=-1 0 0\n\
-             {} {} fuse.commitfs segment.bytes=16384 0 0\n",
+             {} {} fuse.commitfs segment.bytes=16384 0 0\n\
+             {} {} fuse.commitfs noauto,nofail 0 0\n",
             data.display(),
             mnt.display(),
             data2.display(),
             mnt2.display(),
             data3.display(),
             mnt3.display(),
+            missing.display(),
+            mnt4.display(),
         ),
     )
     .unwrap();
@@ -240,7 +247,20 @@ fn fstab_line_mounts_with_mount_t_mount_a_and_umount() {
     );
     assert_eq!(daemons(&data).len(), 1, "mount -a mounted the line twice");
     assert!(!mounted(&mnt2) && !mounted(&mnt3));
-    assert!(!data3.exists(), "a refused mount created its data dir");
+    let made: Vec<_> = std::fs::read_dir(&data3).unwrap().collect();
+    assert!(
+        made.is_empty(),
+        "a refused mount wrote its data dir: {made:?}"
+    );
+
+    // A data directory that is not there (its disk not mounted yet) is
+    // refused with mount(8)'s "mount failure", even with nofail, and is not
+    // created.
+    let out = run("mount -T", &[fstab, &mnt4]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(32), "{err}");
+    assert!(err.contains("does not exist"), "{err}");
+    assert!(!missing.exists() && !mounted(&mnt4));
 
     // umount; the daemon finishes its shutdown on its own, then exits.
     umount_and_wait(&mnt, &data);

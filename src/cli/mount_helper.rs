@@ -188,6 +188,17 @@ pub fn main(args: Vec<OsString>) -> i32 {
             return EX_USAGE;
         }
     };
+    // mount(8) mounts what exists; `commitfs mount` creating a missing data
+    // directory would, for an fstab line whose disk is not mounted yet,
+    // serve an empty directory of the root filesystem instead.
+    if margs.bootstrap_server.is_none() && !margs.data_dir.is_dir() {
+        eprintln!(
+            "{name}: data directory {} does not exist (mount(8) does not create it; \
+             `commitfs mount` does)",
+            margs.data_dir.display()
+        );
+        return EX_FAIL;
+    }
     if t.fake {
         return match mount::check_options(&margs.options) {
             Ok(()) => 0,
