@@ -1,4 +1,6 @@
-//! The storage layer's errors. The FUSE edge maps each to an errno.
+//! The storage layer's errors. Each face maps them to its own: the tree to
+//! an errno, the Kafka listener to an error code, the backend seam to its
+//! backend error.
 
 use std::io;
 use std::path::PathBuf;
@@ -92,7 +94,7 @@ impl StorageError {
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
             StorageError::Io { source, .. } | StorageError::Sync { source, .. } => {
-                super::io::raw_os_error(source)
+                super::disk::raw_os_error(source)
             }
             StorageError::Offline { .. } => Some(libc::EIO),
             _ => None,
@@ -106,7 +108,7 @@ impl StorageError {
     pub fn is_refusal(&self) -> bool {
         match self {
             StorageError::Io { source, .. } => matches!(
-                super::io::raw_os_error(source),
+                super::disk::raw_os_error(source),
                 Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
             ),
             StorageError::Sync { .. }

@@ -11,13 +11,13 @@ use std::time::Instant;
 use log::{error, info};
 use parking_lot::{Mutex, RwLock};
 
-use super::appends::AppendSignal;
+use super::append_signal::AppendSignal;
 use super::batch_reader::read_full_at;
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
+use super::disk;
 use super::error::{IoContext, Result, StorageError};
 use super::flusher::Flusher;
-use super::io;
 use super::names::{parse_partition_name, validate_new_partition_name};
 use super::partition::{FileKind, LoadContext, PartitionFile, PartitionLog};
 use super::progress::{Progress, ProgressFn};
@@ -73,7 +73,7 @@ impl LogManager {
         progress: ProgressFn,
     ) -> Result<LogManager> {
         if !opts.read_only {
-            io::create_dir_all("manager.mkdir", dir).at(dir)?;
+            disk::create_dir_all("manager.mkdir", dir).at(dir)?;
         }
         let dir = fs::canonicalize(dir).at(dir)?;
         let lock = if opts.read_only {
@@ -109,8 +109,8 @@ impl LogManager {
         let clean = marker.exists();
         if clean && !opts.read_only {
             // Gone before loading starts, so a crash while loading counts as unclean.
-            io::remove_file("manager.marker.remove", &marker).at(&marker)?;
-            io::sync_dir("manager.marker.dir_fsync", &dir).synced(&dir)?;
+            disk::remove_file("manager.marker.remove", &marker).at(&marker)?;
+            disk::sync_dir("manager.marker.dir_fsync", &dir).synced(&dir)?;
         }
         let checkpoints = Arc::new(Checkpoints::load(&dir, opts.read_only));
         let flusher = Flusher::default();
@@ -449,8 +449,8 @@ impl DataDirLock {
     /// Takes the lock of `dir`, or `Locked` when another holder has it.
     pub fn acquire(dir: &Path) -> Result<DataDirLock> {
         let path = dir.join(LOCK_FILE);
-        let f = io::open_or_create("manager.lock.open", &path).at(&path)?;
-        if let Err(err) = io::flock(&f, libc::LOCK_EX | libc::LOCK_NB) {
+        let f = disk::open_or_create("manager.lock.open", &path).at(&path)?;
+        if let Err(err) = disk::flock(&f, libc::LOCK_EX | libc::LOCK_NB) {
             if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
                 return Err(StorageError::Locked(dir.to_path_buf()));
             }
@@ -465,8 +465,8 @@ impl DataDirLock {
 /// never reads `.lock`'s content).
 fn write_holder(f: &File, note: &str) -> std::io::Result<()> {
     let text = format!("pid {}\n{note}", std::process::id());
-    io::set_len("manager.lock.truncate", f, 0)?;
-    io::write_all_at("manager.lock.write", f, text.as_bytes(), 0)
+    disk::set_len("manager.lock.truncate", f, 0)?;
+    disk::write_all_at("manager.lock.write", f, text.as_bytes(), 0)
 }
 
 /// Who holds `dir`'s lock, as the holder described itself (`pid N` and the
@@ -483,8 +483,8 @@ pub fn is_locked(dir: &Path) -> bool {
     let Ok(f) = File::open(dir.join(LOCK_FILE)) else {
         return false;
     };
-    if io::flock(&f, libc::LOCK_SH | libc::LOCK_NB).is_ok() {
-        let _ = io::flock(&f, libc::LOCK_UN);
+    if disk::flock(&f, libc::LOCK_SH | libc::LOCK_NB).is_ok() {
+        let _ = disk::flock(&f, libc::LOCK_UN);
         false
     } else {
         true

@@ -2,16 +2,16 @@
 //! `.log` files, sparse memory-mapped `.index`/`.timeindex`, roll, flush,
 //! recovery and retention. No FUSE here: this is a library.
 
-pub mod appends;
+pub mod append_signal;
 pub mod batch_reader;
 pub mod check;
 pub mod checkpoint;
 pub mod config;
+pub mod disk;
 pub mod error;
 mod flusher;
 mod health;
 pub mod index;
-pub mod io;
 mod manager;
 pub mod names;
 mod partition;

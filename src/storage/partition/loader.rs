@@ -10,9 +10,9 @@ use log::{info, warn};
 
 use super::{LoadContext, PROPERTIES_FILE, PartitionLog, settings};
 use crate::storage::config::{LogConfig, parse_properties};
+use crate::storage::disk;
 use crate::storage::error::{IoContext, Result, StorageError};
 use crate::storage::health::Health;
-use crate::storage::io;
 use crate::storage::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
 use crate::storage::progress::Progress;
 use crate::storage::segment::{IndexSettings, LogSegment};
@@ -200,16 +200,16 @@ fn remove_stray_files(dir: &Path, names: &[String]) -> Result<bool> {
         let path = dir.join(name);
         if name.ends_with(".deleted") || name.ends_with(".cleaned") || name.ends_with(".tmp") {
             info!("Deleting stray temporary file {}", path.display());
-            io::remove_file("loader.stray.remove", &path).at(&path)?;
+            disk::remove_file("loader.stray.remove", &path).at(&path)?;
             changed = true;
         } else if let Some(real) = name.strip_suffix(".swap") {
             info!("Completing swap of {}", path.display());
             let target = dir.join(real);
-            io::rename("loader.swap.rename", &path, &target).at(&target)?;
+            disk::rename("loader.swap.rename", &path, &target).at(&target)?;
             if let Some((base, "log")) = parse_segment_file_name(real) {
                 for suffix in ["index", "timeindex"] {
                     let index = dir.join(segment_file_name(base, suffix));
-                    match io::remove_file("loader.swap.remove_index", &index) {
+                    match disk::remove_file("loader.swap.remove_index", &index) {
                         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                             return Err(StorageError::io(&index, e));
                         }
@@ -222,7 +222,7 @@ fn remove_stray_files(dir: &Path, names: &[String]) -> Result<bool> {
             && !logs.contains(&base)
         {
             info!("Deleting index file {} with no log file", path.display());
-            io::remove_file("loader.orphan_index.remove", &path).at(&path)?;
+            disk::remove_file("loader.orphan_index.remove", &path).at(&path)?;
             changed = true;
         }
     }

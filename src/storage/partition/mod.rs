@@ -16,13 +16,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use log::info;
 use parking_lot::{Mutex, RwLock};
 
-use super::appends::AppendSignal;
+use super::append_signal::AppendSignal;
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::{LogConfig, format_properties};
+use super::disk;
 use super::error::{IoContext, Result, StorageError};
 use super::flusher::Flusher;
 use super::health::Health;
-use super::io;
 use super::names::parse_partition_name;
 use super::producer_state::ProducerStates;
 use super::progress::Progress;
@@ -214,7 +214,7 @@ impl PartitionLog {
     pub(crate) fn create(dir: &Path, ctx: &LoadContext) -> Result<Arc<PartitionLog>> {
         let name = dir_name(dir)?;
         let (topic, partition) = parse_partition_name(&name)?;
-        io::create_dir("partition.create.mkdir", dir).at(dir)?;
+        disk::create_dir("partition.create.mkdir", dir).at(dir)?;
         let health = Arc::new(Health::new(&name));
         let config = ctx.defaults.clone();
         let made = (|| {
@@ -228,7 +228,7 @@ impl PartitionLog {
             Err(e) => {
                 // Left behind, the directory would load at the next mount
                 // as a partition whose mkdir failed.
-                if let Err(r) = io::remove_dir_all("partition.create.cleanup", dir) {
+                if let Err(r) = disk::remove_dir_all("partition.create.cleanup", dir) {
                     log::error!(
                         "Could not remove {} after a failed create ({e}): {r}",
                         dir.display()
@@ -473,7 +473,7 @@ impl PartitionLog {
         self.writer.lock().closed = true;
         self.deleted.store(true, Ordering::Release);
         self.health.guard("the delete", || {
-            io::remove_dir_all("partition.delete.remove", &self.dir).at(&self.dir)
+            disk::remove_dir_all("partition.delete.remove", &self.dir).at(&self.dir)
         })?;
         self.checkpoints.remove(&self.topic, self.partition)?;
         info!(

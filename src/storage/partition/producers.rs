@@ -29,8 +29,8 @@ use crate::record::BatchHeader;
 use crate::record::state_files::{read_producer_snapshot, write_producer_snapshot};
 use crate::storage::batch_reader::BatchReader;
 use crate::storage::checkpoint::write_atomically;
+use crate::storage::disk;
 use crate::storage::error::{Result, StorageError};
-use crate::storage::io;
 use crate::storage::names::{parse_segment_file_name, segment_file_name};
 use crate::storage::producer_state::{Checked, ProducerStates};
 
@@ -113,7 +113,7 @@ impl PartitionLog {
     /// Removes the snapshot at `offset`, if there is one.
     pub(super) fn remove_producer_snapshot(&self, offset: i64) -> Result<()> {
         let path = self.snapshot_path(offset);
-        match io::remove_file("producer.snapshot.remove", &path) {
+        match disk::remove_file("producer.snapshot.remove", &path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StorageError::io(&path, e)),
             _ => Ok(()),
         }

@@ -10,8 +10,8 @@ use log::{error, info};
 
 use super::{PartitionLog, now_ms, settings};
 use crate::storage::config::LogConfig;
+use crate::storage::disk;
 use crate::storage::error::{IoContext, Result, StorageError};
-use crate::storage::io;
 use crate::storage::segment::LogSegment;
 
 impl PartitionLog {
@@ -138,7 +138,7 @@ impl PartitionLog {
                 self.fsyncs.fetch_add(1, Ordering::Relaxed);
             }
         }
-        io::sync_dir("partition.flush.dir_fsync", &self.dir).synced(&self.dir)?;
+        disk::sync_dir("partition.flush.dir_fsync", &self.dir).synced(&self.dir)?;
         self.last_flush_ms.store(now_ms(), Ordering::Relaxed);
         Ok(())
     }
