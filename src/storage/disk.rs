@@ -41,7 +41,7 @@ pub const SITES: &[&str] = &[
     "index.push",
     "index.install",
     "index.discard",
-    // A partition directory (partition/).
+    // A partition's directory (local_log/).
     "partition.create.mkdir",
     "partition.create.cleanup",
     "partition.delete.remove",
@@ -50,7 +50,7 @@ pub const SITES: &[&str] = &[
     "loader.swap.rename",
     "loader.swap.remove_index",
     "loader.orphan_index.remove",
-    // Producer snapshots at load (partition/producers.rs).
+    // Producer snapshots (producer_state/manager.rs).
     "producer.snapshot.remove",
     // Files replaced whole: checkpoints, the clean-shutdown marker,
     // commitfs.properties, commitfs.streamlen (checkpoint.rs).

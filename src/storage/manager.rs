@@ -18,8 +18,9 @@ use super::config::LogConfig;
 use super::disk;
 use super::error::{IoContext, Result, StorageError};
 use super::flusher::Flusher;
+use super::local_log::{DirContext, FileKind, PartitionFile};
 use super::names::{parse_partition_name, validate_new_partition_name};
-use super::partition::{FileKind, LoadContext, PartitionFile, PartitionLog};
+use super::partition::{LoadContext, PartitionLog};
 use super::progress::{Progress, ProgressFn};
 
 // Read-only mounts following the directory another process writes.
@@ -131,12 +132,14 @@ impl LogManager {
         let appends = Arc::new(AppendSignal::default());
         let ctx = LoadContext {
             defaults: &defaults,
-            checkpoints: &checkpoints,
-            clean_shutdown: clean,
-            writable: !opts.read_only,
             appends: &appends,
-            flusher: &flusher,
-            progress,
+            log: DirContext {
+                checkpoints: &checkpoints,
+                flusher: &flusher,
+                clean_shutdown: clean,
+                writable: !opts.read_only,
+                progress,
+            },
         };
         let partitions = load_partitions(&names, &ctx, started)?;
         info!(
@@ -221,20 +224,27 @@ impl LogManager {
         if self.partitions.read().contains_key(name) || path.exists() {
             return Err(StorageError::PartitionExists(name.to_string()));
         }
-        let ctx = LoadContext {
-            defaults: &self.defaults,
-            checkpoints: &self.checkpoints,
-            clean_shutdown: true,
-            writable: true,
-            appends: &self.appends,
-            flusher: &self.flusher,
-            progress: Progress::default(),
-        };
-        let log = PartitionLog::create(&path, &ctx)?;
+        let log = PartitionLog::create(&path, &self.load_context(true))?;
         self.partitions
             .write()
             .insert(name.to_string(), log.clone());
         Ok(log)
+    }
+
+    /// What a partition is opened with after the data directory's open:
+    /// `clean_shutdown` says whether the directory was closed cleanly.
+    fn load_context(&self, clean_shutdown: bool) -> LoadContext<'_> {
+        LoadContext {
+            defaults: &self.defaults,
+            appends: &self.appends,
+            log: DirContext {
+                checkpoints: &self.checkpoints,
+                flusher: &self.flusher,
+                clean_shutdown,
+                writable: !self.read_only,
+                progress: Progress::default(),
+            },
+        }
     }
 
     /// Deletes a partition and all its files; `PartitionGap` if a higher
@@ -424,7 +434,7 @@ fn load_partitions(
     let mut partitions = BTreeMap::new();
     for (i, path) in names.iter().enumerate() {
         let log = PartitionLog::load(path, ctx)?;
-        ctx.progress.report(&format!(
+        ctx.log.progress.report(&format!(
             "Completed load of log {} with {} segments, local-log-start-offset {} and log-end-offset {} ({}/{} completed in {} ms)",
             log.name(),
             log.segment_bases().len(),
