@@ -56,7 +56,8 @@ impl PartitionLog {
     }
 
     /// The producer state at load: the latest good snapshot at or below the
-    /// log end, then the batches after it, read back from the log.
+    /// log end, then the batches after it, their headers walked by the local
+    /// log straight into producer state's replay.
     fn load_producer_state(&self, names: &[String]) -> Result<()> {
         let bases = self.local.segment_bases();
         let Some(from) = self.producers.load(names, &bases, self.log_end_offset())? else {

@@ -44,7 +44,7 @@ pub(crate) struct ProducerStateManager {
     name: String,
     /// A read-only partition keeps no producer state and writes no file.
     writable: bool,
-    /// Changed under the partition's writer lock only.
+    /// Changed under the log's writer lock only.
     state: Mutex<ProducerStates>,
 }
 

@@ -44,7 +44,7 @@ pub struct IndexSettings {
     pub index_interval_bytes: u64,
 }
 
-/// State only the appender touches (under the partition's writer lock).
+/// State only the appender touches (under the log's writer lock).
 #[derive(Clone, Copy, Debug, Default)]
 struct AppendState {
     bytes_since_last_index_entry: u64,
@@ -98,7 +98,7 @@ pub struct LogSegment {
     /// Published size: every byte below it belongs to a whole, indexed batch.
     size: AtomicU64,
     /// Bytes written, published or not. Only the appender (under the
-    /// partition's writer lock) moves it; an append publishes at its end.
+    /// log's writer lock) moves it; an append publishes at its end.
     write_pos: AtomicU64,
     /// Bytes that have been fsynced.
     flushed_size: AtomicU64,
