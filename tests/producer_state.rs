@@ -8,9 +8,7 @@ use std::process::Command;
 
 use commitfs::record::{NewRecord, encode_batch};
 use commitfs::storage::producer_state::ProducerRefusal;
-use commitfs::storage::{
-    IdempotentProducers, LogConfig, LogManager, OpenOptions, PartitionLog, StorageError,
-};
+use commitfs::storage::{LogConfig, LogManager, OpenOptions, PartitionLog, StorageError};
 
 /// The batches' timestamp: now, since a producer whose last batch is older
 /// than a day has expired when its state is loaded.
@@ -46,7 +44,7 @@ fn open(dir: &Path) -> LogManager {
 
 /// (first offset, duplicate) of a produced append.
 fn produce(log: &PartitionLog, bytes: &[u8]) -> Result<(i64, bool), StorageError> {
-    log.append_produced(bytes, &IdempotentProducers)
+    log.append_produced(bytes)
         .map(|i| (i.first_offset, i.duplicate))
 }
 

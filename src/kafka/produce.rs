@@ -15,7 +15,6 @@ use log::warn;
 use super::broker::Broker;
 use super::dispatch::Outcome;
 use super::error::{Family, code_for, message_for};
-use crate::storage::IdempotentProducers;
 
 fn refused(
     index: i32,
@@ -100,7 +99,7 @@ fn produce_one(
             version,
         );
     };
-    match log.append_produced(records, &IdempotentProducers) {
+    match log.append_produced(records) {
         Ok(info) => PartitionProduceResponse::default()
             .with_index(index)
             .with_base_offset(info.first_offset)

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use super::batch_reader::{BatchReader, Stop};
 use super::checkpoint::{self, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
 use super::config::{LogConfig, parse_properties};
+use super::disk;
 use super::error::{IoContext, Result};
 use super::index::{OFFSET_ENTRY, TIME_ENTRY, offset_entries, time_entries};
-use super::io;
 use super::manager::{CLEAN_SHUTDOWN_FILE, DataDirLock, LogManager, OpenOptions};
 use super::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
 use super::partition::PROPERTIES_FILE;
@@ -525,7 +525,7 @@ pub fn repair_data_dir(
             && (suffix == "index" || suffix == "timeindex")
             && p.file.exists()
         {
-            io::remove_file("repair.remove_index", &p.file).at(&p.file)?;
+            disk::remove_file("repair.remove_index", &p.file).at(&p.file)?;
             out.actions.push(format!(
                 "removed {} to rebuild it from the log",
                 p.file.display()
@@ -534,7 +534,7 @@ pub fn repair_data_dir(
     }
     let marker = dir.join(CLEAN_SHUTDOWN_FILE);
     if marker.exists() {
-        io::remove_file("repair.remove_marker", &marker).at(&marker)?;
+        disk::remove_file("repair.remove_marker", &marker).at(&marker)?;
     }
     let mgr = LogManager::open_with_lock(dir, defaults.clone(), OpenOptions::default(), lock)?;
     mgr.close()?;

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use log::warn;
 use parking_lot::Mutex;
 
+use super::disk;
 use super::error::{IoContext, Result};
-use super::io;
 
 pub const RECOVERY_POINT_FILE: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_FILE: &str = "log-start-offset-checkpoint";
@@ -64,13 +64,13 @@ pub fn read(path: &Path) -> OffsetMap {
 pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
     let tmp = PathBuf::from(format!("{}.tmp", path.display()));
     {
-        let mut f = io::create_file("atomic.create", &tmp).at(&tmp)?;
-        io::write_all("atomic.write", &mut f, contents).at(&tmp)?;
-        io::sync_all("atomic.fsync", &f).synced(&tmp)?;
+        let mut f = disk::create_file("atomic.create", &tmp).at(&tmp)?;
+        disk::write_all("atomic.write", &mut f, contents).at(&tmp)?;
+        disk::sync_all("atomic.fsync", &f).synced(&tmp)?;
     }
-    io::rename("atomic.rename", &tmp, path).at(path)?;
+    disk::rename("atomic.rename", &tmp, path).at(path)?;
     if let Some(dir) = path.parent() {
-        io::sync_dir("atomic.dir_fsync", dir).synced(dir)?;
+        disk::sync_dir("atomic.dir_fsync", dir).synced(dir)?;
     }
     Ok(())
 }

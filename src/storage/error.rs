@@ -95,7 +95,7 @@ impl StorageError {
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
             StorageError::Io { source, .. } | StorageError::Sync { source, .. } => {
-                super::io::raw_os_error(source)
+                super::disk::raw_os_error(source)
             }
             StorageError::Offline { .. } => Some(libc::EIO),
             _ => None,
@@ -108,7 +108,7 @@ impl StorageError {
         use super::producer_state::ProducerRefusal as P;
         match self {
             StorageError::Io { source, .. } => {
-                super::io::raw_os_error(source).map_or(ErrorKind::Io, ErrorKind::of_errno)
+                super::disk::raw_os_error(source).map_or(ErrorKind::Io, ErrorKind::of_errno)
             }
             // Whatever the errno: what it was to make durable may be lost.
             StorageError::Sync { .. } | StorageError::IndexFull { .. } => ErrorKind::Io,

@@ -11,8 +11,9 @@
 //! a call that allocates and then undone) leaves the files as they were and
 //! does not stop the partition.
 //!
-//! [`Health::guard`] is the one way a write path runs, whoever calls it;
-//! [`Health::fail`] the one place a failure takes the partition offline.
+//! [`Health::enter`] is the one way into a write path, whoever calls it
+//! ([`Health::guard`] runs a closure as one); [`Health::fail`] the one
+//! place a failure takes the partition offline.
 
 use std::fmt::Display;
 use std::sync::OnceLock;
@@ -74,29 +75,44 @@ impl Health {
         r
     }
 
+    /// Enters a write path: refused while offline. A panic before the
+    /// returned [`WritePath`] is finished takes the partition offline.
+    pub fn enter(&self, during: &'static str) -> Result<WritePath<'_>> {
+        self.check()?;
+        Ok(WritePath {
+            health: self,
+            during,
+        })
+    }
+
     /// Runs a write path: refused while offline; an error that is not a
     /// refusal, or a panic, takes the partition offline.
     pub fn guard<T>(&self, during: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        self.check()?;
-        let on_panic = PanicGuard {
-            health: self,
-            during,
-        };
-        let r = f();
-        std::mem::forget(on_panic);
-        self.judge(during, r)
+        let path = self.enter(during)?;
+        path.finish(f())
     }
 }
 
-/// Takes the partition offline when dropped by a panic: a panic between a
-/// segment write and its publish or undo leaves unpublished bytes behind an
-/// advanced write position, which the next append would publish.
-struct PanicGuard<'a> {
+/// A write path under way. Dropped by a panic, it takes the partition
+/// offline: a panic between a segment write and its publish or undo leaves
+/// unpublished bytes behind an advanced write position, which the next
+/// append would publish.
+pub(crate) struct WritePath<'a> {
     health: &'a Health,
     during: &'static str,
 }
 
-impl Drop for PanicGuard<'_> {
+impl WritePath<'_> {
+    /// The write path's result, passed on; an error that is not a refusal
+    /// takes the partition offline.
+    pub fn finish<T>(self, r: Result<T>) -> Result<T> {
+        let (health, during) = (self.health, self.during);
+        std::mem::forget(self);
+        health.judge(during, r)
+    }
+}
+
+impl Drop for WritePath<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             self.health

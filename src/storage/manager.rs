@@ -11,15 +11,16 @@ use std::time::Instant;
 use log::{error, info};
 use parking_lot::{Mutex, RwLock};
 
-use super::appends::AppendSignal;
+use super::append_signal::AppendSignal;
 use super::batch_reader::read_full_at;
 use super::checkpoint::{Checkpoints, write_atomically};
 use super::config::LogConfig;
+use super::disk;
 use super::error::{IoContext, Result, StorageError};
 use super::flusher::Flusher;
-use super::io;
+use super::local_log::{DirContext, FileKind, PartitionFile};
 use super::names::{parse_partition_name, validate_new_partition_name};
-use super::partition::{FileKind, LoadContext, PartitionFile, PartitionLog};
+use super::partition::{LoadContext, PartitionLog};
 use super::progress::{Progress, ProgressFn};
 
 // Read-only mounts following the directory another process writes.
@@ -73,7 +74,7 @@ impl LogManager {
         progress: ProgressFn,
     ) -> Result<LogManager> {
         if !opts.read_only {
-            io::create_dir_all("manager.mkdir", dir).at(dir)?;
+            disk::create_dir_all("manager.mkdir", dir).at(dir)?;
         }
         let dir = fs::canonicalize(dir).at(dir)?;
         let lock = if opts.read_only {
@@ -109,8 +110,8 @@ impl LogManager {
         let clean = marker.exists();
         if clean && !opts.read_only {
             // Gone before loading starts, so a crash while loading counts as unclean.
-            io::remove_file("manager.marker.remove", &marker).at(&marker)?;
-            io::sync_dir("manager.marker.dir_fsync", &dir).synced(&dir)?;
+            disk::remove_file("manager.marker.remove", &marker).at(&marker)?;
+            disk::sync_dir("manager.marker.dir_fsync", &dir).synced(&dir)?;
         }
         let checkpoints = Arc::new(Checkpoints::load(&dir, opts.read_only));
         let flusher = Flusher::default();
@@ -131,12 +132,14 @@ impl LogManager {
         let appends = Arc::new(AppendSignal::default());
         let ctx = LoadContext {
             defaults: &defaults,
-            checkpoints: &checkpoints,
-            clean_shutdown: clean,
-            writable: !opts.read_only,
             appends: &appends,
-            flusher: &flusher,
-            progress,
+            log: DirContext {
+                checkpoints: &checkpoints,
+                flusher: &flusher,
+                clean_shutdown: clean,
+                writable: !opts.read_only,
+                progress,
+            },
         };
         let partitions = load_partitions(&names, &ctx, started)?;
         info!(
@@ -221,20 +224,27 @@ impl LogManager {
         if self.partitions.read().contains_key(name) || path.exists() {
             return Err(StorageError::PartitionExists(name.to_string()));
         }
-        let ctx = LoadContext {
-            defaults: &self.defaults,
-            checkpoints: &self.checkpoints,
-            clean_shutdown: true,
-            writable: true,
-            appends: &self.appends,
-            flusher: &self.flusher,
-            progress: Progress::default(),
-        };
-        let log = PartitionLog::create(&path, &ctx)?;
+        let log = PartitionLog::create(&path, &self.load_context(true))?;
         self.partitions
             .write()
             .insert(name.to_string(), log.clone());
         Ok(log)
+    }
+
+    /// What a partition is opened with after the data directory's open:
+    /// `clean_shutdown` says whether the directory was closed cleanly.
+    fn load_context(&self, clean_shutdown: bool) -> LoadContext<'_> {
+        LoadContext {
+            defaults: &self.defaults,
+            appends: &self.appends,
+            log: DirContext {
+                checkpoints: &self.checkpoints,
+                flusher: &self.flusher,
+                clean_shutdown,
+                writable: !self.read_only,
+                progress: Progress::default(),
+            },
+        }
     }
 
     /// Deletes a partition and all its files; `PartitionGap` if a higher
@@ -424,7 +434,7 @@ fn load_partitions(
     let mut partitions = BTreeMap::new();
     for (i, path) in names.iter().enumerate() {
         let log = PartitionLog::load(path, ctx)?;
-        ctx.progress.report(&format!(
+        ctx.log.progress.report(&format!(
             "Completed load of log {} with {} segments, local-log-start-offset {} and log-end-offset {} ({}/{} completed in {} ms)",
             log.name(),
             log.segment_bases().len(),
@@ -449,8 +459,8 @@ impl DataDirLock {
     /// Takes the lock of `dir`, or `Locked` when another holder has it.
     pub fn acquire(dir: &Path) -> Result<DataDirLock> {
         let path = dir.join(LOCK_FILE);
-        let f = io::open_or_create("manager.lock.open", &path).at(&path)?;
-        if let Err(err) = io::flock(&f, libc::LOCK_EX | libc::LOCK_NB) {
+        let f = disk::open_or_create("manager.lock.open", &path).at(&path)?;
+        if let Err(err) = disk::flock(&f, libc::LOCK_EX | libc::LOCK_NB) {
             if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
                 return Err(StorageError::Locked(dir.to_path_buf()));
             }
@@ -465,8 +475,8 @@ impl DataDirLock {
 /// never reads `.lock`'s content).
 fn write_holder(f: &File, note: &str) -> std::io::Result<()> {
     let text = format!("pid {}\n{note}", std::process::id());
-    io::set_len("manager.lock.truncate", f, 0)?;
-    io::write_all_at("manager.lock.write", f, text.as_bytes(), 0)
+    disk::set_len("manager.lock.truncate", f, 0)?;
+    disk::write_all_at("manager.lock.write", f, text.as_bytes(), 0)
 }
 
 /// Who holds `dir`'s lock, as the holder described itself (`pid N` and the
@@ -483,8 +493,8 @@ pub fn is_locked(dir: &Path) -> bool {
     let Ok(f) = File::open(dir.join(LOCK_FILE)) else {
         return false;
     };
-    if io::flock(&f, libc::LOCK_SH | libc::LOCK_NB).is_ok() {
-        let _ = io::flock(&f, libc::LOCK_UN);
+    if disk::flock(&f, libc::LOCK_SH | libc::LOCK_NB).is_ok() {
+        let _ = disk::flock(&f, libc::LOCK_UN);
         false
     } else {
         true

@@ -2,16 +2,19 @@
 //! `.log` files, sparse memory-mapped `.index`/`.timeindex`, roll, flush,
 //! recovery and retention. No FUSE here: this is a library.
 
-pub mod appends;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub mod append_signal;
 pub mod batch_reader;
 pub mod check;
 pub mod checkpoint;
 pub mod config;
+pub mod disk;
 pub mod error;
 mod flusher;
 mod health;
 pub mod index;
-pub mod io;
+mod local_log;
 mod manager;
 pub mod names;
 mod partition;
@@ -24,16 +27,22 @@ mod topics;
 
 pub use config::{CONFIG_NAMES, CompressionType, ConfigError, LogConfig};
 pub use error::{Result, StorageError};
+pub use local_log::{FileKind, PartitionFile, RecordEntry, SegmentSlice};
 pub use manager::{
     CLEAN_SHUTDOWN_FILE, DataDirLock, LOCK_FILE, LogManager, OpenOptions, is_locked, lock_holder,
 };
 pub use names::{parse_partition_name, segment_file_name};
-pub use partition::PROPERTIES_FILE;
 pub use partition::{
-    AppendInfo, FetchRead, FileKind, IdempotentProducers, LEADER_EPOCH, NoProducerState,
-    PartitionFile, PartitionLog, PartitionStatus, ProducedInfo, ProducerCheck, ProducerStateHook,
-    RecordEntry, SegmentSlice,
+    AppendInfo, FetchRead, LEADER_EPOCH, PROPERTIES_FILE, PartitionLog, PartitionStatus,
+    ProducedInfo,
 };
 pub use progress::ProgressFn;
 pub use stream::STREAM_LENGTHS_FILE;
 pub use topics::{Topic, is_internal_topic};
+
+/// The wall clock, in milliseconds since the epoch: Kafka's timestamps.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,6 +1,6 @@
 //! The matrix: call site × operation, and how each case ends.
 
-use commitfs::storage::io::SITES;
+use commitfs::storage::disk::SITES;
 
 use crate::{E, E1};
 

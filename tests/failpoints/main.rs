@@ -2,7 +2,7 @@
 //! --test failpoints`), in the manner of raft-engine's
 //! `tests/failpoints/test_io_error.rs`.
 //!
-//! Every call site in `storage::io::SITES` (each write, fsync, rename,
+//! Every call site in `storage::disk::SITES` (each write, fsync, rename,
 //! truncate, allocation, msync and removal storage makes) is made to fail
 //! during each operation that reaches it: append (plain, rolling, with
 //! `flush.messages`), roll, flush, retention, delete-records, a config

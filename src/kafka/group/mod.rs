@@ -11,8 +11,8 @@
 //!   shapes, InitProducerId.
 //!
 //! Producer state itself is storage's (`storage::producer_state`, kept per
-//! partition in `.snapshot` files); the produce handler consults it through
-//! `storage::IdempotentProducers`. Transactions are not served: a
+//! partition in `.snapshot` files); every produced append is checked
+//! against it (`PartitionLog::append_produced`). Transactions are not served: a
 //! transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 //! which clients take as fatal, with a log line saying why.
 

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use memmap2::{MmapMut, MmapOptions};
 
+use crate::storage::disk;
 use crate::storage::error::{IoContext, Result, StorageError};
-use crate::storage::io as sio;
 
 /// How an index's bytes are kept.
 pub(super) enum Backing {
@@ -87,7 +87,7 @@ impl IndexFile {
 
     /// A fresh empty index file preallocated to `max_bytes`.
     pub(super) fn create(path: &Path, entry_size: usize, max_bytes: u64) -> Result<Self> {
-        let file = sio::create_file("index.create", path).at(path)?;
+        let file = disk::create_file("index.create", path).at(path)?;
         preallocate(&file, max_bytes).at(path)?;
         let mut idx = IndexFile::unmapped(path, Backing::File(file), entry_size);
         idx.remap(max_bytes as usize)?;
@@ -137,7 +137,7 @@ impl IndexFile {
     /// Adds an entry. A full index is refused as Kafka's `AbstractIndex`
     /// refuses it; callers roll (appends) or grow the index (rebuilds) first.
     pub(super) fn push(&mut self, bytes: &[u8]) -> Result<()> {
-        sio::map_write("index.push").at(&self.path)?;
+        disk::map_write("index.push").at(&self.path)?;
         let at = self.entries * self.entry_size;
         match self.mmap.as_mut() {
             Some(m) if at + self.entry_size <= m.len() => {
@@ -171,7 +171,7 @@ impl IndexFile {
                 if len > f.metadata().at(&self.path)?.len() {
                     preallocate(f, len).at(&self.path)?;
                 } else {
-                    sio::set_len("index.resize.truncate", f, len).at(&self.path)?;
+                    disk::set_len("index.resize.truncate", f, len).at(&self.path)?;
                 }
             }
             Backing::Memory => {
@@ -231,7 +231,7 @@ impl IndexFile {
 
     pub(super) fn flush(&self) -> Result<()> {
         if let (Backing::File(_), Some(m)) = (&self.backing, &self.mmap) {
-            sio::msync("index.msync", m).synced(&self.path)?;
+            disk::msync("index.msync", m).synced(&self.path)?;
         }
         Ok(())
     }
@@ -242,7 +242,7 @@ impl IndexFile {
 pub(super) fn preallocate(file: &File, len: u64) -> io::Result<()> {
     let current = file.metadata()?.len();
     if len > current {
-        sio::fallocate("index.fallocate", file, len)?;
+        disk::fallocate("index.fallocate", file, len)?;
     }
-    sio::set_len("index.set_len", file, len)
+    disk::set_len("index.set_len", file, len)
 }

@@ -2,7 +2,7 @@
 //! broker's `log.dir`): the data directory's side of following it.
 //! Partitions the broker creates appear, those it deletes go, and the
 //! checkpoints it rewrites are read again. Each partition follows its own
-//! directory (`partition/follow.rs`). A child of the manager's module, so
+//! directory (`local_log/follow.rs`). A child of the manager's module, so
 //! that the manager's state stays private to the two.
 //!
 //! Everything is learned on access, from the mtime of a directory: a
@@ -19,7 +19,7 @@ use log::{info, warn};
 
 use super::{CLEAN_SHUTDOWN_FILE, LogManager};
 use crate::storage::names::parse_partition_name;
-use crate::storage::partition::{Followed, LoadContext, PartitionLog};
+use crate::storage::partition::{Followed, PartitionLog};
 use crate::storage::{Result, StorageError};
 
 /// A directory timestamp may be coarse (a jiffy, or a second on some
@@ -131,16 +131,7 @@ impl LogManager {
         let clean = self.dir.join(CLEAN_SHUTDOWN_FILE).exists();
         let mut failed = None;
         for name in present.iter().filter(|n| known.binary_search(n).is_err()) {
-            let ctx = LoadContext {
-                defaults: &self.defaults,
-                checkpoints: &self.checkpoints,
-                clean_shutdown: clean,
-                writable: false,
-                flusher: &self.flusher,
-                appends: &self.appends,
-                progress: Default::default(),
-            };
-            match PartitionLog::load(&self.dir.join(name), &ctx) {
+            match PartitionLog::load(&self.dir.join(name), &self.load_context(clean)) {
                 Ok(log) => {
                     info!("Partition {name} appeared in {}", self.dir.display());
                     self.partitions.write().insert(name.clone(), log);

@@ -1,53 +1,37 @@
-//! Reads: one record through the sparse index, the consumer stream, and
-//! lookups by timestamp.
+//! Reads of the partition: records and fetches bounded by the log start
+//! offset and the high watermark, the consumer stream, lookups by
+//! timestamp, and the partition's files. The local log finds the bytes;
+//! what may be read is said here.
+//!
+//! **The high watermark.** On this single replica it is the log end offset
+//! as published: an append (a tree write or a Kafka produce) publishes its
+//! batches once they are in the segment file (the page cache), the same
+//! point at which a shell write returns and a Produce is acknowledged. A
+//! consumer never sees bytes past it, and an acknowledged produce is visible
+//! at once. It is not a durability promise: see `flush.messages` and the
+//! README's durability section for what survives power loss.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::fs::File;
 
 use super::PartitionLog;
-use crate::record::values::record_end;
-use crate::record::{Record, TimestampType, decode_record_at};
+use crate::record::Record;
 use crate::storage::error::{Result, StorageError};
-use crate::storage::segment::{LogSegment, ReadBatch};
+use crate::storage::local_log::{PartitionFile, RecordEntry, SegmentSlice};
 use crate::storage::stream::Stream;
 
-/// A record plus where it sits in the log.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordEntry {
-    pub record: Record,
-    pub batch_base_offset: i64,
-    /// File position of the record's batch in its segment's `.log`.
-    pub position: u64,
-    pub segment_base_offset: i64,
-    pub timestamp_type: TimestampType,
+/// What a fetch of one partition found.
+pub struct FetchRead {
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    /// `None` when there is nothing at or after the offset yet.
+    pub slice: Option<SegmentSlice>,
 }
 
-pub(super) struct CachedBatch {
-    segment_base_offset: i64,
-    batch: ReadBatch,
-    /// The record last decoded from it: a path lookup of `offset/N` and
-    /// the open that follows ask for the same record twice.
-    last: parking_lot::Mutex<Option<Record>>,
-}
-
-impl CachedBatch {
-    /// Whether the bytes read hold record `offset` (a batch read only up to
-    /// an earlier record may not).
-    fn holds(&self, offset: i64) -> bool {
-        let b = &self.batch;
-        b.complete || record_end(&b.header, b.section(), offset).is_some()
-    }
-
-    fn record(&self, offset: i64) -> Result<Option<Record>> {
-        if let Some(r) = self.last.lock().as_ref()
-            && r.offset == offset
-        {
-            return Ok(Some(r.clone()));
-        }
-        let b = &self.batch;
-        let record = decode_record_at(&b.header, b.section(), offset)?;
-        self.last.lock().clone_from(&record);
-        Ok(record)
+fn out_of_range(offset: i64, log_start_offset: i64, log_end_offset: i64) -> StorageError {
+    StorageError::OffsetOutOfRange {
+        offset,
+        log_start_offset,
+        log_end_offset,
     }
 }
 
@@ -63,121 +47,104 @@ impl PartitionLog {
         self.check_online()?;
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         if offset < start || offset >= end {
-            return Err(StorageError::OffsetOutOfRange {
-                offset,
-                log_start_offset: start,
-                log_end_offset: end,
-            });
+            return Err(out_of_range(offset, start, end));
         }
-        let batch = self.batch_for(offset)?;
-        // Control records (transaction markers) hold no user record.
-        let cached = &batch.batch;
-        if cached.header.is_control() {
-            return Err(StorageError::RecordNotFound(offset));
+        self.local.read_entry(offset)
+    }
+
+    /// The high watermark: the published log end offset (see the module doc).
+    pub fn high_watermark(&self) -> i64 {
+        self.log_end_offset()
+    }
+
+    /// Batches from the one holding `offset`, at most `max_bytes` of them;
+    /// with `min_one`, the first batch whole even if it is larger (Kafka's
+    /// `minOneMessage`, so a consumer always makes progress). An offset
+    /// inside a batch returns that whole batch: the client skips what it
+    /// did not ask for. `OffsetOutOfRange` outside [log start, high watermark].
+    pub fn read_for_fetch(&self, offset: i64, max_bytes: u64, min_one: bool) -> Result<FetchRead> {
+        let (start, hw) = (self.log_start_offset(), self.high_watermark());
+        if offset < start || offset > hw {
+            return Err(out_of_range(offset, start, hw));
         }
-        let record = batch
-            .record(offset)?
-            .ok_or(StorageError::RecordNotFound(offset))?;
-        Ok(RecordEntry {
-            record,
-            batch_base_offset: cached.header.base_offset,
-            position: cached.position,
-            segment_base_offset: batch.segment_base_offset,
-            timestamp_type: cached.header.timestamp_type(),
+        let slice = match offset == hw {
+            true => None,
+            false => self.local.fetch_slice(offset, max_bytes, min_one)?,
+        };
+        Ok(FetchRead {
+            high_watermark: hw,
+            log_start_offset: start,
+            slice,
         })
     }
 
-    /// The batch holding `offset`. The last one is kept: `stat` then `cat` of
-    /// `offset/N`, or a consumer walking offsets, reads it once (its start
-    /// first, then, if a later offset needs it, all of it), and each lookup
-    /// decodes only the record it wants.
-    fn batch_for(&self, offset: i64) -> Result<Arc<CachedBatch>> {
-        let recent = self.recent_batch.lock().clone();
-        let mut whole = false;
-        if let Some(c) = &recent
-            && c.batch.header.base_offset <= offset
-            && offset <= c.batch.header.last_offset()
-        {
-            if c.holds(offset) {
-                return Ok(c.clone());
-            }
-            whole = true;
-        }
-        // The last batch's buffer, if nobody holds it any more: its pages
-        // are mapped already.
-        let buf = recent
-            .and_then(|c| {
-                let mut slot = self.recent_batch.lock();
-                let same = slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &c));
-                let taken = if same { slot.take() } else { None };
-                drop((slot, c));
-                taken.and_then(|t| Arc::try_unwrap(t).ok())
-            })
-            .map(|c| c.batch.bytes)
-            .unwrap_or_default();
-        let seg = self
-            .segment_for(offset)
-            .ok_or(StorageError::RecordNotFound(offset))?;
-        let read = seg
-            .read_batch_section(offset, &self.lookup_bytes_read, whole, buf)?
-            .ok_or(StorageError::RecordNotFound(offset))?;
-        let batch = Arc::new(CachedBatch {
-            segment_base_offset: seg.base_offset,
-            batch: read,
-            last: parking_lot::Mutex::new(None),
-        });
-        *self.recent_batch.lock() = Some(batch.clone());
-        Ok(batch)
+    /// The largest timestamp in the log (ListOffsets' MAX_TIMESTAMP), from
+    /// each segment's time index; `None` for an empty log.
+    pub fn max_timestamp(&self) -> Result<Option<i64>> {
+        self.local.max_timestamp()
+    }
+
+    /// Kafka's offsetsForTimes: the first offset whose timestamp is >= `timestamp_ms`.
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<i64>> {
+        self.check_online()?;
+        self.local
+            .offset_for_timestamp(timestamp_ms, self.log_start_offset())
     }
 
     /// Length of the consumer stream (`value\n` per record from the log start).
     pub fn stream_len(&self) -> Result<u64> {
         self.check_online()?;
-        let segs = self.segment_list();
+        let segs = self.local.segment_list();
         let mut stream = self.stream.lock();
         let len = stream.len(&segs, self.log_start_offset(), &self.tally)?;
-        self.save_stream_after_read(&mut stream, &segs);
+        self.save_stream_after_read(&mut stream);
         Ok(len)
     }
 
     /// Reads the consumer stream at `pos`; returns the bytes copied.
     pub fn read_stream(&self, pos: u64, buf: &mut [u8]) -> Result<usize> {
         self.check_online()?;
-        let segs = self.segment_list();
+        let segs = self.local.segment_list();
         let mut stream = self.stream.lock();
         let n = stream.read(&segs, self.log_start_offset(), pos, buf, &self.tally)?;
-        self.save_stream_after_read(&mut stream, &segs);
+        self.save_stream_after_read(&mut stream);
         Ok(n)
     }
 
     /// Saves new stream lengths (`commitfs.streamlen`).
-    pub(super) fn save_stream(&self, stream: &mut Stream, segs: &[Arc<LogSegment>]) -> Result<()> {
-        if self.deleted.load(Ordering::Acquire) {
+    pub(super) fn save_stream(&self, stream: &mut Stream) -> Result<()> {
+        if self.local.is_deleted() {
             return Ok(());
         }
-        let live: Vec<i64> = segs.iter().map(|s| s.base_offset).collect();
-        stream.save(&self.dir, &live, self.writable)
+        let live = self.local.segment_bases();
+        stream.save(self.dir(), &live, self.local.writable())
     }
 
     /// [`Self::save_stream`] on a read path: the read has its bytes either
     /// way; a failed write of the file takes the partition offline.
-    fn save_stream_after_read(&self, stream: &mut Stream, segs: &[Arc<LogSegment>]) {
-        let saved = self.save_stream(stream, segs);
+    fn save_stream_after_read(&self, stream: &mut Stream) {
+        let saved = self.save_stream(stream);
         let _ = self.health.judge("saving the stream lengths", saved);
     }
 
-    /// Kafka's offsetsForTimes: the first offset whose timestamp is >= `timestamp_ms`.
-    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<i64>> {
-        self.check_online()?;
-        let start = self.log_start_offset();
-        for seg in self.segment_list() {
-            if seg.size()? == 0 || seg.largest_timestamp()? < timestamp_ms {
-                continue;
-            }
-            if let Some(o) = seg.find_offset_by_timestamp(timestamp_ms, start)? {
-                return Ok(Some(o));
-            }
-        }
-        Ok(None)
+    /// Every regular file of the partition directory, sorted by name, the
+    /// `.log` files with their published sizes.
+    pub fn files(&self) -> Result<Vec<PartitionFile>> {
+        self.local.files()
+    }
+
+    /// One file from [`PartitionLog::files`], without listing the directory.
+    pub fn file(&self, name: &str) -> Result<PartitionFile> {
+        self.local.file(name)
+    }
+
+    /// Positioned read of a file from [`PartitionLog::files`].
+    pub fn read_file(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.local.read_file(name, offset, buf)
+    }
+
+    /// A read-only handle on a file from [`PartitionLog::files`] (for passthrough or mmap).
+    pub fn open_file(&self, name: &str) -> Result<File> {
+        self.local.open_file(name)
     }
 }

@@ -1,21 +1,32 @@
 //! Retention (Kafka's `UnifiedLog.deleteOldSegments`) and delete-records:
-//! each pass deletes a prefix of sealed segments and moves the log start
-//! offset up to what remains.
+//! each pass picks a prefix of sealed segments (Kafka's
+//! `deletableSegments`), moves the log start offset up to what remains, and
+//! has the local log delete them.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use log::info;
 
 use super::PartitionLog;
+use crate::storage::config::LogConfig;
 use crate::storage::error::{Result, StorageError};
+use crate::storage::local_log::LogWriter;
 use crate::storage::segment::LogSegment;
+
+/// How many of `segs`, from the first, may be deleted: the longest prefix
+/// for which `pred(segment, next segment's base)` holds, never the active
+/// (last) segment.
+fn deletable(segs: &[Arc<LogSegment>], mut pred: impl FnMut(&LogSegment, i64) -> bool) -> usize {
+    segs.windows(2)
+        .take_while(|pair| pred(&pair[0], pair[1].base_offset))
+        .count()
+}
 
 impl PartitionLog {
     /// Kafka's delete-records: the log start offset becomes `offset`, whole
     /// segments below it are deleted. Returns the new log start offset.
     pub fn delete_records_before(&self, offset: i64) -> Result<i64> {
-        if !self.writable {
+        if !self.local.writable() {
             return Err(StorageError::ReadOnly);
         }
         self.health
@@ -23,11 +34,8 @@ impl PartitionLog {
     }
 
     fn delete_records_now(&self, offset: i64) -> Result<i64> {
-        let w = self.writer.lock();
         // Its segments' paths may by now be a new partition's of the same name.
-        if w.closed {
-            return Err(StorageError::NoSuchPartition(self.name.clone()));
-        }
+        let mut w = self.local.writer()?;
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         if offset < 0 || offset > end {
             return Err(StorageError::OffsetOutOfRange {
@@ -39,69 +47,44 @@ impl PartitionLog {
         if offset <= start {
             return Ok(start);
         }
-        // The checkpoint first: a failed write leaves the log start where it
-        // was, in memory as on disk.
-        self.checkpoints
-            .set_log_start_offset(&self.topic, self.partition, offset)?;
-        self.log_start_offset.store(offset, Ordering::Release);
+        self.move_log_start(offset)?;
         info!(
             "Incremented log start offset to {offset} of partition {} due to client delete records request",
-            self.name
+            self.name()
         );
-        let doomed = self.take_prefix(|_, next| next.is_some_and(|n| n <= offset));
-        drop(w);
-        self.delete_segments(doomed, "log start offset breach")?;
+        self.delete_breached(&mut w, |_, next| next <= offset, "log start offset breach")?;
         Ok(offset)
     }
 
-    /// Removes from the map the longest prefix of sealed segments for which
-    /// `pred(segment, next segment's base)` holds. Writer lock held by caller.
-    fn take_prefix(
-        &self,
-        mut pred: impl FnMut(&LogSegment, Option<i64>) -> bool,
-    ) -> Vec<Arc<LogSegment>> {
-        let mut segs = self.segments.write();
-        let bases: Vec<i64> = segs.keys().copied().collect();
-        let mut doomed = Vec::new();
-        for (i, base) in bases.iter().enumerate() {
-            let Some(next) = bases.get(i + 1).copied() else {
-                break; // never the active segment
-            };
-            if !pred(&segs[base], Some(next)) {
-                break;
-            }
-            if let Some(seg) = segs.remove(base) {
-                doomed.push(seg);
-            }
-        }
-        if let Some(first) = segs.keys().next().copied()
-            && first > self.log_start_offset()
-        {
-            self.log_start_offset.store(first, Ordering::Release);
-        }
-        doomed
+    /// Moves the log start offset up to `offset`. The checkpoint first: a
+    /// failed write leaves the log start where it was, in memory as on
+    /// disk, and it is never below the first segment left on disk.
+    fn move_log_start(&self, offset: i64) -> Result<()> {
+        let offset = offset.max(self.log_start_offset());
+        self.checkpoints
+            .set_log_start_offset(self.topic(), self.partition(), offset)?;
+        self.log_start_offset
+            .store(offset, std::sync::atomic::Ordering::Release);
+        Ok(())
     }
 
-    /// Deletes segments already taken out of the map. The log start offset
-    /// checkpoint is written before the files go, so that it is never below
-    /// the first segment left on disk.
-    fn delete_segments(&self, doomed: Vec<Arc<LogSegment>>, reason: &str) -> Result<()> {
-        if doomed.is_empty() {
-            return Ok(());
+    /// Deletes the prefix of sealed segments that `pred` picks (see
+    /// [`deletable`]), the log start offset moved up to the first segment
+    /// left; returns how many went.
+    fn delete_breached(
+        &self,
+        w: &mut LogWriter,
+        pred: impl FnMut(&LogSegment, i64) -> bool,
+        reason: &str,
+    ) -> Result<usize> {
+        let segs = w.segments();
+        let n = deletable(&segs, pred);
+        if n == 0 {
+            return Ok(0);
         }
-        self.checkpoints.set_log_start_offset(
-            &self.topic,
-            self.partition,
-            self.log_start_offset(),
-        )?;
-        for seg in &doomed {
-            info!(
-                "Deleting segment {} of partition {} due to {reason}",
-                seg.base_offset, self.name
-            );
-            seg.delete_files()?;
-        }
-        Ok(())
+        self.move_log_start(segs[n].base_offset)?;
+        w.delete_segments(&segs[..n], reason)?;
+        Ok(n)
     }
 
     /// Applies the log start offset, retention.bytes and retention.ms (in
@@ -109,7 +92,7 @@ impl PartitionLog {
     /// the active segment: when every segment qualifies, it rolls first.
     pub fn apply_retention(&self, now_ms: i64) -> Result<usize> {
         // An offline partition is skipped: the failure was logged once.
-        if !self.writable || self.health.cause().is_some() {
+        if !self.local.writable() || self.health.cause().is_some() {
             return Ok(0);
         }
         self.health
@@ -122,75 +105,77 @@ impl PartitionLog {
             // Loading a sealed segment's time index is I/O: do it before taking
             // the lock appends wait on. A segment's largest timestamp never
             // changes once sealed, so the values stay good.
-            for seg in self.segment_list() {
+            for seg in self.local.segment_list() {
                 let _ = seg.largest_timestamp();
             }
         }
-        let w = self.writer.lock();
-        if w.closed {
+        let Some(mut w) = self.local.writer_if_open() else {
             return Ok(0);
-        }
-        self.expire_producers(now_ms);
-        let mut deleted = 0;
+        };
+        self.producers.expire(now_ms);
         let start = self.log_start_offset();
-        let doomed = self.take_prefix(|_, next| next.is_some_and(|n| n <= start));
-        deleted += doomed.len();
-        self.delete_segments(doomed, "log start offset breach")?;
-
+        let mut deleted =
+            self.delete_breached(&mut w, |_, next| next <= start, "log start offset breach")?;
         if config.retention_bytes >= 0 {
-            // Sizes learned first: a segment whose size cannot be read is
-            // an error, not a segment of 0 bytes.
-            let mut sizes = std::collections::BTreeMap::new();
-            for s in self.segment_list() {
-                sizes.insert(s.base_offset, s.size()? as i64);
-            }
-            let size_of = |s: &LogSegment| sizes.get(&s.base_offset).copied().unwrap_or(0);
-            let total: i64 = sizes.values().sum();
-            let mut diff = total - config.retention_bytes;
-            let all_qualify = {
-                let mut d = diff;
-                sizes.values().all(|size| {
-                    let ok = d - size >= 0;
-                    d -= size;
-                    ok
-                })
-            };
-            if all_qualify {
-                self.roll_now(&config)?;
-            }
-            let doomed = self.take_prefix(|s, _| {
-                if diff - size_of(s) >= 0 {
-                    diff -= size_of(s);
-                    true
-                } else {
-                    false
-                }
-            });
-            deleted += doomed.len();
-            self.delete_segments(
-                doomed,
-                &format!("retention size {} breach", config.retention_bytes),
-            )?;
+            deleted += self.delete_size_breached(&mut w, &config)?;
         }
-
         if config.retention_ms >= 0 {
-            let expired = |s: &LogSegment| {
-                s.size().is_ok_and(|size| size > 0)
-                    && s.largest_timestamp()
-                        .is_ok_and(|t| now_ms - t > config.retention_ms)
-            };
-            let all_qualify = self.segments.read().values().all(|s| expired(s));
-            if all_qualify {
-                self.roll_now(&config)?;
-            }
-            let doomed = self.take_prefix(|s, _| expired(s));
-            deleted += doomed.len();
-            self.delete_segments(
-                doomed,
-                &format!("retention time {}ms breach", config.retention_ms),
-            )?;
+            deleted += self.delete_time_breached(&mut w, &config, now_ms)?;
         }
-        drop(w);
         Ok(deleted)
+    }
+
+    /// retention.bytes: the oldest segments go while what is left stays at
+    /// or above it.
+    fn delete_size_breached(&self, w: &mut LogWriter, config: &LogConfig) -> Result<usize> {
+        // Sizes learned first: a segment whose size cannot be read is
+        // an error, not a segment of 0 bytes.
+        let mut sizes = std::collections::BTreeMap::new();
+        for s in w.segments() {
+            sizes.insert(s.base_offset, s.size()? as i64);
+        }
+        let size_of = |s: &LogSegment| sizes.get(&s.base_offset).copied().unwrap_or(0);
+        let total: i64 = sizes.values().sum();
+        let mut diff = total - config.retention_bytes;
+        let all_qualify = {
+            let mut d = diff;
+            sizes.values().all(|size| {
+                let ok = d - size >= 0;
+                d -= size;
+                ok
+            })
+        };
+        if all_qualify {
+            self.roll_locked(w, config)?;
+        }
+        let reason = format!("retention size {} breach", config.retention_bytes);
+        let breached = |s: &LogSegment, _| {
+            let ok = diff - size_of(s) >= 0;
+            if ok {
+                diff -= size_of(s);
+            }
+            ok
+        };
+        self.delete_breached(w, breached, &reason)
+    }
+
+    /// retention.ms: the oldest segments go while their largest timestamp
+    /// is older than it.
+    fn delete_time_breached(
+        &self,
+        w: &mut LogWriter,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> Result<usize> {
+        let expired = |s: &LogSegment| {
+            s.size().is_ok_and(|size| size > 0)
+                && s.largest_timestamp()
+                    .is_ok_and(|t| now_ms - t > config.retention_ms)
+        };
+        if w.segments().iter().all(|s| expired(s)) {
+            self.roll_locked(w, config)?;
+        }
+        let reason = format!("retention time {}ms breach", config.retention_ms);
+        self.delete_breached(w, |s, _| expired(s), &reason)
     }
 }

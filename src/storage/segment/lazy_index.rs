@@ -12,9 +12,9 @@ use parking_lot::{
 use super::{AppendState, IndexSettings, LogSegment, reindex_batch};
 use crate::record::{BatchHeader, HEADER_LEN};
 use crate::storage::batch_reader::read_full_at;
+use crate::storage::disk;
 use crate::storage::error::{IoContext, Result};
 use crate::storage::index::{OFFSET_ENTRY, OffsetIndex, TIME_ENTRY, TimeIndex};
-use crate::storage::io;
 
 pub(crate) struct Indexes {
     pub offset: OffsetIndex,
@@ -229,7 +229,7 @@ impl LogSegment {
             return;
         }
         for p in [staged(&self.index_path()), staged(&self.time_index_path())] {
-            if let Err(e) = io::remove_file("index.discard", &p)
+            if let Err(e) = disk::remove_file("index.discard", &p)
                 && e.kind() != std::io::ErrorKind::NotFound
             {
                 error!(
@@ -284,7 +284,7 @@ impl LogSegment {
             (self.index_path(), ix.offset.path().to_path_buf()),
             (self.time_index_path(), ix.time.path().to_path_buf()),
         ] {
-            io::rename("index.install", &file, &path).at(&path)?;
+            disk::rename("index.install", &file, &path).at(&path)?;
         }
         ix.offset.moved_to(&self.index_path());
         ix.time.moved_to(&self.time_index_path());

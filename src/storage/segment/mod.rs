@@ -13,10 +13,10 @@ use log::{error, warn};
 use parking_lot::Mutex;
 
 use super::batch_reader::BatchReader;
+use super::disk;
 use super::error::{IoContext, Result, StorageError};
 use super::health::Health;
 use super::index::{OffsetIndex, TimeIndex};
-use super::io;
 use super::names::segment_file_name;
 use crate::record::BatchHeader;
 
@@ -44,7 +44,7 @@ pub struct IndexSettings {
     pub index_interval_bytes: u64,
 }
 
-/// State only the appender touches (under the partition's writer lock).
+/// State only the appender touches (under the log's writer lock).
 #[derive(Clone, Copy, Debug, Default)]
 struct AppendState {
     bytes_since_last_index_entry: u64,
@@ -98,7 +98,7 @@ pub struct LogSegment {
     /// Published size: every byte below it belongs to a whole, indexed batch.
     size: AtomicU64,
     /// Bytes written, published or not. Only the appender (under the
-    /// partition's writer lock) moves it; an append publishes at its end.
+    /// log's writer lock) moves it; an append publishes at its end.
     write_pos: AtomicU64,
     /// Bytes that have been fsynced.
     flushed_size: AtomicU64,
@@ -141,7 +141,7 @@ impl LogSegment {
         health: Arc<Health>,
     ) -> Result<LogSegment> {
         let log_path = Self::log_path(dir, base_offset);
-        let log = io::create_file("segment.create", &log_path).at(&log_path)?;
+        let log = disk::create_file("segment.create", &log_path).at(&log_path)?;
         let mut seg =
             LogSegment::from_parts(log_path, base_offset, Some(log), 0, settings, true, health);
         let created = (|| {
@@ -235,7 +235,7 @@ impl LogSegment {
             return Ok(size);
         }
         // A segment loaded without a stat: its file has not changed since.
-        let size = io::metadata("segment.size.stat", &self.log_path)
+        let size = disk::metadata("segment.size.stat", &self.log_path)
             .at(&self.log_path)?
             .len();
         for a in [&self.write_pos, &self.flushed_size, &self.size] {
@@ -350,8 +350,8 @@ impl LogSegment {
         let header = BatchHeader::parse(batch)?;
         let pos = self.write_pos()?;
         let file = self.log_file()?;
-        if let Err(e) = io::write_all_at("segment.append.write", file, batch, pos) {
-            if let Err(t) = io::set_len("segment.append.cut_back", file, pos) {
+        if let Err(e) = disk::write_all_at("segment.append.write", file, batch, pos) {
+            if let Err(t) = disk::set_len("segment.append.cut_back", file, pos) {
                 error!(
                     "Could not cut {} back to {pos} after a failed write ({e}): {t}",
                     self.log_path.display()
@@ -398,7 +398,7 @@ impl LogSegment {
     pub fn rollback(&self, snap: &SegmentSnapshot) -> Result<()> {
         let f = self.log_file()?;
         if f.metadata().at(&self.log_path)?.len() > snap.write_pos {
-            io::set_len("segment.rollback.truncate", f, snap.write_pos).at(&self.log_path)?;
+            disk::set_len("segment.rollback.truncate", f, snap.write_pos).at(&self.log_path)?;
         }
         self.write_pos.store(snap.write_pos, Ordering::Release);
         let mut ix = self.indexes_mut()?;
@@ -454,7 +454,7 @@ impl LogSegment {
         if self.flushed_size.load(Ordering::Acquire) == written && !self.is_active() {
             return Ok(false);
         }
-        io::sync_data("segment.flush.fdatasync", self.log_file()?).synced(&self.log_path)?;
+        disk::sync_data("segment.flush.fdatasync", self.log_file()?).synced(&self.log_path)?;
         if let Some(ix) = self.indexes.loaded().as_ref() {
             ix.offset.flush()?;
             ix.time.flush()?;
@@ -520,7 +520,7 @@ impl LogSegment {
         if truncated > 0 {
             if self.writable {
                 before_cut()?;
-                io::set_len("segment.recover.truncate", self.log_file()?, valid)
+                disk::set_len("segment.recover.truncate", self.log_file()?, valid)
                     .at(&self.log_path)?;
             } else {
                 // Never write a read-only data dir: the bad tail is just not served.
@@ -573,7 +573,7 @@ impl LogSegment {
             self.time_index_path(),
             self.log_path.with_extension("snapshot"),
         ] {
-            match io::remove_file("segment.delete.remove", &p) {
+            match disk::remove_file("segment.delete.remove", &p) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     return Err(StorageError::io(&p, e));
                 }
@@ -581,7 +581,7 @@ impl LogSegment {
             }
         }
         let txn = self.log_path.with_extension("txnindex");
-        match io::remove_file("segment.delete.remove_txnindex", &txn) {
+        match disk::remove_file("segment.delete.remove_txnindex", &txn) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StorageError::io(&txn, e)),
             _ => Ok(()),
         }

@@ -6,7 +6,7 @@ use std::fs::{self, File};
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::PartitionLog;
+use super::LocalLog;
 use crate::storage::batch_reader::read_full_at;
 use crate::storage::error::{IoContext, Result, StorageError};
 use crate::storage::names::parse_segment_file_name;
@@ -29,7 +29,7 @@ pub struct PartitionFile {
     pub mtime: SystemTime,
 }
 
-impl PartitionLog {
+impl LocalLog {
     /// Every regular file of the partition directory, sorted by name, the
     /// `.log` files with their published sizes.
     pub fn files(&self) -> Result<Vec<PartitionFile>> {
@@ -49,7 +49,7 @@ impl PartitionLog {
         Ok(out)
     }
 
-    /// One file from [`PartitionLog::files`], without listing the directory.
+    /// One file from [`LocalLog::files`], without listing the directory.
     pub fn file(&self, name: &str) -> Result<PartitionFile> {
         self.check_online()?;
         let path = self.checked_name(name)?;
@@ -98,11 +98,11 @@ impl PartitionLog {
         Ok(path)
     }
 
-    /// Positioned read of a file from [`PartitionLog::files`].
+    /// Positioned read of a file from [`LocalLog::files`].
     pub fn read_file(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<usize> {
         self.check_online()?;
         let seg = match parse_segment_file_name(name) {
-            Some((base, "log")) => self.segments.read().get(&base).cloned(),
+            Some((base, "log")) => self.segments.get(base),
             _ => None,
         };
         if let Some(seg) = seg {
@@ -127,7 +127,7 @@ impl PartitionLog {
     /// The size shown of segment `base`'s `.log` (`file_len` bytes on
     /// disk): its published size, since bytes past it may be half a batch.
     fn log_len(&self, base: i64, file_len: u64) -> Result<u64> {
-        let seg = self.segments.read().get(&base).cloned();
+        let seg = self.segments.get(base);
         match seg {
             Some(s) => s.size(),
             None => Ok(self.unfollowed_len(base, file_len)),
@@ -146,7 +146,7 @@ impl PartitionLog {
         if !self.writable && newer { 0 } else { file_len }
     }
 
-    /// A read-only handle on a file from [`PartitionLog::files`] (for passthrough or mmap).
+    /// A read-only handle on a file from [`LocalLog::files`] (for passthrough or mmap).
     pub fn open_file(&self, name: &str) -> Result<File> {
         self.check_online()?;
         let path = self.file_path(name)?;

@@ -1,5 +1,7 @@
-//! Kafka's `LogLoader`: opens a partition directory, removes stray files,
-//! and recovers the segments an unclean shutdown may have left damaged.
+//! Kafka's `LogLoader`: opens a log directory, removes stray files, and
+//! recovers the segments an unclean shutdown may have left damaged. It
+//! reads no file of the partition's own (config overrides, producer
+//! snapshots, stream lengths): the partition loads those around it.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
@@ -8,115 +10,158 @@ use std::sync::Arc;
 
 use log::{info, warn};
 
-use super::{LoadContext, PROPERTIES_FILE, PartitionLog, settings};
-use crate::storage::config::{LogConfig, parse_properties};
+use super::segments::LogSegments;
+use super::{LocalLog, LogId, settings};
+use crate::storage::checkpoint::Checkpoints;
+use crate::storage::config::LogConfig;
+use crate::storage::disk;
 use crate::storage::error::{IoContext, Result, StorageError};
+use crate::storage::flusher::Flusher;
 use crate::storage::health::Health;
-use crate::storage::io;
-use crate::storage::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
+use crate::storage::names::{parse_segment_file_name, segment_file_name};
 use crate::storage::progress::Progress;
 use crate::storage::segment::{IndexSettings, LogSegment};
-use crate::storage::stream::Stream;
 
-impl PartitionLog {
-    /// Loads a partition directory (Kafka's `LogLoader`). A load that fails
-    /// gives a partition offline from the start, with the failure as its
-    /// cause, so that the other partitions mount; a remount tries again.
-    pub(crate) fn load(dir: &Path, ctx: &LoadContext) -> Result<Arc<PartitionLog>> {
-        let name = dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default()
-            .to_string();
-        let (topic, partition) = parse_partition_name(&name)?;
-        let health = Arc::new(Health::new(&name));
-        match Self::load_segments_of(dir, ctx, &name, (topic, partition), &health) {
-            Ok(log) => Ok(log),
-            Err(e) => {
-                health.fail("loading the log", &e);
-                Self::offline_placeholder(dir, ctx, health)
-            }
-        }
-    }
+/// What the data directory gives each log it opens.
+pub(crate) struct DirContext<'a> {
+    pub checkpoints: &'a Arc<Checkpoints>,
+    pub flusher: &'a Flusher,
+    /// The clean-shutdown marker was found: nothing is recovered.
+    pub clean_shutdown: bool,
+    pub writable: bool,
+    pub progress: Progress<'a>,
+}
 
-    fn load_segments_of(
+/// A log as loaded, with what its partition needs to know of the load.
+pub(crate) struct Loaded {
+    pub log: Arc<LocalLog>,
+    /// The directory's names, as listed before the segments were opened.
+    pub names: Vec<String>,
+    /// The base of the first segment recovery went over (`i64::MIN` for
+    /// all): what was learned of it and of those after it is stale. `None`
+    /// after a clean shutdown.
+    pub recovered_from: Option<i64>,
+}
+
+impl LocalLog {
+    /// Loads a log directory (Kafka's `LogLoader`): stray files removed,
+    /// the segments opened, and after an unclean shutdown, those from the
+    /// recovery point on recovered. A writable directory with no segment
+    /// gets one at `empty_start`, where an empty log also ends.
+    pub(crate) fn load(
         dir: &Path,
-        ctx: &LoadContext,
-        name: &str,
-        (topic, partition): (String, u32),
+        ctx: &DirContext,
+        config: &LogConfig,
         health: &Arc<Health>,
-    ) -> Result<Arc<PartitionLog>> {
-        let name = name.to_string();
-        let overrides = read_overrides(dir);
-        let config = effective_config(ctx.defaults, &overrides, &name);
-        let (mut segments, names) =
-            load_segments(dir, ctx, (&topic, partition), settings(&config), health)?;
-        let first_base = segments.keys().next().copied().unwrap_or(0);
-        let mut log_start = ctx
-            .checkpoints
-            .log_start_offset(&topic, partition)
-            .unwrap_or(first_base)
-            .max(first_base);
+        empty_start: i64,
+    ) -> Result<Loaded> {
+        let id = LogId::of(dir)?;
+        let (mut segments, names) = load_segments(dir, ctx, settings(config), health, empty_start)?;
         let mut recovery_point = ctx
             .checkpoints
-            .recovery_point(&topic, partition)
+            .recovery_point(&id.topic, id.partition)
             .unwrap_or(0);
         if let Some(active) = segments.values().last() {
             active.mark_active();
         }
-        // Stream lengths of segments that recovery may change are recomputed.
-        let mut invalid_from = None;
+        let mut recovered_from = None;
         if !ctx.clean_shutdown {
-            invalid_from = Some(
+            recovered_from = Some(
                 segments
                     .range(..=recovery_point)
                     .next_back()
                     .map_or(i64::MIN, |(b, _)| *b),
             );
-            recover_segments(&name, &mut segments, recovery_point, ctx.progress)?;
+            recover_segments(&id.name, &mut segments, recovery_point, ctx.progress)?;
             // A load whose index rebuild failed (and only logged it).
             health.check()?;
         }
-        let stream = Stream::load(dir, invalid_from);
         let log_end = match segments.values().last() {
             Some(active) => {
                 active.activate()?;
                 active.read_next_offset()?
             }
-            None => log_start,
+            None => empty_start,
         };
-        log_start = log_start.min(log_end);
         recovery_point = recovery_point.min(log_end);
         if ctx.clean_shutdown {
             recovery_point = log_end;
         }
-        let log = Self::new_arc(
+        let log = Self::new(
             dir,
             ctx,
-            overrides,
-            config,
-            segments,
-            (log_start, log_end, recovery_point),
-            stream,
+            LogSegments::new(segments),
+            (log_end, recovery_point),
             health.clone(),
         )?;
-        log.load_producer_state(&names)?;
-        Ok(log)
+        Ok(Loaded {
+            log,
+            names,
+            recovered_from,
+        })
+    }
+
+    /// Creates a new, empty log directory with its first segment and its
+    /// checkpoint entries. All or nothing: a failure removes the directory
+    /// again.
+    pub(crate) fn create(
+        dir: &Path,
+        ctx: &DirContext,
+        config: &LogConfig,
+        health: &Arc<Health>,
+    ) -> Result<Arc<LocalLog>> {
+        let id = LogId::of(dir)?;
+        disk::create_dir("partition.create.mkdir", dir).at(dir)?;
+        let made = (|| {
+            let seg = LogSegment::create(dir, 0, settings(config), health.clone())?;
+            ctx.checkpoints
+                .set_recovery_point(&id.topic, id.partition, 0)?;
+            ctx.checkpoints
+                .set_log_start_offset(&id.topic, id.partition, 0)?;
+            Ok::<_, StorageError>(seg)
+        })();
+        let seg = match made {
+            Ok(seg) => seg,
+            Err(e) => {
+                // Left behind, the directory would load at the next mount
+                // as a partition whose mkdir failed.
+                if let Err(r) = disk::remove_dir_all("partition.create.cleanup", dir) {
+                    log::error!(
+                        "Could not remove {} after a failed create ({e}): {r}",
+                        dir.display()
+                    );
+                    return Err(StorageError::io(dir, r));
+                }
+                return Err(e);
+            }
+        };
+        let segments = LogSegments::new(BTreeMap::from([(0, Arc::new(seg))]));
+        Self::new(dir, ctx, segments, (0, 0), health.clone())
+    }
+
+    /// The log of a partition whose load failed: no segments, offline from
+    /// the start (its health names the failure).
+    pub(crate) fn offline(
+        dir: &Path,
+        ctx: &DirContext,
+        health: Arc<Health>,
+    ) -> Result<Arc<LocalLog>> {
+        Self::new(dir, ctx, LogSegments::new(BTreeMap::new()), (0, 0), health)
     }
 }
 
 /// Segments by base offset.
 type Segments = BTreeMap<i64, Arc<LogSegment>>;
 
-/// The segments of a partition directory, after stray files are removed;
-/// a writable directory with none gets its first one at the log start
-/// offset. Also the directory's names, as listed.
+/// The segments of a log directory, after stray files are removed; a
+/// writable directory with none gets its first one at `empty_start`. Also
+/// the directory's names, as listed.
 fn load_segments(
     dir: &Path,
-    ctx: &LoadContext,
-    (topic, partition): (&str, u32),
+    ctx: &DirContext,
     s: IndexSettings,
     health: &Arc<Health>,
+    empty_start: i64,
 ) -> Result<(Segments, Vec<String>)> {
     // One listing serves the whole load: a clean mount of many segments
     // costs a stat per segment and opens nothing.
@@ -143,16 +188,11 @@ fn load_segments(
         segments.insert(base, Arc::new(seg));
     }
     if segments.is_empty() && ctx.writable {
-        let start = ctx
-            .checkpoints
-            .log_start_offset(topic, partition)
-            .unwrap_or(0)
-            .max(0);
         segments.insert(
-            start,
-            Arc::new(LogSegment::create(dir, start, s, health.clone())?),
+            empty_start,
+            Arc::new(LogSegment::create(dir, empty_start, s, health.clone())?),
         );
-        indexed.insert(start);
+        indexed.insert(empty_start);
     }
     // A missing index is rebuilt at load, as Kafka does (the rest load lazily).
     for seg in segments.values() {
@@ -161,27 +201,6 @@ fn load_segments(
         }
     }
     Ok((segments, names))
-}
-
-fn read_overrides(dir: &Path) -> BTreeMap<String, String> {
-    fs::read_to_string(dir.join(PROPERTIES_FILE))
-        .map(|t| parse_properties(&t))
-        .unwrap_or_default()
-}
-
-/// Applies each persisted override that is still valid; a bad one is logged and skipped.
-fn effective_config(
-    defaults: &LogConfig,
-    overrides: &BTreeMap<String, String>,
-    name: &str,
-) -> LogConfig {
-    let mut config = defaults.clone();
-    for (k, v) in overrides {
-        if let Err(e) = config.set(k, v) {
-            warn!("Ignoring config override of partition {name}: {e}");
-        }
-    }
-    config
 }
 
 /// Kafka's `LogLoader.removeTempFilesAndCollectSwapFiles`: drop `.deleted`,
@@ -200,16 +219,16 @@ fn remove_stray_files(dir: &Path, names: &[String]) -> Result<bool> {
         let path = dir.join(name);
         if name.ends_with(".deleted") || name.ends_with(".cleaned") || name.ends_with(".tmp") {
             info!("Deleting stray temporary file {}", path.display());
-            io::remove_file("loader.stray.remove", &path).at(&path)?;
+            disk::remove_file("loader.stray.remove", &path).at(&path)?;
             changed = true;
         } else if let Some(real) = name.strip_suffix(".swap") {
             info!("Completing swap of {}", path.display());
             let target = dir.join(real);
-            io::rename("loader.swap.rename", &path, &target).at(&target)?;
+            disk::rename("loader.swap.rename", &path, &target).at(&target)?;
             if let Some((base, "log")) = parse_segment_file_name(real) {
                 for suffix in ["index", "timeindex"] {
                     let index = dir.join(segment_file_name(base, suffix));
-                    match io::remove_file("loader.swap.remove_index", &index) {
+                    match disk::remove_file("loader.swap.remove_index", &index) {
                         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                             return Err(StorageError::io(&index, e));
                         }
@@ -222,7 +241,7 @@ fn remove_stray_files(dir: &Path, names: &[String]) -> Result<bool> {
             && !logs.contains(&base)
         {
             info!("Deleting index file {} with no log file", path.display());
-            io::remove_file("loader.orphan_index.remove", &path).at(&path)?;
+            disk::remove_file("loader.orphan_index.remove", &path).at(&path)?;
             changed = true;
         }
     }

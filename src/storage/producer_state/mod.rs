@@ -4,8 +4,9 @@
 //! of those batches is answered with the offsets it was stored at; a gap in
 //! sequence numbers or an older epoch is refused (`ProducerAppendInfo`).
 //!
-//! Pure: the files (`<offset>.snapshot`, Kafka's `ProducerSnapshot` format)
-//! are read and written by `partition/producers.rs`.
+//! This module is the pure state, so that Kafka's rules can be tested
+//! without a file; `manager.rs` keeps it for a partition, behind its lock,
+//! with its files (`<offset>.snapshot`, Kafka's `ProducerSnapshot` format).
 //!
 //! An append is checked batch by batch against the committed state plus the
 //! batches of the same append checked before it (Kafka's `updatedEntry`);
@@ -17,6 +18,10 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::record::BatchHeader;
 use crate::record::state_files::ProducerEntry;
+
+mod manager;
+
+pub(crate) use manager::{Duplicate, ProducerStateManager};
 
 /// `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`.
 pub const BATCHES_RETAINED: usize = 5;

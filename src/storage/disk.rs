@@ -41,7 +41,7 @@ pub const SITES: &[&str] = &[
     "index.push",
     "index.install",
     "index.discard",
-    // A partition directory (partition/).
+    // A partition's directory (local_log/).
     "partition.create.mkdir",
     "partition.create.cleanup",
     "partition.delete.remove",
@@ -50,7 +50,7 @@ pub const SITES: &[&str] = &[
     "loader.swap.rename",
     "loader.swap.remove_index",
     "loader.orphan_index.remove",
-    // Producer snapshots at load (partition/producers.rs).
+    // Producer snapshots (producer_state/manager.rs).
     "producer.snapshot.remove",
     // Files replaced whole: checkpoints, the clean-shutdown marker,
     // commitfs.properties, commitfs.streamlen (checkpoint.rs).
@@ -280,7 +280,8 @@ mod tests {
                 let p = e.unwrap().path();
                 if p.is_dir() {
                     walk(&p, out);
-                } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("storage/io.rs")
+                } else if p.extension().is_some_and(|x| x == "rs")
+                    && !p.ends_with("storage/disk.rs")
                 {
                     out.push((p.display().to_string(), fs::read_to_string(&p).unwrap()));
                 }
@@ -340,12 +341,12 @@ mod tests {
                 });
                 assert!(
                     !direct,
-                    "{path} calls {f} directly: route it through storage::io with a site name"
+                    "{path} calls {f} directly: route it through storage::disk with a site name"
                 );
             }
-            // Each `io::call("site", ...)`.
-            for (i, _) in code.match_indices("io::") {
-                let rest = &code[i + 4..];
+            // Each `disk::call("site", ...)`.
+            for (i, _) in code.match_indices("disk::") {
+                let rest = &code[i + "disk::".len()..];
                 let Some(open) = rest.find('(') else { continue };
                 if !rest[..open]
                     .chars()

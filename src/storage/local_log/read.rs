@@ -1,0 +1,195 @@
+//! Reads through the index: one record, the batch that holds it (the last
+//! one kept, since lookups come in runs), offsets by timestamp, and a walk
+//! of batch headers. Which offsets may be read (the log start offset) is
+//! the partition's to say.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::LocalLog;
+use crate::record::values::record_end;
+use crate::record::{BatchHeader, Record, TimestampType, decode_record_at};
+use crate::storage::batch_reader::BatchReader;
+use crate::storage::error::{Result, StorageError};
+use crate::storage::segment::ReadBatch;
+
+/// Bytes read at a time when batch headers are walked.
+const WALK_CHUNK: usize = 1 << 20;
+
+/// A record plus where it sits in the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordEntry {
+    pub record: Record,
+    pub batch_base_offset: i64,
+    /// File position of the record's batch in its segment's `.log`.
+    pub position: u64,
+    pub segment_base_offset: i64,
+    pub timestamp_type: TimestampType,
+}
+
+/// What lookups keep between two of them.
+#[derive(Default)]
+pub(super) struct Lookups {
+    /// The last batch decoded for a lookup. Batches never change once
+    /// written, and the offset range check runs before it is used.
+    recent: Mutex<Option<Arc<CachedBatch>>>,
+    /// Bytes read from segment files for record lookups (not raw file reads).
+    bytes_read: AtomicU64,
+}
+
+pub(super) struct CachedBatch {
+    segment_base_offset: i64,
+    batch: ReadBatch,
+    /// The record last decoded from it: a path lookup of `offset/N` and
+    /// the open that follows ask for the same record twice.
+    last: Mutex<Option<Record>>,
+}
+
+impl CachedBatch {
+    /// Whether the bytes read hold record `offset` (a batch read only up to
+    /// an earlier record may not).
+    fn holds(&self, offset: i64) -> bool {
+        let b = &self.batch;
+        b.complete || record_end(&b.header, b.section(), offset).is_some()
+    }
+
+    fn record(&self, offset: i64) -> Result<Option<Record>> {
+        if let Some(r) = self.last.lock().as_ref()
+            && r.offset == offset
+        {
+            return Ok(Some(r.clone()));
+        }
+        let b = &self.batch;
+        let record = decode_record_at(&b.header, b.section(), offset)?;
+        self.last.lock().clone_from(&record);
+        Ok(record)
+    }
+}
+
+impl LocalLog {
+    /// Bytes read from segment files for record lookups so far.
+    pub fn lookup_bytes_read(&self) -> u64 {
+        self.lookups.bytes_read.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn lookup_counter(&self) -> &AtomicU64 {
+        &self.lookups.bytes_read
+    }
+
+    /// Record `offset` (below the log end, at or after the log start) with
+    /// where it sits: its batch and file position.
+    pub fn read_entry(&self, offset: i64) -> Result<RecordEntry> {
+        let batch = self.batch_for(offset)?;
+        // Control records (transaction markers) hold no user record.
+        let cached = &batch.batch;
+        if cached.header.is_control() {
+            return Err(StorageError::RecordNotFound(offset));
+        }
+        let record = batch
+            .record(offset)?
+            .ok_or(StorageError::RecordNotFound(offset))?;
+        Ok(RecordEntry {
+            record,
+            batch_base_offset: cached.header.base_offset,
+            position: cached.position,
+            segment_base_offset: batch.segment_base_offset,
+            timestamp_type: cached.header.timestamp_type(),
+        })
+    }
+
+    /// The batch holding `offset`. The last one is kept: `stat` then `cat` of
+    /// `offset/N`, or a consumer walking offsets, reads it once (its start
+    /// first, then, if a later offset needs it, all of it), and each lookup
+    /// decodes only the record it wants.
+    fn batch_for(&self, offset: i64) -> Result<Arc<CachedBatch>> {
+        let recent = self.lookups.recent.lock().clone();
+        let mut whole = false;
+        if let Some(c) = &recent
+            && c.batch.header.base_offset <= offset
+            && offset <= c.batch.header.last_offset()
+        {
+            if c.holds(offset) {
+                return Ok(c.clone());
+            }
+            whole = true;
+        }
+        // The last batch's buffer, if nobody holds it any more: its pages
+        // are mapped already.
+        let buf = recent
+            .and_then(|c| {
+                let mut slot = self.lookups.recent.lock();
+                let same = slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &c));
+                let taken = if same { slot.take() } else { None };
+                drop((slot, c));
+                taken.and_then(|t| Arc::try_unwrap(t).ok())
+            })
+            .map(|c| c.batch.bytes)
+            .unwrap_or_default();
+        let seg = self
+            .segments
+            .floor(offset)
+            .ok_or(StorageError::RecordNotFound(offset))?;
+        let read = seg
+            .read_batch_section(offset, self.lookup_counter(), whole, buf)?
+            .ok_or(StorageError::RecordNotFound(offset))?;
+        let batch = Arc::new(CachedBatch {
+            segment_base_offset: seg.base_offset,
+            batch: read,
+            last: Mutex::new(None),
+        });
+        *self.lookups.recent.lock() = Some(batch.clone());
+        Ok(batch)
+    }
+
+    /// Forgets the batch kept for lookups: its segment changed underneath.
+    pub(super) fn forget_recent_batch(&self) {
+        *self.lookups.recent.lock() = None;
+    }
+
+    /// Kafka's offsetsForTimes: the first offset at or after `min_offset`
+    /// whose timestamp is >= `timestamp_ms`.
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64, min_offset: i64) -> Result<Option<i64>> {
+        for seg in self.segments.list() {
+            if seg.size()? == 0 || seg.largest_timestamp()? < timestamp_ms {
+                continue;
+            }
+            if let Some(o) = seg.find_offset_by_timestamp(timestamp_ms, min_offset)? {
+                return Ok(Some(o));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The largest timestamp in the log (ListOffsets' MAX_TIMESTAMP), from
+    /// each segment's time index; `None` for an empty log.
+    pub fn max_timestamp(&self) -> Result<Option<i64>> {
+        let mut max = None;
+        for seg in self.segments.list() {
+            if seg.size()? > 0 {
+                max = max.max(Some(seg.largest_timestamp()?));
+            }
+        }
+        Ok(max)
+    }
+
+    /// Hands `f` the header of each batch from the one holding `from` up to
+    /// the log end, in order, reading no batch body.
+    pub fn walk_batch_headers(&self, from: i64, mut f: impl FnMut(&BatchHeader)) -> Result<()> {
+        let end = self.log_end_offset();
+        for seg in self.segments.from(from) {
+            let file = seg.log_file()?;
+            let size = seg.size()?;
+            let mut walk = BatchReader::new(file, seg.path(), 0, size, WALK_CHUNK);
+            walk.for_each_header(|_, h| {
+                if h.base_offset >= end {
+                    return false;
+                }
+                f(h);
+                true
+            })?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,123 @@
+//! An append's batches, made ready for the log before the writer lock is
+//! taken: the tree's records encoded, or a Produce's batches copied with
+//! the fields a broker owns set (the leader epoch, and with
+//! `LogAppendTime` the max timestamp and CRC). Only the base offsets are
+//! left, for the local log to set where the log end is known (they lie
+//! outside the CRC). So a refused record takes no lock, and another
+//! appender's write overlaps this one's encoding.
+
+use std::cell::RefCell;
+
+use super::produce::LEADER_EPOCH;
+use crate::record::{
+    EncodedBatch, NewRecord, TimestampType, TooLarge, ValidBatch, assign_offset, encode_batches,
+    set_log_append_time,
+};
+use crate::storage::config::LogConfig;
+use crate::storage::error::{Result, StorageError};
+
+/// The refusal of a record whose batch of its own would be `size` bytes,
+/// naming the limit it breaks.
+pub(super) fn too_large(config: &LogConfig, size: usize) -> StorageError {
+    let max = config.max_message_bytes.max(0) as usize;
+    if size > max {
+        StorageError::RecordTooLarge { size, max }
+    } else {
+        StorageError::BatchLargerThanSegment {
+            size,
+            max: config.segment_bytes.max(0) as usize,
+        }
+    }
+}
+
+/// An append's batches, back to back in one buffer. One per thread,
+/// reused: a 1 MiB write to `log` encodes into the same buffer every time.
+#[derive(Default)]
+pub(super) struct Encoded {
+    pub buf: Vec<u8>,
+    pub batches: Vec<EncodedBatch>,
+}
+
+thread_local! {
+    pub(super) static ENCODED: RefCell<Encoded> = RefCell::default();
+}
+
+impl Encoded {
+    /// Encodes `records` packed in order into the fewest batches that each
+    /// fit both `max.message.bytes` and `segment.bytes`. A record that fits
+    /// a batch of its own under neither is refused, naming the limit it breaks.
+    pub fn encode(
+        &mut self,
+        records: &[NewRecord],
+        config: &LogConfig,
+        timestamp: i64,
+    ) -> Result<()> {
+        let max = config.max_message_bytes.max(0) as usize;
+        let segment_bytes = config.segment_bytes.max(0) as usize;
+        let codec = config.compression_type.codec();
+        self.buf.clear();
+        self.batches.clear();
+        encode_batches(
+            &mut self.buf,
+            timestamp,
+            records,
+            max.min(segment_bytes),
+            codec,
+            &mut self.batches,
+        )
+        .map_err(|TooLarge { size }| too_large(config, size))?;
+        if config.message_timestamp_type == TimestampType::LogAppendTime {
+            self.set_log_append_time(timestamp);
+        }
+        Ok(())
+    }
+
+    /// Copies a Produce's validated batches (`valid`, each with its position
+    /// in `records`), giving them this replica's leader epoch and, when
+    /// `append_time` is set, that time as their `LogAppendTime`.
+    pub fn copy_produced(
+        &mut self,
+        records: &[u8],
+        valid: &[(usize, ValidBatch)],
+        append_time: Option<i64>,
+    ) {
+        self.buf.clear();
+        self.buf.extend_from_slice(records);
+        self.batches.clear();
+        let mut first = 0;
+        for (pos, v) in valid {
+            let range = *pos..*pos + v.header.size();
+            // The base offset is set under the writer lock.
+            assign_offset(&mut self.buf[range.clone()], 0, LEADER_EPOCH);
+            let offsets = v.header.last_offset_delta as i64 + 1;
+            self.batches.push(EncodedBatch {
+                range,
+                first,
+                records: offsets as usize,
+                stream_bytes: v.stream_bytes,
+            });
+            first += offsets;
+        }
+        if let Some(now) = append_time {
+            self.set_log_append_time(now);
+        }
+    }
+
+    fn set_log_append_time(&mut self, now: i64) {
+        for b in &self.batches {
+            set_log_append_time(&mut self.buf[b.range.clone()], now);
+        }
+    }
+
+    /// Bytes each batch adds to the consumer stream, in order.
+    pub fn stream_bytes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.batches.iter().map(|b| b.stream_bytes)
+    }
+
+    /// A rare huge append does not pin its buffer for the thread's life.
+    pub fn release_if_large(&mut self) {
+        if self.buf.capacity() > 16 << 20 {
+            *self = Encoded::default();
+        }
+    }
+}
