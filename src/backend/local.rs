@@ -108,8 +108,7 @@ impl Backend for LocalBackend {
     }
 
     fn config_names(&self) -> &'static [&'static str] {
-        // The line format's two settings come last; they are the tree's.
-        &CONFIG_NAMES[..CONFIG_NAMES.len() - super::line_format::NAMES.len()]
+        CONFIG_NAMES
     }
 
     /// A read-only mount shows the data directory's own files (a broker's
@@ -266,14 +265,15 @@ impl Partition for LocalPartition {
         self.line_format.with(settings, self.log.name())
     }
 
+    /// Validated here, kept by storage as a property of the partition (in
+    /// its properties file, beside the topic config overrides).
     fn set_line_format(&self, name: &str, value: &str) -> BackendResult<()> {
-        if !LineFormat::is_setting(name) {
-            return Err(BackendError::new(
-                ErrorKind::InvalidConfig,
-                format!("{name} is not a line format setting"),
-            ));
-        }
-        Ok(self.log.set_config(name, value)?)
+        // A deleted partition refuses first, whatever the value.
+        self.log.check_live()?;
+        let mut format = self.line_format();
+        format.set_or_refuse(name, value)?;
+        let text = format.get(name).unwrap_or_default();
+        Ok(self.log.set_property(name, &text)?)
     }
 
     fn check_record_size(&self, record: &NewRecord) -> BackendResult<()> {

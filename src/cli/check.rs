@@ -32,7 +32,13 @@ pub fn run(args: CheckArgs) -> i32 {
             eprintln!("commitfs check: expected KEY=VALUE, got {opt:?}");
             return 2;
         };
-        if let Err(e) = defaults.set(k.trim(), v) {
+        // The line format is the tree's, not the data's: taken and unused.
+        let (k, mut line_format) = (k.trim(), commitfs::backend::LineFormat::default());
+        let taken = match commitfs::backend::LineFormat::is_setting(k) {
+            true => line_format.set(k, v),
+            false => defaults.set(k, v).map_err(|e| e.to_string()),
+        };
+        if let Err(e) = taken {
             eprintln!("commitfs check: {e}");
             return 2;
         }

@@ -43,8 +43,7 @@ fn config_type(name: &str) -> i8 {
         "segment.bytes" | "segment.index.bytes" | "index.interval.bytes" | "max.message.bytes" => {
             INT
         }
-        "compression.type" | "message.timestamp.type" | "key.separator" => STRING,
-        "parse.key" => BOOLEAN,
+        "compression.type" | "message.timestamp.type" => STRING,
         _ => LONG,
     }
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::batch_reader::{BatchReader, Stop};
 use super::checkpoint::{self, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
-use super::config::{LogConfig, parse_properties};
+use super::config::{LogConfig, is_config_name, parse_properties};
 use super::disk;
 use super::error::{IoContext, Result};
 use super::index::{OFFSET_ENTRY, TIME_ENTRY, offset_entries, time_entries};
@@ -108,8 +108,11 @@ fn check_partition(
         .to_string();
     let mut config = defaults.clone();
     if let Ok(text) = fs::read_to_string(pdir.join(PROPERTIES_FILE)) {
-        for (k, v) in parse_properties(&text) {
-            if let Err(e) = config.set(&k, &v) {
+        // Names that are not topic configs are properties of the faces
+        // above storage (the tree's line format): not storage's to judge.
+        let properties = parse_properties(&text);
+        for (k, v) in properties.iter().filter(|(k, _)| is_config_name(k)) {
+            if let Err(e) = config.set(k, v) {
                 report.problem(&pdir.join(PROPERTIES_FILE), 0, e.to_string());
             }
         }

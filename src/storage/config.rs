@@ -87,9 +87,6 @@ pub struct LogConfig {
     /// Kafka's `message.timestamp.type`: with `LogAppendTime` every appended
     /// batch carries the broker's append time.
     pub message_timestamp_type: crate::record::TimestampType,
-    /// Console-producer properties used by the mount's `log` endpoint.
-    pub parse_key: bool,
-    pub key_separator: String,
 }
 
 impl Default for LogConfig {
@@ -108,8 +105,6 @@ impl Default for LogConfig {
             file_delete_delay_ms: 60_000,
             compression_type: CompressionType::Producer,
             message_timestamp_type: crate::record::TimestampType::CreateTime,
-            parse_key: false,
-            key_separator: "\t".to_string(),
         }
     }
 }
@@ -129,9 +124,14 @@ pub const CONFIG_NAMES: &[&str] = &[
     "file.delete.delay.ms",
     "compression.type",
     "message.timestamp.type",
-    "parse.key",
-    "key.separator",
 ];
+
+/// Whether `name` is a topic config. A partition's properties file may
+/// hold other names too: settings of the faces above storage (the tree's
+/// line format), kept and never interpreted here.
+pub fn is_config_name(name: &str) -> bool {
+    CONFIG_NAMES.contains(&name)
+}
 
 fn invalid(name: &str, value: &str, reason: impl fmt::Display) -> ConfigError {
     ConfigError::InvalidValue {
@@ -216,25 +216,6 @@ impl LogConfig {
                     }
                 }
             }
-            "parse.key" => {
-                self.parse_key = match value.trim() {
-                    "true" => true,
-                    "false" => false,
-                    _ => {
-                        return Err(invalid(
-                            name,
-                            value,
-                            "Expected value to be either true or false",
-                        ));
-                    }
-                }
-            }
-            "key.separator" => {
-                if value.is_empty() {
-                    return Err(invalid(name, value, "Value must not be empty"));
-                }
-                self.key_separator = unescape(value);
-            }
             _ => return Err(ConfigError::UnknownName(name.to_string())),
         }
         Ok(())
@@ -256,19 +237,18 @@ impl LogConfig {
             "file.delete.delay.ms" => self.file_delete_delay_ms.to_string(),
             "compression.type" => self.compression_type.name().to_string(),
             "message.timestamp.type" => self.message_timestamp_type.name().to_string(),
-            "parse.key" => self.parse_key.to_string(),
-            "key.separator" => escape(&self.key_separator),
             _ => return None,
         })
     }
 
-    /// Applies `overrides` on top of `self`, stopping at the first bad one.
+    /// Applies the topic configs among `overrides` on top of `self`,
+    /// stopping at the first bad one.
     pub fn with_overrides(
         &self,
         overrides: &BTreeMap<String, String>,
     ) -> Result<LogConfig, ConfigError> {
         let mut c = self.clone();
-        for (k, v) in overrides {
+        for (k, v) in overrides.iter().filter(|(k, _)| is_config_name(k)) {
             c.set(k, v)?;
         }
         Ok(c)
@@ -283,35 +263,6 @@ impl LogConfig {
     pub fn time_index_max_bytes(&self) -> u64 {
         (self.segment_index_bytes as u64 / 12) * 12
     }
-}
-
-/// Properties-file escapes for the separator, so a tab survives a text file.
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('\t', "\\t")
-        .replace('\n', "\\n")
-}
-
-fn unescape(s: &str) -> String {
-    let mut out = String::new();
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some('t') => out.push('\t'),
-                Some('n') => out.push('\n'),
-                Some('\\') => out.push('\\'),
-                Some(o) => {
-                    out.push('\\');
-                    out.push(o)
-                }
-                None => out.push('\\'),
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Reads a Java-style properties text (`name=value` lines, `#` comments).
@@ -371,13 +322,13 @@ mod tests {
     }
 
     #[test]
-    fn separator_escapes_round_trip() {
-        let mut c = LogConfig::default();
-        assert_eq!(c.get("key.separator").unwrap(), "\\t");
-        c.set("key.separator", ":").unwrap();
-        assert_eq!(c.key_separator, ":");
-        c.set("key.separator", "\\t").unwrap();
-        assert_eq!(c.key_separator, "\t");
+    fn overrides_apply_topic_configs_and_keep_the_rest() {
+        let mut m = BTreeMap::new();
+        m.insert("segment.bytes".to_string(), "1048576".to_string());
+        m.insert("parse.key".to_string(), "true".to_string());
+        let c = LogConfig::default().with_overrides(&m).unwrap();
+        assert_eq!(c.segment_bytes, 1_048_576);
+        assert_eq!(c.get("parse.key"), None, "not a topic config");
     }
 
     #[test]

@@ -195,6 +195,22 @@ impl Partition {
             .collect()
     }
 
+    /// Whether a held (unterminated) line could be appended alone: its
+    /// record, keyed where the separator is already in it, in a batch of
+    /// its own within `max.message.bytes` (README "Appending to `log`").
+    pub fn held_fits(&self, line: &[u8]) -> bool {
+        let max = self.configs.long("max.message.bytes").max(0) as u64;
+        let sep = self.configs.separator();
+        let at = (self.configs.parse_key() && !sep.is_empty())
+            .then(|| line.windows(sep.len()).position(|w| w == sep))
+            .flatten();
+        let (key, value) = match at {
+            Some(at) => (Some(&line[..at]), &line[at + sep.len()..]),
+            None => (None, line),
+        };
+        spec::BATCH_HEADER + spec::record_size(key, value, 0) <= max
+    }
+
     /// Batch groups for `recs`, or EMSGSIZE.
     pub fn pack(&self, recs: &[Rec]) -> Result<Vec<spec::Group>, i32> {
         let max = self.configs.long("max.message.bytes").max(0) as u64;
@@ -423,9 +439,8 @@ impl Model {
         let mut text = partial.clone();
         text.extend_from_slice(data);
         let (p, live) = self.handle_partition(h);
-        let max = p.configs.long("max.message.bytes").max(0) as usize;
         let Some(last_nl) = data.iter().rposition(|b| *b == b'\n') else {
-            if text.len() > max {
+            if !p.held_fits(&text) {
                 return Err(libc::EMSGSIZE);
             }
             self.set_partial(h, text);
@@ -433,7 +448,7 @@ impl Model {
         };
         let cut = text.len() - (data.len() - last_nl);
         let rest = text[cut + 1..].to_vec();
-        if rest.len() > max {
+        if !rest.is_empty() && !p.held_fits(&rest) {
             return Err(libc::EMSGSIZE);
         }
         let lines: Vec<&[u8]> = text[..cut].split(|b| *b == b'\n').collect();

@@ -1,6 +1,10 @@
 //! A partition's config: the mount-wide defaults, the partition's own
 //! overrides (persisted in its directory, in Java properties format), and
 //! the effective config that every append, roll and retention pass reads.
+//!
+//! The same file keeps the partition's *properties*: settings that are not
+//! topic configs but belong to a face above storage (the tree's line
+//! format). Storage keeps them with the overrides and never interprets them.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -12,7 +16,9 @@ use parking_lot::{Mutex, RwLock};
 
 use super::PartitionLog;
 use crate::storage::checkpoint::write_atomically;
-use crate::storage::config::{ConfigError, LogConfig, format_properties, parse_properties};
+use crate::storage::config::{
+    ConfigError, LogConfig, format_properties, is_config_name, parse_properties,
+};
 use crate::storage::error::{Result, StorageError};
 
 /// Per-partition config overrides, in Java properties format.
@@ -43,7 +49,7 @@ impl PartitionConfig {
             .map(|t| parse_properties(&t))
             .unwrap_or_default();
         let mut config = defaults.clone();
-        for (k, v) in &overrides {
+        for (k, v) in overrides.iter().filter(|(k, _)| is_config_name(k)) {
             if let Err(e) = config.set(k, v) {
                 warn!("Ignoring config override of partition {name}: {e}");
             }
@@ -82,6 +88,39 @@ impl PartitionLog {
 
     /// Validates, applies and persists one override.
     pub fn set_config(&self, name: &str, value: &str) -> Result<()> {
+        if !is_config_name(name) {
+            return Err(ConfigError::UnknownName(name.to_string()).into());
+        }
+        self.set_override(name, value)
+    }
+
+    /// Keeps a property of a face above storage (not a topic config) with
+    /// the overrides: persisted, never validated here. Refused for the name
+    /// of a topic config, which only [`PartitionLog::set_config`] sets.
+    pub fn set_property(&self, name: &str, value: &str) -> Result<()> {
+        if is_config_name(name) {
+            return Err(ConfigError::InvalidValue {
+                name: name.to_string(),
+                value: value.to_string(),
+                reason: "a topic config is not a property".to_string(),
+            }
+            .into());
+        }
+        self.set_override(name, value)
+    }
+
+    /// `NoSuchPartition` once the partition is deleted (its handles outlive
+    /// it), `Offline` once it failed: what a change would be refused with,
+    /// for a caller to learn before it validates a value of its own.
+    pub fn check_live(&self) -> Result<()> {
+        self.check_online()?;
+        if self.local.is_deleted() {
+            return Err(StorageError::NoSuchPartition(self.name().to_string()));
+        }
+        Ok(())
+    }
+
+    fn set_override(&self, name: &str, value: &str) -> Result<()> {
         if !self.local.writable() {
             return Err(StorageError::ReadOnly);
         }
