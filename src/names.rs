@@ -1,7 +1,8 @@
-//! Kafka's rules for topic and partition names, in one place: the data
+//! Kafka's naming rules, in one place: topics and partitions (the data
 //! directory, the listener, the tree and the cluster mount all name
-//! partitions `<topic>-<partition>` and refuse the same names. Pure: no I/O,
-//! no error type but the reason, which each layer wraps in its own.
+//! partitions `<topic>-<partition>` and refuse the same names), and the
+//! files of a partition directory (segments named by base offset). Pure: no
+//! I/O, no error type but the reason, which each layer wraps in its own.
 
 /// Kafka's `Topic.validate`: 1-249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub fn validate_topic(topic: &str) -> Result<(), &'static str> {
@@ -55,6 +56,47 @@ pub fn validate_new_partition_name(name: &str) -> Result<(&str, u32), &'static s
     Ok((topic, partition))
 }
 
+/// `00000000000000000680` for base offset 680.
+pub fn offset_file_stem(offset: i64) -> String {
+    format!("{offset:020}")
+}
+
+/// The segment file with the given suffix (`log`, `index`, `timeindex`).
+pub fn segment_file_name(base_offset: i64, suffix: &str) -> String {
+    format!("{}.{suffix}", offset_file_stem(base_offset))
+}
+
+/// The base offset and suffix of a segment file name such as
+/// `00000000000000000680.log`.
+pub fn parse_segment_file_name(name: &str) -> Option<(i64, &str)> {
+    let (stem, suffix) = name.split_once('.')?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((stem.parse().ok()?, suffix))
+}
+
+/// What a file of a partition directory is, by its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    Log,
+    Index,
+    TimeIndex,
+    /// Any other file Kafka keeps there (`leader-epoch-checkpoint`, ...).
+    Other,
+}
+
+impl FileKind {
+    pub fn of(name: &str) -> FileKind {
+        match parse_segment_file_name(name) {
+            Some((_, "log")) => FileKind::Log,
+            Some((_, "index")) => FileKind::Index,
+            Some((_, "timeindex")) => FileKind::TimeIndex,
+            _ => FileKind::Other,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +135,25 @@ mod tests {
         assert_eq!(parse_partition_name("orders--1"), Ok(("orders-", 1)));
         assert!(validate_new_partition_name("orders--1").is_err());
         assert!(validate_new_partition_name("orders-1").is_ok());
+    }
+
+    #[test]
+    fn segment_names() {
+        assert_eq!(segment_file_name(680, "log"), "00000000000000000680.log");
+        assert_eq!(
+            parse_segment_file_name("00000000000000000680.timeindex"),
+            Some((680, "timeindex"))
+        );
+        assert_eq!(parse_segment_file_name("680.log"), None);
+        assert_eq!(
+            parse_segment_file_name("00000000000000000680.log.deleted"),
+            Some((680, "log.deleted"))
+        );
+        assert_eq!(FileKind::of("00000000000000000680.index"), FileKind::Index);
+        assert_eq!(
+            FileKind::of("00000000000000000680.log.swap"),
+            FileKind::Other
+        );
+        assert_eq!(FileKind::of("leader-epoch-checkpoint"), FileKind::Other);
     }
 }

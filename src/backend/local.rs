@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::{
-    AppendError, Appended, Backend, BackendError, BackendResult, ErrorKind, FileInfo, FileKind,
-    LineFormat, LogControl, Offsets, Partition, RawFiles, RecordEntry, RootFiles, StatFs, Status,
+    AppendError, Appended, Backend, BackendError, BackendResult, ErrorKind, FileInfo, LineFormat,
+    LogControl, Offsets, Partition, RawFiles, RecordEntry, RootFiles, StatFs, Status,
 };
 use crate::record::NewRecord;
 use crate::storage::names::parse_segment_file_name;
@@ -353,14 +353,8 @@ fn is_sealed(name: &str, active: Option<i64>) -> bool {
 }
 
 fn file_info(f: PartitionFile, sealed: bool) -> FileInfo {
-    use crate::storage::FileKind as K;
     FileInfo {
-        kind: match f.kind {
-            K::Log => FileKind::Log,
-            K::Index => FileKind::Index,
-            K::TimeIndex => FileKind::TimeIndex,
-            K::Other => FileKind::Other,
-        },
+        kind: f.kind,
         name: f.name,
         size: f.size,
         mtime: f.mtime,

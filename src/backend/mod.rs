@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 pub use crate::error::ErrorKind;
+pub use crate::names::FileKind;
 pub use line_format::LineFormat;
 
 use crate::record::{NewRecord, Record, TimestampType};
@@ -231,14 +232,6 @@ impl Status {
             }
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FileKind {
-    Log,
-    Index,
-    TimeIndex,
-    Other,
 }
 
 /// A raw file as the tree shows it.

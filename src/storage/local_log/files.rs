@@ -7,18 +7,10 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::LocalLog;
+use crate::names::FileKind;
 use crate::storage::batch_reader::read_full_at;
 use crate::storage::error::{IoContext, Result, StorageError};
 use crate::storage::names::parse_segment_file_name;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FileKind {
-    Log,
-    Index,
-    TimeIndex,
-    /// Any other file Kafka keeps in a partition dir (`leader-epoch-checkpoint`, ...).
-    Other,
-}
 
 /// A file in the partition directory, as the mount lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,9 +62,7 @@ impl LocalLog {
     fn describe(&self, name: String, meta: &fs::Metadata) -> Result<PartitionFile> {
         let (kind, size) = match parse_segment_file_name(&name) {
             Some((base, "log")) => (FileKind::Log, self.log_len(base, meta.len())?),
-            Some((_, "index")) => (FileKind::Index, meta.len()),
-            Some((_, "timeindex")) => (FileKind::TimeIndex, meta.len()),
-            _ => (FileKind::Other, meta.len()),
+            _ => (FileKind::of(&name), meta.len()),
         };
         Ok(PartitionFile {
             name,

@@ -45,9 +45,10 @@ mod read;
 mod roll;
 mod segments;
 
+pub use crate::names::FileKind;
 pub(crate) use append::{Landed, Rolled, Written};
 pub use fetch::SegmentSlice;
-pub use files::{FileKind, PartitionFile};
+pub use files::PartitionFile;
 pub(crate) use loader::DirContext;
 pub use read::RecordEntry;
 
