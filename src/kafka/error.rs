@@ -144,33 +144,19 @@ mod tests {
     /// that fails, a client's corrupt batch, a commit to a read-only log.
     #[test]
     fn each_family_answers_as_kafka() {
-        assert_eq!(
-            code(Family::Produce, ErrorKind::RecordTooLarge),
-            ResponseError::MessageTooLarge
-        );
-        assert_eq!(
-            code(Family::Produce, ErrorKind::Corrupt),
-            ResponseError::CorruptMessage
-        );
-        assert_eq!(
-            code(Family::Read, ErrorKind::Corrupt),
-            ResponseError::KafkaStorageError
-        );
-        assert_eq!(
-            code(Family::Produce, ErrorKind::NoSpace),
-            ResponseError::KafkaStorageError
-        );
-        assert_eq!(
-            code(Family::GroupCommit, ErrorKind::ReadOnly),
-            ResponseError::GroupAuthorizationFailed
-        );
-        assert_eq!(
-            code(Family::ProducerId, ErrorKind::Io),
-            ResponseError::CoordinatorNotAvailable
-        );
-        assert_eq!(
-            code(Family::Admin, ErrorKind::InvalidPartitions),
-            ResponseError::InvalidPartitions
-        );
+        use ErrorKind as K;
+        use Family as F;
+        use ResponseError as R;
+        for (family, kind, want) in [
+            (F::Produce, K::RecordTooLarge, R::MessageTooLarge),
+            (F::Produce, K::Corrupt, R::CorruptMessage),
+            (F::Read, K::Corrupt, R::KafkaStorageError),
+            (F::Produce, K::NoSpace, R::KafkaStorageError),
+            (F::GroupCommit, K::ReadOnly, R::GroupAuthorizationFailed),
+            (F::ProducerId, K::Io, R::CoordinatorNotAvailable),
+            (F::Admin, K::InvalidPartitions, R::InvalidPartitions),
+        ] {
+            assert_eq!(code(family, kind), want, "{family:?} {kind:?}");
+        }
     }
 }

@@ -261,13 +261,7 @@ impl LogSegment {
         if let Some(e) = failed {
             return Err(e);
         }
-        if !self.is_active() {
-            ix.time
-                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true)?;
-            ix.offset.trim()?;
-            ix.time.trim()?;
-        }
-        self.install(&mut ix)?;
+        self.seal_and_install(&mut ix, &st)?;
         *self.state.lock() = st;
         Ok(ix)
     }
@@ -276,7 +270,19 @@ impl LogSegment {
     /// rebuild, or a crash in it, leaves the old files as they were (missing
     /// or damaged, to be rebuilt again) and a `.tmp` that the next load
     /// removes, never files half filled that would pass for good ones.
-    pub(super) fn install(&self, ix: &mut Indexes) -> Result<()> {
+    /// Installs rebuilt indexes; a sealed segment's get their final time
+    /// entry and are trimmed first, as a roll leaves them.
+    pub(super) fn seal_and_install(&self, ix: &mut Indexes, st: &AppendState) -> Result<()> {
+        if !self.is_active() {
+            ix.time
+                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true)?;
+            ix.offset.trim()?;
+            ix.time.trim()?;
+        }
+        self.install(ix)
+    }
+
+    fn install(&self, ix: &mut Indexes) -> Result<()> {
         if !self.writable {
             return Ok(());
         }

@@ -533,13 +533,7 @@ impl LogSegment {
         self.size.store(valid, Ordering::Release);
         self.write_pos.store(valid, Ordering::Release);
         self.flushed_size.store(0, Ordering::Release);
-        if !self.is_active() {
-            ix.time
-                .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true)?;
-            ix.offset.trim()?;
-            ix.time.trim()?;
-        }
-        self.install(&mut ix)?;
+        self.seal_and_install(&mut ix, &st)?;
         // What is kept is exactly what was checked (for a read-only data
         // dir, up to the published size; the bad tail is not served).
         self.crc_checked.store(true, Ordering::Relaxed);
