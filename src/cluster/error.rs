@@ -113,22 +113,28 @@ pub fn kind_of(code: Code) -> ErrorKind {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::error::errno_of;
 
+    /// What each code means to someone using the tree: a refusal of the
+    /// request, or a failure that may pass if tried again.
     #[test]
-    fn codes_map_to_the_tree_errnos() {
-        let errno = |c| errno_of(kind_of(c));
-        assert_eq!(errno(Code::UnknownTopicOrPartition), libc::ENOENT);
-        assert_eq!(errno(Code::TopicAlreadyExists), libc::EEXIST);
-        assert_eq!(errno(Code::MessageSizeTooLarge), libc::EMSGSIZE);
-        assert_eq!(errno(Code::InvalidConfig), libc::EINVAL);
-        assert_eq!(errno(Code::PolicyViolation), libc::EINVAL);
-        assert_eq!(errno(Code::RequestTimedOut), libc::ETIMEDOUT);
-        assert_eq!(errno(Code::MessageTimedOut), libc::ETIMEDOUT);
-        assert_eq!(errno(Code::AllBrokersDown), libc::EIO);
-        assert_eq!(errno(Code::BrokerTransportFailure), libc::EIO);
-        assert_eq!(errno(Code::NotEnoughReplicas), libc::EIO);
-        assert_eq!(errno(Code::TopicAuthorizationFailed), libc::EACCES);
-        assert_eq!(errno(Code::UnsupportedVersion), libc::EOPNOTSUPP);
+    fn codes_map_to_kinds_by_what_they_mean() {
+        use ErrorKind as K;
+        for (code, kind) in [
+            (Code::UnknownTopicOrPartition, K::NotFound),
+            (Code::TopicAlreadyExists, K::Exists),
+            (Code::MessageSizeTooLarge, K::RecordTooLarge),
+            (Code::InvalidConfig, K::InvalidConfig),
+            (Code::InvalidTopic, K::InvalidName),
+            (Code::PolicyViolation, K::Invalid),
+            (Code::RequestTimedOut, K::TimedOut),
+            (Code::MessageTimedOut, K::TimedOut),
+            (Code::AllBrokersDown, K::Io),
+            (Code::BrokerTransportFailure, K::Io),
+            (Code::NotEnoughReplicas, K::Io),
+            (Code::TopicAuthorizationFailed, K::PermissionDenied),
+            (Code::UnsupportedVersion, K::Unsupported),
+        ] {
+            assert_eq!(kind_of(code), kind, "{code:?}");
+        }
     }
 }
