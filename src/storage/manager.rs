@@ -25,7 +25,7 @@ use super::progress::{Progress, ProgressFn};
 
 // Read-only mounts following the directory another process writes.
 pub(super) mod follow;
-use follow::DirWatch;
+use super::dir_watch::DirWatch;
 
 /// Written at a clean close, deleted at start-up (Kafka's `CleanShutdownFileHandler`).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";

@@ -9,6 +9,7 @@ pub mod batch_reader;
 pub mod check;
 pub mod checkpoint;
 pub mod config;
+mod dir_watch;
 pub mod disk;
 pub mod error;
 mod flusher;

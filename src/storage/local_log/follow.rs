@@ -26,8 +26,8 @@ use log::info;
 
 use super::{LogWriter, settings};
 use crate::storage::config::LogConfig;
+use crate::storage::dir_watch::DirWatch;
 use crate::storage::error::{IoContext, Result};
-use crate::storage::manager::follow::DirWatch;
 use crate::storage::names::parse_segment_file_name;
 use crate::storage::segment::{LogSegment, Tail};
 

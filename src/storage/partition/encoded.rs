@@ -8,7 +8,6 @@
 
 use std::cell::RefCell;
 
-use super::produce::LEADER_EPOCH;
 use crate::record::{
     EncodedBatch, NewRecord, TimestampType, TooLarge, ValidBatch, assign_offset, encode_batches,
     set_log_append_time,
@@ -29,6 +28,10 @@ pub(super) fn too_large(config: &LogConfig, size: usize) -> StorageError {
         }
     }
 }
+
+/// The leader epoch written into every stored batch, produced or the
+/// tree's: this single replica's only epoch.
+pub const LEADER_EPOCH: i32 = 0;
 
 /// An append's batches, back to back in one buffer. One per thread,
 /// reused: a 1 MiB write to `log` encodes into the same buffer every time.

@@ -39,8 +39,9 @@ mod retention;
 
 pub use append::AppendInfo;
 pub use config::PROPERTIES_FILE;
+pub use encoded::LEADER_EPOCH;
 pub(crate) use follow::Followed;
-pub use produce::{LEADER_EPOCH, ProducedInfo};
+pub use produce::ProducedInfo;
 pub use read::FetchRead;
 
 use config::PartitionConfig;

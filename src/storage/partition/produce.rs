@@ -15,10 +15,6 @@ use crate::storage::local_log::Written;
 use crate::storage::now_ms;
 use crate::storage::producer_state::Duplicate;
 
-/// The leader epoch written into produced batches: this single replica's
-/// only epoch, the one the tree's appends write too.
-pub const LEADER_EPOCH: i32 = 0;
-
 /// Where a produced append landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProducedInfo {
