@@ -20,6 +20,7 @@
 
 pub mod line_format;
 pub mod local;
+pub mod mem;
 
 use std::fs::File;
 use std::sync::Arc;
