@@ -40,7 +40,7 @@ mod model {
 use model::cluster::ClusterSystem;
 use model::harness::Harness;
 use model::ops::{self, Op};
-use model::system::LocalSystem;
+use model::system::{LocalSystem, MemSystem};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 
@@ -52,42 +52,29 @@ fn run(ops: &[Op], readdir_limit: usize, chunk: u32) {
     h.run(ops);
 }
 
-fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256);
-    ProptestConfig {
-        cases,
-        // Integration tests have no lib.rs beside them for proptest's
-        // default location: keep the seeds at a fixed path instead.
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/proptest-regressions/model.txt"
-        )))),
-        ..ProptestConfig::default()
-    }
+/// Where a variant keeps the seeds of its failures: integration tests have
+/// no lib.rs beside them for proptest's default location.
+macro_rules! seeds {
+    ($file:literal) => {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/proptest-regressions/", $file)
+    };
 }
 
-/// The cluster variant's cases: each costs more (a mock cluster and a set
-/// of clients per case, round trips per comparison).
-fn cluster_config() -> ProptestConfig {
-    let cases = std::env::var("COMMITFS_MODEL_CLUSTER_CASES")
+/// `cases` cases, or as many as the environment variable `var` says.
+fn config(var: &str, cases: u32, seeds: &'static str) -> ProptestConfig {
+    let cases = std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(16);
+        .unwrap_or(cases);
     ProptestConfig {
         cases,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/proptest-regressions/model-cluster.txt"
-        )))),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(seeds))),
         ..ProptestConfig::default()
     }
 }
 
 proptest! {
-    #![proptest_config(cluster_config())]
+    #![proptest_config(config("COMMITFS_MODEL_CLUSTER_CASES", 64, seeds!("model-cluster.txt")))]
 
     #[test]
     fn cluster_tree_matches_the_model(
@@ -111,7 +98,22 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(config("COMMITFS_MODEL_MEM_CASES", 1024, seeds!("model-mem.txt")))]
+
+    #[test]
+    fn mem_tree_matches_the_model(
+        ops in ops::ops(MAX_OPS),
+        readdir_limit in prop::sample::select(vec![0usize, 1, 3]),
+        chunk in prop::sample::select(vec![7u32, 512, 4096]),
+        log_control in any::<bool>(),
+    ) {
+        let mut h = Harness::new(MemSystem::new(log_control), readdir_limit, chunk);
+        h.run(&ops);
+    }
+}
+
+proptest! {
+    #![proptest_config(config("PROPTEST_CASES", 256, seeds!("model.txt")))]
 
     #[test]
     fn tree_matches_the_model(
