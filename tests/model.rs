@@ -47,6 +47,11 @@ use proptest::test_runner::FileFailurePersistence;
 /// Operations per sequence, at most.
 const MAX_OPS: usize = 60;
 
+/// The library's log lines, shown with `RUST_LOG` set.
+fn log_to_stderr() {
+    let _ = env_logger::builder().is_test(true).try_init();
+}
+
 fn run(ops: &[Op], readdir_limit: usize, chunk: u32) {
     let mut h = Harness::new(LocalSystem::new(), readdir_limit, chunk);
     h.run(ops);
@@ -82,6 +87,7 @@ proptest! {
         readdir_limit in prop::sample::select(vec![0usize, 1, 3]),
         chunk in prop::sample::select(vec![7u32, 512, 4096]),
     ) {
+        log_to_stderr();
         let mut h = Harness::new(ClusterSystem::mock(), readdir_limit, chunk);
         h.run(&ops);
     }
@@ -92,6 +98,7 @@ proptest! {
         readdir_limit in prop::sample::select(vec![0usize, 1, 3]),
         chunk in prop::sample::select(vec![7u32, 512, 4096]),
     ) {
+        log_to_stderr();
         let mut h = Harness::new(ClusterSystem::listener(), readdir_limit, chunk);
         h.run(&ops);
     }

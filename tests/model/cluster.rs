@@ -186,6 +186,15 @@ impl System for ClusterSystem {
         }
     }
 
+    fn diagnostics(&self) -> String {
+        match &self.cluster {
+            Cluster::Listener { _server: s, .. } => {
+                format!("the listener at {}, its log:\n{}", s.addr, s.log())
+            }
+            Cluster::Mock { .. } => format!("the mock cluster at {}", self.bootstrap),
+        }
+    }
+
     fn premade(&self) -> Vec<String> {
         if self.full() {
             Vec::new()

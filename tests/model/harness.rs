@@ -231,6 +231,9 @@ impl<S: System> Harness<S> {
 
     /// Asserts the tree answered as the model says.
     pub fn same<T: std::fmt::Debug + PartialEq>(&self, what: &str, got: T, want: T) {
+        if got != want {
+            eprintln!("{}", self.sys.diagnostics());
+        }
         assert_eq!(got, want, "{}: {what}", self.step);
     }
 

@@ -60,6 +60,10 @@ pub trait System {
     fn premade(&self) -> Vec<String> {
         Vec::new()
     }
+    /// What to print beside a mismatch (a server's log).
+    fn diagnostics(&self) -> String {
+        String::new()
+    }
 }
 
 /// A data directory under the system temp dir, through the storage library.
