@@ -45,8 +45,8 @@ struct Rules {
     /// A read-only backend refuses its admin calls too (create, delete,
     /// delete-records, configs). A read-only cluster backend refuses only
     /// appends and sends the rest to the cluster: only the tree's own
-    /// read-only check stops them. Both the trait's promise broken, kept
-    /// here so the suite passes while it is; the cluster is the one to mend.
+    /// read-only check stops them. The trait's promise is broken there; it is
+    /// named here, not hidden, and the cluster is the one to mend.
     read_only_admin: bool,
 }
 
