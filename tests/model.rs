@@ -7,20 +7,22 @@
 //! against a small in-memory model, and after every step the whole tree is
 //! compared with the model (see `model/compare.rs`).
 //!
-//! `PROPTEST_CASES` sets the number of cases (256 by default). A failure is
-//! shrunk and its seed kept in `proptest-regressions/model.txt`, replayed
-//! before new cases; the failures found so far are also spelled out below as
-//! named regression tests. `COMMITFS_MODEL_TRACE=1` prints every outcome.
-//! Data directories live under the system temp dir; most of a run's time
-//! is the implementation's fsyncs, so `TMPDIR=/dev/shm` makes it faster.
-//!
-//! The backend sits behind `model::system::System` (open, clean remount,
-//! crash, retention pass, which nodes exist, what it cannot do), so that
-//! another backend runs the same sequences: `cluster_tree_matches_the_model`
-//! and `cluster_tree_over_our_listener_matches_the_model` run them over the
-//! cluster backend, on librdkafka's mock cluster and on our own listener
-//! (`model/cluster.rs` says which operations each skips and why), with
-//! `COMMITFS_MODEL_CLUSTER_CASES` cases each (16 by default).
+//! The sequences run over every backend, each behind `model::system::System`
+//! with its `Profile` (what the model is told rather than learns): memory
+//! (`mem_tree_matches_the_model`, `COMMITFS_MODEL_MEM_CASES`, 1,024 cases
+//! by default, half of them without `roll` and `flush`), a local data
+//! directory (`tree_matches_the_model`, `PROPTEST_CASES`, 256), and a
+//! cluster on librdkafka's mock cluster and on our own listener
+//! (`cluster_tree_matches_the_model`,
+//! `cluster_tree_over_our_listener_matches_the_model`,
+//! `COMMITFS_MODEL_CLUSTER_CASES`, 64 each; `model/cluster.rs` says which
+//! operations each skips and why). A failure is shrunk and its seed kept in
+//! `proptest-regressions/model*.txt`, replayed before new cases; the
+//! failures found so far are also spelled out below as named regression
+//! tests. `COMMITFS_MODEL_TRACE=1` prints every outcome, `RUST_LOG` the
+//! library's log. Data directories live under the system temp dir; most of
+//! the local variant's time is the implementation's fsyncs, so
+//! `TMPDIR=/dev/shm` makes it faster.
 
 #[path = "kafka_support/mod.rs"]
 mod kafka_support;
@@ -40,86 +42,87 @@ mod model {
 use model::cluster::ClusterSystem;
 use model::harness::Harness;
 use model::ops::{self, Op};
-use model::system::LocalSystem;
+use model::system::{LocalSystem, MemSystem, System};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 
 /// Operations per sequence, at most.
 const MAX_OPS: usize = 60;
 
+/// The library's log lines, shown with `RUST_LOG` set.
+fn log_to_stderr() {
+    let _ = env_logger::builder().is_test(true).try_init();
+}
+
+/// A sequence, the entries one readdir call may return, the bytes per read.
+fn case() -> impl Strategy<Value = (Vec<Op>, usize, u32)> {
+    (
+        ops::ops(MAX_OPS),
+        prop::sample::select(vec![0usize, 1, 3]),
+        prop::sample::select(vec![7u32, 512, 4096]),
+    )
+}
+
+/// Runs a case over `sys`, comparing with the model after every step.
+fn check<S: System>(sys: S, (ops, readdir_limit, chunk): (Vec<Op>, usize, u32)) {
+    log_to_stderr();
+    Harness::new(sys, readdir_limit, chunk).run(&ops);
+}
+
 fn run(ops: &[Op], readdir_limit: usize, chunk: u32) {
-    let mut h = Harness::new(LocalSystem::new(), readdir_limit, chunk);
-    h.run(ops);
+    check(LocalSystem::new(), (ops.to_vec(), readdir_limit, chunk));
 }
 
-fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256);
-    ProptestConfig {
-        cases,
-        // Integration tests have no lib.rs beside them for proptest's
-        // default location: keep the seeds at a fixed path instead.
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/proptest-regressions/model.txt"
-        )))),
-        ..ProptestConfig::default()
-    }
+/// Where a variant keeps the seeds of its failures: integration tests have
+/// no lib.rs beside them for proptest's default location.
+macro_rules! seeds {
+    ($file:literal) => {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/proptest-regressions/", $file)
+    };
 }
 
-/// The cluster variant's cases: each costs more (a mock cluster and a set
-/// of clients per case, round trips per comparison).
-fn cluster_config() -> ProptestConfig {
-    let cases = std::env::var("COMMITFS_MODEL_CLUSTER_CASES")
+/// `cases` cases, or as many as the environment variable `var` says.
+fn config(var: &str, cases: u32, seeds: &'static str) -> ProptestConfig {
+    let cases = std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(16);
+        .unwrap_or(cases);
     ProptestConfig {
         cases,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/proptest-regressions/model-cluster.txt"
-        )))),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(seeds))),
         ..ProptestConfig::default()
     }
 }
 
 proptest! {
-    #![proptest_config(cluster_config())]
+    #![proptest_config(config("COMMITFS_MODEL_CLUSTER_CASES", 64, seeds!("model-cluster.txt")))]
 
     #[test]
-    fn cluster_tree_matches_the_model(
-        ops in ops::ops(MAX_OPS),
-        readdir_limit in prop::sample::select(vec![0usize, 1, 3]),
-        chunk in prop::sample::select(vec![7u32, 512, 4096]),
-    ) {
-        let mut h = Harness::new(ClusterSystem::mock(), readdir_limit, chunk);
-        h.run(&ops);
+    fn cluster_tree_matches_the_model(c in case()) {
+        check(ClusterSystem::mock(), c);
     }
 
     #[test]
-    fn cluster_tree_over_our_listener_matches_the_model(
-        ops in ops::ops(MAX_OPS),
-        readdir_limit in prop::sample::select(vec![0usize, 1, 3]),
-        chunk in prop::sample::select(vec![7u32, 512, 4096]),
-    ) {
-        let mut h = Harness::new(ClusterSystem::listener(), readdir_limit, chunk);
-        h.run(&ops);
+    fn cluster_tree_over_our_listener_matches_the_model(c in case()) {
+        check(ClusterSystem::listener(), c);
     }
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(config("COMMITFS_MODEL_MEM_CASES", 1024, seeds!("model-mem.txt")))]
 
     #[test]
-    fn tree_matches_the_model(
-        ops in ops::ops(MAX_OPS),
-        readdir_limit in prop::sample::select(vec![0usize, 1, 3]),
-        chunk in prop::sample::select(vec![7u32, 512, 4096]),
-    ) {
-        run(&ops, readdir_limit, chunk);
+    fn mem_tree_matches_the_model(c in case(), log_control in any::<bool>()) {
+        check(MemSystem::new(log_control), c);
+    }
+}
+
+proptest! {
+    #![proptest_config(config("PROPTEST_CASES", 256, seeds!("model.txt")))]
+
+    #[test]
+    fn tree_matches_the_model(c in case()) {
+        check(LocalSystem::new(), c);
     }
 }
 

@@ -42,8 +42,11 @@ impl LineFormat {
         }
     }
 
-    /// Sets one setting from its text, refused in Kafka's words.
+    /// Sets one setting from its text, refused in Kafka's words. Trailing
+    /// newlines are no part of a value, as a properties file reads it (so a
+    /// separator of newlines alone is empty, as a data directory finds it).
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let value = value.trim_end_matches(['\n', '\r']);
         let invalid = |why: &str| format!("Invalid value {value} for configuration {name}: {why}");
         match name {
             "parse.key" => {
@@ -129,6 +132,9 @@ mod tests {
         f.set("key.separator", "\\t").unwrap();
         assert_eq!(f.key_separator, "\t");
         assert!(f.set("key.separator", "").is_err());
+        assert!(f.set("key.separator", "\n").is_err());
+        f.set("key.separator", " \n").unwrap();
+        assert_eq!(f.key_separator, " ");
         assert_eq!(
             f.set("parse.key", "yes").unwrap_err(),
             "Invalid value yes for configuration parse.key: Expected value to be either true or false"

@@ -20,6 +20,7 @@
 
 pub mod line_format;
 pub mod local;
+pub mod mem;
 
 use std::fs::File;
 use std::sync::Arc;
@@ -65,7 +66,8 @@ pub trait RootFiles: Send + Sync {
     fn read(&self, name: &str, pos: u64, buf: &mut [u8]) -> BackendResult<usize>;
 }
 
-/// One partition. Handles keep it after an rmdir; it then refuses everything.
+/// One partition. Handles keep it after an rmdir; it then refuses every
+/// change (`NotFound`).
 pub trait Partition: Send + Sync {
     fn name(&self) -> &str;
     /// The log start offset and the log end offset (high watermark).

@@ -90,6 +90,18 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// `ReadOnly` on a read-only mount: every change is refused here, not
+    /// only by the tree.
+    fn writable(&self) -> BackendResult<()> {
+        match self.opts.read_only {
+            true => Err(BackendError::new(
+                ErrorKind::ReadOnly,
+                "the mount is read-only",
+            )),
+            false => Ok(()),
+        }
+    }
+
     /// Notes that `key` now keeps a stream index; drops the oldest past the bound.
     fn indexed(&self, key: &Arc<str>) {
         let evicted = {
@@ -330,6 +342,7 @@ impl Backend for ClusterBackend {
     /// CreateTopics for partition 0 of a new topic, CreatePartitions for the
     /// next partition of an existing one; the listener's no-holes rule.
     fn create_partition(&self, name: &str) -> BackendResult<()> {
+        self.shared.writable()?;
         let (topic, id) =
             crate::names::validate_new_partition_name(name).map_err(|why| bad_name(name, why))?;
         let id = id as usize;
@@ -341,7 +354,7 @@ impl Backend for ClusterBackend {
             }
             None => {
                 return Err(BackendError::new(
-                    ErrorKind::Invalid,
+                    ErrorKind::InvalidPartitions,
                     format!(
                         "partition {name}: topic {topic} does not exist; create {topic}-0 first (partitions are 0..n-1, without holes)"
                     ),
@@ -366,7 +379,7 @@ impl Backend for ClusterBackend {
             }
             Some(n) => {
                 return Err(BackendError::new(
-                    ErrorKind::Invalid,
+                    ErrorKind::InvalidPartitions,
                     format!(
                         "partition {name}: topic {topic} has partitions 0..{n}; the next one is {topic}-{n} (partitions are 0..n-1, without holes)"
                     ),
@@ -381,6 +394,7 @@ impl Backend for ClusterBackend {
     /// Kafka cannot take one partition away from a topic: `rmdir` deletes
     /// the topic, through its only partition `T-0`.
     fn delete_partition(&self, name: &str) -> BackendResult<()> {
+        self.shared.writable()?;
         let (topic, id) = parse_name(name).ok_or_else(|| no_such(name))?;
         let n = self.partition_count(topic)?.ok_or_else(|| no_such(name))?;
         if n != 1 || id != 0 {

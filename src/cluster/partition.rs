@@ -186,6 +186,7 @@ impl Partition for ClusterPartition {
     /// Kafka has no all-or-nothing across batches: a failed append says
     /// which records the cluster acknowledged all the same.
     fn append(&self, records: &[NewRecord]) -> Result<Appended, AppendError> {
+        self.shared.writable()?;
         let Some(producer) = &self.shared.producer else {
             return Err(BackendError::new(ErrorKind::ReadOnly, "the mount is read-only").into());
         };
@@ -234,10 +235,24 @@ impl Partition for ClusterPartition {
                 position: None,
                 timestamp_type: f.timestamp_type,
             }),
-            None => Err(BackendError::new(
-                ErrorKind::NoRecord,
-                format!("offset {offset} of {} holds no record", self.name),
-            )),
+            None => {
+                // Nothing fetched there: past the log end, or a marker.
+                let (low, high) = self.watermarks()?;
+                if offset >= high {
+                    return Err(BackendError::new(
+                        ErrorKind::OffsetOutOfRange {
+                            offset,
+                            log_start: low,
+                            log_end: high,
+                        },
+                        format!("offset {offset} is at or past the log end offset {high}"),
+                    ));
+                }
+                Err(BackendError::new(
+                    ErrorKind::NoRecord,
+                    format!("offset {offset} of {} holds no record", self.name),
+                ))
+            }
         }
     }
 
@@ -340,6 +355,7 @@ impl Partition for ClusterPartition {
     }
 
     fn set_config(&self, name: &str, value: &str) -> BackendResult<()> {
+        self.shared.writable()?;
         *self.configs.lock() = None;
         self.shared.admin.alter_config(&self.topic, name, value)
     }
@@ -349,6 +365,7 @@ impl Partition for ClusterPartition {
     }
 
     fn set_line_format(&self, name: &str, value: &str) -> BackendResult<()> {
+        self.shared.writable()?;
         self.lines.lock().set_or_refuse(name, value)
     }
 
@@ -373,6 +390,7 @@ impl Partition for ClusterPartition {
     }
 
     fn delete_records(&self, offset: i64) -> BackendResult<i64> {
+        self.shared.writable()?;
         let (low, high) = self.watermarks()?;
         if offset > high {
             return Err(BackendError::new(

@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    AccessFlags, BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
-    Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags,
-    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BackingId, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
+    Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, MountOption, OpenAccMode,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, Session,
+    SessionUnmounter, TimeOrNow, WriteFlags,
 };
 use log::{info, warn};
 
@@ -75,6 +76,42 @@ impl CommitFs {
         let e = f();
         e.log_line();
         Errno::from_i32(e.errno)
+    }
+}
+
+/// A tree mounted by this process (tests drive a backend through the
+/// kernel with it): unmounted, and its session thread joined, on drop.
+pub struct Mounted {
+    unmounter: SessionUnmounter,
+    session: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+/// Mounts the tree over `backend` on `mnt` (root, or `fusermount3`), with
+/// its requests served on a thread of this process.
+pub fn mount(backend: Arc<dyn Backend>, mnt: &std::path::Path) -> std::io::Result<Mounted> {
+    let mut config = Config::default();
+    config.mount_options = vec![MountOption::FSName("commitfs".to_string())];
+    let mut session = Session::new(CommitFs::new(backend), mnt, &config)?;
+    let unmounter = session.unmount_callable();
+    let thread = std::thread::Builder::new()
+        .name("fuse-session".into())
+        .spawn(move || session.run())?;
+    Ok(Mounted {
+        unmounter,
+        session: Some(thread),
+    })
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Err(e) = self.unmounter.unmount() {
+            warn!("unmount failed: {e}");
+        }
+        if let Some(t) = self.session.take()
+            && let Ok(Err(e)) = t.join()
+        {
+            warn!("the FUSE session ended with {e}");
+        }
     }
 }
 

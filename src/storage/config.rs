@@ -254,6 +254,12 @@ impl LogConfig {
         Ok(c)
     }
 
+    /// The largest batch an append writes: `max.message.bytes`, or
+    /// `segment.bytes` where that is smaller.
+    pub fn batch_limit(&self) -> usize {
+        self.max_message_bytes.min(self.segment_bytes).max(0) as usize
+    }
+
     /// Entries an offset index holds: `segment.index.bytes` rounded down to 8.
     pub fn offset_index_max_bytes(&self) -> u64 {
         (self.segment_index_bytes as u64 / 8) * 8

@@ -5,7 +5,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use super::config::ConfigError;
+use super::config::{ConfigError, LogConfig};
 use crate::error::ErrorKind;
 use crate::record::RecordError;
 
@@ -100,6 +100,23 @@ impl StorageError {
             StorageError::Offline { .. } => Some(libc::EIO),
             _ => None,
         }
+    }
+
+    /// Whether a record whose batch of its own is `size` bytes fits
+    /// `config` ([`LogConfig::batch_limit`]); if not, the refusal naming the
+    /// limit it breaks.
+    pub fn check_batch_size(config: &LogConfig, size: usize) -> Result<()> {
+        let max = config.max_message_bytes.max(0) as usize;
+        if size > max {
+            return Err(StorageError::RecordTooLarge { size, max });
+        }
+        if size > config.batch_limit() {
+            return Err(StorageError::BatchLargerThanSegment {
+                size,
+                max: config.segment_bytes.max(0) as usize,
+            });
+        }
+        Ok(())
     }
 
     /// What kind of error this is: storage's one classification, from

@@ -18,10 +18,9 @@
 //!   by time, which the mock answers with "none" whatever the timestamps;
 //!   for the same reason `time/<ms>` and `config/` are not compared.
 //! - retention passes: a cluster's retention is its brokers', not the tree's.
-//! - `roll` and `flush` do not exist over a cluster: the model knows that
-//!   from `features()` and expects ENOENT, as for any absent node.
-//! - the xattrs `batch_base_offset` and `position`: a client sees records,
-//!   not batches.
+//! - `roll` and `flush` do not exist over a cluster, nor raw files, nor a
+//!   record's batch base offset and position (a client sees records, not
+//!   batches): the model knows that from the profile.
 //!
 //! A clean remount closes the tree (held lines are appended) and the
 //! clients, then connects new ones; a crash drops the tree without a close
@@ -35,22 +34,8 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
 
 use super::ops::{Node, Op, Probe, Target};
-use super::system::{Features, System};
+use super::system::{Profile, System};
 use crate::kafka_support::{Server, grants_producer_ids};
-
-const STATUS_FIELDS: &[&str] = &[
-    "log_start_offset",
-    "log_end_offset",
-    "high_watermark",
-    "leader",
-    "replicas",
-    "isr",
-    "fetches",
-    "cache_hits",
-    "cache_bytes",
-    "stream_counted_to",
-    "stream_spans",
-];
 
 pub struct ClusterSystem {
     /// The tree and its clients go before the cluster (see `Drop`).
@@ -153,20 +138,13 @@ impl System for ClusterSystem {
         &self.mounted.as_ref().expect("mounted").1
     }
 
-    fn features(&self) -> Features {
-        Features {
+    fn profile(&self) -> Profile {
+        Profile {
             raw_files: false,
-            roll: false,
-            flush: false,
+            log_control: false,
+            times: self.full(),
+            configs: false,
         }
-    }
-
-    fn status_fields(&self) -> &'static [&'static str] {
-        STATUS_FIELDS
-    }
-
-    fn has_positions(&self) -> bool {
-        false
     }
 
     fn clean_remount(&mut self, _intact: &[String]) {
@@ -208,24 +186,21 @@ impl System for ClusterSystem {
         }
     }
 
+    fn diagnostics(&self) -> String {
+        match &self.cluster {
+            Cluster::Listener { _server: s, .. } => {
+                format!("the listener at {}, its log:\n{}", s.addr, s.log())
+            }
+            Cluster::Mock { .. } => format!("the mock cluster at {}", self.bootstrap),
+        }
+    }
+
     fn premade(&self) -> Vec<String> {
         if self.full() {
             Vec::new()
         } else {
             vec!["t-0".to_string()]
         }
-    }
-
-    fn compares_times(&self) -> bool {
-        self.full()
-    }
-
-    fn compares_configs(&self) -> bool {
-        false
-    }
-
-    fn has_batch_offsets(&self) -> bool {
-        false
     }
 }
 

@@ -173,7 +173,7 @@ impl<S: System> Harness<S> {
             Op::Fsync { handle } if !self.fhs.is_empty() => {
                 let h = *handle as usize % self.fhs.len();
                 let got = errno(self.sys.tree().fsync(self.fhs[h]));
-                let want = self.model.fsync(h);
+                let want = self.model.fsync(h, self.sys.profile().log_control);
                 self.outcome("fsync", got, want);
             }
             _ => {}
@@ -231,6 +231,9 @@ impl<S: System> Harness<S> {
 
     /// Asserts the tree answered as the model says.
     pub fn same<T: std::fmt::Debug + PartialEq>(&self, what: &str, got: T, want: T) {
+        if got != want {
+            eprintln!("{}", self.sys.diagnostics());
+        }
         assert_eq!(got, want, "{}: {what}", self.step);
     }
 
@@ -252,15 +255,13 @@ impl<S: System> Harness<S> {
         let path = target_path(part, target);
         let name = path[1..].join("/");
         let got = self.open(&refs(&path), WRITE);
-        let features = self.sys.features();
+        let log_control = self.sys.profile().log_control;
         let kind = match target {
             Target::Log => Some(HandleKind::Log {
                 partial: Vec::new(),
             }),
-            Target::Roll => features.roll.then_some(HandleKind::Control(Control::Roll)),
-            Target::Flush => features
-                .flush
-                .then_some(HandleKind::Control(Control::Flush)),
+            Target::Roll => log_control.then_some(HandleKind::Control(Control::Roll)),
+            Target::Flush => log_control.then_some(HandleKind::Control(Control::Flush)),
             Target::DeleteRecords => Some(HandleKind::Control(Control::DeleteRecords)),
             Target::Config(i) => {
                 let names = configs::names();
@@ -414,21 +415,23 @@ impl<S: System> Harness<S> {
     pub fn read_all(&self, path: &[&str]) -> Result<Vec<u8>, i32> {
         let fh = self.open(path, READ)?;
         let mut out = Vec::new();
+        // One buffer for every request, as the kernel's: `read_into` then
+        // neither allocates nor zeroes it per request.
         let mut buf = Vec::new();
         loop {
-            let r = errno(
-                self.sys
-                    .tree()
-                    .read(fh, out.len() as u64, self.chunk, &mut buf),
-            );
-            if let Err(e) = r {
-                let _ = self.sys.tree().release(fh);
-                return Err(e);
-            }
-            if buf.is_empty() {
+            let tree = self.sys.tree();
+            let r = errno(tree.read_into(fh, out.len() as u64, self.chunk, &mut buf));
+            let n = match r {
+                Ok(n) => n,
+                Err(e) => {
+                    let _ = tree.release(fh);
+                    return Err(e);
+                }
+            };
+            if n == 0 {
                 break;
             }
-            out.extend_from_slice(&buf);
+            out.extend_from_slice(&buf[..n]);
         }
         errno(self.sys.tree().release(fh))?;
         Ok(out)

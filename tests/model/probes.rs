@@ -83,7 +83,7 @@ impl<S: System> Harness<S> {
 
     /// The path of `node` in `part`, and whether the model says it exists.
     fn node(&self, part: &str, node: Node) -> (Vec<String>, bool) {
-        let f = self.sys.features();
+        let log_control = self.sys.profile().log_control;
         let Some(p) = self.model.partitions.get(part) else {
             let exists = matches!(node, Node::Root);
             let path = if exists {
@@ -113,8 +113,8 @@ impl<S: System> Harness<S> {
                 let exists = p.offset_for_time(ms, &self.model.appends).is_some();
                 (vec!["time".into(), ms.to_string()], exists)
             }
-            Node::Roll => (vec!["roll".into()], f.roll),
-            Node::Flush => (vec!["flush".into()], f.flush),
+            Node::Roll => (vec!["roll".into()], log_control),
+            Node::Flush => (vec!["flush".into()], log_control),
             Node::DeleteRecords => (vec!["delete-records".into()], true),
             Node::ConfigDir => (vec!["config".into()], true),
             Node::Config(i) => {
@@ -143,7 +143,7 @@ impl<S: System> Harness<S> {
         let Some(p) = self.model.partitions.get(part) else {
             return Vec::new();
         };
-        if !self.sys.features().raw_files {
+        if !self.sys.profile().raw_files {
             return Vec::new();
         }
         let mut out = Vec::new();
@@ -206,8 +206,7 @@ impl<S: System> Harness<S> {
                     "status",
                 ]
                 .contains(&name)
-                    || (name == "roll" && self.sys.features().roll)
-                    || (name == "flush" && self.sys.features().flush);
+                    || (["roll", "flush"].contains(&name) && self.sys.profile().log_control);
                 special || self.raw_names(part).iter().any(|f| f == name)
             }
             Node::OffsetDir => canonical_decimal(name)

@@ -535,11 +535,13 @@ impl Model {
         Ok(())
     }
 
-    /// fsync(2) of a handle: a `log` handle flushes its partition.
-    pub fn fsync(&mut self, h: usize) -> Result<(), i32> {
+    /// fsync(2) of a handle: a `log` handle flushes its partition where
+    /// the backend flushes (`flushes`); where it does not, every write it
+    /// acknowledged is as durable as it makes one, and nothing is asked.
+    pub fn fsync(&mut self, h: usize, flushes: bool) -> Result<(), i32> {
         let is_log = matches!(self.handles[h].kind, HandleKind::Log { .. });
         let (p, live) = self.handle_partition(h);
-        match (is_log, live) {
+        match (is_log && flushes, live) {
             (false, _) => Ok(()),
             (true, false) => Err(libc::ENOENT),
             (true, true) => {

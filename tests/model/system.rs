@@ -1,7 +1,7 @@
 //! The system under test behind a small trait, so that the same sequences
-//! can run over another backend (a Kafka cluster through the same
-//! `Backend` trait): how to get the tree, remount it cleanly, crash it, and
-//! run a retention pass, and which nodes the backend has.
+//! run over every backend (a data directory, memory, a Kafka cluster, all
+//! through the same `Backend` trait): how to get the tree, remount it
+//! cleanly, crash it, and run a retention pass, and its [`Profile`].
 
 use std::fs::{self, File};
 use std::os::fd::AsRawFd;
@@ -11,27 +11,36 @@ use std::sync::Arc;
 
 use super::ops::Op;
 use commitfs::backend::local::LocalBackend;
+use commitfs::backend::mem::MemBackend;
 use commitfs::fs::Tree;
 use commitfs::storage::check::check_data_dir;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 
-/// The optional nodes a backend offers (its capabilities).
+/// What the model is told of a system rather than learning it from the
+/// implementation: what its backend offers, and what of it the model's
+/// rules cover. Everything else (`status`'s common fields, the nodes a
+/// capability brings, a record's batch and position) follows from these
+/// and from the seam's types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Features {
-    /// Segment and index files.
+pub struct Profile {
+    /// Segment and index files (the `RawFiles` capability). The model's
+    /// batches are those files' batches: without them no file is listed and
+    /// no record shows its batch's base offset or position.
     pub raw_files: bool,
-    pub roll: bool,
-    pub flush: bool,
+    /// `roll` and `flush` (the `LogControl` capability).
+    pub log_control: bool,
+    /// `time/<ms>` is answered from the records' timestamps: librdkafka's
+    /// mock cluster answers every lookup by time with "none".
+    pub times: bool,
+    /// `config/` is the model's table, Kafka's topic configs as a data
+    /// directory lists and validates them: a cluster lists its brokers'
+    /// configs (another table), and the mock cluster serves none.
+    pub configs: bool,
 }
 
 pub trait System {
     fn tree(&self) -> &Tree;
-    /// The backend's optional nodes (raw segment files, `roll`, `flush`).
-    fn features(&self) -> Features;
-    /// The fields of `status`, in order.
-    fn status_fields(&self) -> &'static [&'static str];
-    /// Whether `offset/N` has `user.kafka.position`.
-    fn has_positions(&self) -> bool;
+    fn profile(&self) -> Profile;
     /// Ends the session as an unmount does (`destroy`: open handles are
     /// closed) and shuts the backend down cleanly, then starts again.
     /// `intact` lists the partitions whose on-disk format an offline check
@@ -51,17 +60,9 @@ pub trait System {
     fn premade(&self) -> Vec<String> {
         Vec::new()
     }
-    /// Whether `time/<ms>` lookups are compared (the backend answers them).
-    fn compares_times(&self) -> bool {
-        true
-    }
-    /// Whether `config/` (its listing and every file) is compared.
-    fn compares_configs(&self) -> bool {
-        true
-    }
-    /// Whether `offset/N` has `user.kafka.batch_base_offset`.
-    fn has_batch_offsets(&self) -> bool {
-        true
+    /// What to print beside a mismatch (a server's log).
+    fn diagnostics(&self) -> String {
+        String::new()
     }
 }
 
@@ -74,18 +75,6 @@ pub struct LocalSystem {
     /// may still write to; removed with the system.
     crashed: Vec<tempfile::TempDir>,
 }
-
-const STATUS_FIELDS: &[&str] = &[
-    "log_start_offset",
-    "log_end_offset",
-    "high_watermark",
-    "recovery_point",
-    "segments",
-    "size_bytes",
-    "active_segment",
-    "lookup_bytes_read",
-    "fsyncs",
-];
 
 fn open(dir: &Path) -> (Arc<LogManager>, Tree) {
     let manager = Arc::new(
@@ -113,20 +102,13 @@ impl System for LocalSystem {
         &self.mounted.as_ref().expect("mounted").1
     }
 
-    fn features(&self) -> Features {
-        Features {
+    fn profile(&self) -> Profile {
+        Profile {
             raw_files: true,
-            roll: true,
-            flush: true,
+            log_control: true,
+            times: true,
+            configs: true,
         }
-    }
-
-    fn status_fields(&self) -> &'static [&'static str] {
-        STATUS_FIELDS
-    }
-
-    fn has_positions(&self) -> bool {
-        true
     }
 
     fn clean_remount(&mut self, intact: &[String]) {
@@ -185,6 +167,62 @@ impl Drop for LocalSystem {
                 }
             }
         }
+    }
+}
+
+/// Partitions in memory (`commitfs::backend::mem`): the tree's own rules
+/// with nothing slow under them, so the most cases run here. The backend
+/// outlives a session as a cluster does: a remount or a crash starts a new
+/// tree over the same records.
+pub struct MemSystem {
+    backend: Arc<MemBackend>,
+    tree: Tree,
+    log_control: bool,
+}
+
+impl MemSystem {
+    /// With or without `roll` and `flush`, so that both shapes of the tree
+    /// are compared.
+    pub fn new(log_control: bool) -> MemSystem {
+        let backend = Arc::new(match log_control {
+            true => MemBackend::new(),
+            false => MemBackend::without_log_control(),
+        });
+        MemSystem {
+            tree: Tree::new(backend.clone()),
+            backend,
+            log_control,
+        }
+    }
+}
+
+impl System for MemSystem {
+    fn tree(&self) -> &Tree {
+        &self.tree
+    }
+
+    fn profile(&self) -> Profile {
+        Profile {
+            raw_files: false,
+            log_control: self.log_control,
+            times: true,
+            configs: true,
+        }
+    }
+
+    fn clean_remount(&mut self, _intact: &[String]) {
+        self.tree.destroy();
+        self.tree = Tree::new(self.backend.clone());
+    }
+
+    fn crash(&mut self) {
+        // No destroy: lines held by open handles are lost.
+        self.tree = Tree::new(self.backend.clone());
+    }
+
+    /// Retention is a data directory's scheduler's; memory keeps all.
+    fn retention_tick(&mut self, _now_ms: i64) -> bool {
+        false
     }
 }
 

@@ -9,7 +9,7 @@
 //! lock, it commits producer state, so that the next append sees both.
 
 use super::PartitionLog;
-use super::encoded::{ENCODED, Encoded, too_large};
+use super::encoded::{ENCODED, Encoded};
 use crate::record::{NewRecord, batch_size};
 use crate::storage::config::LogConfig;
 use crate::storage::error::{Result, StorageError};
@@ -32,13 +32,8 @@ impl PartitionLog {
     /// `max.message.bytes` and `segment.bytes`, as [`PartitionLog::append`]
     /// packs it. Lets a writer refuse a line before it is acknowledged.
     pub fn check_record_size(&self, record: &NewRecord) -> Result<()> {
-        let config = self.config();
-        let limit = (config.max_message_bytes.min(config.segment_bytes)).max(0) as usize;
         let size = batch_size(std::slice::from_ref(record));
-        if size > limit {
-            return Err(too_large(&config, size));
-        }
-        Ok(())
+        StorageError::check_batch_size(&self.config(), size)
     }
 
     /// Appends `records` at the log end offset, packed in order into the fewest

@@ -15,20 +15,6 @@ use crate::record::{
 use crate::storage::config::LogConfig;
 use crate::storage::error::{Result, StorageError};
 
-/// The refusal of a record whose batch of its own would be `size` bytes,
-/// naming the limit it breaks.
-pub(super) fn too_large(config: &LogConfig, size: usize) -> StorageError {
-    let max = config.max_message_bytes.max(0) as usize;
-    if size > max {
-        StorageError::RecordTooLarge { size, max }
-    } else {
-        StorageError::BatchLargerThanSegment {
-            size,
-            max: config.segment_bytes.max(0) as usize,
-        }
-    }
-}
-
 /// The leader epoch written into every stored batch, produced or the
 /// tree's: this single replica's only epoch.
 pub const LEADER_EPOCH: i32 = 0;
@@ -55,8 +41,6 @@ impl Encoded {
         config: &LogConfig,
         timestamp: i64,
     ) -> Result<()> {
-        let max = config.max_message_bytes.max(0) as usize;
-        let segment_bytes = config.segment_bytes.max(0) as usize;
         let codec = config.compression_type.codec();
         self.buf.clear();
         self.batches.clear();
@@ -64,11 +48,11 @@ impl Encoded {
             &mut self.buf,
             timestamp,
             records,
-            max.min(segment_bytes),
+            config.batch_limit(),
             codec,
             &mut self.batches,
         )
-        .map_err(|TooLarge { size }| too_large(config, size))?;
+        .or_else(|TooLarge { size }| StorageError::check_batch_size(config, size))?;
         if config.message_timestamp_type == TimestampType::LogAppendTime {
             self.set_log_append_time(timestamp);
         }
