@@ -215,7 +215,7 @@ fn fstab_line_mounts_with_mount_t_mount_a_and_umount() {
     )
     .unwrap();
     let _mounts = Mounts {
-        points: vec![mnt.clone(), mnt2.clone(), mnt3.clone()],
+        points: vec![mnt.clone(), mnt2.clone(), mnt3.clone(), mnt4.clone()],
         data: vec![data.clone(), data2.clone(), data3.clone()],
     };
     let Some(_helper) = HelperLink::install() else {
