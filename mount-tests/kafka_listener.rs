@@ -4,11 +4,12 @@
 //! delete-records seen through ListOffsets and Fetch, and the reverse; a
 //! read-only mount's listener.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::kafka_support;
-use crate::kafka_support::{Conn, free_port, kcat, python, require, run_bounded, run_python};
+use crate::kafka_support::bounded::{finish_within, run, spawn};
+use crate::kafka_support::{Conn, kcat, listener_addr, python, require, run_python};
 use bytes::Bytes;
 use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
@@ -37,13 +38,20 @@ fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
-/// A mount with a listener on a free port; returns it and the address.
-fn mount_with_listener(extra: &[&str]) -> (Mount, String) {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let listeners = format!("listeners=PLAINTEXT://{addr}");
-    let mut opts = vec![listeners.as_str()];
+/// A mount with a listener on a port of its own (port 0, the port taken
+/// from the daemon's log line); returns it and the address.
+pub fn mount_with_listener(extra: &[&str]) -> (Mount, String) {
+    let mut opts = vec!["listeners=PLAINTEXT://127.0.0.1:0"];
     opts.extend_from_slice(extra);
-    (Mount::new(&opts), addr)
+    let m = Mount::new(&opts);
+    let addr = bound_listener(&m);
+    (m, addr)
+}
+
+/// The listener address a mount's daemon logged: it binds before it
+/// mounts, so the line is there once the mount is live.
+pub fn bound_listener(m: &Mount) -> String {
+    listener_addr(&m.log()).unwrap_or_else(|| panic!("the daemon logged no listener:\n{}", m.log()))
 }
 
 fn offset_at(c: &mut Conn, t: &str, ts: i64) -> (i16, i64) {
@@ -113,7 +121,7 @@ fn shell_appends_reach_every_kafka_client() {
     m.ok("mkdir t-0");
     // /usr/bin/printf writes both lines at once: one batch of two records.
     m.ok("/usr/bin/printf 'a\\nb\\n' >> t-0/log");
-    let out = run_bounded(
+    let out = run(
         Command::new(&kcat).args([
             "-b",
             &addr,
@@ -129,7 +137,7 @@ fn shell_appends_reach_every_kafka_client() {
             "-f",
             "%o %s\\n",
         ]),
-        Duration::from_secs(60),
+        "kcat -C -o beginning",
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "0 a\n1 b\n");
     assert_eq!(
@@ -141,24 +149,40 @@ fn shell_appends_reach_every_kafka_client() {
         "0 a\n1 b\n"
     );
 
-    // A consumer at the end, long-polling 20 s per fetch, gets a later shell
-    // append well within that: the append wakes the fetch.
-    let waiting = Command::new(&kcat)
-        .args([
-            "-b", &addr, "-C", "-t", "t", "-p", "0", "-o", "end", "-c", "1", "-q",
-        ])
-        .args(["-X", "fetch.wait.max.ms=20000", "-f", "%o %s\\n"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let appended = Instant::now();
+    // A consumer at the end gets a later shell append: the append wakes
+    // its fetch. The fetch is seen parked in the daemon before the append
+    // (so kcat already asked from offset 2), and it may wait 240 s, past
+    // the 120 s kcat is given: kcat printing the record at all is the
+    // wake-up, and a fetch left to expire fails the test.
+    let waiting = spawn(
+        Command::new(&kcat)
+            .args([
+                "-b", &addr, "-C", "-t", "t", "-p", "0", "-o", "end", "-c", "1", "-q",
+            ])
+            .args([
+                "-X",
+                "fetch.wait.max.ms=240000",
+                "-X",
+                "socket.timeout.ms=300000",
+            ])
+            .args(["-f", "%o %s\\n"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        "kcat -C -o end",
+    );
+    kafka_support::wait_for_parked_fetch(m.pid().unwrap(), "kcat -o end");
     m.ok("echo c >> t-0/log");
-    let out = waiting.wait_with_output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "2 c\n");
-    assert!(
-        appended.elapsed() < Duration::from_secs(15),
-        "the long poll was not woken by the shell append"
+    let out = finish_within(
+        waiting,
+        "kcat -o end, waiting for the append to wake its fetch",
+        Duration::from_secs(120),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "2 c\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
@@ -301,10 +325,13 @@ fn a_read_only_mount_serves_kafka_reads_only() {
     drop(log);
     mgr.close().unwrap();
     let before = kafka_support::snapshot(&data);
-    let addr = format!("127.0.0.1:{}", free_port());
-    let listeners = format!("listeners=PLAINTEXT://{addr}");
-    let mut m = Mount::with(&["ro", &listeners], Some(&data), &[]);
-    let out = run_bounded(
+    let mut m = Mount::with(
+        &["ro", "listeners=PLAINTEXT://127.0.0.1:0"],
+        Some(&data),
+        &[],
+    );
+    let addr = bound_listener(&m);
+    let out = run(
         Command::new(&kcat).args([
             "-b",
             &addr,
@@ -318,7 +345,7 @@ fn a_read_only_mount_serves_kafka_reads_only() {
             "-e",
             "-q",
         ]),
-        Duration::from_secs(60),
+        "kcat -C of a read-only mount",
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\n");
     let mut c = Conn::new(&addr);

@@ -22,7 +22,8 @@ use kafka_protocol::messages::offset_fetch_request::{OffsetFetchRequest, OffsetF
 use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponse;
 use kafka_protocol::messages::{ApiKey, GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_support::{BIN, Conn, Server, python, require, run_bounded};
+use kafka_support::bounded::run;
+use kafka_support::{BIN, Conn, Server, python, require};
 
 const PARTITIONS: i32 = 4;
 const BOUND: Duration = Duration::from_secs(90);
@@ -244,7 +245,7 @@ fn kafka_python_group_splits_rebalances_and_resumes_after_a_restart() {
 
     // The coordinator's records, as kafka-dump-log decodes them.
     let seg = data.join("__consumer_offsets-0/00000000000000000000.log");
-    let out = run_bounded(
+    let out = run(
         Command::new(BIN)
             .args([
                 "dump",
@@ -253,7 +254,7 @@ fn kafka_python_group_splits_rebalances_and_resumes_after_a_restart() {
                 "--print-data-log",
             ])
             .arg(&seg),
-        Duration::from_secs(60),
+        "commitfs dump --offsets-decoder",
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
