@@ -235,9 +235,25 @@ fn confluent_kafka_batches_are_stored_as_sent_and_every_client_reads_them() {
             "lz4" => 3,
             _ => 4,
         };
+        // librdkafka sends a batch plain when compressing it would not
+        // shrink it: that happens to a batch of one small record (the
+        // first one, sent alone before the linger fills the next).
+        let records = |b: &Vec<u8>| i32::from_be_bytes(b[57..61].try_into().unwrap());
+        for b in &stored {
+            let (got, count) = (b[22] & 7, records(b));
+            assert!(
+                got == codec_id || (got == 0 && count == 1),
+                "{codec}: a batch of {count} records with codec {got}"
+            );
+        }
         assert!(
-            stored.iter().all(|b| b[22] & 7 == codec_id),
-            "{codec}: batches are compressed"
+            stored
+                .iter()
+                .filter(|b| b[22] & 7 == codec_id)
+                .map(records)
+                .sum::<i32>()
+                >= n as i32 - 2,
+            "{codec}: the records are in compressed batches"
         );
         let out = run_python(&py, CONSUME_CONFLUENT, &[&s.addr, codec, &n.to_string()]);
         assert!(
