@@ -22,7 +22,7 @@ use kafka_protocol::messages::offset_fetch_request::{OffsetFetchRequest, OffsetF
 use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponse;
 use kafka_protocol::messages::{ApiKey, GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_support::bounded::run;
+use kafka_support::bounded::{cmd_timeout, run, wait_within};
 use kafka_support::{BIN, Conn, Server, python, require};
 
 const PARTITIONS: i32 = 4;
@@ -58,11 +58,13 @@ c.close()
 struct Consumer {
     child: Child,
     state: PathBuf,
+    log: PathBuf,
 }
 
 impl Consumer {
     fn start(py: &Path, addr: &str, name: &str, work: &Path) -> Consumer {
-        let log = std::fs::File::create(work.join(format!("{name}.log"))).unwrap();
+        let log_path = work.join(format!("{name}.log"));
+        let log = std::fs::File::create(&log_path).unwrap();
         let child = Command::new(py)
             .args(["-c", CONSUMER, addr, "t", "g", name])
             .arg(work)
@@ -74,6 +76,7 @@ impl Consumer {
         Consumer {
             child,
             state: work.join(format!("{name}.json")),
+            log: log_path,
         }
     }
 
@@ -103,14 +106,18 @@ impl Consumer {
         (assigned, first, count)
     }
 
-    /// Waits for the process to end by itself (it was told to stop).
+    /// Waits (bounded) for the process to end by itself, as it must once
+    /// told to stop, and to end well (it closed the consumer, leaving the
+    /// group); fails with its output otherwise.
     fn finish(mut self) {
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(30) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let log = || std::fs::read_to_string(&self.log).unwrap_or_default();
+        match wait_within(&mut self.child, cmd_timeout()) {
+            Some(st) => assert!(st.success(), "a consumer exited with {st}:\n{}", log()),
+            None => panic!(
+                "a consumer told to stop still ran after {:?}:\n{}",
+                cmd_timeout(),
+                log()
+            ),
         }
     }
 }
@@ -236,6 +243,11 @@ fn kafka_python_group_splits_rebalances_and_resumes_after_a_restart() {
     let (assigned, first, count) = d.state();
     assert_eq!(assigned.len(), PARTITIONS as usize);
     assert_eq!(count, 5 * PARTITIONS as usize, "nothing read twice");
+    assert_eq!(
+        first.iter().map(|(p, _)| *p).collect::<BTreeSet<i32>>(),
+        (0..PARTITIONS).collect(),
+        "the new consumer read every partition"
+    );
     for (p, offset) in first {
         assert_eq!(offset, 10, "partition {p} resumed at the committed offset");
     }
