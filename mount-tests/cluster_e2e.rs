@@ -141,7 +141,7 @@ fn alive(pid: i32) -> bool {
 impl Drop for Daemonised {
     fn drop(&mut self) {
         if !self.unmount() && mounted(&self.mnt) {
-            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+            crate::harness::quiet_umount(&["-l"], &self.mnt);
         }
         let _ = std::fs::remove_file(self.log_path());
     }

@@ -407,6 +407,32 @@ pub fn force_unmount(mnt: &Path) {
     }
 }
 
+/// A tmpfs mounted for the test (for a small disk to fill), unmounted when
+/// dropped.
+pub struct Tmpfs(pub PathBuf);
+
+impl Tmpfs {
+    pub fn mount(dir: &Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = run_bounded(
+            Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                .arg(dir),
+            "mount -t tmpfs",
+            cmd_timeout(),
+            String::new,
+        );
+        assert!(out.status.success(), "mount -t tmpfs failed: {out:?}");
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        force_unmount(&self.0);
+    }
+}
+
 impl Drop for Mount {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -10,53 +10,18 @@
 //! and a remount serves every record.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use crate::bulk_value;
-use crate::harness::{Mount, fuse_or_skip, mounted};
+use crate::harness::{Mount, Tmpfs, fuse_or_skip};
 use crate::torture_util::{
     append, assert_check_clean, assert_no_panic, read_partition, read_value, status,
 };
 
 const OPTS: &str = "segment.bytes=1048576,segment.index.bytes=65536";
 
-/// A tmpfs mounted for the test, unmounted when dropped.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(dir: &Path, size: &str) -> Tmpfs {
-        std::fs::create_dir_all(dir).unwrap();
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir)
-            .status()
-            .expect("mount tmpfs");
-        assert!(st.success(), "mount -t tmpfs failed");
-        Tmpfs(dir.to_path_buf())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            if !mounted(&self.0) {
-                return;
-            }
-            let ok = Command::new("umount")
-                .arg(&self.0)
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-}
-
 /// Fills the filesystem of `path` with a file until ENOSPC.
-fn fill(path: &Path) -> u64 {
+pub fn fill(path: &Path) -> u64 {
     let mut f = std::fs::File::create(path).unwrap();
     let block = vec![0u8; 4096];
     let mut n = 0u64;

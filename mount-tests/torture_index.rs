@@ -66,13 +66,13 @@ const ALL: [Damage; 15] = [
 
 fn restore(pristine: &Path, data: &Path) {
     let _ = std::fs::remove_dir_all(data);
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(pristine)
-        .arg(data)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let out = crate::harness::run_bounded(
+        Command::new("cp").arg("-a").arg(pristine).arg(data),
+        "cp -a of the pristine data dir",
+        crate::harness::sh_timeout(),
+        String::new,
+    );
+    assert!(out.status.success(), "cp -a: {out:?}");
 }
 
 fn pad(path: &Path, len: u64) {

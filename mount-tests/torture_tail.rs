@@ -56,13 +56,13 @@ fn batch(base: i64, values: &[&str]) -> Vec<u8> {
 
 fn restore(pristine: &Path, data: &Path) {
     let _ = std::fs::remove_dir_all(data);
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(pristine)
-        .arg(data)
-        .status()
-        .expect("cp");
-    assert!(st.success());
+    let out = crate::harness::run_bounded(
+        Command::new("cp").arg("-a").arg(pristine).arg(data),
+        "cp -a of the pristine data dir",
+        crate::harness::sh_timeout(),
+        String::new,
+    );
+    assert!(out.status.success(), "cp -a: {out:?}");
 }
 
 /// Starts of the batches of a `.log`.

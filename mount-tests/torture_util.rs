@@ -178,7 +178,12 @@ pub fn check(data: &Path, opts: &str) -> (i32, String) {
     if !opts.is_empty() {
         c.args(["-o", opts]);
     }
-    let out = c.output().expect("run commitfs check");
+    let out = crate::harness::run_bounded(
+        &mut c,
+        "commitfs check",
+        crate::harness::sh_timeout(),
+        String::new,
+    );
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code().unwrap_or(-1), text)

@@ -13,7 +13,8 @@
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::thread::{JoinHandle, sleep};
+use std::sync::mpsc::{self, Receiver};
+use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 /// How long one command may run (`COMMITFS_TEST_CMD_TIMEOUT` seconds, 180
@@ -105,8 +106,8 @@ fn spawn_and_wait(
     }
     Ok(Output {
         status,
-        stdout: out.join().expect("stdout reader"),
-        stderr: err.join().expect("stderr reader"),
+        stdout: collect(out, "stdout")?,
+        stderr: collect(err, "stderr")?,
     })
 }
 
@@ -119,11 +120,24 @@ fn bound_note(limit: Duration) -> &'static str {
     }
 }
 
-fn drain(mut r: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
+/// Reads a pipe to its end on a thread of its own, so that a chatty
+/// command never blocks on a full pipe.
+fn drain(mut r: impl Read + Send + 'static) -> Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut v = Vec::new();
         let _ = r.read_to_end(&mut v);
-        v
+        let _ = tx.send(v);
+    });
+    rx
+}
+
+/// What a pipe held once the command exited. A process the command left
+/// behind (a daemon) may hold the pipe open: that is waited for a moment,
+/// then it is an error rather than a hang.
+fn collect(rx: Receiver<Vec<u8>>, which: &str) -> Result<Vec<u8>, String> {
+    rx.recv_timeout(Duration::from_secs(10)).map_err(|_| {
+        format!("exited, but its {which} stayed open: a process it started still holds it")
     })
 }
 
@@ -171,6 +185,10 @@ pub fn finish(child: Child, what: &str) -> Output {
 pub fn finish_within(mut child: Child, what: &str, limit: Duration) -> Output {
     let out = child.stdout.take().map(drain);
     let err = child.stderr.take().map(drain);
+    let collect = |rx: Option<Receiver<Vec<u8>>>, which: &str| {
+        rx.map(|rx| collect(rx, which).unwrap_or_else(|e| panic!("{what} {e}")))
+            .unwrap_or_default()
+    };
     let Some(status) = wait_within(&mut child, limit) else {
         let blocked = kill_group(&mut child);
         panic!(
@@ -178,12 +196,10 @@ pub fn finish_within(mut child: Child, what: &str, limit: Duration) -> Output {
             bound_note(limit)
         );
     };
-    let join =
-        |h: Option<JoinHandle<Vec<u8>>>| h.map(|h| h.join().expect("reader")).unwrap_or_default();
     Output {
         status,
-        stdout: join(out),
-        stderr: join(err),
+        stdout: collect(out, "stdout"),
+        stderr: collect(err, "stderr"),
     }
 }
 
