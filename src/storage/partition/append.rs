@@ -125,7 +125,10 @@ impl PartitionLog {
             }
         });
         if let Err(e) = result {
-            self.undo_append(&first_segment, &snapshot, &written, &e);
+            // An undo that fails too is a failure, never a refusal: its
+            // error is the caller's, as when a segment cannot cut back a
+            // failed write.
+            self.undo_append(&first_segment, &snapshot, &written, &e)?;
             return Err(e);
         }
         for seg in &written.segments {
@@ -219,14 +222,14 @@ impl PartitionLog {
     /// Removes every trace of a failed append: segments it rolled to are
     /// deleted, the first one is cut back and made active again. An undo
     /// that fails leaves bytes the partition no longer accounts for, so it
-    /// takes the partition offline.
+    /// takes the partition offline, and its error is returned.
     fn undo_append(
         &self,
         first: &Arc<LogSegment>,
         snapshot: &SegmentSnapshot,
         written: &Written,
         cause: &StorageError,
-    ) {
+    ) -> Result<()> {
         let undone = (|| {
             for seg in &written.segments[1..] {
                 self.segments.write().remove(&seg.base_offset);
@@ -236,11 +239,14 @@ impl PartitionLog {
         })();
         self.tally.forget();
         match undone {
-            Ok(()) => warn!(
-                "Append to {} failed ({cause}); nothing of it was kept (log end offset stays {})",
-                self.name,
-                self.log_end_offset()
-            ),
+            Ok(()) => {
+                warn!(
+                    "Append to {} failed ({cause}); nothing of it was kept (log end offset stays {})",
+                    self.name,
+                    self.log_end_offset()
+                );
+                Ok(())
+            }
             Err(e) => {
                 error!(
                     "Could not undo a failed append to {}: {e}; the unpublished bytes stay past the log end until recovery",
@@ -248,6 +254,7 @@ impl PartitionLog {
                 );
                 self.health
                     .fail("an append", &format!("{cause}; undoing it failed too: {e}"));
+                Err(e)
             }
         }
     }
