@@ -224,7 +224,13 @@ impl Server {
     /// port 0 and logs the port it got). Its log is appended to
     /// `<data>.serve.log`, so a restart keeps the run before it.
     pub fn start(data: &Path, opts: &[&str]) -> Server {
-        let log_path = data.with_extension("serve.log");
+        Server::start_logging_to(data, &data.with_extension("serve.log"), opts)
+    }
+
+    /// [`Server::start`] with the daemon's log at `log_path` (off a disk
+    /// the test fills, say).
+    pub fn start_logging_to(data: &Path, log_path: &Path, opts: &[&str]) -> Server {
+        let log_path = log_path.to_path_buf();
         let log = std::fs::File::options()
             .create(true)
             .append(true)
@@ -482,6 +488,84 @@ pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
     }
     assert!(!out.is_empty(), "snapshot: {} is empty", dir.display());
     out.sort();
+    out
+}
+
+/// One batch of a partition's `.log` files, as kafka-protocol decodes it.
+#[derive(Debug)]
+pub struct DecodedBatch {
+    /// The `.log` file's base offset and the batch's position in it.
+    pub segment: i64,
+    pub position: usize,
+    pub base_offset: i64,
+    pub producer_id: i64,
+    /// (offset, value) of each record.
+    pub records: Vec<(i64, Option<Vec<u8>>)>,
+}
+
+/// Every batch of a partition directory's `.log` files, decoded by
+/// kafka-protocol's `RecordBatchDecoder` (another implementation than
+/// commitfs's: magic 2, CRC-32C, each record), not by commitfs's reader.
+/// Fails the test on a torn tail, a batch that does not decode, or offsets
+/// that are not contiguous from the first segment to the end.
+pub fn decode_partition(dir: &Path) -> Vec<DecodedBatch> {
+    use kafka_protocol::records::RecordBatchDecoder;
+    let mut bases: Vec<i64> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| {
+            let n = e.ok()?.file_name().into_string().ok()?;
+            n.strip_suffix(".log")?.parse().ok()
+        })
+        .collect();
+    bases.sort_unstable();
+    let mut out = Vec::new();
+    let mut next: Option<i64> = None;
+    for base in bases {
+        let path = dir.join(format!("{base:020}.log"));
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut pos = 0;
+        while pos < bytes.len() {
+            let where_ = format!("{} at {pos}", path.display());
+            assert!(bytes.len() - pos >= 12, "{where_}: a torn batch header");
+            let len = i32::from_be_bytes(bytes[pos + 8..pos + 12].try_into().unwrap());
+            let end = pos
+                + 12
+                + usize::try_from(len).unwrap_or_else(|_| panic!("{where_}: length {len}"));
+            assert!(end <= bytes.len(), "{where_}: a torn batch");
+            let frame = &bytes[pos..end];
+            let info = RecordBatchDecoder::decode_batch_info(&mut &frame[..])
+                .unwrap_or_else(|e| panic!("{where_}: {e}"));
+            let set = RecordBatchDecoder::decode(&mut &frame[..])
+                .unwrap_or_else(|e| panic!("{where_}: {e}"));
+            assert_eq!(info.len(), 1, "{where_}: one batch");
+            let info = &info[0];
+            if let Some(n) = next {
+                assert_eq!(info.min_offset, n, "{where_}: offsets not contiguous");
+            } else {
+                assert_eq!(
+                    info.min_offset, base,
+                    "{where_}: the segment starts elsewhere"
+                );
+            }
+            let records: Vec<(i64, Option<Vec<u8>>)> = set
+                .records
+                .iter()
+                .map(|r| (r.offset, r.value.as_ref().map(|v| v.to_vec())))
+                .collect();
+            for (j, (o, _)) in records.iter().enumerate() {
+                assert_eq!(*o, info.min_offset + j as i64, "{where_}: record offsets");
+            }
+            next = Some(info.min_offset + records.len() as i64);
+            out.push(DecodedBatch {
+                segment: base,
+                position: pos,
+                base_offset: info.min_offset,
+                producer_id: info.producer_id,
+                records,
+            });
+            pos = end;
+        }
+    }
     out
 }
 
