@@ -2,13 +2,14 @@
 //! shell writes read by kcat, kafka-python and confluent-kafka; Kafka
 //! produces read with cat and getfattr; the tree's roll, retention and
 //! delete-records seen through ListOffsets and Fetch, and the reverse; a
-//! read-only mount's listener.
+//! read-only mount's listener; Kafka producers and shell appends to one
+//! partition at once.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::kafka_support;
-use crate::kafka_support::bounded::{finish_within, run, spawn};
+use crate::kafka_support::bounded::{cmd_timeout, finish, finish_within, run, spawn};
 use crate::kafka_support::{Conn, kcat, listener_addr, python, require, run_python};
 use bytes::Bytes;
 use commitfs::record::NewRecord;
@@ -413,5 +414,181 @@ fn the_coordinators_records_decode_in_the_tree() {
             r#"key: {"type":"1","data":{"group":"g","topic":"t","partition":0}} payload: {"version":"3","data":{"offset":1,"leaderEpoch":-1,"metadata":"m","commitTimestamp":"#
         ),
         "{decoded}"
+    );
+}
+
+/// Produces `<name>-0`, `<name>-1`, ... to partition 0 of `t` until the
+/// stop file exists, idempotently with acks=all; each delivery is written
+/// to `<name>.acks` as `offset value`; exits 0 once every record is
+/// acknowledged.
+const PRODUCE_UNTIL_STOPPED: &str = r#"
+import sys, os
+from confluent_kafka import Producer
+addr, name, work = sys.argv[1], sys.argv[2], sys.argv[3]
+p = Producer({'bootstrap.servers': addr, 'enable.idempotence': True, 'acks': 'all',
+              'linger.ms': 5, 'batch.num.messages': 50})
+acks = open(os.path.join(work, name + '.acks'), 'w')
+errors = []
+def report(err, msg):
+    if err is None:
+        acks.write('%d %s\n' % (msg.offset(), msg.value().decode()))
+        acks.flush()
+    else:
+        errors.append(str(err))
+i = 0
+while not os.path.exists(os.path.join(work, 'stop')):
+    try:
+        p.produce('t', value=('%s-%d' % (name, i)).encode(), partition=0, on_delivery=report)
+        i += 1
+    except BufferError:
+        pass
+    p.poll(0.001 if i % 20 == 0 else 0)
+assert p.flush(60) == 0 and not errors, errors[:3]
+"#;
+
+/// Kafka producers and shell appends to one partition at the same time:
+/// the partition's `.log` files, read by kafka-protocol's decoder, hold
+/// every shell write as one batch of its lines, every produced record once
+/// at the offset its producer was told, and no batch mixing two writers.
+#[test]
+fn producers_and_shell_appends_never_interleave_within_a_batch() {
+    if !fuse_or_skip() {
+        return;
+    }
+    let Some(py) = require(python()) else { return };
+    let (m, addr) = mount_with_listener(&[]);
+    m.ok("mkdir t-0");
+    let work = tempfile::tempdir().unwrap();
+    let producers: Vec<_> = ["k0", "k1"]
+        .iter()
+        .map(|name| {
+            spawn(
+                Command::new(&py)
+                    .arg("-c")
+                    .arg(PRODUCE_UNTIL_STOPPED)
+                    .args([addr.as_str(), name])
+                    .arg(work.path())
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped()),
+                "a confluent-kafka producer",
+            )
+        })
+        .collect();
+    let acks = |name: &str| -> Vec<(i64, String)> {
+        std::fs::read_to_string(work.path().join(format!("{name}.acks")))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let (o, v) = l.split_once(' ')?;
+                Some((o.parse().ok()?, v.to_string()))
+            })
+            .collect()
+    };
+    // The shell writes start once both producers are producing, and they
+    // produce until the shell is done: the two overlap.
+    let start = Instant::now();
+    while acks("k0").len() < 100 || acks("k1").len() < 100 {
+        assert!(
+            start.elapsed() < cmd_timeout(),
+            "the producers did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    const WRITES: usize = 200;
+    let writers: Vec<_> = ["s0", "s1"]
+        .iter()
+        .map(|w| {
+            let script = format!(
+                "i=0; while [ $i -lt {WRITES} ]; do \
+                 /usr/bin/printf '{w}-%d-0\\n{w}-%d-1\\n{w}-%d-2\\n' $i $i $i >> t-0/log || exit 1; \
+                 i=$((i+1)); done"
+            );
+            spawn(
+                Command::new("sh")
+                    .arg("-c")
+                    .arg(script)
+                    .current_dir(&m.mnt)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped()),
+                "a shell writer",
+            )
+        })
+        .collect();
+    for w in writers {
+        let out = finish(w, "a shell writer appending to t-0/log");
+        assert!(out.status.success(), "{out:?}\n{}", m.log());
+    }
+    std::fs::write(work.path().join("stop"), "").unwrap();
+    for p in producers {
+        let out = finish(p, "a confluent-kafka producer");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    let batches = kafka_support::decode_partition(&m.data.join("t-0"));
+    let source = |v: &str| v.split('-').next().unwrap().to_string();
+    let mut by_source: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut switches = 0;
+    let mut last_source = String::new();
+    for b in &batches {
+        let values: Vec<String> = b
+            .records
+            .iter()
+            .map(|(_, v)| String::from_utf8(v.clone().expect("a value")).unwrap())
+            .collect();
+        let src = source(&values[0]);
+        assert!(
+            values.iter().all(|v| source(v) == src),
+            "a batch at offset {} mixes writers: {values:?}",
+            b.base_offset
+        );
+        if src.starts_with('s') {
+            // One write(2), one batch, all its lines.
+            let i = values[0].split('-').nth(1).unwrap();
+            let want: Vec<String> = (0..3).map(|j| format!("{src}-{i}-{j}")).collect();
+            assert_eq!(values, want, "a shell write's batch at {}", b.base_offset);
+            assert_eq!(b.producer_id, -1, "a shell batch carries no producer id");
+        } else {
+            assert!(b.producer_id >= 0, "an idempotent producer's batch");
+        }
+        switches += usize::from(src != last_source);
+        last_source = src.clone();
+        by_source.entry(src).or_default().extend(values);
+    }
+    // Every shell write once, in its writer's order.
+    for w in ["s0", "s1"] {
+        let want: Vec<String> = (0..WRITES)
+            .flat_map(|i| (0..3).map(move |j| format!("{w}-{i}-{j}")))
+            .collect();
+        assert!(
+            by_source[w] == want,
+            "{w}'s writes are not all there once, in order"
+        );
+    }
+    // Every produced record once, in order, where its producer was told.
+    let offsets: std::collections::BTreeMap<i64, String> = batches
+        .iter()
+        .flat_map(|b| b.records.iter())
+        .map(|(o, v)| (*o, String::from_utf8(v.clone().unwrap()).unwrap()))
+        .collect();
+    for k in ["k0", "k1"] {
+        let acked = acks(k);
+        let want: Vec<String> = (0..acked.len()).map(|i| format!("{k}-{i}")).collect();
+        assert!(
+            by_source[k] == want,
+            "{k}'s records are not all there once, in order"
+        );
+        for (o, v) in &acked {
+            assert_eq!(offsets.get(o), Some(v), "{k}: acknowledged at {o}");
+        }
+    }
+    assert!(
+        switches > 4,
+        "the writers did not overlap ({switches} switches between writers)"
     );
 }
