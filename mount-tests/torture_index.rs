@@ -17,7 +17,7 @@ use std::process::Command;
 
 use crate::harness::Mount;
 use crate::torture_util::{
-    Rng, assert_check_clean, assert_no_panic, log_since, read_value, scale, seg_file,
+    Rng, assert_check_clean, assert_no_panic, log_since, long_rounds, read_value, scale, seg_file,
 };
 use crate::{bulk_value, dd_bulk, mount, write_bulk};
 
@@ -347,5 +347,5 @@ fn damaged_indexes_are_rebuilt_byte_identical() {
 #[test]
 #[ignore]
 fn damaged_indexes_long() {
-    index_damage(500 * scale());
+    index_damage(long_rounds(500));
 }

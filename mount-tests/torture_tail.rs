@@ -16,8 +16,8 @@ use commitfs::record::{NewRecord, encode_batch};
 use crate::harness::Mount;
 use crate::mount;
 use crate::torture_util::{
-    Rng, append, assert_check_clean, assert_no_panic, batch_info, frames, log_since, read_value,
-    scale, seg_file, status,
+    Rng, append, assert_check_clean, assert_no_panic, batch_info, frames, log_since, long_rounds,
+    read_value, scale, seg_file, status,
 };
 
 const OPTS: &str = "segment.index.bytes=8192,index.interval.bytes=200";
@@ -267,5 +267,5 @@ fn torn_and_garbled_tails_recover_to_the_last_valid_batch() {
 #[test]
 #[ignore]
 fn torn_and_garbled_tails_long() {
-    torn_tails(1000 * scale());
+    torn_tails(long_rounds(1000));
 }
