@@ -7,10 +7,10 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-
-pub use crate::kafka_support::bounded::{cmd_timeout, run_bounded, stacks};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
+
+pub use crate::kafka_support::bounded::{cmd_timeout, run_bounded, stacks};
 
 const BIN: &str = env!("CARGO_BIN_EXE_commitfs");
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(10);

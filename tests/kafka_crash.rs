@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
-use kafka_support::bounded::{cmd_timeout, kill_group, run, spawn};
+use kafka_support::bounded::{cmd_timeout, run, spawn};
 use kafka_support::{Server, decode_partition, kcat, python, require};
 
 /// Produces `v0`, `v1`, ... to partition 0 until killed; each delivery the
@@ -83,11 +83,7 @@ fn every_acknowledged_record_survives_a_kill9_of_the_listener() {
     // records acknowledged, and more still coming.
     let start = Instant::now();
     while acked(&acks).len() < 20_000 {
-        assert!(
-            producer.try_wait().unwrap().is_none(),
-            "the producer exited:\n{}",
-            s.log()
-        );
+        assert!(producer.running(), "the producer exited:\n{}", s.log());
         assert!(
             start.elapsed() < cmd_timeout(),
             "the producer got {} acknowledgements in {:?}",
@@ -98,8 +94,7 @@ fn every_acknowledged_record_survives_a_kill9_of_the_listener() {
     }
     s.kill();
     // The producer goes too, so the acknowledgements are all in the file.
-    kill_group(&mut producer);
-    let _ = producer.wait();
+    producer.kill();
     let acked = acked(&acks);
 
     // The restart recovers the log (no clean-shutdown marker).

@@ -155,9 +155,9 @@ pub fn wait_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     }
 }
 
-/// Kills the process group of a child started with `process_group(0)` (by
-/// [`spawn`]); returns where its threads were blocked, read before the kill.
-pub fn kill_group(child: &mut Child) -> String {
+/// Kills the process group of a child started with `process_group(0)`;
+/// returns where its threads were blocked, read before the kill.
+fn kill_group(child: &mut Child) -> String {
     let pid = child.id();
     let blocked = group_stacks(pid);
     // SAFETY: signalling the process group of our own child.
@@ -165,24 +165,60 @@ pub fn kill_group(child: &mut Child) -> String {
     blocked
 }
 
-/// Starts `cmd` in a process group of its own, so that [`finish`] and
-/// [`kill_group`] reach everything it started.
-pub fn spawn(cmd: &mut Command, what: &str) -> Child {
-    cmd.process_group(0)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"))
+/// A command started by [`spawn`], in a process group of its own. Dropped
+/// before [`finish`], it kills the whole group and reaps it: a test that
+/// fails half way leaves nothing running.
+pub struct Running {
+    child: Option<Child>,
 }
 
-/// Waits, within [`cmd_timeout`], for a child started by [`spawn`] with its
-/// stdout and stderr piped, and returns its output; a hang kills its group
-/// and fails the test naming `what`.
-pub fn finish(child: Child, what: &str) -> Output {
-    finish_within(child, what, cmd_timeout())
+impl Running {
+    pub fn child(&mut self) -> &mut Child {
+        self.child.as_mut().expect("running")
+    }
+
+    /// Whether it still runs.
+    pub fn running(&mut self) -> bool {
+        self.child().try_wait().expect("try_wait").is_none()
+    }
+
+    /// SIGKILL to the whole group, then a bounded wait for the command.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: signalling the process group of our own child.
+            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+            let _ = wait_within(&mut c, Duration::from_secs(10));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Starts `cmd` in a process group of its own, so that [`finish`] and a
+/// drop of the [`Running`] reach everything it started.
+pub fn spawn(cmd: &mut Command, what: &str) -> Running {
+    let child = cmd
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    Running { child: Some(child) }
+}
+
+/// Waits, within [`cmd_timeout`], for a command started by [`spawn`] with
+/// its stdout and stderr piped, and returns its output; a hang kills its
+/// group and fails the test naming `what`.
+pub fn finish(running: Running, what: &str) -> Output {
+    finish_within(running, what, cmd_timeout())
 }
 
 /// [`finish`] with a bound of its own, for a test whose point is that
 /// the command ends well before something else could end it.
-pub fn finish_within(mut child: Child, what: &str, limit: Duration) -> Output {
+pub fn finish_within(mut running: Running, what: &str, limit: Duration) -> Output {
+    let mut child = running.child.take().expect("running");
     let out = child.stdout.take().map(drain);
     let err = child.stderr.take().map(drain);
     let collect = |rx: Option<Receiver<Vec<u8>>>, which: &str| {
