@@ -14,18 +14,21 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::kafka_support::{free_port, grants_producer_ids, python, require, run_python};
+use crate::kafka_support::{grants_producer_ids, listener_addr, python, require, run_python};
 
 use crate::cluster::{Reaped, wait_for as wait};
 use crate::harness::{Mount, fuse_or_skip, mounted, run_bounded, sh_timeout, umount};
 
 const BIN: &str = env!("CARGO_BIN_EXE_commitfs");
 
-/// Mount A: a fresh data directory with a listener on a free port.
-fn listener_mount() -> (Mount, String) {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let opt = format!("listeners=PLAINTEXT://{addr}");
-    (Mount::new(&[&opt]), addr)
+/// Mount A: a fresh data directory with a listener on a port of its own
+/// (port 0 asked, the port it got read from its log line) on `host`.
+fn listener_mount(host: &str) -> (Mount, String) {
+    let opt = format!("listeners=PLAINTEXT://{host}:0");
+    let m = Mount::new(&[&opt]);
+    let addr = listener_addr(&m.log())
+        .unwrap_or_else(|| panic!("the daemon logged no listener:\n{}", m.log()));
+    (m, addr)
 }
 
 /// A cluster mount started as a user starts it: `commitfs mount
@@ -138,7 +141,7 @@ fn alive(pid: i32) -> bool {
 impl Drop for Daemonised {
     fn drop(&mut self) {
         if !self.unmount() && mounted(&self.mnt) {
-            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+            crate::harness::quiet_umount(&["-l"], &self.mnt);
         }
         let _ = std::fs::remove_file(self.log_path());
     }
@@ -204,7 +207,7 @@ fn cluster_mount_over_our_listener_end_to_end() {
         return;
     }
     let Some(py) = require(python()) else { return };
-    let (a, addr) = listener_mount();
+    let (a, addr) = listener_mount("127.0.0.1");
     let mut b = Daemonised::start(&addr, &b_options(&addr));
     let scratch = tempfile::tempdir().unwrap();
     // mkdir through B: CreateTopics on the listener; A sees the partition.
@@ -359,7 +362,11 @@ fn the_listener_killed_and_restarted_under_an_appending_cluster_mount() {
     if !fuse_or_skip() {
         return;
     }
-    let (mut a, addr) = listener_mount();
+    // A is restarted on the same port, which B keeps asking for: so the
+    // listener binds a loopback address no other test uses, where no
+    // other server can take the port while A is down.
+    let (mut a, addr) = listener_mount("127.0.19.1");
+    a.opts = vec![format!("listeners=PLAINTEXT://{addr}")];
     // Without producer ids there is no idempotent producer, and the promise
     // under test (no duplicates across retries) is its.
     assert!(
@@ -396,7 +403,13 @@ fn the_listener_killed_and_restarted_under_an_appending_cluster_mount() {
         Duration::from_secs(30),
         || !lines_of(&failed).is_empty(),
     );
+    let logged = a.log().len();
     a.remount();
+    assert_eq!(
+        listener_addr(&a.log()[logged..]).as_deref(),
+        Some(addr.as_str()),
+        "A is back on the address B knows"
+    );
     let at_restart = lines_of(&acked).len();
     wait(
         "B appends again without a remount",

@@ -65,11 +65,7 @@ impl Drop for Mounts {
         for mnt in &self.points {
             for lazy in [false, true] {
                 if mounted(mnt) {
-                    let mut c = Command::new("umount");
-                    if lazy {
-                        c.arg("-l");
-                    }
-                    let _ = c.arg(mnt).output();
+                    crate::harness::quiet_umount(if lazy { &["-l"] } else { &[] }, mnt);
                 }
             }
         }

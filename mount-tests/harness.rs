@@ -10,6 +10,8 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+pub use crate::kafka_support::bounded::{cmd_timeout, run_bounded, stacks};
+
 const BIN: &str = env!("CARGO_BIN_EXE_commitfs");
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -364,94 +366,9 @@ pub fn umount(mnt: &Path) -> Result<(), String> {
     }
 }
 
-/// How long one command of a test may run: far more than any needs, even on
-/// a loaded machine, so that only a hang (a deadlocked daemon) reaches it.
-/// `COMMITFS_TEST_CMD_TIMEOUT` (seconds) overrides it.
+/// How long one command of a test may run (see `bounded::cmd_timeout`).
 pub fn sh_timeout() -> Duration {
-    std::env::var("COMMITFS_TEST_CMD_TIMEOUT")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .map_or(Duration::from_secs(180), Duration::from_secs)
-}
-
-/// Runs `cmd` (stdin from /dev/null, output captured) for `limit` at most.
-/// Past it, the command's process group is killed and the test fails with
-/// `what`, where the command's processes were blocked, and `context()` (the
-/// daemon's log, say), instead of hanging.
-pub fn run_bounded(
-    cmd: &mut Command,
-    what: &str,
-    limit: Duration,
-    context: impl FnOnce() -> String,
-) -> Output {
-    use std::io::Read;
-    use std::os::unix::process::CommandExt;
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().expect("piped stdout")));
-    let err = drain(Box::new(child.stderr.take().expect("piped stderr")));
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("try_wait") {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let pid = child.id() as i32;
-            let blocked = stacks("command", pid as u32);
-            // SAFETY: signalling the process group of our own child.
-            unsafe { libc::kill(-pid, libc::SIGKILL) };
-            // A process blocked in a FUSE request stays until the daemon
-            // answers or dies, which the mount's guard sees to: do not
-            // wait for it here, nor for its output.
-            panic!(
-                "{what} did not finish within {limit:?} (killed; COMMITFS_TEST_CMD_TIMEOUT sets the bound)\n{blocked}\n{}",
-                context()
-            );
-        }
-        sleep(Duration::from_millis(5));
-    };
-    Output {
-        status,
-        stdout: out.join().expect("stdout reader"),
-        stderr: err.join().expect("stderr reader"),
-    }
-}
-
-/// Where each thread of process `pid` is blocked, from /proc (root reads the
-/// kernel stacks).
-pub fn stacks(who: &str, pid: u32) -> String {
-    let mut text = format!("{who} {pid}, per thread:");
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return format!("{text} (gone)");
-    };
-    for t in tasks.filter_map(|t| t.ok()) {
-        let p = t.path();
-        let read = |f: &str| std::fs::read_to_string(p.join(f)).unwrap_or_default();
-        text += &format!(
-            "\n  {} {} wchan={}\n{}",
-            t.file_name().to_string_lossy(),
-            read("comm").trim(),
-            read("wchan").trim(),
-            read("stack")
-                .lines()
-                .map(|l| format!("    {l}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-    }
-    text
+    cmd_timeout()
 }
 
 fn wait_exit(mut child: Child) -> ExitStatus {
@@ -469,24 +386,50 @@ fn wait_exit(mut child: Child) -> ExitStatus {
     }
 }
 
-fn force_unmount(mnt: &Path) {
+/// `umount FLAGS mnt` for a guard's clean-up, bounded, its failure only
+/// returned: the guard goes on to `umount -l` and to killing the daemon.
+pub fn quiet_umount(flags: &[&str], mnt: &Path) -> bool {
+    let mut c = Command::new("umount");
+    c.args(flags).arg(mnt);
+    crate::kafka_support::bounded::try_run(&mut c, "umount", cmd_timeout())
+        .is_ok_and(|o| o.status.success())
+}
+
+pub fn force_unmount(mnt: &Path) {
     for _ in 0..50 {
         if !mounted(mnt) {
             return;
         }
-        let ok = Command::new("umount")
-            .arg(mnt)
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            let _ = Command::new("umount")
-                .arg("-l")
-                .arg(mnt)
-                .stderr(Stdio::null())
-                .status();
+        if !quiet_umount(&[], mnt) {
+            quiet_umount(&["-l"], mnt);
         }
         sleep(Duration::from_millis(20));
+    }
+}
+
+/// A tmpfs mounted for the test (for a small disk to fill), unmounted when
+/// dropped.
+pub struct Tmpfs(pub PathBuf);
+
+impl Tmpfs {
+    pub fn mount(dir: &Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = run_bounded(
+            Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                .arg(dir),
+            "mount -t tmpfs",
+            cmd_timeout(),
+            String::new,
+        );
+        assert!(out.status.success(), "mount -t tmpfs failed: {out:?}");
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        force_unmount(&self.0);
     }
 }
 
@@ -494,10 +437,7 @@ impl Drop for Mount {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
             if mounted(&self.mnt) {
-                let _ = Command::new("umount")
-                    .arg(&self.mnt)
-                    .stderr(Stdio::null())
-                    .status();
+                quiet_umount(&[], &self.mnt);
             }
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline && child.try_wait().ok().flatten().is_none() {

@@ -499,11 +499,14 @@ fn transactions_read_uncommitted() {
 /// The text kafka-dump-log prints after a record's metadata, per offset, as
 /// `commitfs dump` with `decoder` prints it.
 fn dumped(file: &Path, decoder: &str) -> BTreeMap<i64, String> {
-    let out = std::process::Command::new(BIN)
-        .args(["dump", decoder])
-        .arg(file)
-        .output()
-        .unwrap();
+    let out = crate::harness::run_bounded(
+        std::process::Command::new(BIN)
+            .args(["dump", decoder])
+            .arg(file),
+        &format!("commitfs dump {decoder}"),
+        crate::harness::sh_timeout(),
+        String::new,
+    );
     assert!(out.status.success(), "{out:?}");
     String::from_utf8(out.stdout)
         .unwrap()

@@ -2,13 +2,15 @@
 //! shell writes read by kcat, kafka-python and confluent-kafka; Kafka
 //! produces read with cat and getfattr; the tree's roll, retention and
 //! delete-records seen through ListOffsets and Fetch, and the reverse; a
-//! read-only mount's listener.
+//! read-only mount's listener; Kafka producers and shell appends to one
+//! partition at once.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::kafka_support;
-use crate::kafka_support::{Conn, free_port, kcat, python, require, run_bounded, run_python};
+use crate::kafka_support::bounded::{cmd_timeout, finish, finish_within, run, spawn};
+use crate::kafka_support::{Conn, kcat, listener_addr, python, require, run_python};
 use bytes::Bytes;
 use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
@@ -37,13 +39,20 @@ fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
-/// A mount with a listener on a free port; returns it and the address.
-fn mount_with_listener(extra: &[&str]) -> (Mount, String) {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let listeners = format!("listeners=PLAINTEXT://{addr}");
-    let mut opts = vec![listeners.as_str()];
+/// A mount with a listener on a port of its own (port 0, the port taken
+/// from the daemon's log line); returns it and the address.
+pub fn mount_with_listener(extra: &[&str]) -> (Mount, String) {
+    let mut opts = vec!["listeners=PLAINTEXT://127.0.0.1:0"];
     opts.extend_from_slice(extra);
-    (Mount::new(&opts), addr)
+    let m = Mount::new(&opts);
+    let addr = bound_listener(&m);
+    (m, addr)
+}
+
+/// The listener address a mount's daemon logged: it binds before it
+/// mounts, so the line is there once the mount is live.
+pub fn bound_listener(m: &Mount) -> String {
+    listener_addr(&m.log()).unwrap_or_else(|| panic!("the daemon logged no listener:\n{}", m.log()))
 }
 
 fn offset_at(c: &mut Conn, t: &str, ts: i64) -> (i16, i64) {
@@ -113,7 +122,7 @@ fn shell_appends_reach_every_kafka_client() {
     m.ok("mkdir t-0");
     // /usr/bin/printf writes both lines at once: one batch of two records.
     m.ok("/usr/bin/printf 'a\\nb\\n' >> t-0/log");
-    let out = run_bounded(
+    let out = run(
         Command::new(&kcat).args([
             "-b",
             &addr,
@@ -129,7 +138,7 @@ fn shell_appends_reach_every_kafka_client() {
             "-f",
             "%o %s\\n",
         ]),
-        Duration::from_secs(60),
+        "kcat -C -o beginning",
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "0 a\n1 b\n");
     assert_eq!(
@@ -141,24 +150,40 @@ fn shell_appends_reach_every_kafka_client() {
         "0 a\n1 b\n"
     );
 
-    // A consumer at the end, long-polling 20 s per fetch, gets a later shell
-    // append well within that: the append wakes the fetch.
-    let waiting = Command::new(&kcat)
-        .args([
-            "-b", &addr, "-C", "-t", "t", "-p", "0", "-o", "end", "-c", "1", "-q",
-        ])
-        .args(["-X", "fetch.wait.max.ms=20000", "-f", "%o %s\\n"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let appended = Instant::now();
+    // A consumer at the end gets a later shell append: the append wakes
+    // its fetch. The fetch is seen parked in the daemon before the append
+    // (so kcat already asked from offset 2), and it may wait 240 s, past
+    // the 120 s kcat is given: kcat printing the record at all is the
+    // wake-up, and a fetch left to expire fails the test.
+    let waiting = spawn(
+        Command::new(&kcat)
+            .args([
+                "-b", &addr, "-C", "-t", "t", "-p", "0", "-o", "end", "-c", "1", "-q",
+            ])
+            .args([
+                "-X",
+                "fetch.wait.max.ms=240000",
+                "-X",
+                "socket.timeout.ms=300000",
+            ])
+            .args(["-f", "%o %s\\n"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        "kcat -C -o end",
+    );
+    kafka_support::wait_for_parked_fetch(m.pid().unwrap(), "kcat -o end");
     m.ok("echo c >> t-0/log");
-    let out = waiting.wait_with_output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "2 c\n");
-    assert!(
-        appended.elapsed() < Duration::from_secs(15),
-        "the long poll was not woken by the shell append"
+    let out = finish_within(
+        waiting,
+        "kcat -o end, waiting for the append to wake its fetch",
+        Duration::from_secs(120),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "2 c\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
@@ -301,10 +326,13 @@ fn a_read_only_mount_serves_kafka_reads_only() {
     drop(log);
     mgr.close().unwrap();
     let before = kafka_support::snapshot(&data);
-    let addr = format!("127.0.0.1:{}", free_port());
-    let listeners = format!("listeners=PLAINTEXT://{addr}");
-    let mut m = Mount::with(&["ro", &listeners], Some(&data), &[]);
-    let out = run_bounded(
+    let mut m = Mount::with(
+        &["ro", "listeners=PLAINTEXT://127.0.0.1:0"],
+        Some(&data),
+        &[],
+    );
+    let addr = bound_listener(&m);
+    let out = run(
         Command::new(&kcat).args([
             "-b",
             &addr,
@@ -318,7 +346,7 @@ fn a_read_only_mount_serves_kafka_reads_only() {
             "-e",
             "-q",
         ]),
-        Duration::from_secs(60),
+        "kcat -C of a read-only mount",
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\n");
     let mut c = Conn::new(&addr);
@@ -386,5 +414,181 @@ fn the_coordinators_records_decode_in_the_tree() {
             r#"key: {"type":"1","data":{"group":"g","topic":"t","partition":0}} payload: {"version":"3","data":{"offset":1,"leaderEpoch":-1,"metadata":"m","commitTimestamp":"#
         ),
         "{decoded}"
+    );
+}
+
+/// Produces `<name>-0`, `<name>-1`, ... to partition 0 of `t` until the
+/// stop file exists, idempotently with acks=all; each delivery is written
+/// to `<name>.acks` as `offset value`; exits 0 once every record is
+/// acknowledged.
+const PRODUCE_UNTIL_STOPPED: &str = r#"
+import sys, os
+from confluent_kafka import Producer
+addr, name, work = sys.argv[1], sys.argv[2], sys.argv[3]
+p = Producer({'bootstrap.servers': addr, 'enable.idempotence': True, 'acks': 'all',
+              'linger.ms': 5, 'batch.num.messages': 50})
+acks = open(os.path.join(work, name + '.acks'), 'w')
+errors = []
+def report(err, msg):
+    if err is None:
+        acks.write('%d %s\n' % (msg.offset(), msg.value().decode()))
+        acks.flush()
+    else:
+        errors.append(str(err))
+i = 0
+while not os.path.exists(os.path.join(work, 'stop')):
+    try:
+        p.produce('t', value=('%s-%d' % (name, i)).encode(), partition=0, on_delivery=report)
+        i += 1
+    except BufferError:
+        pass
+    p.poll(0.001 if i % 20 == 0 else 0)
+assert p.flush(60) == 0 and not errors, errors[:3]
+"#;
+
+/// Kafka producers and shell appends to one partition at the same time:
+/// the partition's `.log` files, read by kafka-protocol's decoder, hold
+/// every shell write as one batch of its lines, every produced record once
+/// at the offset its producer was told, and no batch mixing two writers.
+#[test]
+fn producers_and_shell_appends_never_interleave_within_a_batch() {
+    if !fuse_or_skip() {
+        return;
+    }
+    let Some(py) = require(python()) else { return };
+    let (m, addr) = mount_with_listener(&[]);
+    m.ok("mkdir t-0");
+    let work = tempfile::tempdir().unwrap();
+    let producers: Vec<_> = ["k0", "k1"]
+        .iter()
+        .map(|name| {
+            spawn(
+                Command::new(&py)
+                    .arg("-c")
+                    .arg(PRODUCE_UNTIL_STOPPED)
+                    .args([addr.as_str(), name])
+                    .arg(work.path())
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped()),
+                "a confluent-kafka producer",
+            )
+        })
+        .collect();
+    let acks = |name: &str| -> Vec<(i64, String)> {
+        std::fs::read_to_string(work.path().join(format!("{name}.acks")))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let (o, v) = l.split_once(' ')?;
+                Some((o.parse().ok()?, v.to_string()))
+            })
+            .collect()
+    };
+    // The shell writes start once both producers are producing, and they
+    // produce until the shell is done: the two overlap.
+    let start = Instant::now();
+    while acks("k0").len() < 100 || acks("k1").len() < 100 {
+        assert!(
+            start.elapsed() < cmd_timeout(),
+            "the producers did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    const WRITES: usize = 200;
+    let writers: Vec<_> = ["s0", "s1"]
+        .iter()
+        .map(|w| {
+            let script = format!(
+                "i=0; while [ $i -lt {WRITES} ]; do \
+                 /usr/bin/printf '{w}-%d-0\\n{w}-%d-1\\n{w}-%d-2\\n' $i $i $i >> t-0/log || exit 1; \
+                 i=$((i+1)); done"
+            );
+            spawn(
+                Command::new("sh")
+                    .arg("-c")
+                    .arg(script)
+                    .current_dir(&m.mnt)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped()),
+                "a shell writer",
+            )
+        })
+        .collect();
+    for w in writers {
+        let out = finish(w, "a shell writer appending to t-0/log");
+        assert!(out.status.success(), "{out:?}\n{}", m.log());
+    }
+    std::fs::write(work.path().join("stop"), "").unwrap();
+    for p in producers {
+        let out = finish(p, "a confluent-kafka producer");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    let batches = kafka_support::decode_partition(&m.data.join("t-0"));
+    let source = |v: &str| v.split('-').next().unwrap().to_string();
+    let mut by_source: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut switches = 0;
+    let mut last_source = String::new();
+    for b in &batches {
+        let values: Vec<String> = b
+            .records
+            .iter()
+            .map(|(_, v)| String::from_utf8(v.clone().expect("a value")).unwrap())
+            .collect();
+        let src = source(&values[0]);
+        assert!(
+            values.iter().all(|v| source(v) == src),
+            "a batch at offset {} mixes writers: {values:?}",
+            b.base_offset
+        );
+        if src.starts_with('s') {
+            // One write(2), one batch, all its lines.
+            let i = values[0].split('-').nth(1).unwrap();
+            let want: Vec<String> = (0..3).map(|j| format!("{src}-{i}-{j}")).collect();
+            assert_eq!(values, want, "a shell write's batch at {}", b.base_offset);
+            assert_eq!(b.producer_id, -1, "a shell batch carries no producer id");
+        } else {
+            assert!(b.producer_id >= 0, "an idempotent producer's batch");
+        }
+        switches += usize::from(src != last_source);
+        last_source = src.clone();
+        by_source.entry(src).or_default().extend(values);
+    }
+    // Every shell write once, in its writer's order.
+    for w in ["s0", "s1"] {
+        let want: Vec<String> = (0..WRITES)
+            .flat_map(|i| (0..3).map(move |j| format!("{w}-{i}-{j}")))
+            .collect();
+        assert!(
+            by_source[w] == want,
+            "{w}'s writes are not all there once, in order"
+        );
+    }
+    // Every produced record once, in order, where its producer was told.
+    let offsets: std::collections::BTreeMap<i64, String> = batches
+        .iter()
+        .flat_map(|b| b.records.iter())
+        .map(|(o, v)| (*o, String::from_utf8(v.clone().unwrap()).unwrap()))
+        .collect();
+    for k in ["k0", "k1"] {
+        let acked = acks(k);
+        let want: Vec<String> = (0..acked.len()).map(|i| format!("{k}-{i}")).collect();
+        assert!(
+            by_source[k] == want,
+            "{k}'s records are not all there once, in order"
+        );
+        for (o, v) in &acked {
+            assert_eq!(offsets.get(o), Some(v), "{k}: acknowledged at {o}");
+        }
+    }
+    assert!(
+        switches > 4,
+        "the writers did not overlap ({switches} switches between writers)"
     );
 }

@@ -1,8 +1,8 @@
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::harness::{mounted, run_bounded, sh_timeout, umount};
+use crate::harness::{mounted, quiet_umount, run_bounded, sh_timeout, umount};
 use crate::mount;
 
 #[test]
@@ -98,14 +98,14 @@ struct DaemonGuard<'a>(&'a Path, &'a Path);
 impl Drop for DaemonGuard<'_> {
     fn drop(&mut self) {
         if mounted(self.1) {
-            let _ = Command::new("umount").arg(self.1).status();
+            quiet_umount(&[], self.1);
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline && !self.0.join(".kafka_cleanshutdown").exists() {
             std::thread::sleep(Duration::from_millis(20));
         }
         if mounted(self.1) {
-            let _ = Command::new("umount").arg("-l").arg(self.1).status();
+            quiet_umount(&["-l"], self.1);
         }
     }
 }
@@ -228,10 +228,7 @@ impl Drop for Unmount<'_> {
         let deadline = Instant::now() + Duration::from_secs(10);
         while (mounted(self.0) || commitfs::storage::is_locked(self.1)) && Instant::now() < deadline
         {
-            let _ = Command::new("umount")
-                .arg(self.0)
-                .stderr(Stdio::null())
-                .status();
+            quiet_umount(&[], self.0);
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -271,13 +268,16 @@ fn a_recovering_mount_prints_its_progress() {
         "0\n3\na 0 0\na 1 0\nb 0 0\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_commitfs"))
-        .args(["mount", "-o", "segment.index.bytes=4096"])
-        .arg(&data)
-        .arg(&mnt)
-        .env("COMMITFS_PROGRESS_AFTER_MS", "0")
-        .output()
-        .expect("commitfs mount");
+    let out = run_bounded(
+        Command::new(env!("CARGO_BIN_EXE_commitfs"))
+            .args(["mount", "-o", "segment.index.bytes=4096"])
+            .arg(&data)
+            .arg(&mnt)
+            .env("COMMITFS_PROGRESS_AFTER_MS", "0"),
+        "commitfs mount of a data dir to recover",
+        sh_timeout(),
+        String::new,
+    );
     let _unmount = Unmount(&mnt, &data);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");

@@ -22,7 +22,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::harness::Mount;
 use crate::mount;
 use crate::torture_util::{
-    Rng, assert_check_clean, assert_no_panic, batch_info, frames, read_partition, scale,
+    Rng, assert_check_clean, assert_no_panic, batch_info, frames, long_rounds, read_partition,
+    scale,
 };
 
 const OPTS: &str = "segment.bytes=1048576";
@@ -388,5 +389,5 @@ fn concurrent_writers_readers_and_rolls() {
 #[test]
 #[ignore]
 fn concurrent_writers_readers_and_rolls_long() {
-    concurrency(10_000 * scale());
+    concurrency(long_rounds(10_000));
 }

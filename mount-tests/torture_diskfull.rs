@@ -7,56 +7,36 @@
 //! half-made partition. Once space is freed, appends resume at the right
 //! offset. Filling the disk by appends alone keeps every acknowledged record
 //! and whole batches only. After a clean unmount `commitfs check` is clean
-//! and a remount serves every record.
+//! and a remount serves every record. The same disk under the Kafka
+//! listener: a Produce gets KAFKA_STORAGE_ERROR and leaves nothing behind.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
+
+use bytes::Bytes;
+use commitfs::record::NewRecord;
+use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
+use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
+use kafka_protocol::messages::produce_request::{
+    PartitionProduceData, ProduceRequest, TopicProduceData,
+};
+use kafka_protocol::messages::produce_response::ProduceResponse;
+use kafka_protocol::messages::{ApiKey, TopicName};
+use kafka_protocol::protocol::StrBytes;
 
 use crate::bulk_value;
-use crate::harness::{Mount, fuse_or_skip, mounted};
+use crate::harness::{Mount, Tmpfs, fuse_or_skip};
+use crate::kafka_support::{Conn, Server, decode_partition};
 use crate::torture_util::{
     append, assert_check_clean, assert_no_panic, read_partition, read_value, status,
 };
 
 const OPTS: &str = "segment.bytes=1048576,segment.index.bytes=65536";
 
-/// A tmpfs mounted for the test, unmounted when dropped.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(dir: &Path, size: &str) -> Tmpfs {
-        std::fs::create_dir_all(dir).unwrap();
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir)
-            .status()
-            .expect("mount tmpfs");
-        assert!(st.success(), "mount -t tmpfs failed");
-        Tmpfs(dir.to_path_buf())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            if !mounted(&self.0) {
-                return;
-            }
-            let ok = Command::new("umount")
-                .arg(&self.0)
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-}
-
 /// Fills the filesystem of `path` with a file until ENOSPC.
-fn fill(path: &Path) -> u64 {
+pub fn fill(path: &Path) -> u64 {
     let mut f = std::fs::File::create(path).unwrap();
     let block = vec![0u8; 4096];
     let mut n = 0u64;
@@ -294,4 +274,109 @@ fn enospc_in_a_multi_batch_write_appends_nothing() {
         "writes that failed with ENOSPC left records in the log (from, LEO after): {:?}",
         &partial[..partial.len().min(3)]
     );
+}
+
+/// A Produce of `n` records of 10,000 bytes to `t-0` (acks=-1), values
+/// `b<batch>-<i>-xxx...`; returns the partition's error code and base offset.
+fn produce_big(c: &mut Conn, batch: usize, n: usize) -> (i16, i64) {
+    let values: Vec<Vec<u8>> = (0..n).map(|i| big_value(batch, i)).collect();
+    let recs: Vec<NewRecord> = values.iter().map(|v| NewRecord::value(v)).collect();
+    let mut bytes = Vec::new();
+    commitfs::record::encode_batch(&mut bytes, 0, 1_700_000_000_000, &recs);
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(Bytes::from(bytes))),
+                ]),
+        ]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+fn big_value(batch: usize, i: usize) -> Vec<u8> {
+    let mut v = format!("b{batch}-{i}-").into_bytes();
+    v.resize(10_000, b'x');
+    v
+}
+
+/// A full disk under the Kafka listener (`commitfs serve` on a small tmpfs):
+/// a Produce that cannot be written gets KAFKA_STORAGE_ERROR (56), the
+/// answer Kafka gives for a log it cannot write; nothing of it stays in
+/// the `.log` (kafka-protocol's decoder reads whole batches, exactly the
+/// acknowledged ones); the daemon serves on, and once space is freed the
+/// next Produce lands at the offset after the last acknowledged one.
+#[test]
+fn a_full_disk_under_the_listener_refuses_produce_and_keeps_no_partial_batch() {
+    if !fuse_or_skip() {
+        return;
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("commitfs-full-")
+        .tempdir()
+        .unwrap();
+    let fs = Tmpfs::mount(&tmp.path().join("fs"), "4m");
+    let data = fs.0.join("data");
+    let opts = ["segment.bytes=1048576", "segment.index.bytes=65536"];
+    // The daemon logs off the disk it fills.
+    let mut s = Server::start_logging_to(&data, &tmp.path().join("serve.log"), &opts);
+    let mut c = Conn::new(&s.addr);
+    let create = CreateTopicsRequest::default().with_topics(vec![
+        CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_num_partitions(1)
+            .with_replication_factor(1),
+    ]);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &create);
+    assert_eq!(r.topics[0].error_code, 0);
+    let mut acked: Vec<Vec<u8>> = Vec::new();
+    for batch in 0..5 {
+        let (code, base) = produce_big(&mut c, batch, 10);
+        assert_eq!((code, base), (0, acked.len() as i64), "batch {batch}");
+        acked.extend((0..10).map(|i| big_value(batch, i)));
+    }
+    let filler = fs.0.join("filler");
+    fill(&filler);
+    for batch in 5..8 {
+        let (code, _) = produce_big(&mut c, batch, 10);
+        assert_eq!(
+            code, 56,
+            "KAFKA_STORAGE_ERROR for batch {batch} on a full disk"
+        );
+    }
+    assert!(
+        s.log().contains("refused with KafkaStorageError"),
+        "a log line says why:\n{}",
+        s.log()
+    );
+    // Alive, serving, and the log holds exactly what was acknowledged.
+    assert!(s.alive(), "the daemon died:\n{}", s.log());
+    let mut probe = Conn::new(&s.addr);
+    let r: ApiVersionsResponse = probe.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert_eq!(r.error_code, 0);
+    let values = |dir: &Path| -> Vec<Vec<u8>> {
+        decode_partition(dir)
+            .into_iter()
+            .flat_map(|b| b.records)
+            .map(|(_, v)| v.expect("a value"))
+            .collect()
+    };
+    assert!(
+        values(&data.join("t-0")) == acked,
+        "the log is not exactly the acknowledged batches"
+    );
+    // Space again: the next Produce goes on at the right offset.
+    std::fs::remove_file(&filler).unwrap();
+    let (code, base) = produce_big(&mut c, 8, 10);
+    assert_eq!((code, base), (0, acked.len() as i64));
+    acked.extend((0..10).map(|i| big_value(8, i)));
+    assert!(s.stop(), "a clean stop:\n{}", s.log());
+    assert!(values(&data.join("t-0")) == acked);
+    assert_check_clean(&data, opts.join(",").as_str());
 }

@@ -147,7 +147,12 @@ fn parse_trace(text: &str) -> Vec<Call> {
 
 /// Whether `strace` can be run; in CI it must be (`.ci/run` installs it).
 fn strace_or_skip() -> bool {
-    if Command::new("strace").arg("-V").output().is_ok() {
+    let found = crate::kafka_support::bounded::try_run(
+        Command::new("strace").arg("-V"),
+        "strace -V",
+        crate::harness::sh_timeout(),
+    );
+    if found.is_ok_and(|o| o.status.success()) {
         return true;
     }
     assert!(

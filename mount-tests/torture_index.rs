@@ -17,7 +17,7 @@ use std::process::Command;
 
 use crate::harness::Mount;
 use crate::torture_util::{
-    Rng, assert_check_clean, assert_no_panic, log_since, read_value, scale, seg_file,
+    Rng, assert_check_clean, assert_no_panic, log_since, long_rounds, read_value, scale, seg_file,
 };
 use crate::{bulk_value, dd_bulk, mount, write_bulk};
 
@@ -66,13 +66,13 @@ const ALL: [Damage; 15] = [
 
 fn restore(pristine: &Path, data: &Path) {
     let _ = std::fs::remove_dir_all(data);
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(pristine)
-        .arg(data)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let out = crate::harness::run_bounded(
+        Command::new("cp").arg("-a").arg(pristine).arg(data),
+        "cp -a of the pristine data dir",
+        crate::harness::sh_timeout(),
+        String::new,
+    );
+    assert!(out.status.success(), "cp -a: {out:?}");
 }
 
 fn pad(path: &Path, len: u64) {
@@ -347,5 +347,5 @@ fn damaged_indexes_are_rebuilt_byte_identical() {
 #[test]
 #[ignore]
 fn damaged_indexes_long() {
-    index_damage(500 * scale());
+    index_damage(long_rounds(500));
 }

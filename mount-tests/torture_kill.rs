@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use crate::harness::Mount;
 use crate::mount;
 use crate::torture_util::{
-    Rng, assert_check_clean, assert_no_panic, log_since, read_partition, scale, status,
-    truncated_bytes,
+    Rng, assert_check_clean, assert_no_panic, log_since, long_rounds, read_partition, scale,
+    status, truncated_bytes,
 };
 
 const OPTS: &str = "segment.bytes=1048576,max.message.bytes=65536";
@@ -261,5 +261,5 @@ fn kill9_mid_write_loses_no_acknowledged_line() {
 #[test]
 #[ignore]
 fn kill9_mid_write_long() {
-    kill9_mid_write(100 * scale());
+    kill9_mid_write(long_rounds(100));
 }

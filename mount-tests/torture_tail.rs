@@ -16,8 +16,8 @@ use commitfs::record::{NewRecord, encode_batch};
 use crate::harness::Mount;
 use crate::mount;
 use crate::torture_util::{
-    Rng, append, assert_check_clean, assert_no_panic, batch_info, frames, log_since, read_value,
-    scale, seg_file, status,
+    Rng, append, assert_check_clean, assert_no_panic, batch_info, frames, log_since, long_rounds,
+    read_value, scale, seg_file, status,
 };
 
 const OPTS: &str = "segment.index.bytes=8192,index.interval.bytes=200";
@@ -56,13 +56,13 @@ fn batch(base: i64, values: &[&str]) -> Vec<u8> {
 
 fn restore(pristine: &Path, data: &Path) {
     let _ = std::fs::remove_dir_all(data);
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(pristine)
-        .arg(data)
-        .status()
-        .expect("cp");
-    assert!(st.success());
+    let out = crate::harness::run_bounded(
+        Command::new("cp").arg("-a").arg(pristine).arg(data),
+        "cp -a of the pristine data dir",
+        crate::harness::sh_timeout(),
+        String::new,
+    );
+    assert!(out.status.success(), "cp -a: {out:?}");
 }
 
 /// Starts of the batches of a `.log`.
@@ -267,5 +267,5 @@ fn torn_and_garbled_tails_recover_to_the_last_valid_batch() {
 #[test]
 #[ignore]
 fn torn_and_garbled_tails_long() {
-    torn_tails(1000 * scale());
+    torn_tails(long_rounds(1000));
 }

@@ -4,7 +4,9 @@
 //!
 //! Short variants run in `cargo test`. `COMMITFS_TORTURE_SCALE=N` multiplies
 //! the rounds (the long suite is N=10, plus the `#[ignore]`d tests, see the
-//! README); `COMMITFS_TORTURE_SEED` replays a run.
+//! README); `COMMITFS_TORTURE_SEED` replays a run. CI runs the `#[ignore]`d
+//! long variants too, cut down by `COMMITFS_TORTURE_LONG_DIVISOR`, so that
+//! their code runs on every change.
 
 use std::path::Path;
 use std::process::Command;
@@ -18,6 +20,17 @@ pub fn scale() -> usize {
         .and_then(|s| s.parse().ok())
         .filter(|n| *n >= 1)
         .unwrap_or(1)
+}
+
+/// The rounds of a long variant: `n` times the scale, divided by
+/// `COMMITFS_TORTURE_LONG_DIVISOR` (1 when unset), at least 1.
+pub fn long_rounds(n: usize) -> usize {
+    let divisor = std::env::var("COMMITFS_TORTURE_LONG_DIVISOR")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|d: &usize| *d >= 1)
+        .unwrap_or(1);
+    (n * scale() / divisor).max(1)
 }
 
 /// xorshift64*: enough randomness for damage positions and timings.
@@ -178,7 +191,12 @@ pub fn check(data: &Path, opts: &str) -> (i32, String) {
     if !opts.is_empty() {
         c.args(["-o", opts]);
     }
-    let out = c.output().expect("run commitfs check");
+    let out = crate::harness::run_bounded(
+        &mut c,
+        "commitfs check",
+        crate::harness::sh_timeout(),
+        String::new,
+    );
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code().unwrap_or(-1), text)

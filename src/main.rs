@@ -12,6 +12,11 @@ use clap::Parser;
 use clap::error::ErrorKind;
 
 fn main() {
+    // Built with the `failpoints` feature (for tests only), the storage
+    // failpoints are set from FAILPOINTS (`site=action;...`), so a test can
+    // inject a fault into a running daemon.
+    #[cfg(feature = "failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if cli::mount_helper::invoked_as_helper(args.first()) {
         std::process::exit(cli::mount_helper::main(args));

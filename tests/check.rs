@@ -1,5 +1,8 @@
 //! `commitfs check`: every kind of problem it reports, and `--repair`.
 
+#[path = "support/bounded.rs"]
+mod bounded;
+
 use std::fs;
 use std::path::Path;
 use std::process::Command;
@@ -34,13 +37,14 @@ fn seg(dir: &Path, base: i64, suffix: &str) -> std::path::PathBuf {
 }
 
 fn check(dir: &Path, extra: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_commitfs"))
-        .arg("check")
-        .arg(dir)
-        .args(["-o", "segment.bytes=1048576,index.interval.bytes=1000"])
-        .args(extra)
-        .output()
-        .unwrap();
+    let out = bounded::run(
+        Command::new(env!("CARGO_BIN_EXE_commitfs"))
+            .arg("check")
+            .arg(dir)
+            .args(["-o", "segment.bytes=1048576,index.interval.bytes=1000"])
+            .args(extra),
+        &format!("commitfs check {extra:?}"),
+    );
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code().unwrap(), text)

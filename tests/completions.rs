@@ -6,14 +6,18 @@
 //! check with a note, unless `CI` is set: then it fails (`.ci/run` installs
 //! man-db, zsh and fish).
 
-use std::io::Write;
+#[path = "support/bounded.rs"]
+mod bounded;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
+
+use bounded::{run, run_with_input};
 
 const BIN: &str = env!("CARGO_BIN_EXE_commitfs");
 
 fn commitfs(args: &[&str]) -> String {
-    let out = Command::new(BIN).args(args).output().expect("run commitfs");
+    let out = run(Command::new(BIN).args(args), &format!("commitfs {args:?}"));
     assert!(
         out.status.success(),
         "commitfs {args:?}: {}",
@@ -24,12 +28,14 @@ fn commitfs(args: &[&str]) -> String {
 
 /// Whether `tool` is on PATH. In CI a missing tool is a failure.
 fn have(tool: &str, package: &str) -> bool {
-    let found = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+    let found = run(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {tool}")),
+        &format!("command -v {tool}"),
+    )
+    .status
+    .success();
     if !found {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -64,8 +70,8 @@ fn bash_complete(script: &Path, line: &str) -> Vec<String> {
         }
         words.push(rest);
     }
-    let out = Command::new("bash")
-        .arg("--norc")
+    let mut bash = Command::new("bash");
+    bash.arg("--norc")
         .arg("--noprofile")
         .arg("-c")
         .arg(
@@ -82,9 +88,8 @@ fn bash_complete(script: &Path, line: &str) -> Vec<String> {
         .arg("bash")
         .arg(script)
         .arg(line)
-        .args(&words)
-        .output()
-        .expect("run bash");
+        .args(&words);
+    let out = run(&mut bash, &format!("bash completion of {line:?}"));
     assert!(
         out.status.success() && out.stderr.is_empty(),
         "bash completion of {line:?} failed ({}): {}",
@@ -152,8 +157,8 @@ fn zsh_script_loads() {
         return;
     }
     let (dir, s) = script("zsh");
-    let out = Command::new("zsh")
-        .arg("-f")
+    let mut zsh = Command::new("zsh");
+    zsh.arg("-f")
         .arg("-c")
         .arg(
             r#"autoload -Uz compinit && compinit -u -d "$2/zcompdump" && source "$1" &&
@@ -163,9 +168,8 @@ fn zsh_script_loads() {
         .arg("zsh")
         .arg(&s)
         .arg(dir.path())
-        .env("HOME", dir.path())
-        .output()
-        .expect("run zsh");
+        .env("HOME", dir.path());
+    let out = run(&mut zsh, "zsh loading the completion script");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && out.stderr.is_empty(),
@@ -187,17 +191,18 @@ fn fish_completes_subcommands_and_o_keys() {
     }
     let (dir, s) = script("fish");
     let complete = |line: &str| -> Vec<String> {
-        let out = Command::new("fish")
-            .arg("--no-config")
-            .arg("-c")
-            .arg("source $argv[1]; and complete -C$argv[2]")
-            .arg(&s)
-            .arg(line)
-            .env("HOME", dir.path())
-            .env("XDG_CONFIG_HOME", dir.path())
-            .env("XDG_DATA_HOME", dir.path())
-            .output()
-            .expect("run fish");
+        let out = run(
+            Command::new("fish")
+                .arg("--no-config")
+                .arg("-c")
+                .arg("source $argv[1]; and complete -C$argv[2]")
+                .arg(&s)
+                .arg(line)
+                .env("HOME", dir.path())
+                .env("XDG_CONFIG_HOME", dir.path())
+                .env("XDG_DATA_HOME", dir.path()),
+            &format!("fish completion of {line:?}"),
+        );
         assert!(
             out.status.success(),
             "fish: {}",
@@ -223,22 +228,14 @@ fn fish_completes_subcommands_and_o_keys() {
 
 /// Renders a page with man(1); returns the text, failing on any warning.
 fn render_man(page: &str) -> String {
-    let mut child = Command::new("man")
-        .args(["--warnings", "-l", "-P", "cat", "-"])
-        .env("MANWIDTH", "100")
-        .env("LC_ALL", "C.UTF-8")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run man");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(page.as_bytes())
-        .unwrap();
-    let out: Output = child.wait_with_output().expect("man output");
+    let out = run_with_input(
+        Command::new("man")
+            .args(["--warnings", "-l", "-P", "cat", "-"])
+            .env("MANWIDTH", "100")
+            .env("LC_ALL", "C.UTF-8"),
+        "man -l",
+        page.as_bytes(),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success() && stderr.is_empty(),
@@ -310,12 +307,10 @@ fn helper_link_takes_mount8_calling_convention() {
         let link = dir.path().join(name);
         std::os::unix::fs::symlink(BIN, &link).unwrap();
         let run = |args: &[&str]| {
-            Command::new(&link)
-                .arg(&data)
-                .arg(&mnt)
-                .args(args)
-                .output()
-                .expect("run helper")
+            run(
+                Command::new(&link).arg(&data).arg(&mnt).args(args),
+                &format!("{name} {args:?}"),
+            )
         };
         let ok = run(&[
             "-f",
@@ -350,12 +345,13 @@ fn helper_link_takes_mount8_calling_convention() {
     }
 
     // fuse's mount.fuse form reaches plain commitfs: it fails, and says why.
-    let out = Command::new(BIN)
-        .arg(&data)
-        .arg(&mnt)
-        .args(["-o", "rw,dev,suid"])
-        .output()
-        .unwrap();
+    let out = run(
+        Command::new(BIN)
+            .arg(&data)
+            .arg(&mnt)
+            .args(["-o", "rw,dev,suid"]),
+        "commitfs DATA MNT -o rw,dev,suid",
+    );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/sbin/mount.fuse.commitfs"), "{err}");

@@ -1,6 +1,9 @@
 //! `commitfs dump`, run as a process, against logs and indexes written here
 //! and against Kafka bytes from tests/fixtures/kafka.
 
+#[path = "support/bounded.rs"]
+mod bounded;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -13,12 +16,13 @@ struct Output {
 }
 
 fn dump(args: &[&str], files: &[&Path]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_commitfs"))
-        .arg("dump")
-        .args(args)
-        .args(files)
-        .output()
-        .expect("running commitfs");
+    let out = bounded::run(
+        Command::new(env!("CARGO_BIN_EXE_commitfs"))
+            .arg("dump")
+            .args(args)
+            .args(files),
+        &format!("commitfs dump {args:?}"),
+    );
     let o = Output {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8(out.stdout).unwrap(),

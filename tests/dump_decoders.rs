@@ -5,6 +5,9 @@
 //!   from the published schemas (the bytes are built here, the expected text
 //!   is Kafka's).
 
+#[path = "support/bounded.rs"]
+mod bounded;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -13,12 +16,13 @@ use commitfs::record::schema::{StructValue, Value, group, transaction};
 use commitfs::record::{NewRecord, encode_batch};
 
 fn dump(args: &[&str], files: &[&Path]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_commitfs"))
-        .arg("dump")
-        .args(args)
-        .args(files)
-        .output()
-        .expect("running commitfs");
+    let out = bounded::run(
+        Command::new(env!("CARGO_BIN_EXE_commitfs"))
+            .arg("dump")
+            .args(args)
+            .args(files),
+        &format!("commitfs dump {args:?}"),
+    );
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(!stderr.contains("panicked"), "{stderr}");
     (

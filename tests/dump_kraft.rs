@@ -8,18 +8,22 @@
 //! own witnesses (`meta.properties`: directory id `AiSXPLrdRM-HREWplhnaNA`;
 //! `quorum-state`: leader 1, voters [1]).
 
+#[path = "support/bounded.rs"]
+mod bounded;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use commitfs::record::state_files::{AbortedTxn, ProducerEntry, write_producer_snapshot};
 
 fn dump(args: &[&str], files: &[&Path]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_commitfs"))
-        .arg("dump")
-        .args(args)
-        .args(files)
-        .output()
-        .expect("running commitfs");
+    let out = bounded::run(
+        Command::new(env!("CARGO_BIN_EXE_commitfs"))
+            .arg("dump")
+            .args(args)
+            .args(files),
+        &format!("commitfs dump {args:?}"),
+    );
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(!stderr.contains("panicked"), "{stderr}");
     (

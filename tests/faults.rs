@@ -9,6 +9,8 @@
 #[allow(dead_code)]
 #[path = "../mount-tests/harness.rs"]
 mod harness;
+#[path = "kafka_support/mod.rs"]
+mod kafka_support;
 
 use std::path::Path;
 use std::process::Command;

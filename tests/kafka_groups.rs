@@ -1,9 +1,16 @@
 //! Consumer groups with `commitfs serve` as the coordinator, driven by
-//! kafka-python consumers (separate processes): two split a 4-partition
-//! topic, a third joins and the partitions rebalance, the group commits;
-//! after a restart a new consumer of the group resumes at the committed
-//! offsets. The records the coordinator wrote decode with `commitfs dump
-//! --offsets-decoder` as kafka-dump-log prints them.
+//! clients we did not write, in processes of their own:
+//! - kafka-python: two consumers split a 4-partition topic, a third joins
+//!   and the partitions rebalance, the group commits; after a restart a new
+//!   consumer of the group resumes at the committed offsets. The records the
+//!   coordinator wrote decode with `commitfs dump --offsets-decoder` as
+//!   kafka-dump-log prints them.
+//! - confluent-kafka's `subscribe` (a recent librdkafka): two consumers
+//!   split the topic and commit each record; the coordinator is killed with
+//!   SIGKILL and restarted, and every acknowledged commit is there. The
+//!   group's dead members are restored and expire; then kcat's balanced
+//!   consumer (`kcat -G`, Debian's old librdkafka) joins the group, resumes
+//!   at the committed offsets and commits as it closes.
 //!
 //! Waits are for states, each bounded; nothing asserts on timing.
 
@@ -22,7 +29,8 @@ use kafka_protocol::messages::offset_fetch_request::{OffsetFetchRequest, OffsetF
 use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponse;
 use kafka_protocol::messages::{ApiKey, GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_support::{BIN, Conn, Server, python, require, run_bounded};
+use kafka_support::bounded::{cmd_timeout, run, wait_within};
+use kafka_support::{BIN, Conn, Server, python, require};
 
 const PARTITIONS: i32 = 4;
 const BOUND: Duration = Duration::from_secs(90);
@@ -54,25 +62,64 @@ while not os.path.exists(os.path.join(work, 'stop')) and time.time() < deadline:
 c.close()
 "#;
 
+/// A consumer of group `group` driven by confluent-kafka's `subscribe`:
+/// commits each record it reads, synchronously, and writes what it was
+/// assigned, the first offset it read per partition, the count, and the
+/// offsets the coordinator acknowledged per partition to `<name>.json`.
+const CONFLUENT_CONSUMER: &str = r#"
+import sys, os, time, json
+from confluent_kafka import Consumer
+addr, topic, group, name, work = sys.argv[1:6]
+c = Consumer({'bootstrap.servers': addr, 'group.id': group, 'client.id': name,
+              'enable.auto.commit': False, 'auto.offset.reset': 'earliest',
+              'session.timeout.ms': 6000, 'heartbeat.interval.ms': 500})
+c.subscribe([topic])
+first, count, acked = {}, 0, {}
+deadline = time.time() + 150
+while not os.path.exists(os.path.join(work, 'stop')) and time.time() < deadline:
+    m = c.poll(0.2)
+    if m is not None and not m.error():
+        first.setdefault(str(m.partition()), m.offset())
+        count += 1
+        for tp in c.commit(message=m, asynchronous=False):
+            if tp.error is None:
+                acked[str(tp.partition)] = tp.offset
+    state = {'assigned': sorted(tp.partition for tp in c.assignment()), 'first': first,
+             'acked': acked, 'count': count}
+    with open(os.path.join(work, name + '.tmp'), 'w') as f:
+        json.dump(state, f)
+    os.replace(os.path.join(work, name + '.tmp'), os.path.join(work, name + '.json'))
+c.close()
+"#;
+
 struct Consumer {
     child: Child,
     state: PathBuf,
+    log: PathBuf,
 }
 
 impl Consumer {
+    /// A kafka-python consumer of group `g`.
     fn start(py: &Path, addr: &str, name: &str, work: &Path) -> Consumer {
-        let log = std::fs::File::create(work.join(format!("{name}.log"))).unwrap();
+        Consumer::run(py, CONSUMER, addr, "g", name, work)
+    }
+
+    /// A consumer process running `script` (see [`CONSUMER`]).
+    fn run(py: &Path, script: &str, addr: &str, group: &str, name: &str, work: &Path) -> Consumer {
+        let log_path = work.join(format!("{name}.log"));
+        let log = std::fs::File::create(&log_path).unwrap();
         let child = Command::new(py)
-            .args(["-c", CONSUMER, addr, "t", "g", name])
+            .args(["-c", script, addr, "t", group, name])
             .arg(work)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("start a kafka-python consumer");
+            .expect("start a Python consumer");
         Consumer {
             child,
             state: work.join(format!("{name}.json")),
+            log: log_path,
         }
     }
 
@@ -85,16 +132,7 @@ impl Consumer {
             .split(',')
             .filter_map(|p| p.trim().parse().ok())
             .collect();
-        let first = field(&text, "first")
-            .split(',')
-            .filter_map(|kv| {
-                let (k, v) = kv.split_once(':')?;
-                Some((
-                    k.trim().trim_matches('"').parse().ok()?,
-                    v.trim().parse().ok()?,
-                ))
-            })
-            .collect();
+        let first = pairs(field(&text, "first"));
         let count = text
             .rsplit_once("\"count\": ")
             .and_then(|(_, c)| c.trim_end_matches('}').trim().parse().ok())
@@ -102,14 +140,18 @@ impl Consumer {
         (assigned, first, count)
     }
 
-    /// Waits for the process to end by itself (it was told to stop).
+    /// Waits (bounded) for the process to end by itself, as it must once
+    /// told to stop, and to end well (it closed the consumer, leaving the
+    /// group); fails with its output otherwise.
     fn finish(mut self) {
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(30) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let log = || std::fs::read_to_string(&self.log).unwrap_or_default();
+        match wait_within(&mut self.child, cmd_timeout()) {
+            Some(st) => assert!(st.success(), "a consumer exited with {st}:\n{}", log()),
+            None => panic!(
+                "a consumer told to stop still ran after {:?}:\n{}",
+                cmd_timeout(),
+                log()
+            ),
         }
     }
 }
@@ -119,6 +161,29 @@ impl Drop for Consumer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+impl Consumer {
+    /// The offsets the coordinator acknowledged, per partition (confluent
+    /// consumers only).
+    fn acked(&self) -> Vec<(i32, i64)> {
+        let text = std::fs::read_to_string(&self.state).unwrap_or_default();
+        pairs(field(&text, "acked"))
+    }
+}
+
+/// `"p": offset` pairs of a JSON object's inside.
+fn pairs(inside: &str) -> Vec<(i32, i64)> {
+    inside
+        .split(',')
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once(':')?;
+            Some((
+                k.trim().trim_matches('"').parse().ok()?,
+                v.trim().parse().ok()?,
+            ))
+        })
+        .collect()
 }
 
 /// The text between `"name": [` (or `{`) and its closing bracket.
@@ -158,11 +223,16 @@ fn fill(data: &Path, per: usize) {
     mgr.close().unwrap();
 }
 
-/// The group's committed offsets of `t`, by raw OffsetFetch.
+/// Group `g`'s committed offsets of `t`, by raw OffsetFetch.
 fn committed(addr: &str) -> Vec<i64> {
+    committed_by(addr, "g")
+}
+
+/// A group's committed offsets of `t`, by raw OffsetFetch.
+fn committed_by(addr: &str, group: &str) -> Vec<i64> {
     let mut c = Conn::new(addr);
     let req = OffsetFetchRequest::default()
-        .with_group_id(GroupId(StrBytes::from_static_str("g")))
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
         .with_topics(Some(vec![
             OffsetFetchRequestTopic::default()
                 .with_name(TopicName(StrBytes::from_static_str("t")))
@@ -177,11 +247,15 @@ fn committed(addr: &str) -> Vec<i64> {
 }
 
 fn group_state(addr: &str) -> Option<String> {
+    group_state_of(addr, "g")
+}
+
+fn group_state_of(addr: &str, group: &str) -> Option<String> {
     let mut c = Conn::new(addr);
     let r: ListGroupsResponse = c.call(ApiKey::ListGroups, 4, &ListGroupsRequest::default());
     r.groups
         .iter()
-        .find(|g| g.group_id.0.as_str() == "g")
+        .find(|g| g.group_id.0.as_str() == group)
         .map(|g| g.group_state.as_str().to_string())
 }
 
@@ -235,6 +309,11 @@ fn kafka_python_group_splits_rebalances_and_resumes_after_a_restart() {
     let (assigned, first, count) = d.state();
     assert_eq!(assigned.len(), PARTITIONS as usize);
     assert_eq!(count, 5 * PARTITIONS as usize, "nothing read twice");
+    assert_eq!(
+        first.iter().map(|(p, _)| *p).collect::<BTreeSet<i32>>(),
+        (0..PARTITIONS).collect(),
+        "the new consumer read every partition"
+    );
     for (p, offset) in first {
         assert_eq!(offset, 10, "partition {p} resumed at the committed offset");
     }
@@ -244,7 +323,7 @@ fn kafka_python_group_splits_rebalances_and_resumes_after_a_restart() {
 
     // The coordinator's records, as kafka-dump-log decodes them.
     let seg = data.join("__consumer_offsets-0/00000000000000000000.log");
-    let out = run_bounded(
+    let out = run(
         Command::new(BIN)
             .args([
                 "dump",
@@ -253,7 +332,7 @@ fn kafka_python_group_splits_rebalances_and_resumes_after_a_restart() {
                 "--print-data-log",
             ])
             .arg(&seg),
-        Duration::from_secs(60),
+        "commitfs dump --offsets-decoder",
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
@@ -268,6 +347,124 @@ fn kafka_python_group_splits_rebalances_and_resumes_after_a_restart() {
         "{text}"
     );
     assert!(text.contains(r#""subscription":{"topics":["t"]"#), "{text}");
+}
+
+/// Records `from..to` of each partition of `t` (values `p{p}-{i}`), one
+/// batch per partition, produced through the listener with acks=-1.
+fn produce_more(addr: &str, from: usize, to: usize) {
+    use bytes::Bytes;
+    use kafka_protocol::messages::produce_request::{
+        PartitionProduceData, ProduceRequest, TopicProduceData,
+    };
+    use kafka_protocol::messages::produce_response::ProduceResponse;
+    let mut c = Conn::new(addr);
+    for p in 0..PARTITIONS {
+        let values: Vec<String> = (from..to).map(|i| format!("p{p}-{i}")).collect();
+        let recs: Vec<NewRecord> = values
+            .iter()
+            .map(|v| NewRecord::value(v.as_bytes()))
+            .collect();
+        let mut batch = Vec::new();
+        commitfs::record::encode_batch(&mut batch, 0, 1_700_000_000_000, &recs);
+        let req = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(TopicName(StrBytes::from_static_str("t")))
+                    .with_partition_data(vec![
+                        PartitionProduceData::default()
+                            .with_index(p)
+                            .with_records(Some(Bytes::from(batch))),
+                    ]),
+            ]);
+        let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
+        let part = &r.responses[0].partition_responses[0];
+        assert_eq!(part.error_code, 0, "produce to t-{p}");
+        assert_eq!(part.base_offset, from as i64, "produce to t-{p}");
+    }
+}
+
+#[test]
+fn confluent_group_commits_survive_a_kill9_and_kcat_g_resumes_there() {
+    let Some(py) = require(python()) else { return };
+    let Some(kcat) = require(kafka_support::kcat()) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    fill(&data, 10);
+    let opts = [
+        "group.initial.rebalance.delay.ms=500",
+        "group.min.session.timeout.ms=1000",
+    ];
+    let mut s = Server::start(&data, &opts);
+    let a = Consumer::run(&py, CONFLUENT_CONSUMER, &s.addr, "cg", "a", &work);
+    let b = Consumer::run(&py, CONFLUENT_CONSUMER, &s.addr, "cg", "b", &work);
+    wait_until("two confluent consumers to split t", &s, || {
+        split(&[&a, &b])
+    });
+    // Every record read, and its commit acknowledged by the coordinator.
+    let acked = || {
+        let mut all: Vec<(i32, i64)> = a.acked().into_iter().chain(b.acked()).collect();
+        all.sort();
+        all
+    };
+    let want: Vec<(i32, i64)> = (0..PARTITIONS).map(|p| (p, 10)).collect();
+    wait_until("every commit acknowledged", &s, || acked() == want);
+    assert_eq!(a.state().2 + b.state().2, 40, "each record read once");
+
+    // A crash of the coordinator: no clean shutdown, then a restart (on a
+    // port of its own; the consumers die with it).
+    s.kill();
+    drop((a, b));
+    let s = Server::start(&data, &opts);
+    assert_eq!(
+        committed_by(&s.addr, "cg"),
+        vec![10; PARTITIONS as usize],
+        "the acknowledged commits survived the kill"
+    );
+    // The dead members come back with the group; kcat can join once their
+    // sessions expire.
+    wait_until("the dead members to expire", &s, || {
+        group_state_of(&s.addr, "cg").as_deref() == Some("Empty")
+    });
+
+    // kcat's balanced consumer joins the group and starts at the commits:
+    // it reads exactly the records produced since. With auto.offset.reset
+    // earliest, commits lost would show as old records, not as a hang.
+    produce_more(&s.addr, 10, 15);
+    let out = run(
+        Command::new(&kcat)
+            .args(["-b", &s.addr, "-G", "cg", "t", "-c", "20", "-q"])
+            .args([
+                "-X",
+                "auto.offset.reset=earliest",
+                "-X",
+                "session.timeout.ms=6000",
+            ])
+            .args(["-f", "%p %o %s\\n"]),
+        "kcat -G cg",
+    );
+    assert!(
+        out.status.success(),
+        "kcat -G: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut got: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    got.sort();
+    let mut want: Vec<String> = (0..PARTITIONS)
+        .flat_map(|p| (10..15).map(move |i| format!("{p} {i} p{p}-{i}")))
+        .collect();
+    want.sort();
+    assert_eq!(got, want, "kcat -G resumed at the committed offsets");
+    // kcat commits what it read as it closes.
+    assert_eq!(committed_by(&s.addr, "cg"), vec![15; PARTITIONS as usize]);
 }
 
 mod protocol {

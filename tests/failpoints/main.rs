@@ -18,9 +18,16 @@
 //!   all, nothing else is, and `commitfs check` is clean.
 //!
 //! The cases are in `cases.rs`; a test fails if a site has none. The
-//! named tests of particular failures are in `named.rs`.
+//! named tests of particular failures are in `named.rs`; faults injected
+//! into a running daemon and seen at the shell, in `mount.rs`.
 mod cases;
+#[allow(dead_code)]
+#[path = "../../mount-tests/harness.rs"]
+mod harness;
+#[path = "../kafka_support/mod.rs"]
+mod kafka_support;
 mod matrix;
+mod mount;
 mod named;
 
 use std::path::Path;

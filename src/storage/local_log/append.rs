@@ -110,7 +110,10 @@ impl LogWriter<'_> {
                 false => Ok(()),
             });
         if let Err(e) = result {
-            self.undo(&first_segment, &snapshot, &written, &e);
+            // An undo that fails too is a failure, never a refusal: its
+            // error is the caller's, as when a segment cannot cut back a
+            // failed write.
+            self.undo(&first_segment, &snapshot, &written, &e)?;
             return Err(e);
         }
         Ok(written)
@@ -170,23 +173,26 @@ impl LogWriter<'_> {
     /// Removes every trace of a failed append: segments it rolled to are
     /// deleted, the first one is cut back and made active again. An undo
     /// that fails leaves bytes the partition no longer accounts for, so it
-    /// takes the partition offline.
+    /// takes the partition offline, and its error is returned.
     fn undo(
         &mut self,
         first: &LogSegment,
         snapshot: &SegmentSnapshot,
         written: &Written,
         cause: &StorageError,
-    ) {
+    ) -> Result<()> {
         let undone = self
             .delete_segments(&written.segments[1..], "an undone append")
             .and_then(|()| first.rollback(snapshot));
         let name = self.log.name();
         match undone {
-            Ok(()) => warn!(
-                "Append to {name} failed ({cause}); nothing of it was kept (log end offset stays {})",
-                self.log_end_offset()
-            ),
+            Ok(()) => {
+                warn!(
+                    "Append to {name} failed ({cause}); nothing of it was kept (log end offset stays {})",
+                    self.log_end_offset()
+                );
+                Ok(())
+            }
             Err(e) => {
                 error!(
                     "Could not undo a failed append to {name}: {e}; the unpublished bytes stay past the log end until recovery"
@@ -194,6 +200,7 @@ impl LogWriter<'_> {
                 self.log
                     .health
                     .fail("an append", &format!("{cause}; undoing it failed too: {e}"));
+                Err(e)
             }
         }
     }
