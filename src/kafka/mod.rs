@@ -4,7 +4,11 @@
 //! The rooms:
 //! - [`config`]: `listeners`, `advertised.listeners` and the other broker
 //!   settings;
-//! - [`server`]: the listener, a thread per connection, shutdown;
+//! - [`server`]: the listener: an acceptor, network threads polling
+//!   non-blocking connections, shutdown;
+//! - [`limits`]: connection quotas, the memory pool of requests in flight,
+//!   the file descriptors kept for storage;
+//! - [`workers`]: the request handler threads and the fetch purgatory;
 //! - [`frame`]: request framing and the size limit;
 //! - [`dispatch`]: header, version check, body, handler, response;
 //! - [`versions`]: what is advertised and served (ApiVersions);
@@ -33,6 +37,7 @@ pub mod error;
 pub mod fetch;
 pub mod frame;
 pub mod group;
+pub mod limits;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -42,6 +47,7 @@ pub mod server;
 pub mod splice;
 pub mod topics;
 pub mod versions;
+pub mod workers;
 
 pub use alloc::LazyHugeAlloc;
 pub use config::{Endpoint, ListenerConfig};
