@@ -72,6 +72,14 @@ const MOUNT_OPTIONS: &[&str] = &[
     "group.initial.rebalance.delay.ms=",
     "group.min.session.timeout.ms=",
     "group.max.session.timeout.ms=",
+    "max.connections=",
+    "max.connections.per.ip=",
+    "max.connections.per.ip.overrides=",
+    "connections.max.idle.ms=",
+    "queued.max.request.bytes=",
+    "num.network.threads=",
+    "daemon.log.max.bytes=",
+    "daemon.log.backup.count=",
 ];
 
 /// The values of the configs that take one of a fixed set.

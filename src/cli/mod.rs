@@ -9,6 +9,7 @@ mod daemon;
 pub mod dump;
 pub mod helper;
 mod lock;
+mod logging;
 pub mod mount;
 pub mod serve;
 

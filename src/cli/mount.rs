@@ -15,6 +15,7 @@ use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use log::{error, info, warn};
 
 use super::daemon::{self, Ready, Scheduler, Signals, Stop};
+use super::logging::LogSettings;
 
 #[derive(Args, Debug)]
 pub struct MountArgs {
@@ -45,8 +46,15 @@ pub struct MountArgs {
     /// auto.create.topics.enable, num.partitions, socket.request.max.bytes,
     /// node.id, and for consumer groups offsets.topic.num.partitions
     /// (default 1), group.initial.rebalance.delay.ms,
-    /// group.min.session.timeout.ms and group.max.session.timeout.ms, as in
-    /// Kafka. Without listeners nothing listens.
+    /// group.min.session.timeout.ms and group.max.session.timeout.ms, and
+    /// the listener's limits max.connections, max.connections.per.ip,
+    /// max.connections.per.ip.overrides, connections.max.idle.ms,
+    /// queued.max.request.bytes and num.network.threads, as in Kafka.
+    /// Without listeners nothing listens.
+    ///
+    /// The daemon's log (DATA_DIR/commitfs.log) is rotated past
+    /// daemon.log.max.bytes (default 10485760) into daemon.log.backup.count
+    /// older files (default 5, commitfs.log.1 ...).
     ///
     /// Options of mount(8), fstab and systemd (defaults, nofail, _netdev,
     /// x-systemd.*, ...) are accepted and ignored.
@@ -167,6 +175,7 @@ struct Options {
     fuse: Vec<MountOption>,
     retention_check: Duration,
     kafka: ListenerConfig,
+    log: LogSettings,
 }
 
 fn parse_options(raw: &[String]) -> Result<Options, String> {
@@ -174,6 +183,7 @@ fn parse_options(raw: &[String]) -> Result<Options, String> {
     let mut defaults = LogConfig::default();
     let mut retention_check = Duration::from_millis(DEFAULT_RETENTION_CHECK_MS);
     let mut kafka = ListenerConfig::default();
+    let mut log = LogSettings::default();
     for tok in tokens(raw) {
         if f.take(tok) {
             continue;
@@ -194,6 +204,7 @@ fn parse_options(raw: &[String]) -> Result<Options, String> {
             Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) => {
                 kafka.set(k, v)?;
             }
+            Some((k, v)) if log.set(k, v)? => {}
             Some((k, _)) => return Err(format!("unknown mount option {k:?}")),
         }
     }
@@ -205,6 +216,7 @@ fn parse_options(raw: &[String]) -> Result<Options, String> {
         fuse: f.mount_options("commitfs"),
         retention_check,
         kafka,
+        log,
     })
 }
 
@@ -239,7 +251,14 @@ pub fn run(args: MountArgs) -> i32 {
     if !args.foreground {
         return daemonize(&args, opts.read_only);
     }
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    // Started by `daemonize`: stderr is the log file, which is then rotated.
+    let file = args.ready_fd.is_some().then(|| {
+        (
+            daemon::log_file_path(&args.data_dir, opts.read_only),
+            opts.log.clone(),
+        )
+    });
+    super::logging::init(file);
     let mut ready = Ready::from_fd(args.ready_fd);
     match serve(&args, opts, &mut ready) {
         Ok(()) => 0,
