@@ -267,7 +267,7 @@ fn space(path: &Path) -> Option<(u64, u64)> {
 }
 
 /// How often the free space is looked at while writing.
-const SPACE_CHECK_BYTES: u64 = 256 << 10;
+const SPACE_CHECK_BYTES: u64 = 64 << 10;
 const SPACE_CHECK_EVERY: Duration = Duration::from_secs(5);
 
 /// The log file, rotated by size, and paused while its disk is nearly full.
@@ -292,7 +292,8 @@ impl Rotating {
             settings,
             file,
             size,
-            since_check: 0,
+            // The first line looks at the free space.
+            since_check: SPACE_CHECK_BYTES,
             checked: Instant::now(),
             dropped: 0,
         };
