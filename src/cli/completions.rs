@@ -359,6 +359,10 @@ mod tests {
                     "advertised.listeners=" => {
                         format!("{k}PLAINTEXT://h:1,listeners=PLAINTEXT://127.0.0.1:9092")
                     }
+                    "max.connections.per.ip.overrides=" => format!("{k}127.0.0.1:10"),
+                    "queued.max.request.bytes=" => format!("{k}104857600"),
+                    "daemon.log.max.bytes=" => format!("{k}1048576"),
+                    "daemon.log.backup.count=" => format!("{k}3"),
                     _ => format!("{k}1000"),
                 }
             } else {
