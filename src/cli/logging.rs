@@ -6,7 +6,9 @@
 //!   [`WINDOW`]; the rest are counted, and one line then says so:
 //!   `<the last one> (and 99999 more like it in the last 10 s)`. A request
 //!   naming 100,000 missing partitions writes a dozen lines, not 100,000.
-//!   Debug and trace lines, off by default, are not limited.
+//!   Debug and trace lines, off by default, are not limited, nor are the
+//!   tree's (`commitfs::fs`: each of its refusals answers a local user's
+//!   own system call, with one line saying why).
 //! - **The log file is rotated by size.** Past `daemon.log.max.bytes` the
 //!   file becomes `commitfs.log.1` (the older ones shift up to
 //!   `commitfs.log.<daemon.log.backup.count>`, the oldest is deleted), so
@@ -25,6 +27,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use log::{Level, Log, Metadata, Record};
+
+/// The tree's lines are not limited: each refusal there answers a local
+/// user's own system call with an errno, and its one line says why.
+const TREE: &str = "commitfs::fs";
 
 /// Lines one call site may write per [`WINDOW`].
 pub const BURST: u32 = 10;
@@ -228,7 +234,7 @@ impl Log for LimitedRef {
         if !self.0.inner.matches(record) {
             return;
         }
-        if record.level() > Level::Info {
+        if record.level() > Level::Info || record.target().starts_with(TREE) {
             self.0.inner.log(record);
             return;
         }

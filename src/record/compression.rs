@@ -118,11 +118,11 @@ pub fn stream(codec: Compression, data: &[u8]) -> Result<Decoder<'_>, RecordErro
             if data.len() < XERIAL_HEADER.len() || !data.starts_with(XERIAL_MAGIC) {
                 // One raw block: it inflates whole, so its claimed size is
                 // checked, then reserved, before it is allocated.
-                let n = snappy_claimed_len(data)?;
+                let n = snappy_claimed_len(data, MAX_DECOMPRESSED_SIZE, MAX_DECOMPRESSED_SIZE)?;
                 let reserved = reserve(n);
                 let mut out = Vec::new();
                 if !data.is_empty() {
-                    snappy_raw_block(data, &mut out, usize::MAX)?;
+                    snappy_raw_block(data, &mut out, MAX_DECOMPRESSED_SIZE)?;
                 }
                 return Ok(Decoder {
                     reader: Box::new(std::io::Cursor::new(out)),
@@ -331,10 +331,7 @@ fn snappy_decompress(data: &[u8], limit: usize) -> Result<Vec<u8>, RecordError> 
 /// block's declared size is checked first so a forged one cannot make us allocate.
 fn snappy_raw_block(block: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), RecordError> {
     let codec = Compression::Snappy;
-    let n = snappy_claimed_len(block)?;
-    if n > limit - out.len() {
-        return Err(RecordError::DecompressedTooLarge { codec, limit });
-    }
+    let n = snappy_claimed_len(block, limit - out.len(), limit)?;
     let start = out.len();
     out.resize(start + n, 0);
     let written = snap::raw::Decoder::new()
@@ -344,14 +341,19 @@ fn snappy_raw_block(block: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(),
     Ok(())
 }
 
-/// A raw snappy block's claimed inflated size, refused when its bytes could
-/// not possibly inflate to it (never trusted to size an allocation).
-fn snappy_claimed_len(block: &[u8]) -> Result<usize, RecordError> {
+/// A raw snappy block's claimed inflated size: refused past `room` (the
+/// output's `limit` less what is already out), and when the block's bytes
+/// could not possibly inflate to it. Never trusted to size an allocation
+/// before both checks.
+fn snappy_claimed_len(block: &[u8], room: usize, limit: usize) -> Result<usize, RecordError> {
     let codec = Compression::Snappy;
     if block.is_empty() {
         return Ok(0);
     }
     let n = snap::raw::decompress_len(block).map_err(|e| decompress_error(codec, e))?;
+    if n > room {
+        return Err(RecordError::DecompressedTooLarge { codec, limit });
+    }
     if n > block.len().saturating_mul(SNAPPY_MAX_RATIO) {
         return Err(decompress_error(
             codec,
@@ -370,7 +372,8 @@ fn xerial_largest_block(data: &[u8]) -> Result<usize, RecordError> {
     let mut r = XerialReader::new(data);
     let mut largest = 0;
     while let Some(block) = r.next_block()? {
-        largest = largest.max(snappy_claimed_len(block)?);
+        let n = snappy_claimed_len(block, MAX_DECOMPRESSED_SIZE, MAX_DECOMPRESSED_SIZE)?;
+        largest = largest.max(n);
     }
     Ok(largest)
 }
@@ -445,7 +448,8 @@ impl Read for XerialReader<'_> {
             };
             self.out.clear();
             self.at = 0;
-            snappy_raw_block(block, &mut self.out, usize::MAX).map_err(std::io::Error::other)?;
+            snappy_raw_block(block, &mut self.out, MAX_DECOMPRESSED_SIZE)
+                .map_err(std::io::Error::other)?;
         }
         let n = buf.len().min(self.out.len() - self.at);
         buf[..n].copy_from_slice(&self.out[self.at..self.at + n]);
