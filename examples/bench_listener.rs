@@ -7,13 +7,14 @@
 //! `COMMITFS_BENCH_BASELINE_BIN=/path/to/commitfs` measures another build
 //! beside it, in the same run (BENCHMARKS.md compares the thread-per-
 //! connection listener of 64844f9 this way). Both daemons get an
-//! `RLIMIT_NOFILE` of 65,536 (raised here, as root may), and so does this
-//! process, which holds the client ends.
+//! `RLIMIT_NOFILE` of 65,536 where root may raise the hard limit (else
+//! their hard limit), and so does this process, which holds the client ends.
 //!
 //! ```sh
 //! cargo build --release --bins --example bench_listener
 //! target/release/examples/bench_listener          # 10,000 idle connections
 //! COMMITFS_BENCH_QUICK=1 target/release/examples/bench_listener   # 500
+//! COMMITFS_BENCH_IDLE=9000 target/release/examples/bench_listener   # any count
 //! ```
 
 use std::io::{Read, Write};
@@ -40,16 +41,28 @@ type Res<T> = Result<T, String>;
 
 const NOFILE: u64 = 65_536;
 
-fn set_nofile(n: u64) -> std::io::Result<()> {
+/// Raises RLIMIT_NOFILE to `n` (soft and hard; root may), or else the soft
+/// limit to the hard one. Returns the soft limit in force.
+fn set_nofile(n: u64) -> std::io::Result<u64> {
     let lim = libc::rlimit {
         rlim_cur: n,
         rlim_max: n,
     };
-    // SAFETY: setrlimit with a local struct.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
-        return Err(std::io::Error::last_os_error());
+    // SAFETY: getrlimit/setrlimit with local structs.
+    unsafe {
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+            return Ok(n);
+        }
+        let mut cur: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut cur) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        cur.rlim_cur = cur.rlim_max;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &cur) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(cur.rlim_cur)
     }
-    Ok(())
 }
 
 struct Daemon {
@@ -75,7 +88,7 @@ impl Daemon {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?);
         // SAFETY: setrlimit only, between fork and exec.
-        unsafe { cmd.pre_exec(|| set_nofile(NOFILE)) };
+        unsafe { cmd.pre_exec(|| set_nofile(NOFILE).map(drop)) };
         let child = cmd
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
@@ -286,16 +299,24 @@ fn measure(name: &str, bin: &Path, idle_n: usize, trips: usize) -> Res<Row> {
 fn main() {
     let quick = std::env::var_os("COMMITFS_BENCH_QUICK").is_some();
     let (idle, trips) = if quick { (500, 20) } else { (10_000, 200) };
+    let idle = std::env::var("COMMITFS_BENCH_IDLE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(idle);
     let bin = std::env::current_exe()
         .ok()
         .and_then(|p| Some(p.parent()?.parent()?.join("commitfs")))
         .filter(|p| p.exists())
         .unwrap_or_else(|| PathBuf::from("target/release/commitfs"));
     let bin = std::env::var_os("COMMITFS_BIN").map_or(bin, PathBuf::from);
-    if let Err(e) = set_nofile(NOFILE) {
-        println!("bench_listener: cannot raise RLIMIT_NOFILE to {NOFILE} ({e}); nothing measured");
-        return;
-    }
+    let nofile = match set_nofile(NOFILE) {
+        Ok(n) => n,
+        Err(e) => {
+            println!("bench_listener: cannot raise RLIMIT_NOFILE ({e}); nothing measured");
+            return;
+        }
+    };
+    println!("RLIMIT_NOFILE {nofile} for this process and each daemon");
     let mut builds = vec![("this build".to_string(), bin)];
     if let Some(b) = std::env::var_os("COMMITFS_BENCH_BASELINE_BIN") {
         builds.push(("baseline build".to_string(), PathBuf::from(b)));

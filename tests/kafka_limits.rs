@@ -466,7 +466,8 @@ fn requests_in_flight_are_bounded_by_the_memory_pool() {
 fn clients_cannot_take_the_descriptors_a_partition_needs_to_roll() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    // 256 descriptors: at most 96 connections (half, less the listener's own).
+    // 256 descriptors: at most 96 connections (128 kept for storage, 32 for
+    // the listener's own).
     let mut d = Daemon::start(&data, &["segment.bytes=1048576"], Some(256));
     assert!(d.log().contains("96 connections at most"), "{}", d.log());
     // 300 idle clients try to stay connected while the partition rolls (1

@@ -1,6 +1,6 @@
 //! What the listener may hold: connections (Kafka's `ConnectionQuotas`),
 //! bytes of requests in flight (Kafka's `SimpleMemoryPool`), and file
-//! descriptors, of which storage keeps half.
+//! descriptors, of which storage keeps a quarter (at least 1,024).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -240,13 +240,20 @@ pub fn nofile_limit() -> u64 {
 /// sockets, each poller and waker, the spare descriptor, and some slack.
 const OWN_FDS: u64 = 32;
 
-/// How many connections the listener may hold given `nofile`: half of the
-/// descriptors, less its own. The other half is kept for storage (segment,
-/// index and checkpoint files, which it opens as partitions roll and are
-/// read) and, with a mount, for FUSE, so that clients can never take the
-/// descriptors a partition needs to roll.
+/// Descriptors kept for storage given `nofile`: a quarter of them, and at
+/// least 1,024 (half of a limit below 2,048).
+pub fn storage_fds(nofile: u64) -> u64 {
+    (nofile / 4).max((nofile / 2).min(1024))
+}
+
+/// How many connections the listener may hold given `nofile`: the
+/// descriptors less those kept for storage ([`storage_fds`]: segment, index
+/// and checkpoint files, which it opens as partitions roll and are read,
+/// and with a mount FUSE's) and less the listener's own, so that clients
+/// can never take the descriptors a partition needs to roll.
 pub fn fd_cap(nofile: u64) -> u32 {
-    (nofile / 2)
+    nofile
+        .saturating_sub(storage_fds(nofile))
         .saturating_sub(OWN_FDS)
         .clamp(1, i32::MAX as u64) as u32
 }
@@ -308,7 +315,11 @@ mod tests {
         assert!(q.slot_available());
         // The descriptor cap wins over a larger max.connections.
         assert_eq!(ConnectionQuotas::new(&config, 2).max_total(), 2);
+        assert_eq!(fd_cap(256), 96);
         assert_eq!(fd_cap(1024), 480);
+        assert_eq!(fd_cap(4096), 3040);
+        assert_eq!(fd_cap(20_000), 14_968);
+        assert_eq!(fd_cap(1 << 20), 786_400);
         assert_eq!(fd_cap(10), 1);
     }
 }

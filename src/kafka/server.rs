@@ -13,8 +13,9 @@
 //! Limits, with Kafka's names and behaviour (see `config`):
 //! - `max.connections`: at the cap the acceptor stops accepting, so new
 //!   connections wait in the kernel's backlog, until one closes. The cap in
-//!   force is also never above half of `RLIMIT_NOFILE` (`limits::fd_cap`):
-//!   the other half is storage's, so a partition can always roll.
+//!   force is also below `RLIMIT_NOFILE` by the descriptors kept for
+//!   storage (a quarter, at least 1,024: `limits::fd_cap`), so a partition
+//!   can always roll.
 //! - `max.connections.per.ip` (and its overrides): a connection past it is
 //!   accepted and closed at once, with a log line.
 //! - `connections.max.idle.ms`: a connection with no request in flight that
@@ -194,11 +195,12 @@ impl KafkaServer {
             None => "no bound".to_string(),
         };
         info!(
-            "Kafka listener limits: {} connections at most (max.connections={}, and half of \
-             RLIMIT_NOFILE={nofile} kept for storage), max.connections.per.ip={}, \
+            "Kafka listener limits: {} connections at most (max.connections={}, and \
+             RLIMIT_NOFILE={nofile} less {} descriptors kept for storage), max.connections.per.ip={}, \
              connections.max.idle.ms={}, queued.max.request.bytes: {queued}, {threads} network threads",
             shared.quotas.max_total(),
             shared.broker.config.max_connections,
+            super::limits::storage_fds(nofile),
             shared.broker.config.max_connections_per_ip,
             shared.broker.config.connections_max_idle_ms,
         );
