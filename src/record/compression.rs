@@ -108,8 +108,22 @@ impl Read for Decoder<'_> {
 /// buffers bounded by the codec's own framing (checked before anything is
 /// allocated) and taken from the budget. The caller bounds the output.
 pub fn stream(codec: Compression, data: &[u8]) -> Result<Decoder<'_>, RecordError> {
+    stream_holding(codec, data, 0)
+}
+
+/// [`stream`], with `extra` bytes (the caller's output) taken from the
+/// budget in the same reservation: a thread never holds one reservation
+/// while it waits for another, so decompressions cannot wait on each other
+/// in a circle.
+fn stream_holding(
+    codec: Compression,
+    data: &[u8],
+    extra: usize,
+) -> Result<Decoder<'_>, RecordError> {
     let (reader, working_set): (Box<dyn Read + '_>, usize) = match codec {
         Compression::None => (Box::new(data), 0),
+        // Java's GZIPInputStream reads concatenated members, so a multi-member
+        // stream is valid Kafka data even though Kafka itself writes one member.
         Compression::Gzip => (
             Box::new(flate2::read::MultiGzDecoder::new(data)),
             GZIP_WORKING_SET,
@@ -119,7 +133,7 @@ pub fn stream(codec: Compression, data: &[u8]) -> Result<Decoder<'_>, RecordErro
                 // One raw block: it inflates whole, so its claimed size is
                 // checked, then reserved, before it is allocated.
                 let n = snappy_claimed_len(data, MAX_DECOMPRESSED_SIZE, MAX_DECOMPRESSED_SIZE)?;
-                let reserved = reserve(n);
+                let reserved = reserve(n.saturating_add(extra));
                 let mut out = Vec::new();
                 if !data.is_empty() {
                     snappy_raw_block(data, &mut out, MAX_DECOMPRESSED_SIZE)?;
@@ -156,7 +170,7 @@ pub fn stream(codec: Compression, data: &[u8]) -> Result<Decoder<'_>, RecordErro
     };
     Ok(Decoder {
         reader,
-        _reserved: reserve(working_set),
+        _reserved: reserve(working_set.saturating_add(extra)),
     })
 }
 
@@ -179,20 +193,22 @@ pub fn decompress_with_limit(
         Compression::Lz4 => LZ4_MAX_RATIO,
         Compression::Zstd => usize::MAX,
     };
-    let _output = reserve(data.len().saturating_mul(ratio).min(limit));
+    let output = data.len().saturating_mul(ratio).min(limit);
     match codec {
         Compression::None => {
             if data.len() > limit {
                 return Err(RecordError::DecompressedTooLarge { codec, limit });
             }
+            let _output = reserve(output);
             Ok(data.to_vec())
         }
-        // Java's GZIPInputStream reads concatenated members, so a multi-member
-        // stream is valid Kafka data even though Kafka itself writes one member.
-        Compression::Snappy => snappy_decompress(data, limit),
+        Compression::Snappy => {
+            let _output = reserve(output);
+            snappy_decompress(data, limit)
+        }
         // The zstd decoder's default window limit (2^27, as zstd-jni's) is
         // kept: Kafka at high levels writes frames that need it.
-        _ => read_capped(codec, stream(codec, data)?, limit),
+        _ => read_capped(codec, stream_holding(codec, data, output)?, limit),
     }
 }
 
@@ -608,5 +624,17 @@ mod tests {
         assert!(!waiter.is_finished(), "a reservation past the budget waits");
         drop(held);
         waiter.join().unwrap();
+        // Decompressions as large as the budget allows, from many threads
+        // at once, all finish: none waits on another while holding a share.
+        let z = compress(Compression::Zstd, &vec![1u8; 40 << 20]).unwrap();
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let z = z.clone();
+                std::thread::spawn(move || decompress(Compression::Zstd, &z).unwrap().len())
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().unwrap(), 40 << 20);
+        }
     }
 }
