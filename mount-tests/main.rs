@@ -16,6 +16,7 @@ mod crash;
 mod errors;
 mod fstab;
 mod kafka;
+mod kafka_limits;
 mod kafka_listener;
 mod lifecycle;
 mod live_ro;

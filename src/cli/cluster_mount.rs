@@ -44,7 +44,7 @@ pub fn run(args: &MountArgs, bootstrap: &str) -> i32 {
     if !args.foreground {
         return daemonize(args, bootstrap);
     }
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    super::logging::init(None);
     let mut ready = Ready::from_fd(args.ready_fd);
     match serve(args, fuse, cluster, &mut ready) {
         Ok(()) => 0,

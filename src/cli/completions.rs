@@ -72,6 +72,14 @@ const MOUNT_OPTIONS: &[&str] = &[
     "group.initial.rebalance.delay.ms=",
     "group.min.session.timeout.ms=",
     "group.max.session.timeout.ms=",
+    "max.connections=",
+    "max.connections.per.ip=",
+    "max.connections.per.ip.overrides=",
+    "connections.max.idle.ms=",
+    "queued.max.request.bytes=",
+    "num.network.threads=",
+    "daemon.log.max.bytes=",
+    "daemon.log.backup.count=",
 ];
 
 /// The values of the configs that take one of a fixed set.
@@ -353,6 +361,10 @@ mod tests {
                     "advertised.listeners=" => {
                         format!("{k}PLAINTEXT://h:1,listeners=PLAINTEXT://127.0.0.1:9092")
                     }
+                    "max.connections.per.ip.overrides=" => format!("{k}127.0.0.1:10"),
+                    "queued.max.request.bytes=" => format!("{k}104857600"),
+                    "daemon.log.max.bytes=" => format!("{k}1048576"),
+                    "daemon.log.backup.count=" => format!("{k}3"),
                     _ => format!("{k}1000"),
                 }
             } else {

@@ -8,6 +8,7 @@ pub mod completions;
 mod daemon;
 pub mod dump;
 mod lock;
+mod logging;
 pub mod mount;
 pub mod mount_helper;
 mod options;

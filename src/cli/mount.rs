@@ -45,8 +45,15 @@ pub struct MountArgs {
     /// auto.create.topics.enable, num.partitions, socket.request.max.bytes,
     /// node.id, and for consumer groups offsets.topic.num.partitions
     /// (default 1), group.initial.rebalance.delay.ms,
-    /// group.min.session.timeout.ms and group.max.session.timeout.ms, as in
-    /// Kafka. Without listeners nothing listens.
+    /// group.min.session.timeout.ms and group.max.session.timeout.ms, and
+    /// the listener's limits max.connections, max.connections.per.ip,
+    /// max.connections.per.ip.overrides, connections.max.idle.ms,
+    /// queued.max.request.bytes and num.network.threads, as in Kafka.
+    /// Without listeners nothing listens.
+    ///
+    /// The daemon's log (DATA_DIR/commitfs.log) is rotated past
+    /// daemon.log.max.bytes (default 10485760) into daemon.log.backup.count
+    /// older files (default 5, commitfs.log.1 ...).
     ///
     /// Options of mount(8), fstab and systemd (defaults, nofail, _netdev,
     /// x-systemd.*, ...) are accepted and ignored.
@@ -217,7 +224,14 @@ pub fn run(args: MountArgs) -> i32 {
     if !args.foreground {
         return daemonize(&args, opts.daemon.read_only);
     }
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    // Started by `daemonize`: stderr is the log file, which is then rotated.
+    let file = args.ready_fd.is_some().then(|| {
+        (
+            daemon::log_file_path(&args.data_dir, opts.daemon.read_only),
+            opts.daemon.log.clone(),
+        )
+    });
+    super::logging::init(file);
     let mut ready = Ready::from_fd(args.ready_fd);
     match serve(&args, opts, &mut ready) {
         Ok(()) => 0,

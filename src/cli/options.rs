@@ -10,6 +10,8 @@ use commitfs::kafka::ListenerConfig;
 use commitfs::kafka::config::BROKER_CONFIG_NAMES;
 use commitfs::storage::{CONFIG_NAMES, LogConfig};
 
+use super::logging::LogSettings;
+
 /// Kafka's default `log.retention.check.interval.ms`.
 const DEFAULT_RETENTION_CHECK_MS: u64 = 300_000;
 
@@ -29,6 +31,8 @@ pub struct DaemonOptions {
     pub read_only: bool,
     pub retention_check: Duration,
     pub kafka: ListenerConfig,
+    /// The daemon's own log: its size, its rotation.
+    pub log: LogSettings,
 }
 
 impl Default for DaemonOptions {
@@ -39,6 +43,7 @@ impl Default for DaemonOptions {
             read_only: false,
             retention_check: Duration::from_millis(DEFAULT_RETENTION_CHECK_MS),
             kafka: ListenerConfig::default(),
+            log: LogSettings::default(),
         }
     }
 }
@@ -66,6 +71,7 @@ impl DaemonOptions {
             Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) => {
                 self.kafka.set(k, v)?;
             }
+            Some((k, v)) => return self.log.set(k, v),
             _ => return Ok(false),
         }
         Ok(true)

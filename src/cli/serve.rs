@@ -28,7 +28,10 @@ pub struct ServeArgs {
     /// auto.create.topics.enable, num.partitions, socket.request.max.bytes,
     /// node.id, offsets.topic.num.partitions (default 1),
     /// group.initial.rebalance.delay.ms, group.min.session.timeout.ms,
-    /// group.max.session.timeout.ms.
+    /// group.max.session.timeout.ms, and the listener's limits
+    /// max.connections, max.connections.per.ip,
+    /// max.connections.per.ip.overrides, connections.max.idle.ms,
+    /// queued.max.request.bytes, num.network.threads.
     #[arg(short = 'o', value_name = "OPT[,OPT...]", action = clap::ArgAction::Append)]
     pub options: Vec<String>,
 }
@@ -61,7 +64,7 @@ pub fn run(args: ServeArgs) -> i32 {
             return 2;
         }
     };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    super::logging::init(None);
     match serve(&args, opts) {
         Ok(()) => 0,
         Err(e) => {

@@ -1,17 +1,33 @@
 //! The listener's settings, with Kafka's broker config names: `listeners`,
 //! `advertised.listeners`, `auto.create.topics.enable`, `num.partitions`,
-//! `socket.request.max.bytes`, `node.id`, and the group coordinator's
+//! `socket.request.max.bytes`, `node.id`, the group coordinator's
 //! `offsets.topic.num.partitions` (default 1, where Kafka's 50 would fill the
 //! tree), `group.initial.rebalance.delay.ms`, `group.min.session.timeout.ms`
-//! and `group.max.session.timeout.ms` (Kafka's defaults).
+//! and `group.max.session.timeout.ms` (Kafka's defaults), and the socket
+//! server's limits: `max.connections`, `max.connections.per.ip`,
+//! `max.connections.per.ip.overrides`, `connections.max.idle.ms`,
+//! `queued.max.request.bytes` and `num.network.threads`, with Kafka's
+//! defaults and validators (`SocketServerConfigs`, `KafkaConfig.validateValues`)
+//! but one: `queued.max.request.bytes` defaults to `socket.request.max.bytes`
+//! rather than Kafka's -1 (no bound), see [`ListenerConfig::queued_max_request_bytes`].
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use super::group::GroupSettings;
 
 /// Kafka's default `socket.request.max.bytes` (100 MiB).
 pub const DEFAULT_SOCKET_REQUEST_MAX_BYTES: usize = 104_857_600;
+
+/// Kafka's default `connections.max.idle.ms` (10 minutes).
+pub const DEFAULT_CONNECTIONS_MAX_IDLE_MS: i64 = 600_000;
+/// Kafka's default `num.network.threads`.
+pub const DEFAULT_NUM_NETWORK_THREADS: u32 = 3;
+/// Kafka's default `connection.failed.authentication.delay.ms`, which Kafka
+/// requires `connections.max.idle.ms` to exceed. There is no authentication
+/// here yet, so the setting is not offered; its default keeps Kafka's check.
+pub const FAILED_AUTHENTICATION_DELAY_MS: i64 = 100;
 
 /// The broker-level names this module understands (besides the topic
 /// configs, which storage owns).
@@ -26,6 +42,12 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "group.initial.rebalance.delay.ms",
     "group.min.session.timeout.ms",
     "group.max.session.timeout.ms",
+    "max.connections",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
+    "connections.max.idle.ms",
+    "queued.max.request.bytes",
+    "num.network.threads",
 ];
 
 /// A count of milliseconds of at least `min`.
@@ -108,6 +130,22 @@ pub struct ListenerConfig {
     pub node_id: i32,
     /// The group coordinator's settings.
     pub groups: GroupSettings,
+    /// `max.connections`: past it the listener stops accepting until a
+    /// connection closes (Kafka's default: `i32::MAX`).
+    pub max_connections: u32,
+    /// `max.connections.per.ip`: a connection past it is accepted and closed.
+    pub max_connections_per_ip: u32,
+    /// `max.connections.per.ip.overrides`, resolved to addresses.
+    pub max_connections_per_ip_overrides: HashMap<IpAddr, u32>,
+    /// The text it was given, for DescribeConfigs and messages.
+    pub max_connections_per_ip_overrides_text: String,
+    /// `connections.max.idle.ms`; negative: connections are never closed for idleness.
+    pub connections_max_idle_ms: i64,
+    /// `queued.max.request.bytes` as given; `None`: not given (see
+    /// [`ListenerConfig::queued_max_request_bytes`]).
+    pub queued_max_request_bytes_set: Option<i64>,
+    /// `num.network.threads`: the threads that read requests and write responses.
+    pub num_network_threads: u32,
 }
 
 impl Default for ListenerConfig {
@@ -120,8 +158,78 @@ impl Default for ListenerConfig {
             socket_request_max_bytes: DEFAULT_SOCKET_REQUEST_MAX_BYTES,
             node_id: 0,
             groups: GroupSettings::default(),
+            max_connections: i32::MAX as u32,
+            max_connections_per_ip: i32::MAX as u32,
+            max_connections_per_ip_overrides: HashMap::new(),
+            max_connections_per_ip_overrides_text: String::new(),
+            connections_max_idle_ms: DEFAULT_CONNECTIONS_MAX_IDLE_MS,
+            queued_max_request_bytes_set: None,
+            num_network_threads: DEFAULT_NUM_NETWORK_THREADS,
         }
     }
+}
+
+/// Kafka's INT parse and `atLeast(min)`, with its messages.
+fn int_at_least(name: &str, value: &str, min: i64, max: i64) -> Result<i64, String> {
+    let n: i64 = value.trim().parse().map_err(|_| {
+        format!(
+            "Invalid value {value} for configuration {name}: Not a number of type {}",
+            if max == i32::MAX as i64 {
+                "INT"
+            } else {
+                "LONG"
+            }
+        )
+    })?;
+    if n > max {
+        return Err(format!(
+            "Invalid value {value} for configuration {name}: Not a number of type {}",
+            if max == i32::MAX as i64 {
+                "INT"
+            } else {
+                "LONG"
+            }
+        ));
+    }
+    if n < min {
+        return Err(format!(
+            "Invalid value {value} for configuration {name}: Value must be at least {min}"
+        ));
+    }
+    Ok(n)
+}
+
+/// Kafka's `max.connections.per.ip.overrides`: `host:count` pairs, comma
+/// separated (`-o` splits options at commas, so give them with `;` there or
+/// in one `-o` of their own; both separators are read). Hosts are resolved
+/// once, here, as Kafka's `InetAddress.getByName` does at start.
+fn parse_overrides(value: &str) -> Result<HashMap<IpAddr, u32>, String> {
+    let name = "max.connections.per.ip.overrides";
+    let mut out = HashMap::new();
+    for pair in value
+        .split([',', ';'])
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        let (host, count) = pair.rsplit_once(':').ok_or_else(|| {
+            format!(
+                "Invalid value {value} for configuration {name}: expected HOST:COUNT pairs, e.g. \"hostName:100,127.0.0.1:200\""
+            )
+        })?;
+        let host = host.trim().trim_start_matches('[').trim_end_matches(']');
+        let count = int_at_least(name, count.trim(), 0, i32::MAX as i64)? as u32;
+        let ip: IpAddr = match host.parse() {
+            Ok(ip) => ip,
+            Err(_) => (host, 0)
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .map(|a| a.ip())
+                .ok_or_else(|| format!("{name} contains invalid addresses : {host}"))?,
+        };
+        out.insert(ip, count);
+    }
+    Ok(out)
 }
 
 impl ListenerConfig {
@@ -178,17 +286,87 @@ impl ListenerConfig {
                 self.groups.max_session =
                     millis(value, 0).ok_or_else(|| invalid("Value must be at least 0"))?
             }
+            "max.connections" => {
+                self.max_connections = int_at_least(name, value, 0, i32::MAX as i64)? as u32
+            }
+            "max.connections.per.ip" => {
+                self.max_connections_per_ip = int_at_least(name, value, 0, i32::MAX as i64)? as u32
+            }
+            "max.connections.per.ip.overrides" => {
+                self.max_connections_per_ip_overrides = parse_overrides(value)?;
+                self.max_connections_per_ip_overrides_text = value.to_string();
+            }
+            "connections.max.idle.ms" => {
+                self.connections_max_idle_ms = int_at_least(name, value, i64::MIN, i64::MAX)?
+            }
+            "queued.max.request.bytes" => {
+                self.queued_max_request_bytes_set =
+                    Some(int_at_least(name, value, i64::MIN, i64::MAX)?)
+            }
+            "num.network.threads" => {
+                self.num_network_threads = int_at_least(name, value, 1, i32::MAX as i64)? as u32
+            }
             _ => return Ok(false),
         }
         Ok(true)
     }
 
     /// Settings that only mean something with a listener are refused without one.
+    /// And Kafka's cross-checks (`KafkaConfig.validateValues`), with its messages.
     pub fn check(&self) -> Result<(), String> {
         if self.listener.is_none() && self.advertised.is_some() {
             return Err("advertised.listeners needs listeners".to_string());
         }
+        let queued = self.queued_max_request_bytes();
+        if queued > 0 && queued < self.socket_request_max_bytes as i64 {
+            return Err(
+                "queued.max.request.bytes must be larger or equal to socket.request.max.bytes"
+                    .to_string(),
+            );
+        }
+        if self.max_connections_per_ip == 0 && self.max_connections_per_ip_overrides.is_empty() {
+            return Err("max.connections.per.ip can be set to zero only if \
+                 max.connections.per.ip.overrides property is set."
+                .to_string());
+        }
+        if self.connections_max_idle_ms >= 0
+            && FAILED_AUTHENTICATION_DELAY_MS >= self.connections_max_idle_ms
+        {
+            return Err(format!(
+                "connection.failed.authentication.delay.ms={FAILED_AUTHENTICATION_DELAY_MS} should \
+                 always be less than connections.max.idle.ms={} to prevent failed authentication \
+                 responses from timing out",
+                self.connections_max_idle_ms
+            ));
+        }
         Ok(())
+    }
+
+    /// `queued.max.request.bytes` in force: what was given, else
+    /// `socket.request.max.bytes` (100 MiB by default). Kafka's default is -1
+    /// (no bound), which its JVM heap (1 GiB in `kafka-server-start.sh`)
+    /// bounds instead; this daemon has no heap limit and shares its machine
+    /// with a filesystem, so it bounds requests in flight by default, with
+    /// the smallest pool Kafka's own check allows. Zero or less: no bound,
+    /// as in Kafka.
+    pub fn queued_max_request_bytes(&self) -> i64 {
+        self.queued_max_request_bytes_set
+            .unwrap_or(self.socket_request_max_bytes as i64)
+    }
+
+    /// `connections.max.idle.ms` as a duration; `None`: never.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        u64::try_from(self.connections_max_idle_ms)
+            .ok()
+            .map(Duration::from_millis)
+    }
+
+    /// The connection cap for `ip`.
+    pub fn max_connections_for(&self, ip: IpAddr) -> u32 {
+        self.max_connections_per_ip_overrides
+            .get(&ip)
+            .copied()
+            .unwrap_or(self.max_connections_per_ip)
     }
 }
 
@@ -226,5 +404,56 @@ mod tests {
         assert!(c.check().is_err());
         c.set("listeners", "PLAINTEXT://127.0.0.1:0").unwrap();
         assert!(c.check().is_ok());
+    }
+
+    #[test]
+    fn socket_server_limits() {
+        let c = ListenerConfig::default();
+        assert_eq!(c.max_connections, 2_147_483_647);
+        assert_eq!(c.max_connections_per_ip, 2_147_483_647);
+        assert_eq!(c.connections_max_idle_ms, 600_000);
+        assert_eq!(c.num_network_threads, 3);
+        assert_eq!(c.queued_max_request_bytes(), 104_857_600);
+        let err = |name: &str, value: &str| {
+            let mut c = ListenerConfig::default();
+            match c.set(name, value) {
+                Err(e) => e,
+                Ok(_) => c.check().expect_err(&format!("{name}={value} refused")),
+            }
+        };
+        assert_eq!(
+            err("max.connections", "-1"),
+            "Invalid value -1 for configuration max.connections: Value must be at least 0"
+        );
+        assert_eq!(
+            err("max.connections", "x"),
+            "Invalid value x for configuration max.connections: Not a number of type INT"
+        );
+        assert_eq!(
+            err("max.connections", "2147483648"),
+            "Invalid value 2147483648 for configuration max.connections: Not a number of type INT"
+        );
+        assert!(err("max.connections.per.ip", "0").contains("can be set to zero only if"));
+        assert!(err("num.network.threads", "0").contains("Value must be at least 1"));
+        assert!(err("connections.max.idle.ms", "100").contains("should always be less than"));
+        assert!(err("queued.max.request.bytes", "1000").contains("must be larger or equal"));
+        assert!(err("max.connections.per.ip.overrides", "nocount").contains("HOST:COUNT"));
+        let mut c = ListenerConfig::default();
+        c.set("connections.max.idle.ms", "-1").unwrap();
+        c.set("queued.max.request.bytes", "-1").unwrap();
+        c.set("max.connections.per.ip", "0").unwrap();
+        c.set("max.connections.per.ip.overrides", "127.0.0.1:5;[::1]:7")
+            .unwrap();
+        assert!(c.check().is_ok());
+        assert_eq!(c.idle_timeout(), None);
+        assert_eq!(c.queued_max_request_bytes(), -1);
+        assert_eq!(c.max_connections_for("127.0.0.1".parse().unwrap()), 5);
+        assert_eq!(c.max_connections_for("::1".parse().unwrap()), 7);
+        assert_eq!(c.max_connections_for("10.0.0.1".parse().unwrap()), 0);
+        // The pool may equal the frame limit, and follows it when not given.
+        let mut c = ListenerConfig::default();
+        c.set("socket.request.max.bytes", "200000000").unwrap();
+        assert!(c.check().is_ok());
+        assert_eq!(c.queued_max_request_bytes(), 200_000_000);
     }
 }

@@ -25,6 +25,45 @@ pub enum Outcome {
     Silent,
     /// Close the connection (acks=0 Produce that failed: the only way to tell).
     Close(String),
+    /// A Fetch long poll: to be read again later (see [`Parked`]).
+    Wait(Box<fetch::Waiting>),
+}
+
+/// What one request came to.
+pub enum Handled {
+    /// A response to write, or `None`: nothing to send (acks=0).
+    Reply(Option<Encoded>),
+    /// A Fetch waiting for data; the server keeps it, holding no thread,
+    /// and calls [`Parked::retry`] after an append or at its deadline.
+    Parked(Parked),
+}
+
+/// A parked Fetch with what its response needs.
+pub struct Parked {
+    correlation_id: i32,
+    version: i16,
+    wait: Box<fetch::Waiting>,
+}
+
+impl Parked {
+    pub fn deadline(&self) -> std::time::Instant {
+        self.wait.deadline()
+    }
+
+    /// The append generation its last read saw: read again once it moved.
+    pub fn seen(&self) -> u64 {
+        self.wait.seen()
+    }
+
+    pub fn retry(self, broker: &Broker) -> Result<Handled, Refusal> {
+        let (correlation_id, version) = (self.correlation_id, self.version);
+        finish_outcome(
+            ApiKey::Fetch,
+            version,
+            correlation_id,
+            self.wait.retry(broker),
+        )
+    }
 }
 
 /// A response ready to be written: its size prefix, and its bytes.
@@ -40,8 +79,8 @@ fn malformed(key: ApiKey, version: i16, what: &str, e: impl std::fmt::Display) -
     }
 }
 
-/// Decodes, handles and encodes one request. `Ok(None)`: nothing to send.
-pub fn handle_frame(broker: &Broker, frame: Bytes) -> Result<Option<Encoded>, Refusal> {
+/// Decodes, handles and encodes one request.
+pub fn handle_frame(broker: &Broker, frame: Bytes) -> Result<Handled, Refusal> {
     if frame.len() < 4 {
         return Err(Refusal::ShortHeader(frame.len()));
     }
@@ -65,7 +104,7 @@ pub fn handle_frame(broker: &Broker, frame: Bytes) -> Result<Option<Encoded>, Re
             header.client_id
         );
         let body = ResponseKind::ApiVersions(api_versions(false));
-        return encode(key, 0, correlation_id, body).map(Some);
+        return encode(key, 0, correlation_id, body).map(|e| Handled::Reply(Some(e)));
     }
     if version < api.served_min || version > api.max {
         return Err(Refusal::UnsupportedVersion {
@@ -82,13 +121,33 @@ pub fn handle_frame(broker: &Broker, frame: Bytes) -> Result<Option<Encoded>, Re
         api_name(key),
         header.client_id.as_deref()
     );
-    match route(broker, &header, request) {
-        Outcome::Respond(body) => encode(key, version, correlation_id, body).map(Some),
+    finish_outcome(
+        key,
+        version,
+        correlation_id,
+        route(broker, &header, request),
+    )
+}
+
+fn finish_outcome(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    outcome: Outcome,
+) -> Result<Handled, Refusal> {
+    let reply = |e: Encoded| Handled::Reply(Some(e));
+    match outcome {
+        Outcome::Respond(body) => encode(key, version, correlation_id, body).map(reply),
         Outcome::Fetch(body, slices) => {
-            encode_fetch(version, correlation_id, body, slices).map(Some)
+            encode_fetch(version, correlation_id, body, slices).map(reply)
         }
-        Outcome::Silent => Ok(None),
+        Outcome::Silent => Ok(Handled::Reply(None)),
         Outcome::Close(why) => Err(Refusal::Other(why)),
+        Outcome::Wait(wait) => Ok(Handled::Parked(Parked {
+            correlation_id,
+            version,
+            wait,
+        })),
     }
 }
 

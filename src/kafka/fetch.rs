@@ -4,9 +4,10 @@
 //! - `max_bytes` (the response) and `partition_max_bytes` are respected; the
 //!   first partition with data returns its first batch whole even when it is
 //!   larger, as Kafka does, so a consumer always makes progress.
-//! - Long poll: with fewer than `min_bytes` available, the request waits
-//!   until an append to any partition (a shell write included) or until
-//!   `max_wait_ms`, then reads again.
+//! - Long poll: with fewer than `min_bytes` available, the request is
+//!   parked ([`Waiting`], Kafka's fetch purgatory) without holding a thread;
+//!   the server reads again after an append to any partition (a shell write
+//!   included) and at `max_wait_ms`.
 //! - Fetch sessions (KIP-227) are not kept: every response has session id 0,
 //!   which tells the client to send full fetches.
 
@@ -38,6 +39,31 @@ struct Pass {
     errors: bool,
 }
 
+/// A Fetch waiting for `min_bytes` (Kafka's `DelayedFetch`): read again
+/// with [`Waiting::retry`] once the append generation moves past
+/// [`Waiting::seen`], or at [`Waiting::deadline`].
+pub struct Waiting {
+    req: FetchRequest,
+    version: i16,
+    deadline: Instant,
+    seen: u64,
+}
+
+impl Waiting {
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// The append generation the last read saw.
+    pub fn seen(&self) -> u64 {
+        self.seen
+    }
+
+    pub fn retry(self, b: &Broker) -> Outcome {
+        attempt(b, self.version, self.req, self.deadline)
+    }
+}
+
 pub fn handle(b: &Broker, version: i16, req: FetchRequest) -> Outcome {
     if req.session_id != 0 {
         // No session was ever handed out, so none can be found.
@@ -47,27 +73,34 @@ pub fn handle(b: &Broker, version: i16, req: FetchRequest) -> Outcome {
         );
     }
     let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT);
-    let deadline = Instant::now() + wait;
+    attempt(b, version, req, Instant::now() + wait)
+}
+
+/// One read of every partition: the response, or the request parked.
+fn attempt(b: &Broker, version: i16, req: FetchRequest, deadline: Instant) -> Outcome {
     let min_bytes = req.min_bytes.max(0) as u64;
     let max_bytes = if version >= 3 {
         (req.max_bytes.max(0) as u64).min(FETCH_MAX_BYTES)
     } else {
         FETCH_MAX_BYTES
     };
-    loop {
-        let seen = b.mgr.appends().generation();
-        let pass = read_pass(b, &req, max_bytes);
-        let done = pass.bytes >= min_bytes
-            || req.topics.is_empty()
-            || pass.errors
-            || Instant::now() >= deadline
-            || b.stopping();
-        if done {
-            let resp = FetchResponse::default().with_responses(pass.responses);
-            return Outcome::Fetch(resp, pass.slices);
-        }
-        b.mgr.appends().wait_past(seen, deadline);
+    let seen = b.mgr.appends().generation();
+    let pass = read_pass(b, &req, max_bytes);
+    let done = pass.bytes >= min_bytes
+        || req.topics.is_empty()
+        || pass.errors
+        || Instant::now() >= deadline
+        || b.stopping();
+    if done {
+        let resp = FetchResponse::default().with_responses(pass.responses);
+        return Outcome::Fetch(resp, pass.slices);
     }
+    Outcome::Wait(Box::new(Waiting {
+        req,
+        version,
+        deadline,
+        seen,
+    }))
 }
 
 fn read_pass(b: &Broker, req: &FetchRequest, max_bytes: u64) -> Pass {

@@ -6,7 +6,11 @@
 //!   settings;
 //! - [`broker`]: what every handler shares: the storage, the settings, and
 //!   who this broker says it is;
-//! - [`server`]: the listener, a thread per connection, shutdown;
+//! - [`server`]: the listener: an acceptor, network threads polling
+//!   non-blocking connections, shutdown;
+//! - [`limits`]: connection quotas, the memory pool of requests in flight,
+//!   the file descriptors kept for storage;
+//! - [`workers`]: the request handler threads and the fetch purgatory;
 //! - [`frame`]: request framing and the size limit;
 //! - [`dispatch`]: header, version check, body, handler, response;
 //! - [`versions`]: what is advertised and served (ApiVersions);
@@ -35,6 +39,7 @@ pub mod error;
 pub mod fetch;
 pub mod frame;
 pub mod group;
+pub mod limits;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -44,6 +49,7 @@ pub mod splice;
 pub mod topic_configs;
 pub mod topics;
 pub mod versions;
+pub mod workers;
 
 pub use alloc::LazyHugeAlloc;
 pub use config::{Endpoint, ListenerConfig};

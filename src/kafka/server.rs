@@ -1,39 +1,77 @@
-//! The listener: a thread that accepts, a thread per connection with
-//! blocking I/O, and a shutdown that closes every socket and waits for every
-//! thread before the caller closes the storage.
+//! The listener, shaped like Kafka's `SocketServer`: an acceptor thread,
+//! `num.network.threads` network threads that each poll their connections
+//! (non-blocking sockets, epoll through `mio`), and the request handlers
+//! (`workers`) that run requests off the network threads.
+//!
+//! Each connection is a small state machine on its network thread: reading
+//! a size, waiting for memory, reading a body, in flight (one request at a
+//! time, as Kafka answers a connection in order), writing a response. An
+//! idle connection costs its socket and a few hundred bytes, no thread.
+//! A TLS or SASL handshake becomes one more state before reading, with the
+//! socket wrapped (see [`Conn`]).
+//!
+//! Limits, with Kafka's names and behaviour (see `config`):
+//! - `max.connections`: at the cap the acceptor stops accepting, so new
+//!   connections wait in the kernel's backlog, until one closes. The cap in
+//!   force is also below `RLIMIT_NOFILE` by the descriptors kept for
+//!   storage (a quarter, at least 1,024: `limits::fd_cap`), so a partition
+//!   can always roll.
+//! - `max.connections.per.ip` (and its overrides): a connection past it is
+//!   accepted and closed at once, with a log line.
+//! - `connections.max.idle.ms`: a connection with no request in flight that
+//!   has read or written nothing for that long is closed, whether it sent
+//!   nothing or half a request.
+//! - `queued.max.request.bytes`: requests in flight hold their size in a
+//!   memory pool; when it is empty, connections stop reading until memory
+//!   comes back (`limits::MemoryPool`).
+//! - Out of descriptors at `accept` (EMFILE, ENFILE): the connection is
+//!   refused (accepted on a spare descriptor and closed), with a log line.
 
-use std::collections::HashMap;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::collections::{HashMap, VecDeque};
+use std::io::{ErrorKind, Read};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use log::{debug, error, info, warn};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
 use super::broker::Broker;
 use super::config::{Endpoint, ListenerConfig};
-use super::dispatch::handle_frame;
-use super::frame::{Incoming, ReadError, read_frame};
+use super::error::Refusal;
+use super::frame::frame_size;
+use super::limits::{ConnectionQuotas, Lease, MemoryPool, fd_cap, nofile_limit};
+use super::splice::{Outgoing, Progress};
+use super::workers::{Completions, Done, Job, Work, Workers};
 use crate::storage::LogManager;
+
+/// The waker's token on every poll.
+const WAKER: Token = Token(usize::MAX);
+/// The largest read into a request body at once (its buffer grows by this).
+const READ_CHUNK: usize = 256 * 1024;
 
 /// A running listener. [`KafkaServer::stop`] (or drop) ends it.
 pub struct KafkaServer {
-    broker: Arc<Broker>,
-    sockets: Vec<Arc<TcpListener>>,
-    accepting: Vec<JoinHandle<()>>,
-    conns: Arc<Connections>,
+    shared: Arc<Shared>,
+    addrs: Vec<SocketAddr>,
+    acceptor: Option<(JoinHandle<()>, Arc<Waker>)>,
+    processors: Vec<(JoinHandle<usize>, Arc<ProcessorHandle>)>,
     stopped: bool,
 }
 
-#[derive(Default)]
-struct Connections {
-    next_id: AtomicU64,
-    /// A second handle on each open socket, to shut it down from outside.
-    open: Mutex<HashMap<u64, TcpStream>>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+/// What every thread of the listener shares.
+struct Shared {
+    broker: Arc<Broker>,
+    quotas: ConnectionQuotas,
+    pool: Arc<MemoryPool>,
+    workers: Arc<Workers>,
+    idle: Option<Duration>,
+    max_request: usize,
 }
 
 impl KafkaServer {
@@ -47,86 +85,158 @@ impl KafkaServer {
         let Some(endpoint) = config.listener.clone() else {
             return Ok(None);
         };
-        let mut sockets: Vec<Arc<TcpListener>> = Vec::new();
+        let mut sockets: Vec<std::net::TcpListener> = Vec::new();
         for addr in endpoint.resolve()? {
             // Port 0 binds a free port; every address of a name shares it.
-            let addr = match sockets.first() {
-                Some(first) if endpoint.port == 0 => {
-                    SocketAddr::new(addr.ip(), local_port(first).unwrap_or(0))
-                }
+            let addr = match sockets.first().and_then(|s| s.local_addr().ok()) {
+                Some(first) if endpoint.port == 0 => SocketAddr::new(addr.ip(), first.port()),
                 _ => addr,
             };
-            let l = TcpListener::bind(addr)
+            let l = std::net::TcpListener::bind(addr)
                 .map_err(|e| format!("cannot listen on {addr} ({endpoint}): {e}"))?;
-            sockets.push(Arc::new(l));
+            l.set_nonblocking(true)
+                .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+            sockets.push(l);
         }
-        let port = sockets
-            .first()
-            .and_then(|s| local_port(s))
-            .unwrap_or(endpoint.port);
+        let addrs: Vec<SocketAddr> = sockets.iter().filter_map(|s| s.local_addr().ok()).collect();
+        let port = addrs.first().map_or(endpoint.port, |a| a.port());
         let advertised = config.advertised.clone().unwrap_or(Endpoint {
             host: endpoint.host.clone(),
             port,
         });
+        let nofile = nofile_limit();
+        let quotas = ConnectionQuotas::new(&config, fd_cap(nofile));
+        let pool = MemoryPool::new(config.queued_max_request_bytes());
+        let idle = config.idle_timeout();
+        let max_request = config.socket_request_max_bytes;
+        let threads = config.num_network_threads as usize;
         let broker = Arc::new(Broker::new(mgr, config, advertised));
-        let conns = Arc::new(Connections::default());
-        let mut accepting = Vec::new();
-        for s in &sockets {
-            let (s, broker, conns) = (s.clone(), broker.clone(), conns.clone());
-            let h = std::thread::Builder::new()
-                .name("kafka-accept".into())
-                .spawn(move || accept_loop(&s, &broker, &conns))
-                .map_err(|e| format!("cannot start the Kafka accept thread: {e}"))?;
-            accepting.push(h);
-        }
-        for s in &sockets {
-            if let Ok(a) = s.local_addr() {
-                info!(
-                    "Kafka listener on {a} (PLAINTEXT, no authentication), advertised as {}",
-                    broker.advertised
-                );
-            }
-        }
-        Ok(Some(KafkaServer {
+        let workers = Workers::new(broker.clone())?;
+        let shared = Arc::new(Shared {
             broker,
-            sockets,
-            accepting,
-            conns,
+            quotas,
+            pool,
+            workers,
+            idle,
+            max_request,
+        });
+        let mut server = KafkaServer {
+            shared: shared.clone(),
+            addrs,
+            acceptor: None,
+            processors: Vec::new(),
             stopped: false,
-        }))
+        };
+        for i in 0..threads {
+            let poll = Poll::new().map_err(|e| format!("cannot create a poller: {e}"))?;
+            let waker = Waker::new(poll.registry(), WAKER)
+                .map_err(|e| format!("cannot create a poll waker: {e}"))?;
+            let handle = Arc::new(ProcessorHandle {
+                waker,
+                inbox: Mutex::new(Inbox::default()),
+            });
+            let h2 = handle.clone();
+            shared.pool.on_release(Arc::new(move || {
+                h2.inbox.lock().memory = true;
+                let _ = h2.waker.wake();
+            }));
+            let mut p = Processor {
+                poll,
+                handle: handle.clone(),
+                shared: shared.clone(),
+                conns: HashMap::new(),
+                next_id: 0,
+                waiting_memory: VecDeque::new(),
+            };
+            let t = std::thread::Builder::new()
+                .name(format!("kafka-network-{i}"))
+                .spawn(move || p.run())
+                .map_err(|e| format!("cannot start a Kafka network thread: {e}"))?;
+            server.processors.push((t, handle));
+        }
+        let poll = Poll::new().map_err(|e| format!("cannot create a poller: {e}"))?;
+        let waker = Arc::new(
+            Waker::new(poll.registry(), WAKER)
+                .map_err(|e| format!("cannot create a poll waker: {e}"))?,
+        );
+        let w2 = waker.clone();
+        shared.quotas.set_acceptor(Arc::new(move || {
+            let _ = w2.wake();
+        }));
+        let mut listeners = Vec::new();
+        for (i, s) in sockets.into_iter().enumerate() {
+            let mut l = TcpListener::from_std(s);
+            poll.registry()
+                .register(&mut l, Token(i), Interest::READABLE)
+                .map_err(|e| format!("cannot poll the listener: {e}"))?;
+            listeners.push(l);
+        }
+        let mut acceptor = Acceptor {
+            poll,
+            listeners,
+            shared: shared.clone(),
+            processors: server.processors.iter().map(|(_, h)| h.clone()).collect(),
+            next: 0,
+            spare: spare_fd(),
+        };
+        let t = std::thread::Builder::new()
+            .name("kafka-acceptor".into())
+            .spawn(move || acceptor.run())
+            .map_err(|e| format!("cannot start the Kafka accept thread: {e}"))?;
+        server.acceptor = Some((t, waker));
+        for a in &server.addrs {
+            info!(
+                "Kafka listener on {a} (PLAINTEXT, no authentication), advertised as {}",
+                shared.broker.advertised
+            );
+        }
+        let queued = match shared.pool.size() {
+            Some(n) => format!("{n} bytes"),
+            None => "no bound".to_string(),
+        };
+        info!(
+            "Kafka listener limits: {} connections at most (max.connections={}, and \
+             RLIMIT_NOFILE={nofile} less {} descriptors kept for storage), max.connections.per.ip={}, \
+             connections.max.idle.ms={}, queued.max.request.bytes: {queued}, {threads} network threads",
+            shared.quotas.max_total(),
+            shared.broker.config.max_connections,
+            super::limits::storage_fds(nofile),
+            shared.broker.config.max_connections_per_ip,
+            shared.broker.config.connections_max_idle_ms,
+        );
+        Ok(Some(server))
     }
 
     /// The addresses actually bound.
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.sockets
-            .iter()
-            .filter_map(|s| s.local_addr().ok())
-            .collect()
+        self.addrs.clone()
     }
 
-    /// Stops accepting, closes every connection and waits for their threads.
+    /// Stops accepting, closes every connection and waits for every thread
+    /// (handlers included), so the caller may close the storage.
     pub fn stop(&mut self) {
         if std::mem::replace(&mut self.stopped, true) {
             return;
         }
-        self.broker.stop();
-        for s in &self.sockets {
-            // SAFETY: shutdown on a listening socket we own wakes its accept().
-            unsafe { libc::shutdown(s.as_raw_fd(), libc::SHUT_RDWR) };
+        self.shared.broker.stop();
+        if let Some((t, waker)) = self.acceptor.take() {
+            let _ = waker.wake();
+            let _ = t.join();
         }
-        for h in self.accepting.drain(..) {
-            let _ = h.join();
+        // Handlers first: a running one may still produce; its response is
+        // dropped with its connection.
+        self.shared.workers.stop();
+        let mut closed = 0;
+        for (t, h) in self.processors.drain(..) {
+            let _ = h.waker.wake();
+            if let Ok(n) = t.join() {
+                closed += n;
+            }
+            // Responses that arrived after the thread ended hold segment
+            // files: drop them before the storage closes.
+            h.inbox.lock().done.clear();
         }
-        let open: Vec<TcpStream> = self.conns.open.lock().drain().map(|(_, s)| s).collect();
-        let n = open.len();
-        for s in open {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-        let threads: Vec<_> = self.conns.threads.lock().drain(..).collect();
-        for h in threads {
-            let _ = h.join();
-        }
-        info!("Kafka listener stopped; closed {n} connections");
+        info!("Kafka listener stopped; closed {closed} connections");
     }
 }
 
@@ -136,97 +246,489 @@ impl Drop for KafkaServer {
     }
 }
 
-fn local_port(l: &TcpListener) -> Option<u16> {
-    l.local_addr().ok().map(|a| a.port())
+/// A descriptor kept open to be given up when `accept` runs out of them, so
+/// the connection waiting can be accepted and refused rather than left hanging.
+fn spare_fd() -> Option<OwnedFd> {
+    // SAFETY: open(2) of a constant path; the result is checked.
+    let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    // SAFETY: a descriptor we just opened and own.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn accept_loop(listener: &TcpListener, broker: &Arc<Broker>, conns: &Arc<Connections>) {
-    loop {
-        let accepted = listener.accept();
-        if broker.stopping() {
+fn out_of_fds(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+}
+
+struct Acceptor {
+    poll: Poll,
+    listeners: Vec<TcpListener>,
+    shared: Arc<Shared>,
+    processors: Vec<Arc<ProcessorHandle>>,
+    next: usize,
+    spare: Option<OwnedFd>,
+}
+
+impl Acceptor {
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(64);
+        let mut retry: Option<Duration> = None;
+        loop {
+            if let Err(e) = self.poll.poll(&mut events, retry)
+                && e.kind() != ErrorKind::Interrupted
+            {
+                error!("Kafka listener: poll failed: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if self.shared.broker.stopping() {
+                return;
+            }
+            // Edge-triggered: every listener is drained (or the cap is met)
+            // whatever woke us, a freed slot included.
+            retry = None;
+            for i in 0..self.listeners.len() {
+                if let Some(r) = self.accept_from(i) {
+                    retry = Some(r);
+                }
+            }
+        }
+    }
+
+    /// Accepts from listener `i` until it would block or the cap is met;
+    /// `Some(wait)` to try again after `wait` whatever happens.
+    fn accept_from(&mut self, i: usize) -> Option<Duration> {
+        loop {
+            if !self.shared.quotas.slot_available() {
+                // max.connections: the acceptor waits for a close (its waker).
+                return None;
+            }
+            match self.listeners[i].accept() {
+                Ok((stream, peer)) => self.admit(stream, peer),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+                Err(e) if out_of_fds(&e) => {
+                    if !self.refuse_one(i, &e) {
+                        return Some(Duration::from_millis(100));
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::ConnectionAborted => {}
+                Err(e) => {
+                    warn!("Kafka listener: accept failed: {e}");
+                    return Some(Duration::from_millis(100));
+                }
+            }
+        }
+    }
+
+    /// Out of descriptors: gives up the spare, accepts the waiting
+    /// connection on it and closes it, then takes the spare back. Returns
+    /// whether a connection was refused that way.
+    fn refuse_one(&mut self, i: usize, e: &std::io::Error) -> bool {
+        let Some(spare) = self.spare.take() else {
+            warn!("Kafka listener: cannot accept a connection: {e}; retrying");
+            self.spare = spare_fd();
+            return false;
+        };
+        drop(spare);
+        let refused = match self.listeners[i].accept() {
+            Ok((stream, peer)) => {
+                drop(stream);
+                warn!(
+                    "Kafka listener: refused a connection from {peer}: the daemon is out of file \
+                     descriptors ({e}); raise RLIMIT_NOFILE or lower max.connections"
+                );
+                true
+            }
+            Err(_) => false,
+        };
+        self.spare = spare_fd();
+        refused
+    }
+
+    fn admit(&mut self, stream: TcpStream, peer: SocketAddr) {
+        let ip = peer.ip();
+        if let Err(too_many) = self.shared.quotas.inc(ip) {
+            info!(
+                "Rejected connection from {}, address already has the configured maximum of {} \
+                 connections.",
+                too_many.ip, too_many.max
+            );
+            drop(stream);
+            self.shared.quotas.dec(ip);
             return;
         }
-        let (stream, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                // EMFILE and friends: back off rather than spin.
-                warn!("Kafka listener: accept failed: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        let id = conns.next_id.fetch_add(1, Ordering::Relaxed);
-        match stream.try_clone() {
-            Ok(handle) => {
-                conns.open.lock().insert(id, handle);
-            }
-            Err(e) => {
-                warn!("Kafka listener: dropping connection from {peer}: {e}");
-                continue;
-            }
-        }
-        let (broker2, conns2) = (broker.clone(), conns.clone());
-        let spawned = std::thread::Builder::new()
-            .name(format!("kafka-conn-{id}"))
-            .spawn(move || {
-                serve_connection(&broker2, stream, peer);
-                conns2.open.lock().remove(&id);
-            });
-        let mut threads = conns.threads.lock();
-        threads.retain(|h| !h.is_finished());
-        match spawned {
-            Ok(h) => threads.push(h),
-            Err(e) => {
-                error!("Kafka listener: cannot start a connection thread for {peer}: {e}");
-                conns.open.lock().remove(&id);
-            }
+        let _ = stream.set_nodelay(true);
+        set_keepalive(&stream);
+        let p = &self.processors[self.next % self.processors.len()];
+        self.next = self.next.wrapping_add(1);
+        p.inbox.lock().new_conns.push((stream, peer));
+        let _ = p.waker.wake();
+    }
+}
+
+fn set_keepalive(s: &TcpStream) {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt on a descriptor we hold, with a valid int.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_KEEPALIVE,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// A network thread's mailbox: new connections from the acceptor, finished
+/// requests from the handlers, and word that pool memory came back.
+#[derive(Default)]
+struct Inbox {
+    new_conns: Vec<(TcpStream, SocketAddr)>,
+    done: Vec<(usize, Done)>,
+    memory: bool,
+}
+
+struct ProcessorHandle {
+    waker: Waker,
+    inbox: Mutex<Inbox>,
+}
+
+impl Completions for ProcessorHandle {
+    fn complete(&self, conn: usize, done: Done) {
+        self.inbox.lock().done.push((conn, done));
+        let _ = self.waker.wake();
+    }
+}
+
+/// Where a connection is in its request cycle.
+enum Phase {
+    /// Reading the 4-byte size of the next request.
+    Size { buf: [u8; 4], got: usize },
+    /// The size is known; the memory pool is empty, so nothing is read.
+    NeedMemory { size: usize },
+    /// Reading the request's bytes into memory taken from the pool.
+    Body {
+        buf: Vec<u8>,
+        size: usize,
+        lease: Lease,
+    },
+    /// A handler (or the purgatory) has the request; nothing is read.
+    InFlight,
+    /// Writing the response.
+    Writing(Outgoing),
+}
+
+/// One connection. The socket is plaintext; TLS would wrap it here, with a
+/// handshake phase before the first `Size`.
+struct Conn {
+    stream: TcpStream,
+    peer: SocketAddr,
+    phase: Phase,
+    /// Last read or write, for `connections.max.idle.ms`.
+    active: Instant,
+}
+
+impl Conn {
+    fn new(stream: TcpStream, peer: SocketAddr) -> Conn {
+        Conn {
+            stream,
+            peer,
+            phase: Phase::Size {
+                buf: [0; 4],
+                got: 0,
+            },
+            active: Instant::now(),
         }
     }
 }
 
-/// One connection: requests are read and answered in order, one at a time,
-/// as Kafka does per connection.
-fn serve_connection(broker: &Broker, mut stream: TcpStream, peer: SocketAddr) {
-    debug!("Kafka: connection from {peer}");
-    super::group::set_peer(&peer);
-    let _ = stream.set_nodelay(true);
-    let max = broker.config.socket_request_max_bytes;
-    loop {
-        let frame = match read_frame(&mut stream, max) {
-            Ok(Incoming::Frame(f)) => f,
-            Ok(Incoming::Closed) => break,
-            Err(ReadError::Refused(r)) => {
-                warn!("Kafka: closing the connection from {peer}: {r}");
-                break;
+/// What pumping a connection came to.
+enum Step {
+    /// Nothing more to do until the next event.
+    Wait,
+    /// A whole request was read: hand it to the handlers.
+    Request(Bytes, Lease),
+    /// The pool is empty: park the connection until memory comes back.
+    NeedMemory,
+    Close(Closing),
+}
+
+/// Why a connection is closed, and how loudly.
+enum Closing {
+    /// The peer closed between requests: normal.
+    Peer,
+    /// An I/O error or a close inside a request.
+    Io(String),
+    /// Refused: logged as a warning.
+    Refused(Refusal),
+    Idle,
+}
+
+struct Processor {
+    poll: Poll,
+    handle: Arc<ProcessorHandle>,
+    shared: Arc<Shared>,
+    conns: HashMap<usize, Conn>,
+    next_id: usize,
+    /// Connections waiting for pool memory, in the order they asked.
+    waiting_memory: VecDeque<usize>,
+}
+
+impl Processor {
+    /// Serves until the listener stops; returns how many connections it closed then.
+    fn run(&mut self) -> usize {
+        let mut events = Events::with_capacity(1024);
+        let sweep_every = self
+            .shared
+            .idle
+            .map(|d| (d / 4).clamp(Duration::from_millis(10), Duration::from_secs(1)));
+        let mut next_sweep = sweep_every.map(|d| Instant::now() + d);
+        loop {
+            let timeout = next_sweep.map(|t| t.saturating_duration_since(Instant::now()));
+            if let Err(e) = self.poll.poll(&mut events, timeout)
+                && e.kind() != ErrorKind::Interrupted
+            {
+                error!("Kafka listener: poll failed: {e}");
+                std::thread::sleep(Duration::from_millis(100));
             }
-            Err(ReadError::Io(e)) => {
-                if !broker.stopping() {
-                    debug!("Kafka: connection from {peer} ended: {e}");
+            if self.shared.broker.stopping() {
+                let n = self.conns.len();
+                for id in self.conns.keys().copied().collect::<Vec<_>>() {
+                    self.close(id, Closing::Peer);
                 }
-                break;
+                return n;
             }
-        };
-        // A bug must cost one connection, never the daemon.
-        let handled =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle_frame(broker, frame)));
-        match handled {
-            Ok(Ok(Some(resp))) => {
-                if let Err(e) = resp.body.write_to(&mut stream, &resp.prefix) {
-                    debug!("Kafka: writing to {peer} failed: {e}");
-                    break;
+            for ev in events.iter() {
+                if ev.token() == WAKER {
+                    continue;
                 }
+                self.pump(ev.token().0);
             }
-            Ok(Ok(None)) => {}
-            Ok(Err(r)) => {
-                warn!("Kafka: closing the connection from {peer}: {r}");
-                break;
-            }
-            Err(_) => {
-                error!("Kafka: a request from {peer} panicked; closing its connection");
-                break;
+            self.drain_inbox();
+            if let (Some(every), Some(at)) = (sweep_every, next_sweep)
+                && Instant::now() >= at
+            {
+                self.close_idle();
+                next_sweep = Some(Instant::now() + every);
             }
         }
     }
-    let _ = stream.shutdown(Shutdown::Both);
-    debug!("Kafka: connection from {peer} closed");
+
+    fn drain_inbox(&mut self) {
+        let (new_conns, done, memory) = {
+            let mut inbox = self.handle.inbox.lock();
+            (
+                std::mem::take(&mut inbox.new_conns),
+                std::mem::take(&mut inbox.done),
+                std::mem::take(&mut inbox.memory),
+            )
+        };
+        for (mut stream, peer) in new_conns {
+            let id = self.next_id;
+            self.next_id += 1;
+            let registered = self.poll.registry().register(
+                &mut stream,
+                Token(id),
+                Interest::READABLE | Interest::WRITABLE,
+            );
+            if let Err(e) = registered {
+                warn!("Kafka: dropping the connection from {peer}: {e}");
+                self.shared.quotas.dec(peer.ip());
+                continue;
+            }
+            debug!("Kafka: connection from {peer}");
+            self.conns.insert(id, Conn::new(stream, peer));
+            // Bytes may have come before the registration.
+            self.pump(id);
+        }
+        for (id, done) in done {
+            let Some(conn) = self.conns.get_mut(&id) else {
+                continue; // closed meanwhile
+            };
+            conn.active = Instant::now();
+            match done {
+                Done::Reply(Some(enc)) => {
+                    conn.phase = Phase::Writing(Outgoing::new(enc.prefix, enc.body));
+                }
+                Done::Reply(None) => {
+                    conn.phase = Phase::Size {
+                        buf: [0; 4],
+                        got: 0,
+                    }
+                }
+                Done::Refused(r) => {
+                    self.close(id, Closing::Refused(r));
+                    continue;
+                }
+                Done::Panicked => {
+                    self.close(id, Closing::Io("a request panicked".to_string()));
+                    continue;
+                }
+            }
+            self.pump(id);
+        }
+        if memory {
+            // Memory came back: the paused connections read again, oldest first.
+            let waiting = std::mem::take(&mut self.waiting_memory);
+            for id in waiting {
+                self.pump(id);
+            }
+        }
+    }
+
+    /// Moves connection `id` on as far as its socket allows.
+    fn pump(&mut self, id: usize) {
+        let step = match self.conns.get_mut(&id) {
+            None => return,
+            Some(conn) => advance(conn, &self.shared),
+        };
+        match step {
+            Step::Wait => {}
+            Step::NeedMemory => self.waiting_memory.push_back(id),
+            Step::Request(frame, lease) => {
+                let Some(conn) = self.conns.get(&id) else {
+                    return;
+                };
+                let job = Job {
+                    back: self.handle.clone(),
+                    conn: id,
+                    peer: conn.peer,
+                    work: Work::Frame(frame),
+                    lease: Some(lease),
+                };
+                self.shared.workers.submit(job);
+            }
+            Step::Close(why) => self.close(id, why),
+        }
+    }
+
+    fn close_idle(&mut self) {
+        let Some(idle) = self.shared.idle else {
+            return;
+        };
+        let now = Instant::now();
+        let expired: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                !matches!(c.phase, Phase::InFlight) && now.duration_since(c.active) > idle
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            self.close(id, Closing::Idle);
+        }
+    }
+
+    fn close(&mut self, id: usize, why: Closing) {
+        let Some(mut conn) = self.conns.remove(&id) else {
+            return;
+        };
+        let peer = conn.peer;
+        match why {
+            Closing::Peer => debug!("Kafka: connection from {peer} closed"),
+            Closing::Io(e) => {
+                if !self.shared.broker.stopping() {
+                    debug!("Kafka: connection from {peer} ended: {e}");
+                }
+            }
+            Closing::Refused(r) => warn!("Kafka: closing the connection from {peer}: {r}"),
+            Closing::Idle => debug!(
+                "Kafka: closing the connection from {peer}: idle for more than \
+                 connections.max.idle.ms"
+            ),
+        }
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+        drop(conn);
+        self.shared.quotas.dec(peer.ip());
+    }
+}
+
+/// Reads and writes what the connection's phase calls for, until the
+/// socket would block or a request is whole.
+fn advance(conn: &mut Conn, shared: &Shared) -> Step {
+    loop {
+        match &mut conn.phase {
+            Phase::InFlight => return Step::Wait,
+            Phase::Writing(out) => match out.write_to(&mut conn.stream) {
+                Ok(Progress::Done) => {
+                    conn.active = Instant::now();
+                    conn.phase = Phase::Size {
+                        buf: [0; 4],
+                        got: 0,
+                    };
+                }
+                Ok(Progress::Blocked) => {
+                    conn.active = Instant::now();
+                    return Step::Wait;
+                }
+                Err(e) => return Step::Close(Closing::Io(format!("writing failed: {e}"))),
+            },
+            Phase::Size { buf, got } => match conn.stream.read(&mut buf[*got..]) {
+                Ok(0) if *got == 0 => return Step::Close(Closing::Peer),
+                Ok(0) => {
+                    return Step::Close(Closing::Io(
+                        "connection closed inside a request size".to_string(),
+                    ));
+                }
+                Ok(n) => {
+                    conn.active = Instant::now();
+                    *got += n;
+                    if *got < 4 {
+                        continue;
+                    }
+                    let size = match frame_size(*buf, shared.max_request) {
+                        Ok(size) => size,
+                        Err(r) => return Step::Close(Closing::Refused(r)),
+                    };
+                    conn.phase = Phase::NeedMemory { size };
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Wait,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Step::Close(Closing::Io(e.to_string())),
+            },
+            Phase::NeedMemory { size } => {
+                let size = *size;
+                // Kafka takes the whole size from the pool at once, so a
+                // request that got its memory can always be read to its end.
+                let Some(lease) = shared.pool.try_allocate(size.max(1)) else {
+                    return Step::NeedMemory;
+                };
+                // The buffer's pages are touched only as bytes arrive.
+                conn.phase = Phase::Body {
+                    buf: Vec::with_capacity(size),
+                    size,
+                    lease,
+                };
+            }
+            Phase::Body { buf, size, .. } => {
+                if buf.len() == *size {
+                    let Phase::Body { buf, lease, .. } =
+                        std::mem::replace(&mut conn.phase, Phase::InFlight)
+                    else {
+                        unreachable!("the phase was just matched as Body");
+                    };
+                    return Step::Request(Bytes::from(buf), lease);
+                }
+                let start = buf.len();
+                let want = (*size - start).min(READ_CHUNK);
+                buf.resize(start + want, 0);
+                let r = conn.stream.read(&mut buf[start..]);
+                let got = *r.as_ref().unwrap_or(&0);
+                buf.truncate(start + got);
+                match r {
+                    Ok(0) => {
+                        return Step::Close(Closing::Io(format!(
+                            "connection closed after {start} of a {size}-byte request"
+                        )));
+                    }
+                    Ok(_) => conn.active = Instant::now(),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Wait,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Step::Close(Closing::Io(e.to_string())),
+                }
+            }
+        }
+    }
 }

@@ -11,8 +11,7 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::Write;
-use std::net::TcpStream;
+use std::io::{IoSlice, Write};
 use std::os::fd::AsRawFd;
 use std::sync::OnceLock;
 
@@ -108,43 +107,150 @@ impl SpliceBuf {
     pub fn complete(&self) -> bool {
         self.pending.is_empty()
     }
+}
 
-    /// Writes `prefix`, then the response, sending file slices with sendfile.
-    pub fn write_to(&self, sock: &mut TcpStream, prefix: &[u8]) -> std::io::Result<()> {
-        if self.spliced.is_empty() {
-            // One write: a small response must not wait for Nagle.
-            let mut all = Vec::with_capacity(prefix.len() + self.bytes.len());
-            all.extend_from_slice(prefix);
-            all.extend_from_slice(&self.bytes);
-            return sock.write_all(&all);
-        }
-        let _cork = Cork::new(sock);
-        sock.write_all(prefix)?;
+/// Where a part of a response's bytes comes from.
+#[derive(Clone, Copy)]
+enum Part {
+    Prefix,
+    /// A range of the encoded bytes.
+    Mem(usize, usize),
+    /// The `i`th spliced file slice.
+    File(usize),
+}
+
+/// How far a write got.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Progress {
+    Done,
+    /// The socket would block: wait until it is writable and call again.
+    Blocked,
+}
+
+/// A response on its way out of a non-blocking socket, resumable where the
+/// socket's buffer filled: the size prefix, the encoded bytes, and the file
+/// slices sent with `sendfile(2)`.
+pub struct Outgoing {
+    prefix: [u8; 4],
+    body: SpliceBuf,
+    parts: Vec<Part>,
+    at: usize,
+    /// Bytes of `parts[at]` already sent.
+    off: u64,
+    corked: bool,
+}
+
+impl Outgoing {
+    pub fn new(prefix: [u8; 4], body: SpliceBuf) -> Outgoing {
+        let mut parts = vec![Part::Prefix];
         let mut at = 0;
-        for (pos, slice) in &self.spliced {
-            sock.write_all(&self.bytes[at..*pos])?;
-            send_file(sock, slice.file()?, slice.position, slice.len)?;
+        for (i, (pos, _)) in body.spliced.iter().enumerate() {
+            parts.push(Part::Mem(at, *pos));
+            parts.push(Part::File(i));
             at = *pos;
         }
-        sock.write_all(&self.bytes[at..])
+        parts.push(Part::Mem(at, body.bytes.len()));
+        Outgoing {
+            prefix,
+            body,
+            parts,
+            at: 0,
+            off: 0,
+            corked: false,
+        }
     }
-}
 
-/// Holds TCP_CORK while a response goes out in pieces, so the pieces leave
-/// as full packets.
-struct Cork(i32);
-
-impl Cork {
-    fn new(sock: &TcpStream) -> Cork {
-        let fd = sock.as_raw_fd();
-        set_cork(fd, 1);
-        Cork(fd)
+    /// Bytes on the wire, prefix included.
+    pub fn len(&self) -> usize {
+        4 + self.body.len()
     }
-}
 
-impl Drop for Cork {
-    fn drop(&mut self) {
-        set_cork(self.0, 0);
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    fn part_len(&self, p: Part) -> u64 {
+        match p {
+            Part::Prefix => 4,
+            Part::Mem(a, b) => (b - a) as u64,
+            Part::File(i) => self.body.spliced[i].1.len,
+        }
+    }
+
+    fn advance(&mut self, mut n: u64) {
+        while n > 0 && self.at < self.parts.len() {
+            let rem = self.part_len(self.parts[self.at]) - self.off;
+            if n >= rem {
+                n -= rem;
+                self.at += 1;
+                self.off = 0;
+            } else {
+                self.off += n;
+                n = 0;
+            }
+        }
+    }
+
+    /// Writes as much as the socket takes. `Done` once the whole response
+    /// is out; `Blocked` when the socket would block.
+    pub fn write_to<S: Write + AsRawFd>(&mut self, sock: &mut S) -> std::io::Result<Progress> {
+        if !self.corked && !self.body.spliced.is_empty() {
+            // The pieces leave as full packets, not one per write.
+            set_cork(sock.as_raw_fd(), 1);
+            self.corked = true;
+        }
+        loop {
+            // Zero-length parts are stepped over.
+            while self.at < self.parts.len() && self.part_len(self.parts[self.at]) == self.off {
+                self.at += 1;
+                self.off = 0;
+            }
+            if self.at == self.parts.len() {
+                if self.corked {
+                    set_cork(sock.as_raw_fd(), 0);
+                    self.corked = false;
+                }
+                return Ok(Progress::Done);
+            }
+            let off = self.off as usize;
+            let written = match self.parts[self.at] {
+                Part::Prefix => {
+                    // The prefix and the bytes after it in one write, so a
+                    // small response is one packet.
+                    let next = match self.parts.get(1) {
+                        Some(Part::Mem(a, b)) => &self.body.bytes[*a..*b],
+                        _ => &[][..],
+                    };
+                    let bufs = [IoSlice::new(&self.prefix[off..]), IoSlice::new(next)];
+                    sock.write_vectored(&bufs).map(|n| n as u64)
+                }
+                Part::Mem(a, b) => sock.write(&self.body.bytes[a + off..b]).map(|n| n as u64),
+                Part::File(i) => {
+                    let slice = &self.body.spliced[i].1;
+                    let file = slice.file()?;
+                    send_file(
+                        sock.as_raw_fd(),
+                        file,
+                        slice.position + self.off,
+                        slice.len - self.off,
+                    )
+                }
+            };
+            match written {
+                Ok(0) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::WriteZero,
+                        "the socket took no bytes",
+                    ));
+                }
+                Ok(n) => self.advance(n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return Ok(Progress::Blocked);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
 
@@ -161,29 +267,24 @@ fn set_cork(fd: i32, on: libc::c_int) {
     }
 }
 
-fn send_file(sock: &TcpStream, file: &File, position: u64, len: u64) -> std::io::Result<()> {
+/// One `sendfile(2)` call of at most `len` bytes from `position`: the bytes
+/// it sent, `WouldBlock` when the socket is full.
+fn send_file(sock: i32, file: &File, position: u64, len: u64) -> std::io::Result<u64> {
     let mut off = position as libc::off_t;
-    let end = position + len;
-    while (off as u64) < end {
-        let want = (end - off as u64).min(1 << 30) as usize;
-        // SAFETY: both descriptors are open; sendfile advances `off`.
-        let n = unsafe { libc::sendfile(sock.as_raw_fd(), file.as_raw_fd(), &mut off, want) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            // The file ended early: the frame can no longer be completed.
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "segment file ended before the fetched bytes",
-            ));
-        }
+    let want = len.min(1 << 30) as usize;
+    // SAFETY: both descriptors are open; sendfile advances `off`.
+    let n = unsafe { libc::sendfile(sock, file.as_raw_fd(), &mut off, want) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
     }
-    Ok(())
+    if n == 0 && want > 0 {
+        // The file ended early: the frame can no longer be completed.
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "segment file ended before the fetched bytes",
+        ));
+    }
+    Ok(n as u64)
 }
 
 // SAFETY: delegates to Vec<u8>'s BufMut, which upholds the contract.

@@ -7,11 +7,14 @@
 //! producer sent, byte for byte, but for those fields.
 
 use super::RecordError;
+use super::batch::Compression;
 use super::batch::{
     ATTRIBUTES_OFFSET, Batch, BatchHeader, CRC_OFFSET, HEADER_LEN, MAGIC_OFFSET, compute_crc,
     peek_frame,
 };
+use super::compression::{self, MAX_DECOMPRESSED_SIZE};
 use super::varint::{get_varint, get_varlong};
+use std::io::{BufRead, BufReader};
 
 /// Where `partitionLeaderEpoch` sits in a batch.
 const LEADER_EPOCH_OFFSET: usize = 12;
@@ -35,8 +38,10 @@ fn corrupt(why: impl Into<String>) -> RecordError {
 /// Validates one whole batch as Kafka does before appending it: magic 2, a
 /// size that matches the bytes, the CRC, an offset range that matches the
 /// record count, no control batch, a sequence where there is a producer id,
-/// and every record well-formed at its offset delta (compressed batches are
-/// decompressed to check them).
+/// and every record well-formed at its offset delta. A compressed batch is
+/// read as a stream, as Kafka's `LogValidator` does: its inflated records
+/// are never held whole, and the inflater's buffers come from the
+/// process-wide decompression budget (`compression::stream`).
 pub fn validate_produced_batch(bytes: &[u8]) -> Result<ValidBatch, RecordError> {
     let frame = peek_frame(bytes)?;
     if frame.size != bytes.len() {
@@ -71,8 +76,19 @@ pub fn validate_produced_batch(bytes: &[u8]) -> Result<ValidBatch, RecordError> 
             h.base_sequence, h.producer_id
         )));
     }
-    let section = batch.uncompressed_section()?;
-    let stream_bytes = walk_records(&h, &section)?;
+    let section = batch.records_section();
+    let stream_bytes = match h.compression() {
+        Compression::None => walk_records(&h, section)?,
+        codec => {
+            let decoder = compression::stream(codec, section)?;
+            let mut inflated = Inflated {
+                r: BufReader::with_capacity(16 << 10, decoder),
+                read: 0,
+                codec,
+            };
+            walk_inflated(&h, &mut inflated)?
+        }
+    };
     Ok(ValidBatch {
         header: h,
         stream_bytes,
@@ -100,6 +116,152 @@ fn walk_records(h: &BatchHeader, section: &[u8]) -> Result<u64, RecordError> {
         return Err(corrupt(format!(
             "{} bytes follow the batch's {} records",
             section.len() - pos,
+            h.record_count
+        )));
+    }
+    Ok(stream)
+}
+
+/// An inflating records section, read a byte or a skip at a time, refused
+/// once it inflates past [`MAX_DECOMPRESSED_SIZE`].
+struct Inflated<R: BufRead> {
+    r: R,
+    read: u64,
+    codec: Compression,
+}
+
+impl<R: BufRead> Inflated<R> {
+    fn failed(&self, e: std::io::Error) -> RecordError {
+        RecordError::Decompress {
+            codec: self.codec,
+            reason: e.to_string(),
+        }
+    }
+
+    fn count(&mut self, n: usize) -> Result<(), RecordError> {
+        self.read += n as u64;
+        if self.read > MAX_DECOMPRESSED_SIZE as u64 {
+            return Err(RecordError::DecompressedTooLarge {
+                codec: self.codec,
+                limit: MAX_DECOMPRESSED_SIZE,
+            });
+        }
+        Ok(())
+    }
+
+    /// The next byte, `None` at the end of the section.
+    fn byte(&mut self) -> Result<Option<u8>, RecordError> {
+        let b = match self.r.fill_buf() {
+            Ok([]) => return Ok(None),
+            Ok(buf) => buf[0],
+            Err(e) => return Err(self.failed(e)),
+        };
+        self.r.consume(1);
+        self.count(1)?;
+        Ok(Some(b))
+    }
+
+    fn raw_varint(&mut self, max_bytes: usize) -> Result<u64, RecordError> {
+        let mut value: u64 = 0;
+        for i in 0..max_bytes {
+            let b = self
+                .byte()?
+                .ok_or_else(|| corrupt("varint runs past the end of the record"))?;
+            value |= ((b & 0x7f) as u64) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(corrupt(format!("varint longer than {max_bytes} bytes")))
+    }
+
+    fn varint(&mut self) -> Result<i32, RecordError> {
+        let v = self.raw_varint(5)?;
+        let decoded = ((v >> 1) as i64) ^ -((v & 1) as i64);
+        i32::try_from(decoded).map_err(|_| corrupt("varint out of 32-bit range"))
+    }
+
+    fn varlong(&mut self) -> Result<i64, RecordError> {
+        let v = self.raw_varint(10)?;
+        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    /// Steps over `n` bytes, which must all be there.
+    fn skip(&mut self, mut n: u64) -> Result<(), RecordError> {
+        while n > 0 {
+            let have = match self.r.fill_buf() {
+                Ok([]) => return Err(corrupt("a record runs past the end of the batch")),
+                Ok(buf) => buf.len(),
+                Err(e) => return Err(self.failed(e)),
+            };
+            let step = (have as u64).min(n) as usize;
+            self.r.consume(step);
+            self.count(step)?;
+            n -= step as u64;
+        }
+        Ok(())
+    }
+
+    /// Steps over a varint-length-prefixed field of the record that ends at
+    /// `end`; returns its length (0 if null).
+    fn skip_field(&mut self, end: u64, nullable: bool) -> Result<u64, RecordError> {
+        let len = self.varint()?;
+        if len < 0 {
+            if nullable && len == -1 {
+                return Ok(0);
+            }
+            return Err(corrupt(format!("invalid field length {len}")));
+        }
+        if self.read + len as u64 > end {
+            return Err(corrupt(format!(
+                "field of {len} bytes runs past the record end"
+            )));
+        }
+        self.skip(len as u64)?;
+        Ok(len as u64)
+    }
+}
+
+/// [`walk_records`] over an inflating section, holding no more of it than
+/// the reader's buffer.
+fn walk_inflated<R: BufRead>(h: &BatchHeader, s: &mut Inflated<R>) -> Result<u64, RecordError> {
+    let mut stream = 0u64;
+    for expected_delta in 0..h.record_count {
+        let length = s.varint()?;
+        if length < 1 {
+            return Err(corrupt(format!(
+                "record length {length} runs past the batch end"
+            )));
+        }
+        let end = s.read + length as u64;
+        s.byte()?.ok_or_else(|| corrupt("empty record"))?; // attributes
+        s.varlong()?; // timestampDelta
+        let delta = s.varint()?;
+        if delta != expected_delta {
+            return Err(corrupt(format!(
+                "inner record offset delta {delta} where {expected_delta} was expected"
+            )));
+        }
+        s.skip_field(end, true)?; // key
+        let value = s.skip_field(end, true)?;
+        let headers = s.varint()?;
+        if headers < 0 {
+            return Err(corrupt(format!("negative header count {headers}")));
+        }
+        for _ in 0..headers {
+            s.skip_field(end, false)?; // header key: never null
+            s.skip_field(end, true)?;
+        }
+        if s.read != end {
+            return Err(corrupt(format!(
+                "record at offset delta {delta} does not end where its length says"
+            )));
+        }
+        stream += value + 1;
+    }
+    if s.byte()?.is_some() {
+        return Err(corrupt(format!(
+            "bytes follow the batch's {} records",
             h.record_count
         )));
     }

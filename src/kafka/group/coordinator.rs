@@ -3,8 +3,9 @@
 //! records are written to `__consumer_offsets` under it, so they land in
 //! the order the state changed.
 //!
-//! JoinGroup and SyncGroup wait for the rebalance on their connection's own
-//! thread (each connection has one), on a condition variable raised at every
+//! JoinGroup and SyncGroup wait for the rebalance on the request handler
+//! thread running them (the pool grows while every handler is busy), on a
+//! condition variable raised at every
 //! change, waking at least every [`TICK`] to run the timers (sessions, the
 //! rebalance deadline, the initial delay). So no background thread is
 //! needed, FUSE and other connections never wait on a group, and every wait

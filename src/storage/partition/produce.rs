@@ -35,7 +35,9 @@ fn validate_all(config: &LogConfig, records: &[u8]) -> Result<Vec<(usize, ValidB
     while pos < records.len() {
         let frame = peek_frame(&records[pos..])?;
         let size = frame.size.min(records.len() - pos);
-        let valid = validate_produced_batch(&records[pos..pos + size])?;
+        // Kafka's order (`UnifiedLog.analyzeAndValidateRecords`): the batch's
+        // size as sent, compressed, against max.message.bytes first, before
+        // its CRC is checked or anything is decompressed.
         let max = config.max_message_bytes.max(0) as usize;
         if size > max {
             return Err(StorageError::RecordTooLarge { size, max });
@@ -46,6 +48,7 @@ fn validate_all(config: &LogConfig, records: &[u8]) -> Result<Vec<(usize, ValidB
                 max: config.segment_bytes as usize,
             });
         }
+        let valid = validate_produced_batch(&records[pos..pos + size])?;
         out.push((pos, valid));
         pos += size;
     }
