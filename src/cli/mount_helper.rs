@@ -188,6 +188,15 @@ pub fn main(args: Vec<OsString>) -> i32 {
             return EX_USAGE;
         }
     };
+    if t.fake {
+        return match mount::check_options(&margs.options) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("{name}: {e}");
+                EX_USAGE
+            }
+        };
+    }
     // mount(8) mounts what exists; `commitfs mount` creating a missing data
     // directory would, for an fstab line whose disk is not mounted yet,
     // serve an empty directory of the root filesystem instead.
@@ -198,15 +207,6 @@ pub fn main(args: Vec<OsString>) -> i32 {
             margs.data_dir.display()
         );
         return EX_FAIL;
-    }
-    if t.fake {
-        return match mount::check_options(&margs.options) {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("{name}: {e}");
-                EX_USAGE
-            }
-        };
     }
     if t.verbose {
         eprintln!(
