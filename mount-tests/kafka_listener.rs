@@ -44,7 +44,8 @@ fn name(s: &str) -> TopicName {
 pub fn mount_with_listener(extra: &[&str]) -> (Mount, String) {
     let mut opts = vec!["listeners=PLAINTEXT://127.0.0.1:0"];
     opts.extend_from_slice(extra);
-    let m = Mount::new(&opts);
+    // Parked fetches are logged, for the long-poll test to see one.
+    let m = Mount::with(&opts, None, &[("RUST_LOG", kafka_support::PARK_LOG)]);
     let addr = bound_listener(&m);
     (m, addr)
 }
@@ -155,6 +156,7 @@ fn shell_appends_reach_every_kafka_client() {
     // (so kcat already asked from offset 2), and it may wait 240 s, past
     // the 120 s kcat is given: kcat printing the record at all is the
     // wake-up, and a fetch left to expire fails the test.
+    let parked_before = kafka_support::parked_fetches(&m.log());
     let waiting = spawn(
         Command::new(&kcat)
             .args([
@@ -172,7 +174,7 @@ fn shell_appends_reach_every_kafka_client() {
             .stderr(Stdio::piped()),
         "kcat -C -o end",
     );
-    kafka_support::wait_for_parked_fetch(m.pid().unwrap(), "kcat -o end");
+    kafka_support::wait_for_parked_fetch(|| m.log(), parked_before, "kcat -o end");
     m.ok("echo c >> t-0/log");
     let out = finish_within(
         waiting,

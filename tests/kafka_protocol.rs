@@ -180,24 +180,20 @@ fn produce_is_stored_verbatim_and_fetch_returns_whole_batches() {
     assert_eq!(&records[..], &seg[..sent[0].len()]);
 }
 
-/// The long poll is proved, not assumed: the fetch is seen parked in the
-/// daemon (its connection thread waiting on the append signal, not on its
-/// socket) before the produce is sent, and it asks to wait 300 s, far past
+/// The long poll is proved, not assumed: the daemon says the fetch is
+/// parked (held for an append, on no thread) before the produce is sent, and it asks to wait 300 s, far past
 /// the 60 s the test waits for its answer: so an answer at all is a
 /// wake-up, and no answer fails the test.
 #[test]
 fn a_long_poll_wakes_on_an_append() {
     let (_tmp, data) = data_dir(&["t-0"]);
     let s = Server::start(&data, &[]);
-    assert_eq!(
-        kafka_support::parked_connections(s.pid()),
-        0,
-        "nothing waits yet"
-    );
+    let parked = || kafka_support::parked_fetches(&s.log());
+    assert_eq!(parked(), 0, "nothing waits yet");
     let mut waiter = Conn::new(&s.addr);
     let frame = waiter.encode(ApiKey::Fetch, 12, &fetch_req("t", 0, 300_000, 1 << 20));
     waiter.send_raw(&frame);
-    kafka_support::wait_for_parked_fetch(s.pid(), "a fetch at the log end");
+    kafka_support::wait_for_parked_fetch(|| s.log(), 0, "a fetch at the log end");
     let mut c = Conn::new(&s.addr);
     let batch = client_batch(3, Compression::None, "late");
     let r: ProduceResponse = c.call(

@@ -257,6 +257,11 @@ impl Purgatory {
             return;
         }
         s.parked.push(job);
+        // The line tests wait for: a fetch is parked, holding no thread.
+        log::debug!(
+            "Kafka: a Fetch parked until an append or its max_wait_ms ({} parked)",
+            s.parked.len()
+        );
         self.changed.notify_one();
     }
 

@@ -168,45 +168,38 @@ pub fn wait_for_listener_line(log_path: &Path, from: usize, child: &mut Child) -
     }
 }
 
-/// How many of `pid`'s Kafka connection threads (`kafka-conn-N`) wait on a
-/// condition variable rather than on their socket: a long-polling Fetch
-/// parked until an append or its `max_wait_ms` (an idle connection waits in
-/// the kernel's socket read). Read from `/proc/PID/task/*/wchan`.
-pub fn parked_connections(pid: u32) -> usize {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap_or_else(|e| panic!("/proc/{pid}/task: {e}"));
-    let mut parked = 0;
-    for t in tasks.flatten() {
-        let read = |f: &str| std::fs::read_to_string(t.path().join(f)).unwrap_or_default();
-        if read("comm").starts_with("kafka-conn-") && read("wchan").contains("futex") {
-            parked += 1;
-        }
-    }
-    parked
+/// What a daemon's log says when a long-polling Fetch is parked (held
+/// until an append or its `max_wait_ms`, on no thread): the daemon logs it
+/// at debug level for `commitfs::kafka::workers` ([`PARK_LOG`]).
+pub const PARKED_LINE: &str = "Kafka: a Fetch parked until an append";
+
+/// The `RUST_LOG` under which a daemon logs each parked fetch.
+pub const PARK_LOG: &str = "info,commitfs::kafka::workers=debug";
+
+/// How many fetches `log` says were parked.
+pub fn parked_fetches(log: &str) -> usize {
+    log.lines().filter(|l| l.contains(PARKED_LINE)).count()
 }
 
-/// Waits (bounded) until a Kafka connection thread of daemon `pid` is
-/// parked in a long poll, seen so on three reads 50 ms apart (a thread only
-/// passing through a lock does not count). Fails with the daemon's threads
-/// if none parks, or if the kernel names no wait channels at all (then
-/// nothing could be proved).
-pub fn wait_for_parked_fetch(pid: u32, what: &str) {
+/// Waits (bounded) until the daemon's log, as `read_log` gives it, says
+/// one more fetch was parked than `before`. Fails with `what` and the log's
+/// tail if none parks.
+pub fn wait_for_parked_fetch(read_log: impl Fn() -> String, before: usize, what: &str) {
     let start = Instant::now();
-    let mut seen = 0;
-    while seen < 3 {
-        seen = if parked_connections(pid) > 0 {
-            seen + 1
-        } else {
-            0
-        };
+    loop {
+        let log = read_log();
+        if parked_fetches(&log) > before {
+            return;
+        }
         if start.elapsed() > bounded::cmd_timeout() {
+            let tail: Vec<&str> = log.lines().rev().take(30).collect();
             panic!(
-                "{what}: no fetch parked in a long poll within {:?}\n{}",
+                "{what}: no fetch parked in a long poll within {:?}; the log ends:\n{}",
                 bounded::cmd_timeout(),
-                bounded::stacks("daemon", pid)
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             );
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -246,7 +239,7 @@ impl Server {
         }
         let mut child = cmd
             .arg(data)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", PARK_LOG)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
