@@ -250,7 +250,7 @@ impl LogSegment {
             if pos + h.size() as u64 > size {
                 return false;
             }
-            match reindex_batch(&mut ix, &mut st, interval, pos, h) {
+            match reindex_batch(&mut ix, &mut st, (interval, pos), h) {
                 Ok(()) => true,
                 Err(e) => {
                     failed = Some(e);

@@ -508,7 +508,7 @@ impl LogSegment {
             {
                 return Ok(false);
             }
-            reindex_batch(&mut ix, &mut st, interval, pos, h)?;
+            reindex_batch(&mut ix, &mut st, (interval, pos), h)?;
             first_max_timestamp.get_or_insert(h.max_timestamp);
             expected_min = h.next_offset();
             next_offset = Some(h.next_offset());
@@ -613,10 +613,10 @@ fn index_batch(
 fn reindex_batch(
     ix: &mut Indexes,
     st: &mut AppendState,
-    interval: u64,
-    pos: u64,
+    at: (u64, u64),
     h: &BatchHeader,
 ) -> Result<()> {
+    let (interval, pos) = at;
     ix.offset.make_room()?;
     ix.time.make_room()?;
     index_batch(ix, st, interval, pos, h)
