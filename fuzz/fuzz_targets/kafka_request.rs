@@ -26,7 +26,8 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use commitfs::kafka::broker::Broker;
-use commitfs::kafka::dispatch::handle_frame;
+use commitfs::kafka::dispatch::{Handled, handle_frame};
+use commitfs::kafka::splice::{Outgoing, Progress};
 use commitfs::kafka::{Endpoint, LazyHugeAlloc, ListenerConfig};
 use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
@@ -124,7 +125,17 @@ fuzz_target!(|data: &[u8]| {
         tempfile::tempdir().unwrap()
     };
     let b = broker(tmp.path());
-    let answer = handle_frame(&b, Bytes::copy_from_slice(data));
+    let answer = match handle_frame(&b, Bytes::copy_from_slice(data)) {
+        Ok(Handled::Reply(r)) => Ok(r),
+        // A long poll waiting for data: only a Fetch may park, and it
+        // holds nothing the next input could see (each has its own broker).
+        Ok(Handled::Parked(_)) => {
+            let fetch = matches!(&request, Some((_, _, _, RequestKind::Fetch(_))));
+            assert!(fetch, "a request parked, but it is not a Fetch");
+            return;
+        }
+        Err(e) => Err(e),
+    };
     match answer {
         // A refusal: the connection closes, which is an answer.
         Err(_) => {}
@@ -140,17 +151,19 @@ fuzz_target!(|data: &[u8]| {
             let correlation = i32::from_be_bytes(data[4..8].try_into().unwrap());
             let (server, client) = sockets();
             let mut frame = Vec::new();
+            let prefix = resp.prefix;
             std::thread::scope(|s| {
-                let writer = s.spawn(|| {
+                let writer = s.spawn(move || {
                     let mut out = server.try_clone().expect("socket");
-                    resp.body
-                        .write_to(&mut out, &resp.prefix)
-                        .expect("write the response");
+                    let mut outgoing = Outgoing::new(resp.prefix, resp.body);
+                    // A blocking socket: one call writes it all.
+                    let done = outgoing.write_to(&mut out).expect("write the response");
+                    assert!(matches!(done, Progress::Done), "a blocking write left a part");
                 });
                 let mut input = client.try_clone().expect("socket");
                 let mut size = [0u8; 4];
                 input.read_exact(&mut size).expect("size");
-                assert_eq!(size, resp.prefix);
+                assert_eq!(size, prefix);
                 let len = i32::from_be_bytes(size);
                 assert!(len >= 0, "negative response size");
                 frame.resize(len as usize, 0);
