@@ -1,16 +1,32 @@
 //! One index file's bytes: a shared mapping of the file while the data
 //! directory is ours, a copy in the daemon's own memory where it is not (a
 //! read-only data dir, whose files another process may truncate under a
-//! mapping), and the file upkeep (preallocation, resize, trim, flush).
+//! mapping), and the file upkeep (resize, block allocation, trim, flush).
+//!
+//! **Apparent size and real blocks.** An active index has Kafka's length
+//! (`segment.index.bytes`, as `RandomAccessFile.setLength` leaves it: a
+//! sparse file), so `ls -l` shows what a broker's data dir shows. Real
+//! blocks are allocated only as entries are written, [`ALLOCATION_STEP`]
+//! bytes at a time (`fallocate(2)` of that range), before an entry is
+//! stored through the mapping. So a live idle partition holds no more than
+//! a step per index beyond its entries, and a full disk is an error of the
+//! allocation (ENOSPC, refused and undone like any append) and never a
+//! write to a mapped hole, which the kernel answers with SIGBUS. Preallocating
+//! the whole length instead reserved 20 MiB per partition: 2,000
+//! partitions took 40 GB.
 
 use std::fs::{File, OpenOptions};
-use std::io;
 use std::path::{Path, PathBuf};
 
 use memmap2::{MmapMut, MmapOptions};
 
 use crate::storage::disk;
 use crate::storage::error::{IoContext, Result, StorageError};
+
+/// Real blocks are allocated this many bytes at a time, ahead of the
+/// entries written: two pages, about a thousand offset entries (4 MiB of
+/// log at the default `index.interval.bytes`) per `fallocate` call.
+pub(crate) const ALLOCATION_STEP: u64 = 8192;
 
 /// How an index's bytes are kept.
 pub(super) enum Backing {
@@ -28,6 +44,11 @@ pub(super) struct IndexFile {
     pub(super) mmap: Option<MmapMut>,
     pub(super) entry_size: usize,
     pub(super) entries: usize,
+    /// How many bytes from the start are known to have real blocks (a
+    /// file's only): an entry is written through the mapping only below it.
+    /// Unknown for a file opened from disk, so taken as 0 there: allocating
+    /// a range that has its blocks already costs nothing.
+    allocated: u64,
 }
 
 impl IndexFile {
@@ -57,6 +78,7 @@ impl IndexFile {
             mmap: None,
             entry_size,
             entries: 0,
+            allocated: 0,
         }
     }
 
@@ -85,12 +107,12 @@ impl IndexFile {
         Ok(idx)
     }
 
-    /// A fresh empty index file preallocated to `max_bytes`.
+    /// A fresh empty index file of `max_bytes`, sparse: its blocks come
+    /// as entries are written (see the module's comment).
     pub(super) fn create(path: &Path, entry_size: usize, max_bytes: u64) -> Result<Self> {
         let file = disk::create_file("index.create", path).at(path)?;
-        preallocate(&file, max_bytes).at(path)?;
         let mut idx = IndexFile::unmapped(path, Backing::File(file), entry_size);
-        idx.remap(max_bytes as usize)?;
+        idx.resize(max_bytes)?;
         Ok(idx)
     }
 
@@ -113,7 +135,7 @@ impl IndexFile {
             Backing::Memory => MmapOptions::new().len(len).map_anon(),
         };
         let map = map.at(&self.path)?;
-        // An index is preallocated sparse and touched one entry at a time
+        // An index is sparse and touched one entry at a time
         // (appends) or by binary search: readahead on a page fault only
         // zero-fills pages of the hole nobody asked for (a tenth of a
         // library append's time with fresh 10 MiB indexes). Only advice:
@@ -137,6 +159,8 @@ impl IndexFile {
     /// Adds an entry. A full index is refused as Kafka's `AbstractIndex`
     /// refuses it; callers roll (appends) or grow the index (rebuilds) first.
     pub(super) fn push(&mut self, bytes: &[u8]) -> Result<()> {
+        // Never a store into a hole: on a full disk that is SIGBUS.
+        self.allocate_for(self.entries + 1)?;
         disk::map_write("index.push").at(&self.path)?;
         let at = self.entries * self.entry_size;
         match self.mmap.as_mut() {
@@ -152,7 +176,25 @@ impl IndexFile {
         }
     }
 
-    /// Room for `spare` more entries, growing the file past its preallocation
+    /// Real blocks under the first `entries` entries (as far as the file
+    /// reaches), allocated [`ALLOCATION_STEP`] at a time. A full disk is
+    /// the allocation's error (ENOSPC), and nothing was written.
+    pub(super) fn allocate_for(&mut self, entries: usize) -> Result<()> {
+        let Backing::File(f) = &self.backing else {
+            return Ok(());
+        };
+        let mapped = self.mmap.as_ref().map_or(0, |m| m.len()) as u64;
+        let need = ((entries * self.entry_size) as u64).min(mapped);
+        if need <= self.allocated {
+            return Ok(());
+        }
+        let to = need.next_multiple_of(ALLOCATION_STEP).min(mapped);
+        disk::allocate("index.fallocate", f, self.allocated, to - self.allocated).at(&self.path)?;
+        self.allocated = to;
+        Ok(())
+    }
+
+    /// Room for `spare` more entries, growing the file past its length
     /// if needed: a rebuild re-indexes what a larger `segment.index.bytes`
     /// may have written, and the setting only sizes new segments.
     pub(super) fn reserve(&mut self, spare: usize) -> Result<()> {
@@ -163,16 +205,18 @@ impl IndexFile {
         self.resize((want * self.entry_size) as u64)
     }
 
-    /// Changes the file (and mapping) length; a shrink drops entries past it.
+    /// Changes the file (and mapping) length; a shrink drops entries past
+    /// it and frees their blocks, a growth is sparse (Kafka's `setLength`).
     pub(super) fn resize(&mut self, len: u64) -> Result<()> {
         self.mmap = None;
         match &self.backing {
             Backing::File(f) => {
                 if len > f.metadata().at(&self.path)?.len() {
-                    preallocate(f, len).at(&self.path)?;
+                    disk::set_len("index.set_len", f, len).at(&self.path)?;
                 } else {
                     disk::set_len("index.resize.truncate", f, len).at(&self.path)?;
                 }
+                self.allocated = self.allocated.min(len);
             }
             Backing::Memory => {
                 // Never touch the file: rebuild a private copy at the new size.
@@ -235,14 +279,4 @@ impl IndexFile {
         }
         Ok(())
     }
-}
-
-/// Allocates real blocks where the filesystem can (so a later write through the
-/// mapping cannot hit a full disk as SIGBUS), and falls back to a sparse length.
-pub(super) fn preallocate(file: &File, len: u64) -> io::Result<()> {
-    let current = file.metadata()?.len();
-    if len > current {
-        disk::fallocate("index.fallocate", file, len)?;
-    }
-    disk::set_len("index.set_len", file, len)
 }
