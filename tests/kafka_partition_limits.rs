@@ -1,0 +1,230 @@
+//! How many partitions a hostile client can make, in raw frames built with
+//! `kafka-protocol`, one `commitfs serve` per test:
+//! - one CreateTopics or CreatePartitions makes at most 10,000 partitions
+//!   (Kafka's `ReplicationControlManager.MAX_PARTITIONS_PER_BATCH`, its
+//!   `POLICY_VIOLATION` and message), and a refused request makes none;
+//! - `max.broker.partitions` caps them all, auto-created topics included;
+//! - a creation that fails half way leaves no partition behind.
+//!
+//! After each: the daemon is alive, the partitions are exactly the ones
+//! asked for that fit (the data directory listed), the record written
+//! before is intact, and `commitfs check` is clean. The disk a partition
+//! costs is measured on a tmpfs in `mount-tests/partition_disk.rs`.
+
+mod kafka_support;
+
+use std::path::Path;
+use std::process::Command;
+
+use commitfs::record::NewRecord;
+use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+use kafka_protocol::messages::create_partitions_request::{
+    CreatePartitionsRequest, CreatePartitionsTopic,
+};
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsResponse;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
+use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
+use kafka_protocol::messages::metadata_response::MetadataResponse;
+use kafka_protocol::messages::{ApiKey, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_support::{BIN, Conn, Server, bounded, decode_partition};
+
+const POLICY_VIOLATION: i16 = 44;
+const EXCESSIVE: &str = "Excessively large number of partitions per request.";
+
+fn name(v: &str) -> TopicName {
+    TopicName(StrBytes::from_string(v.to_string()))
+}
+
+fn topic(n: &str, partitions: i32) -> CreatableTopic {
+    CreatableTopic::default()
+        .with_name(name(n))
+        .with_num_partitions(partitions)
+        .with_replication_factor(-1)
+}
+
+/// Each topic's (code, message) for a CreateTopics of `topics`.
+fn create(c: &mut Conn, topics: Vec<CreatableTopic>, validate: bool) -> Vec<(i16, String)> {
+    let req = CreateTopicsRequest::default()
+        .with_topics(topics)
+        .with_validate_only(validate);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
+    r.topics
+        .iter()
+        .map(|t| {
+            let m = t
+                .error_message
+                .as_ref()
+                .map_or(String::new(), |m| m.to_string());
+            (t.error_code, m)
+        })
+        .collect()
+}
+
+fn grow(c: &mut Conn, counts: &[(&str, i32)], validate: bool) -> Vec<(i16, String)> {
+    let req = CreatePartitionsRequest::default()
+        .with_topics(
+            counts
+                .iter()
+                .map(|(t, n)| {
+                    CreatePartitionsTopic::default()
+                        .with_name(name(t))
+                        .with_count(*n)
+                })
+                .collect(),
+        )
+        .with_timeout_ms(10_000)
+        .with_validate_only(validate);
+    let r: CreatePartitionsResponse = c.call(ApiKey::CreatePartitions, 3, &req);
+    r.results
+        .iter()
+        .map(|t| {
+            let m = t
+                .error_message
+                .as_ref()
+                .map_or(String::new(), |m| m.to_string());
+            (t.error_code, m)
+        })
+        .collect()
+}
+
+/// The partition directories of the data directory, sorted.
+fn partitions(data: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(data)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+fn names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+/// Topic `t` with one record, made through storage before the daemon starts.
+fn data_dir(dir: &Path) {
+    let mgr = LogManager::open(dir, LogConfig::default(), OpenOptions::default()).unwrap();
+    let t = mgr.create_partition("t-0").unwrap();
+    t.append(&[NewRecord::value(b"first")]).unwrap();
+    mgr.close().unwrap();
+}
+
+/// The daemon is up, `t`'s record intact, and after a clean stop the data
+/// directory checks clean.
+fn finish(mut server: Server, data: &Path) {
+    assert!(server.alive(), "the daemon is alive");
+    let t: Vec<_> = decode_partition(&data.join("t-0"))
+        .into_iter()
+        .flat_map(|b| b.records)
+        .collect();
+    assert_eq!(t, [(0, Some(b"first".to_vec()))]);
+    assert!(server.stop(), "a clean stop");
+    let out = bounded::run(Command::new(BIN).arg("check").arg(data), "commitfs check");
+    assert!(
+        out.status.success(),
+        "commitfs check:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn one_request_makes_at_most_ten_thousand_partitions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    data_dir(&data);
+    let server = Server::start(&data, &[]);
+    let mut c = Conn::new(&server.addr);
+    let refused = |n: usize| vec![(POLICY_VIOLATION, EXCESSIVE.to_string()); n];
+    // Kafka's validateTotalNumberOfPartitions: the sum over the request,
+    // every topic refused, validate-only too.
+    assert_eq!(create(&mut c, vec![topic("a", 10_001)], false), refused(1));
+    assert_eq!(create(&mut c, vec![topic("a", i32::MAX)], true), refused(1));
+    let two = vec![topic("a", 5_000), topic("b", 5_001), topic("c", 1)];
+    assert_eq!(create(&mut c, two, false), refused(3));
+    // CreatePartitions: the same bound on the partitions one request adds.
+    assert_eq!(grow(&mut c, &[("t", i32::MAX)], false), refused(1));
+    assert_eq!(grow(&mut c, &[("t", 10_002)], false), refused(1));
+    assert_eq!(partitions(&data), ["t-0"], "nothing was made");
+    // At the bound (one topic grows, the request is counted whole).
+    assert_eq!(grow(&mut c, &[("t", 3)], false), [(0, String::new())]);
+    assert_eq!(partitions(&data), names("t", 3));
+    finish(server, &data);
+}
+
+#[test]
+fn max_broker_partitions_caps_every_way_of_making_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    data_dir(&data);
+    let opts = [
+        "max.broker.partitions=12",
+        "auto.create.topics.enable=true",
+        "num.partitions=3",
+    ];
+    let server = Server::start(&data, &opts);
+    let mut c = Conn::new(&server.addr);
+    let limit = |new: usize, held: usize| {
+        (
+            POLICY_VIOLATION,
+            format!(
+                "creating {new} partition(s) would make {} on this broker, more than \
+                 max.broker.partitions (12)",
+                held + new
+            ),
+        )
+    };
+    assert_eq!(
+        create(&mut c, vec![topic("a", 8)], false),
+        [(0, String::new())]
+    );
+    assert_eq!(create(&mut c, vec![topic("b", 4)], true), [limit(4, 9)]);
+    assert_eq!(create(&mut c, vec![topic("b", 4)], false), [limit(4, 9)]);
+    assert_eq!(grow(&mut c, &[("a", 12)], false), [limit(4, 9)]);
+    assert!(!data.join("b-0").exists() && !data.join("a-8").exists());
+    // Auto-creation (3 partitions a topic) takes the last room, then stops.
+    let req = MetadataRequest::default()
+        .with_topics(Some(
+            ["x", "y"]
+                .iter()
+                .map(|t| MetadataRequestTopic::default().with_name(Some(name(t))))
+                .collect(),
+        ))
+        .with_allow_auto_topic_creation(true);
+    let r: MetadataResponse = c.call(ApiKey::Metadata, 12, &req);
+    let codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, [0, POLICY_VIOLATION]);
+    let mut want = names("a", 8);
+    want.extend(["t-0".to_string()]);
+    want.extend(names("x", 3));
+    want.sort();
+    assert_eq!(partitions(&data), want);
+    finish(server, &data);
+}
+
+#[test]
+fn a_creation_that_fails_half_way_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    data_dir(&data);
+    // Files where the fourth partition of `h`, and the third of `t`, go.
+    std::fs::write(data.join("h-3"), b"in the way").unwrap();
+    std::fs::write(data.join("t-2"), b"in the way").unwrap();
+    let server = Server::start(&data, &[]);
+    let mut c = Conn::new(&server.addr);
+    let r = create(&mut c, vec![topic("h", 6)], false);
+    assert_ne!(r[0].0, 0, "{r:?}");
+    let r = grow(&mut c, &[("t", 5)], false);
+    assert_ne!(r[0].0, 0, "{r:?}");
+    assert_eq!(
+        partitions(&data),
+        ["t-0"],
+        "no partition of either request stayed"
+    );
+    std::fs::remove_file(data.join("h-3")).unwrap();
+    std::fs::remove_file(data.join("t-2")).unwrap();
+    finish(server, &data);
+}
