@@ -21,6 +21,7 @@ use std::path::Path;
 use std::process::Command;
 
 use commitfs::record::NewRecord;
+use commitfs::storage::index::ALLOCATION_STEP;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use kafka_protocol::messages::create_partitions_request::{
     CreatePartitionsRequest, CreatePartitionsTopic,
@@ -198,15 +199,18 @@ fn a_full_disk_at_an_index_extension_refuses_the_append_and_the_partition_stays_
     m.ok("mkdir t-0");
     let log = m.mnt.join("t-0/log");
     let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-    // 1025 batches: 1024 entries fill the index's first 8 KiB of blocks to
-    // its last byte; the 1026th batch's entry needs the next step.
-    for i in 0..1025 {
+    // The daemon allocates an index's blocks a step at a time: `full`
+    // batches make `full - 1` entries, filling the first step to its last
+    // byte, and the next batch's entry needs the next step.
+    let full = (ALLOCATION_STEP / 8) as usize + 1;
+    for i in 0..full {
         write(&mut f, format!("r{i}\n").as_bytes()).unwrap();
     }
     let filler = fs.0.join("filler");
     fill(&filler);
     let from = m.log().len();
-    let refused = write(&mut f, b"r1025\n").expect_err("an append on a full disk");
+    let next = format!("r{full}\n");
+    let refused = write(&mut f, next.as_bytes()).expect_err("an append on a full disk");
     assert_eq!(refused.raw_os_error(), Some(libc::ENOSPC));
     let said = log_since(&m, from);
     assert!(
@@ -218,10 +222,14 @@ fn a_full_disk_at_an_index_extension_refuses_the_append_and_the_partition_stays_
     // Online: not offline, nothing of the refused batch, every record there.
     let st = m.ok("cat t-0/status");
     assert!(!st.contains("offline"), "status: {st}");
-    assert_eq!(status(&m, "t-0", "log_end_offset"), 1025);
-    assert_eq!(read_value(&m, "t-0", 1024).unwrap(), b"r1024");
+    assert_eq!(status(&m, "t-0", "log_end_offset"), full as i64);
+    let last = format!("r{}", full - 1);
+    assert_eq!(
+        read_value(&m, "t-0", full as i64 - 1).unwrap(),
+        last.as_bytes()
+    );
     std::fs::remove_file(&filler).unwrap();
-    for i in 1025..1100 {
+    for i in full..1100 {
         write(&mut f, format!("r{i}\n").as_bytes()).unwrap();
     }
     drop(f);

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use commitfs::error::ErrorKind;
 use commitfs::record::NewRecord;
+use commitfs::storage::index::ALLOCATION_STEP;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions, StorageError};
 
 fn config(interval: &str) -> LogConfig {
@@ -53,11 +54,13 @@ fn an_active_index_has_kafkas_length_and_blocks_only_for_its_entries() {
     assert_eq!(sizes(&time).0, 10_485_756);
     assert_eq!(sizes(&off).1, 0, "a new partition reserves no index blocks");
     assert_eq!(sizes(&time).1, 0);
-    let step = 8192u64.max(fs_block(tmp.path()));
+    let step = ALLOCATION_STEP.max(fs_block(tmp.path()));
+    // Where the first step of blocks is full, and the next one is taken.
+    let edge = ALLOCATION_STEP / 8 + 1;
     for n in 1..=3000u64 {
         log.append(&[NewRecord::value(format!("v{n}").as_bytes())])
             .unwrap();
-        if n % 500 == 0 || n == 1025 || n == 1026 {
+        if n % 500 == 0 || n == edge || n == edge + 1 {
             let entries = n - 1;
             let (len, blocks) = sizes(&off);
             assert_eq!(len, 10_485_760, "the length stays Kafka's");

@@ -24,9 +24,10 @@ use crate::storage::disk;
 use crate::storage::error::{IoContext, Result, StorageError};
 
 /// Real blocks are allocated this many bytes at a time, ahead of the
-/// entries written: two pages, about a thousand offset entries (4 MiB of
-/// log at the default `index.interval.bytes`) per `fallocate` call.
-pub(crate) const ALLOCATION_STEP: u64 = 8192;
+/// entries written: a page, 512 offset entries (2 MiB of log at the
+/// default `index.interval.bytes`) per `fallocate` call, and what an idle
+/// partition's index holds at most beyond its entries.
+pub const ALLOCATION_STEP: u64 = 4096;
 
 /// How an index's bytes are kept.
 pub(super) enum Backing {

@@ -17,6 +17,7 @@ use super::error::Result;
 
 mod file;
 
+pub use file::ALLOCATION_STEP;
 use file::IndexFile;
 
 pub const OFFSET_ENTRY: usize = 8;
