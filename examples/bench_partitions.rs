@@ -16,6 +16,9 @@
 //! COMMITFS_BENCH_PARTITIONS=2000 target/release/examples/bench_partitions
 //! ```
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -385,12 +388,7 @@ fn main() {
         eprintln!("bench_partitions: needs root and /dev/fuse");
         std::process::exit(2);
     }
-    let bin = std::env::current_exe()
-        .ok()
-        .and_then(|p| Some(p.parent()?.parent()?.join("commitfs")))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| PathBuf::from("target/release/commitfs"));
-    let bin = std::env::var_os("COMMITFS_BIN").map_or(bin, PathBuf::from);
+    let bin = common::commitfs_bin();
     let scratch = tempfile::tempdir().expect("a scratch directory");
     println!("# {partitions} partitions on a tmpfs, one daemonised mount with a listener\n");
     match bench(&bin, scratch.path(), partitions) {

@@ -17,24 +17,18 @@
 //!   line), and read as before.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use commitfs::record::NewRecord;
 use commitfs::storage::index::ALLOCATION_STEP;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
-use kafka_protocol::messages::create_partitions_request::{
-    CreatePartitionsRequest, CreatePartitionsTopic,
-};
-use kafka_protocol::messages::create_partitions_response::CreatePartitionsResponse;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
-use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
+use kafka_protocol::messages::ApiKey;
 use kafka_protocol::messages::metadata_request::MetadataRequest;
 use kafka_protocol::messages::metadata_response::MetadataResponse;
-use kafka_protocol::messages::{ApiKey, TopicName};
-use kafka_protocol::protocol::StrBytes;
 
 use crate::harness::{Mount, Tmpfs, fuse_or_skip, run_bounded, sh_timeout};
+use crate::kafka_support::requests::{creatable, create_partitions, create_topics};
 use crate::kafka_support::{Conn, listener_addr, snapshot};
 use crate::torture_diskfull::fill;
 use crate::torture_util::{assert_check_clean, assert_no_panic, log_since, read_value, status};
@@ -55,15 +49,20 @@ fn du_kib(path: &Path) -> u64 {
         .unwrap_or_else(|| panic!("du printed {text:?}"))
 }
 
-fn name(v: &str) -> TopicName {
-    TopicName(StrBytes::from_string(v.to_string()))
-}
-
 fn tmp() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("commitfs-parts-")
         .tempdir()
         .unwrap()
+}
+
+/// A tmpfs of `size` mounted for the test, and a data directory path on it.
+/// Bound in this order, the tmpfs goes before its mountpoint's directory.
+fn on_tmpfs(size: &str) -> (tempfile::TempDir, Tmpfs, PathBuf) {
+    let tmp = tmp();
+    let fs = Tmpfs::mount(&tmp.path().join("fs"), size);
+    let data = fs.0.join("data");
+    (tmp, fs, data)
 }
 
 /// A mount of `data` with a listener on a port of its own, and its address.
@@ -76,26 +75,16 @@ fn mount_listening(data: &Path, extra: &[&str]) -> (Mount, String) {
 }
 
 fn create_topic(addr: &str, topic: &str, partitions: i32) -> i16 {
-    let req = CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(name(topic))
-            .with_num_partitions(partitions)
-            .with_replication_factor(-1),
-    ]);
-    let r: CreateTopicsResponse = Conn::new(addr).call(ApiKey::CreateTopics, 7, &req);
-    r.topics[0].error_code
+    create_topics(
+        &mut Conn::new(addr),
+        vec![creatable(topic, partitions)],
+        false,
+    )[0]
+    .0
 }
 
 fn grow(addr: &str, topic: &str, count: i32) -> i16 {
-    let req = CreatePartitionsRequest::default()
-        .with_topics(vec![
-            CreatePartitionsTopic::default()
-                .with_name(name(topic))
-                .with_count(count),
-        ])
-        .with_timeout_ms(10_000);
-    let r: CreatePartitionsResponse = Conn::new(addr).call(ApiKey::CreatePartitions, 3, &req);
-    r.results[0].error_code
+    create_partitions(&mut Conn::new(addr), &[(topic, count)], false)[0].0
 }
 
 /// Partitions Metadata lists, over every topic.
@@ -116,9 +105,7 @@ fn hundreds_of_idle_partitions_fit_a_small_disk() {
     if !fuse_or_skip() {
         return;
     }
-    let tmp = tmp();
-    let fs = Tmpfs::mount(&tmp.path().join("fs"), "64m");
-    let data = fs.0.join("data");
+    let (_tmp, _fs, data) = on_tmpfs("64m");
     let (mut m, addr) = mount_listening(&data, &[]);
     // 300 by one CreateTopics, 100 by mkdir: 8 GB of preallocation before.
     assert_eq!(create_topic(&addr, "p", 300), 0);
@@ -156,9 +143,7 @@ fn segment_index_bytes_at_kafkas_bound_costs_no_blocks() {
     if !fuse_or_skip() {
         return;
     }
-    let tmp = tmp();
-    let fs = Tmpfs::mount(&tmp.path().join("fs"), "16m");
-    let data = fs.0.join("data");
+    let (_tmp, _fs, data) = on_tmpfs("16m");
     let mut m = Mount::with(&[], Some(&data), &[]);
     m.ok("mkdir t-0 && echo a >> t-0/log");
     // Kafka's validator: an INT, at least 4; one past Int.MaxValue is refused.
@@ -191,9 +176,7 @@ fn a_full_disk_at_an_index_extension_refuses_the_append_and_the_partition_stays_
     if !fuse_or_skip() {
         return;
     }
-    let tmp = tmp();
-    let fs = Tmpfs::mount(&tmp.path().join("fs"), "16m");
-    let data = fs.0.join("data");
+    let (_tmp, fs, data) = on_tmpfs("16m");
     // Every batch after the first gets an offset index entry (interval 0).
     let mut m = Mount::with(&["index.interval.bytes=0"], Some(&data), &[]);
     m.ok("mkdir t-0");
@@ -269,9 +252,7 @@ fn creations_that_cannot_finish_leave_nothing_and_cost_nothing() {
     if !fuse_or_skip() {
         return;
     }
-    let tmp = tmp();
-    let fs = Tmpfs::mount(&tmp.path().join("fs"), "16m");
-    let data = fs.0.join("data");
+    let (_tmp, fs, data) = on_tmpfs("16m");
     let (mut m, addr) = mount_listening(&data, &["max.broker.partitions=6"]);
     m.ok("mkdir t-0 && echo kept >> t-0/log");
     let before = du_kib(&data);

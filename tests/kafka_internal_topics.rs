@@ -10,16 +10,9 @@ mod kafka_support;
 use std::path::Path;
 use std::process::Command;
 
-use bytes::Bytes;
 use commitfs::record::internal::OffsetCommit;
 use commitfs::record::{NewRecord, encode_batch};
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
-use kafka_protocol::messages::create_partitions_request::{
-    CreatePartitionsRequest, CreatePartitionsTopic,
-};
-use kafka_protocol::messages::create_partitions_response::CreatePartitionsResponse;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
-use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic,
 };
@@ -32,18 +25,13 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 use kafka_protocol::messages::incremental_alter_configs_response::IncrementalAlterConfigsResponse;
 use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
 use kafka_protocol::messages::metadata_response::MetadataResponse;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
-use kafka_protocol::messages::offset_commit_response::OffsetCommitResponse;
 use kafka_protocol::messages::offset_fetch_request::{OffsetFetchRequest, OffsetFetchRequestTopic};
 use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponse;
-use kafka_protocol::messages::produce_request::{
-    PartitionProduceData, ProduceRequest, TopicProduceData,
-};
-use kafka_protocol::messages::produce_response::ProduceResponse;
 use kafka_protocol::messages::{ApiKey, GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use kafka_support::requests::{
+    Answer, creatable, create_partitions, create_topics, produce_to, standalone_commit, topic_name,
+};
 use kafka_support::{BIN, Conn, Server, bounded, decode_partition, snapshot};
 
 // Kafka's error codes (`org.apache.kafka.common.protocol.Errors`).
@@ -57,7 +45,7 @@ fn s(v: &str) -> StrBytes {
 }
 
 fn name(v: &str) -> TopicName {
-    TopicName(s(v))
+    topic_name(v)
 }
 
 /// Topic `t` with one record, and optionally `__cluster_metadata-0` with
@@ -71,27 +59,6 @@ fn data_dir(dir: &Path, cluster_metadata: bool) {
         m.append(&[NewRecord::value(b"a metadata record")]).unwrap();
     }
     mgr.close().unwrap();
-}
-
-fn produce(c: &mut Conn, topic: &str, records: Vec<u8>) -> (i16, Option<String>) {
-    let req = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(name(topic))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(Bytes::from(records))),
-                ]),
-        ]);
-    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
-    let p = &r.responses[0].partition_responses[0];
-    (
-        p.error_code,
-        p.error_message.as_ref().map(|m| m.to_string()),
-    )
 }
 
 /// A commit record for group `g` of `t-0` at `offset`, as the coordinator
@@ -116,21 +83,7 @@ fn forged_commit(offset: i64) -> Vec<u8> {
 
 /// A standalone commit (no membership) of `t-0` at `offset` for group `g`.
 fn commit(c: &mut Conn, offset: i64) -> i16 {
-    let req = OffsetCommitRequest::default()
-        .with_group_id(GroupId(s("g")))
-        .with_generation_id_or_member_epoch(-1)
-        .with_member_id(s(""))
-        .with_topics(vec![
-            OffsetCommitRequestTopic::default()
-                .with_name(name("t"))
-                .with_partitions(vec![
-                    OffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(offset),
-                ]),
-        ]);
-    let r: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &req);
-    r.topics[0].partitions[0].error_code
+    standalone_commit(c, "g", "t", offset, None)
 }
 
 fn committed(addr: &str) -> i64 {
@@ -168,35 +121,23 @@ fn delete_topic(c: &mut Conn, topic: &str) -> (i16, Option<String>) {
     )
 }
 
-fn create_topic(c: &mut Conn, topic: &str, partitions: i32) -> (i16, Option<String>) {
-    let req = CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(name(topic))
-            .with_num_partitions(partitions)
-            .with_replication_factor(-1),
-    ]);
-    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
-    let t = &r.topics[0];
-    (
-        t.error_code,
-        t.error_message.as_ref().map(|m| m.to_string()),
-    )
+fn create_topic(c: &mut Conn, topic: &str, partitions: i32) -> Answer {
+    create_topics(c, vec![creatable(topic, partitions)], false).remove(0)
 }
 
-fn grow(c: &mut Conn, topic: &str, count: i32) -> (i16, Option<String>) {
-    let req = CreatePartitionsRequest::default()
-        .with_topics(vec![
-            CreatePartitionsTopic::default()
-                .with_name(name(topic))
-                .with_count(count),
-        ])
-        .with_timeout_ms(10_000);
-    let r: CreatePartitionsResponse = c.call(ApiKey::CreatePartitions, 3, &req);
-    let t = &r.results[0];
-    (
-        t.error_code,
-        t.error_message.as_ref().map(|m| m.to_string()),
-    )
+fn grow(c: &mut Conn, topic: &str, count: i32) -> Answer {
+    create_partitions(c, &[(topic, count)], false).remove(0)
+}
+
+/// A Produce of a forged commit and a DeleteRecords of everything, to
+/// partition 0 of `topic`: both get `code` (no message).
+fn writes_refused(c: &mut Conn, topic: &str, code: i16) {
+    assert_eq!(
+        produce_to(c, topic, forged_commit(999)),
+        (code, None),
+        "{topic}"
+    );
+    assert_eq!(delete_records(c, topic), (code, -1), "{topic}");
 }
 
 fn alter(c: &mut Conn, topic: &str, key: &str, value: &str) -> (i16, Option<String>) {
@@ -269,18 +210,12 @@ fn writes_to_internal_topics_are_refused_as_kafka_refuses_them() {
     let before = records(&offsets);
     assert_eq!(before.len(), 1, "the coordinator's one commit record");
 
-    // ReplicaManager.appendToLocalLog: INVALID_TOPIC_EXCEPTION, no custom message.
-    let (code, msg) = produce(&mut c, "__consumer_offsets", forged_commit(999));
-    assert_eq!((code, msg), (INVALID_TOPIC_EXCEPTION, None));
+    // ReplicaManager.appendToLocalLog (no custom message) and
+    // deleteRecordsOnLocalLog: INVALID_TOPIC_EXCEPTION.
+    writes_refused(&mut c, "__consumer_offsets", INVALID_TOPIC_EXCEPTION);
     // An internal topic a client created (Kafka lets it) is guarded alike.
     assert_eq!(create_topic(&mut c, "__transaction_state", 1).0, 0);
-    let (code, _) = produce(&mut c, "__transaction_state", forged_commit(5));
-    assert_eq!(code, INVALID_TOPIC_EXCEPTION);
-    // ReplicaManager.deleteRecordsOnLocalLog.
-    assert_eq!(
-        delete_records(&mut c, "__consumer_offsets"),
-        (INVALID_TOPIC_EXCEPTION, -1)
-    );
+    writes_refused(&mut c, "__transaction_state", INVALID_TOPIC_EXCEPTION);
     // kafka-topics.sh's refusals (the broker itself would go ahead).
     assert_eq!(
         delete_topic(&mut c, "__consumer_offsets"),
@@ -336,12 +271,7 @@ fn the_cluster_metadata_log_is_not_a_topic_to_clients() {
     assert_eq!(all, [("t".to_string(), 0, false)]);
     let named = metadata(&mut c, Some(&["__cluster_metadata"]));
     assert_eq!(named[0].1, UNKNOWN_TOPIC_OR_PARTITION);
-    let (code, _) = produce(&mut c, "__cluster_metadata", forged_commit(7));
-    assert_eq!(code, UNKNOWN_TOPIC_OR_PARTITION);
-    assert_eq!(
-        delete_records(&mut c, "__cluster_metadata"),
-        (UNKNOWN_TOPIC_OR_PARTITION, -1)
-    );
+    writes_refused(&mut c, "__cluster_metadata", UNKNOWN_TOPIC_OR_PARTITION);
     // ControllerApis.createTopics, ReplicationControlManager.findTopicIds,
     // QuorumController's ConfigResourceExistenceChecker.
     assert_eq!(

@@ -13,104 +13,37 @@
 
 mod kafka_support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
-use kafka_protocol::messages::create_partitions_request::{
-    CreatePartitionsRequest, CreatePartitionsTopic,
-};
-use kafka_protocol::messages::create_partitions_response::CreatePartitionsResponse;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
-use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
+use kafka_protocol::messages::ApiKey;
 use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
 use kafka_protocol::messages::metadata_response::MetadataResponse;
-use kafka_protocol::messages::{ApiKey, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_support::requests::{
+    creatable as topic, create_partitions as grow, create_topics as create, subdirs as partitions,
+    topic_name,
+};
 use kafka_support::{BIN, Conn, Server, bounded, decode_partition};
 
 const POLICY_VIOLATION: i16 = 44;
 const EXCESSIVE: &str = "Excessively large number of partitions per request.";
 
-fn name(v: &str) -> TopicName {
-    TopicName(StrBytes::from_string(v.to_string()))
-}
-
-fn topic(n: &str, partitions: i32) -> CreatableTopic {
-    CreatableTopic::default()
-        .with_name(name(n))
-        .with_num_partitions(partitions)
-        .with_replication_factor(-1)
-}
-
-/// Each topic's (code, message) for a CreateTopics of `topics`.
-fn create(c: &mut Conn, topics: Vec<CreatableTopic>, validate: bool) -> Vec<(i16, String)> {
-    let req = CreateTopicsRequest::default()
-        .with_topics(topics)
-        .with_validate_only(validate);
-    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
-    r.topics
-        .iter()
-        .map(|t| {
-            let m = t
-                .error_message
-                .as_ref()
-                .map_or(String::new(), |m| m.to_string());
-            (t.error_code, m)
-        })
-        .collect()
-}
-
-fn grow(c: &mut Conn, counts: &[(&str, i32)], validate: bool) -> Vec<(i16, String)> {
-    let req = CreatePartitionsRequest::default()
-        .with_topics(
-            counts
-                .iter()
-                .map(|(t, n)| {
-                    CreatePartitionsTopic::default()
-                        .with_name(name(t))
-                        .with_count(*n)
-                })
-                .collect(),
-        )
-        .with_timeout_ms(10_000)
-        .with_validate_only(validate);
-    let r: CreatePartitionsResponse = c.call(ApiKey::CreatePartitions, 3, &req);
-    r.results
-        .iter()
-        .map(|t| {
-            let m = t
-                .error_message
-                .as_ref()
-                .map_or(String::new(), |m| m.to_string());
-            (t.error_code, m)
-        })
-        .collect()
-}
-
-/// The partition directories of the data directory, sorted.
-fn partitions(data: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(data)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.file_name().into_string().unwrap())
-        .collect();
-    v.sort();
-    v
-}
-
 fn names(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
 
-/// Topic `t` with one record, made through storage before the daemon starts.
-fn data_dir(dir: &Path) {
-    let mgr = LogManager::open(dir, LogConfig::default(), OpenOptions::default()).unwrap();
+/// A data directory with topic `t` holding one record, made through
+/// storage before the daemon starts.
+fn data_dir() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mgr = LogManager::open(&data, LogConfig::default(), OpenOptions::default()).unwrap();
     let t = mgr.create_partition("t-0").unwrap();
     t.append(&[NewRecord::value(b"first")]).unwrap();
     mgr.close().unwrap();
+    (tmp, data)
 }
 
 /// The daemon is up, `t`'s record intact, and after a clean stop the data
@@ -133,12 +66,10 @@ fn finish(mut server: Server, data: &Path) {
 
 #[test]
 fn one_request_makes_at_most_ten_thousand_partitions() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    data_dir(&data);
+    let (_tmp, data) = data_dir();
     let server = Server::start(&data, &[]);
     let mut c = Conn::new(&server.addr);
-    let refused = |n: usize| vec![(POLICY_VIOLATION, EXCESSIVE.to_string()); n];
+    let refused = |n: usize| vec![(POLICY_VIOLATION, Some(EXCESSIVE.to_string())); n];
     // Kafka's validateTotalNumberOfPartitions: the sum over the request,
     // every topic refused, validate-only too.
     assert_eq!(create(&mut c, vec![topic("a", 10_001)], false), refused(1));
@@ -150,16 +81,14 @@ fn one_request_makes_at_most_ten_thousand_partitions() {
     assert_eq!(grow(&mut c, &[("t", 10_002)], false), refused(1));
     assert_eq!(partitions(&data), ["t-0"], "nothing was made");
     // At the bound (one topic grows, the request is counted whole).
-    assert_eq!(grow(&mut c, &[("t", 3)], false), [(0, String::new())]);
+    assert_eq!(grow(&mut c, &[("t", 3)], false), [(0, None)]);
     assert_eq!(partitions(&data), names("t", 3));
     finish(server, &data);
 }
 
 #[test]
 fn max_broker_partitions_caps_every_way_of_making_one() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    data_dir(&data);
+    let (_tmp, data) = data_dir();
     let opts = [
         "max.broker.partitions=12",
         "auto.create.topics.enable=true",
@@ -170,17 +99,14 @@ fn max_broker_partitions_caps_every_way_of_making_one() {
     let limit = |new: usize, held: usize| {
         (
             POLICY_VIOLATION,
-            format!(
+            Some(format!(
                 "creating {new} partition(s) would make {} on this broker, more than \
                  max.broker.partitions (12)",
                 held + new
-            ),
+            )),
         )
     };
-    assert_eq!(
-        create(&mut c, vec![topic("a", 8)], false),
-        [(0, String::new())]
-    );
+    assert_eq!(create(&mut c, vec![topic("a", 8)], false)[0].0, 0);
     assert_eq!(create(&mut c, vec![topic("b", 4)], true), [limit(4, 9)]);
     assert_eq!(create(&mut c, vec![topic("b", 4)], false), [limit(4, 9)]);
     assert_eq!(grow(&mut c, &[("a", 12)], false), [limit(4, 9)]);
@@ -190,7 +116,7 @@ fn max_broker_partitions_caps_every_way_of_making_one() {
         .with_topics(Some(
             ["x", "y"]
                 .iter()
-                .map(|t| MetadataRequestTopic::default().with_name(Some(name(t))))
+                .map(|t| MetadataRequestTopic::default().with_name(Some(topic_name(t))))
                 .collect(),
         ))
         .with_allow_auto_topic_creation(true);
@@ -207,9 +133,7 @@ fn max_broker_partitions_caps_every_way_of_making_one() {
 
 #[test]
 fn a_creation_that_fails_half_way_leaves_nothing_behind() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    data_dir(&data);
+    let (_tmp, data) = data_dir();
     // Files where the fourth partition of `h`, and the third of `t`, go.
     std::fs::write(data.join("h-3"), b"in the way").unwrap();
     std::fs::write(data.join("t-2"), b"in the way").unwrap();

@@ -8,6 +8,8 @@
 //! - a topic creation or growth that fails half way leaves no partition
 //!   behind, on disk or in the checkpoints.
 
+mod kafka_support;
+
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -15,6 +17,7 @@ use commitfs::error::ErrorKind;
 use commitfs::record::NewRecord;
 use commitfs::storage::index::ALLOCATION_STEP;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions, StorageError};
+use kafka_support::requests::subdirs as dirs;
 
 fn config(interval: &str) -> LogConfig {
     let mut c = LogConfig::default();
@@ -125,17 +128,6 @@ fn kind(r: commitfs::storage::Result<impl Sized>) -> ErrorKind {
         Ok(_) => panic!("expected a refusal"),
         Err(e) => e.kind(),
     }
-}
-
-fn dirs(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.file_name().into_string().unwrap())
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]

@@ -29,26 +29,21 @@ const NOT_HOSTED: &str = "This server does not host this topic-partition.";
 /// Produce. Kafka answers an internal topic without the message it logs
 /// (`hasCustomErrorMessage = false`), so the message here is for the log.
 pub fn produce(topic: &str) -> Option<(ResponseError, String)> {
-    if is_internal_topic(topic) {
-        return Some((
-            ResponseError::InvalidTopicException,
-            format!("Cannot append to internal topic {topic}"),
-        ));
-    }
-    (topic == CLUSTER_METADATA_TOPIC).then(|| {
-        (
-            ResponseError::UnknownTopicOrPartition,
-            format!("{topic} is KRaft's metadata log, not a topic clients can write"),
-        )
-    })
+    write_refusal(topic, "append to")
 }
 
 /// DeleteRecords (whose response has no message: this one is logged).
 pub fn delete_records(topic: &str) -> Option<(ResponseError, String)> {
+    write_refusal(topic, "delete records of")
+}
+
+/// What `ReplicaManager` answers a client's write to `topic`, in the words
+/// of its refusal: `Cannot {doing} internal topic T`.
+fn write_refusal(topic: &str, doing: &str) -> Option<(ResponseError, String)> {
     if is_internal_topic(topic) {
         return Some((
             ResponseError::InvalidTopicException,
-            format!("Cannot delete records of internal topic {topic}"),
+            format!("Cannot {doing} internal topic {topic}"),
         ));
     }
     (topic == CLUSTER_METADATA_TOPIC).then(|| {
@@ -130,46 +125,43 @@ mod tests {
     #[test]
     fn each_api_answers_kafkas_code_and_user_topics_pass() {
         use ResponseError as R;
-        let code = |r: Option<Refusal>| r.map(|(c, _)| c);
-        let logged = |r: Option<(R, String)>| r.map(|(c, _)| c);
-        assert_eq!(
-            logged(produce("__consumer_offsets")),
-            Some(R::InvalidTopicException)
+        type Api = fn(&str) -> Option<R>;
+        let produce: Api = |t| produce(t).map(|r| r.0);
+        let delete_records: Api = |t| delete_records(t).map(|r| r.0);
+        let create_topic: Api = |t| create_topic(t).map(|r| r.0);
+        let delete_topic: Api = |t| delete_topic(t).map(|r| r.0);
+        let create_partitions: Api = |t| create_partitions(t).map(|r| r.0);
+        let alter_configs: Api = |t| alter_configs(t).map(|r| r.0);
+        let invalid = Some(R::InvalidTopicException);
+        let unknown = Some(R::UnknownTopicOrPartition);
+        let (offsets, txn, meta) = (
+            "__consumer_offsets",
+            "__transaction_state",
+            "__cluster_metadata",
         );
-        assert_eq!(
-            logged(produce("__share_group_state")),
-            Some(R::InvalidTopicException)
-        );
-        assert_eq!(
-            logged(produce("__cluster_metadata")),
-            Some(R::UnknownTopicOrPartition)
-        );
-        assert_eq!(
-            logged(delete_records("__transaction_state")),
-            Some(R::InvalidTopicException)
-        );
-        assert_eq!(
-            code(create_topic("__cluster_metadata")),
-            Some(R::InvalidRequest)
-        );
-        assert_eq!(code(create_topic("__consumer_offsets")), None);
-        assert_eq!(
-            code(delete_topic("__consumer_offsets")),
-            Some(R::InvalidTopicException)
-        );
-        assert_eq!(
-            code(create_partitions("__consumer_offsets")),
-            Some(R::InvalidPartitions)
-        );
-        assert_eq!(code(create_partitions("__transaction_state")), None);
-        assert_eq!(code(alter_configs("__consumer_offsets")), None);
+        let cases: &[(Api, &str, Option<R>)] = &[
+            (produce, offsets, invalid),
+            (produce, "__share_group_state", invalid),
+            (produce, meta, unknown),
+            (delete_records, txn, invalid),
+            (create_topic, meta, Some(R::InvalidRequest)),
+            (create_topic, offsets, None),
+            (delete_topic, offsets, invalid),
+            (delete_topic, meta, unknown),
+            (create_partitions, offsets, Some(R::InvalidPartitions)),
+            (create_partitions, txn, None),
+            (alter_configs, offsets, None),
+            (alter_configs, meta, unknown),
+        ];
+        for (i, (api, topic, want)) in cases.iter().enumerate() {
+            assert_eq!(api(topic), *want, "case {i}: {topic}");
+        }
         assert!(!listed("__cluster_metadata"));
         for user in ["orders", "_consumer_offsets", "__consumer_offsets_x"] {
-            assert!(
-                produce(user).is_none() && delete_records(user).is_none(),
-                "{user}"
-            );
-            assert!(code(delete_topic(user)).is_none() && listed(user), "{user}");
+            for api in [produce, delete_records, create_topic, delete_topic] {
+                assert_eq!(api(user), None, "{user}");
+            }
+            assert!(listed(user), "{user}");
         }
     }
 }
