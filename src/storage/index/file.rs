@@ -31,8 +31,12 @@ pub const ALLOCATION_STEP: u64 = 4096;
 
 /// How an index's bytes are kept.
 pub(super) enum Backing {
-    /// A shared mapping of the file: what we write reaches the file.
-    File(File),
+    /// A shared mapping of the file at `path`: what we write reaches the
+    /// file. The file is opened only to map it or change its length or
+    /// blocks, as Kafka's `AbstractIndex` closes its `RandomAccessFile` once
+    /// mapped: a live partition's indexes hold no descriptor, so its only
+    /// one is its active `.log`.
+    File,
     /// In memory only: a copy of a file we must not change (a read-only
     /// data dir), or an index rebuilt there.
     Memory,
@@ -59,16 +63,21 @@ impl IndexFile {
         if !writable {
             return Self::copy(path, entry_size);
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .at(path)?;
-        let len = file.metadata().at(path)?.len() as usize;
-        let mut idx = IndexFile::unmapped(path, Backing::File(file), entry_size);
+        let mut idx = IndexFile::unmapped(path, Backing::File, entry_size);
+        let len = idx.file_len()? as usize;
         idx.entries = len / entry_size;
         idx.remap(len)?;
         Ok(idx)
+    }
+
+    /// The file, opened for a mapping or a change of its length or blocks,
+    /// and closed again by the caller's drop.
+    fn file(&self) -> Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .at(&self.path)
     }
 
     /// An empty index over `backing`, not mapped yet.
@@ -111,8 +120,8 @@ impl IndexFile {
     /// A fresh empty index file of `max_bytes`, sparse: its blocks come
     /// as entries are written (see the module's comment).
     pub(super) fn create(path: &Path, entry_size: usize, max_bytes: u64) -> Result<Self> {
-        let file = disk::create_file("index.create", path).at(path)?;
-        let mut idx = IndexFile::unmapped(path, Backing::File(file), entry_size);
+        drop(disk::create_file("index.create", path).at(path)?);
+        let mut idx = IndexFile::unmapped(path, Backing::File, entry_size);
         idx.resize(max_bytes)?;
         Ok(idx)
     }
@@ -132,7 +141,7 @@ impl IndexFile {
             // SAFETY: index files belong to this process (the data dir is locked);
             // nothing else truncates them while they are mapped. A read-only
             // data dir is not locked, and is never mapped (see `copy`).
-            Backing::File(f) => unsafe { MmapOptions::new().len(len).map_mut(f) },
+            Backing::File => unsafe { MmapOptions::new().len(len).map_mut(&self.file()?) },
             Backing::Memory => MmapOptions::new().len(len).map_anon(),
         };
         let map = map.at(&self.path)?;
@@ -181,7 +190,7 @@ impl IndexFile {
     /// reaches), allocated [`ALLOCATION_STEP`] at a time. A full disk is
     /// the allocation's error (ENOSPC), and nothing was written.
     pub(super) fn allocate_for(&mut self, entries: usize) -> Result<()> {
-        let Backing::File(f) = &self.backing else {
+        let Backing::File = &self.backing else {
             return Ok(());
         };
         let mapped = self.mmap.as_ref().map_or(0, |m| m.len()) as u64;
@@ -190,7 +199,8 @@ impl IndexFile {
             return Ok(());
         }
         let to = need.next_multiple_of(ALLOCATION_STEP).min(mapped);
-        disk::allocate("index.fallocate", f, self.allocated, to - self.allocated).at(&self.path)?;
+        let f = self.file()?;
+        disk::allocate("index.fallocate", &f, self.allocated, to - self.allocated).at(&self.path)?;
         self.allocated = to;
         Ok(())
     }
@@ -211,11 +221,12 @@ impl IndexFile {
     pub(super) fn resize(&mut self, len: u64) -> Result<()> {
         self.mmap = None;
         match &self.backing {
-            Backing::File(f) => {
+            Backing::File => {
+                let f = self.file()?;
                 if len > f.metadata().at(&self.path)?.len() {
-                    disk::set_len("index.set_len", f, len).at(&self.path)?;
+                    disk::set_len("index.set_len", &f, len).at(&self.path)?;
                 } else {
-                    disk::set_len("index.resize.truncate", f, len).at(&self.path)?;
+                    disk::set_len("index.resize.truncate", &f, len).at(&self.path)?;
                 }
                 self.allocated = self.allocated.min(len);
             }
@@ -232,7 +243,7 @@ impl IndexFile {
                 }
             }
         }
-        if matches!(self.backing, Backing::File(_)) {
+        if matches!(self.backing, Backing::File) {
             self.remap(len as usize)?;
         }
         self.entries = self.entries.min(len as usize / self.entry_size);
@@ -256,7 +267,7 @@ impl IndexFile {
 
     pub(super) fn file_len(&self) -> Result<u64> {
         match &self.backing {
-            Backing::File(f) => Ok(f.metadata().at(&self.path)?.len()),
+            Backing::File => Ok(std::fs::metadata(&self.path).at(&self.path)?.len()),
             Backing::Memory => Ok(self.mmap.as_ref().map_or(0, |m| m.len()) as u64),
         }
     }
@@ -275,7 +286,7 @@ impl IndexFile {
     }
 
     pub(super) fn flush(&self) -> Result<()> {
-        if let (Backing::File(_), Some(m)) = (&self.backing, &self.mmap) {
+        if let (Backing::File, Some(m)) = (&self.backing, &self.mmap) {
             disk::msync("index.msync", m).synced(&self.path)?;
         }
         Ok(())
