@@ -152,3 +152,78 @@ fn a_creation_that_fails_half_way_leaves_nothing_behind() {
     std::fs::remove_file(data.join("t-2")).unwrap();
     finish(server, &data);
 }
+
+/// One Produce of a batch stamped `ts` to every partition of `topics`:
+/// each partition's code.
+fn produce_all(c: &mut Conn, topics: &[(&str, i32)], ts: i64) -> Vec<i16> {
+    use bytes::Bytes;
+    use kafka_protocol::messages::produce_request::{
+        PartitionProduceData, ProduceRequest, TopicProduceData,
+    };
+    use kafka_protocol::messages::produce_response::ProduceResponse;
+    let mut batch = Vec::new();
+    commitfs::record::encode_batch(&mut batch, 0, ts, &[NewRecord::value(b"v")]);
+    let data = topics
+        .iter()
+        .map(|(t, n)| {
+            let parts = (0..*n).map(|i| {
+                PartitionProduceData::default()
+                    .with_index(i)
+                    .with_records(Some(Bytes::from(batch.clone())))
+            });
+            TopicProduceData::default()
+                .with_name(topic_name(t))
+                .with_partition_data(parts.collect())
+        })
+        .collect();
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(data);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
+    r.responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter().map(|p| p.error_code))
+        .collect()
+}
+
+/// Under 1,024 descriptors the default `max.broker.partitions` is what
+/// they hold (256: one each for the active `.log`, as many again for the
+/// rest): a creation past it is refused whole, where three descriptors a
+/// partition once met EMFILE half way, and every partition there rolls.
+#[test]
+fn descriptors_bound_the_default_partition_count_and_every_partition_rolls() {
+    let (_tmp, data) = data_dir();
+    // Every produce below rolls (its timestamp is past segment.ms).
+    let server = Server::start_limited(&data, &["segment.ms=1"], 1024);
+    assert!(
+        server
+            .log()
+            .contains("max.broker.partitions=256 (RLIMIT_NOFILE 1024)"),
+        "{}",
+        server.log()
+    );
+    let mut c = Conn::new(&server.addr);
+    assert_eq!(
+        create(&mut c, vec![topic("p", 300)], false)[0].0,
+        POLICY_VIOLATION
+    );
+    assert_eq!(partitions(&data), ["t-0"], "nothing of it was made");
+    assert_eq!(create(&mut c, vec![topic("p", 255)], false)[0].0, 0);
+    assert_eq!(
+        create(&mut c, vec![topic("q", 1)], false)[0].0,
+        POLICY_VIOLATION
+    );
+    let all = [("p", 255)];
+    for round in 0..3 {
+        let codes = produce_all(&mut c, &all, 1_700_000_000_000 + round * 1000);
+        assert!(codes.iter().all(|c| *c == 0), "round {round}: {codes:?}");
+    }
+    let p0 = decode_partition(&data.join("p-254"));
+    assert_eq!(p0.len(), 3, "three batches, one a segment");
+    assert!(
+        p0.windows(2).all(|w| w[0].segment < w[1].segment),
+        "each produce rolled"
+    );
+    finish(server, &data);
+}

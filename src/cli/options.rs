@@ -8,7 +8,7 @@ use std::time::Duration;
 use commitfs::backend::LineFormat;
 use commitfs::kafka::ListenerConfig;
 use commitfs::kafka::config::BROKER_CONFIG_NAMES;
-use commitfs::storage::{CONFIG_NAMES, DEFAULT_MAX_PARTITIONS, LogConfig};
+use commitfs::storage::{CONFIG_NAMES, LogConfig};
 
 use super::logging::LogSettings;
 
@@ -33,8 +33,9 @@ pub struct DaemonOptions {
     pub kafka: ListenerConfig,
     /// The daemon's own log: its size, its rotation.
     pub log: LogSettings,
-    /// `max.broker.partitions`: the partitions the data directory may hold.
-    pub max_partitions: usize,
+    /// `max.broker.partitions`: the partitions the data directory may hold;
+    /// `None`: as many as the daemon's descriptors allow.
+    pub max_partitions: Option<usize>,
 }
 
 impl Default for DaemonOptions {
@@ -46,7 +47,7 @@ impl Default for DaemonOptions {
             retention_check: Duration::from_millis(DEFAULT_RETENTION_CHECK_MS),
             kafka: ListenerConfig::default(),
             log: LogSettings::default(),
-            max_partitions: DEFAULT_MAX_PARTITIONS,
+            max_partitions: None,
         }
     }
 }
@@ -67,7 +68,7 @@ impl DaemonOptions {
                 })?;
                 self.retention_check = Duration::from_millis(ms);
             }
-            Some(("max.broker.partitions", v)) => self.max_partitions = max_partitions(v)?,
+            Some(("max.broker.partitions", v)) => self.max_partitions = Some(max_partitions(v)?),
             Some((k, v)) if LineFormat::is_setting(k) => self.line_format.set(k, v)?,
             Some((k, v)) if CONFIG_NAMES.contains(&k) => {
                 self.defaults.set(k, v).map_err(|e| e.to_string())?
@@ -121,7 +122,7 @@ mod tests {
         );
         assert!(!o.take("bogus=1").unwrap());
         assert!(o.take("max.broker.partitions=3").unwrap());
-        assert_eq!(o.max_partitions, 3);
+        assert_eq!(o.max_partitions, Some(3));
         assert_eq!(
             o.take("max.broker.partitions=0").unwrap_err(),
             "Invalid value 0 for configuration max.broker.partitions: Value must be at least 1"
