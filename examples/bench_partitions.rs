@@ -109,12 +109,21 @@ impl Mounted {
         })
     }
 
+    /// Whether the daemon still runs: its process is there and not a
+    /// zombie (it is no child of ours, so whoever reaps it may take a while).
+    fn running(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .ok()
+            .and_then(|st| st.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+            .unwrap_or(false)
+    }
+
     /// Unmounts and waits for the daemon to exit; returns how long it took.
     fn unmount(&mut self) -> Duration {
         let t = Instant::now();
         let _ = run("umount", &[&s(&self.mnt)]);
-        while Path::new(&format!("/proc/{}", self.pid)).exists() && t.elapsed().as_secs() < 120 {
-            std::thread::sleep(Duration::from_millis(10));
+        while self.running() && t.elapsed().as_secs() < 120 {
+            std::thread::sleep(Duration::from_millis(5));
         }
         t.elapsed()
     }
@@ -135,7 +144,7 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        if Path::new(&format!("/proc/{}", self.pid)).exists() {
+        if self.running() {
             self.unmount();
         }
     }
