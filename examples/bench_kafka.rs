@@ -21,6 +21,9 @@
 //! COMMITFS_BENCH_QUICK=1 target/release/examples/bench_kafka
 //! ```
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::net::TcpStream;
@@ -658,12 +661,7 @@ fn main() {
     let quick = std::env::var_os("COMMITFS_BENCH_QUICK").is_some();
     let n = if quick { 20_000 } else { 500_000 };
     let runs = if quick { 1 } else { 3 };
-    let bin = std::env::current_exe()
-        .ok()
-        .and_then(|p| Some(p.parent()?.parent()?.join("commitfs")))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| PathBuf::from("target/release/commitfs"));
-    let bin = std::env::var_os("COMMITFS_BIN").map_or(bin, PathBuf::from);
+    let bin = common::commitfs_bin();
     let Ok(kcat) = which("kcat") else {
         println!("bench_kafka: kcat is not installed; nothing measured");
         return;

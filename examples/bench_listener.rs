@@ -17,6 +17,9 @@
 //! COMMITFS_BENCH_IDLE=9000 target/release/examples/bench_listener   # any count
 //! ```
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
@@ -303,12 +306,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(idle);
-    let bin = std::env::current_exe()
-        .ok()
-        .and_then(|p| Some(p.parent()?.parent()?.join("commitfs")))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| PathBuf::from("target/release/commitfs"));
-    let bin = std::env::var_os("COMMITFS_BIN").map_or(bin, PathBuf::from);
+    let bin = common::commitfs_bin();
     let nofile = match set_nofile(NOFILE) {
         Ok(n) => n,
         Err(e) => {

@@ -379,11 +379,7 @@ fn a_read_only_mount_serves_kafka_reads_only() {
 
 #[test]
 fn the_coordinators_records_decode_in_the_tree() {
-    use kafka_protocol::messages::GroupId;
-    use kafka_protocol::messages::offset_commit_request::{
-        OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-    };
-    use kafka_protocol::messages::offset_commit_response::OffsetCommitResponse;
+    use crate::kafka_support::requests::standalone_commit;
     if !fuse_or_skip() {
         return;
     }
@@ -391,22 +387,8 @@ fn the_coordinators_records_decode_in_the_tree() {
     m.ok("mkdir t-0");
     m.ok("echo a >> t-0/log");
     // A commit of a group without members (generation -1), as assign() users make.
-    let req = OffsetCommitRequest::default()
-        .with_group_id(GroupId(StrBytes::from_static_str("g")))
-        .with_generation_id_or_member_epoch(-1)
-        .with_topics(vec![
-            OffsetCommitRequestTopic::default()
-                .with_name(name("t"))
-                .with_partitions(vec![
-                    OffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(1)
-                        .with_committed_metadata(Some(StrBytes::from_static_str("m"))),
-                ]),
-        ]);
-    let mut c = Conn::new(&addr);
-    let r: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &req);
-    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    let code = standalone_commit(&mut Conn::new(&addr), "g", "t", 1, Some("m"));
+    assert_eq!(code, 0);
     // The internal topic is in the tree, and its record reads decoded.
     assert_eq!(m.ok("ls -d __consumer_offsets-*"), "__consumer_offsets-0\n");
     let decoded =

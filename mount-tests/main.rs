@@ -20,6 +20,7 @@ mod kafka_limits;
 mod kafka_listener;
 mod lifecycle;
 mod live_ro;
+mod partition_disk;
 mod raw;
 mod ro_shrink;
 mod roll;

@@ -59,6 +59,9 @@ pub enum ErrorKind {
     Unsupported,
     /// Locked by another process, or in use.
     Busy,
+    /// A limit this daemon is configured with would be passed (the
+    /// partitions it holds, `max.broker.partitions`).
+    LimitReached,
 
     // The machine failed, or ran out of something.
     /// The disk is full.
@@ -120,6 +123,7 @@ impl ErrorKind {
         ErrorKind::PermissionDenied,
         ErrorKind::Unsupported,
         ErrorKind::Busy,
+        ErrorKind::LimitReached,
         ErrorKind::NoSpace,
         ErrorKind::QuotaExceeded,
         ErrorKind::FileTooLarge,
@@ -169,17 +173,18 @@ mod tests {
                 ErrorKind::PermissionDenied => 16,
                 ErrorKind::Unsupported => 17,
                 ErrorKind::Busy => 18,
-                ErrorKind::NoSpace => 19,
-                ErrorKind::QuotaExceeded => 20,
-                ErrorKind::FileTooLarge => 21,
-                ErrorKind::TooManyOpenFiles => 22,
-                ErrorKind::Io => 23,
-                ErrorKind::Corrupt => 24,
-                ErrorKind::Offline => 25,
-                ErrorKind::TimedOut => 26,
+                ErrorKind::LimitReached => 19,
+                ErrorKind::NoSpace => 20,
+                ErrorKind::QuotaExceeded => 21,
+                ErrorKind::FileTooLarge => 22,
+                ErrorKind::TooManyOpenFiles => 23,
+                ErrorKind::Io => 24,
+                ErrorKind::Corrupt => 25,
+                ErrorKind::Offline => 26,
+                ErrorKind::TimedOut => 27,
             }
         }
         let seen: Vec<usize> = ErrorKind::ALL.iter().map(|k| index(*k)).collect();
-        assert_eq!(seen, (0..=26).collect::<Vec<_>>());
+        assert_eq!(seen, (0..=27).collect::<Vec<_>>());
     }
 }

@@ -24,6 +24,27 @@ pub fn validate_topic(topic: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// KRaft's metadata log (Kafka's `Topic.CLUSTER_METADATA_TOPIC_NAME`). Not
+/// a topic to Kafka's clients: no Metadata lists it, no API but the
+/// controllers' own reaches it.
+pub const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
+
+/// Kafka's `Topic.isInternal`: the topics its coordinators write
+/// (`INTERNAL_TOPICS`). Clients may not append to them or delete their
+/// records.
+pub fn is_internal_topic(topic: &str) -> bool {
+    matches!(
+        topic,
+        "__consumer_offsets" | "__transaction_state" | "__share_group_state"
+    )
+}
+
+/// Whether Kafka itself writes `topic`: an internal topic, or KRaft's
+/// metadata log. Only the broker writes these; users read them.
+pub fn is_kafka_owned_topic(topic: &str) -> bool {
+    is_internal_topic(topic) || topic == CLUSTER_METADATA_TOPIC
+}
+
 /// Splits `<topic>-<partition>` at the last `-`, validating both halves:
 /// the partition is a canonical decimal (no sign, no leading zero) that
 /// fits Kafka's `int32`.

@@ -14,7 +14,6 @@ mod kafka_support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -70,19 +69,7 @@ impl Daemon {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log"));
         if let Some(n) = nofile {
-            // SAFETY: setrlimit only, between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let lim = libc::rlimit {
-                        rlim_cur: n,
-                        rlim_max: n,
-                    };
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
+            kafka_support::limit_nofile(&mut cmd, n);
         }
         let child = cmd.spawn().expect("start commitfs serve");
         let mut d = Daemon {

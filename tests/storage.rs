@@ -948,6 +948,8 @@ fn batches_are_packed_to_fit_segment_bytes_when_it_is_the_smaller_limit() {
     // A single record that fits max.message.bytes but no segment.
     log.set_config("max.message.bytes", "2000000").unwrap();
     let big = vec![b'b'; 1_500_000];
+    // The rolls' background flushes count in the status: done first.
+    assert!(mgr.wait_for_flushes(std::time::Duration::from_secs(60)));
     let before = log.status().unwrap();
     let err = log.append(&[NewRecord::value(&big)]).unwrap_err();
     assert!(

@@ -60,6 +60,7 @@ const MOUNT_OPTIONS: &[&str] = &[
     "async",
     "dirsync",
     "log.retention.check.interval.ms=",
+    "max.broker.partitions=",
     "fsname=",
     "subtype=",
     "listeners=",

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use commitfs::backend::local::DAEMON_LOG_FILE;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions, StorageError};
-use log::{error, warn};
+use log::{error, info, warn};
 
 const FLUSH_CHECK: Duration = Duration::from_millis(500);
 
@@ -230,6 +230,25 @@ pub fn open_storage(
         },
     )?;
     Ok(Arc::new(manager))
+}
+
+/// Sets `max.broker.partitions` on the data directory: `configured`, or
+/// as many partitions as the daemon's descriptors hold (call after
+/// [`raise_nofile_limit`]). Logged, since past it creations are refused.
+pub fn limit_partitions(manager: &LogManager, configured: Option<usize>) {
+    use commitfs::kafka::limits::{default_max_partitions, nofile_limit, partition_fds};
+    let nofile = nofile_limit();
+    let max = configured.unwrap_or_else(|| default_max_partitions(nofile));
+    manager.set_max_partitions(max);
+    if partition_fds(max as u64) >= nofile {
+        warn!(
+            "max.broker.partitions={max} needs {} descriptors and RLIMIT_NOFILE is {nofile}: \
+             creations and rolls past what the descriptors hold will fail",
+            partition_fds(max as u64)
+        );
+    } else {
+        info!("max.broker.partitions={max} (RLIMIT_NOFILE {nofile})");
+    }
 }
 
 /// What ended the wait for a signal.

@@ -38,7 +38,8 @@ pub struct MountArgs {
     pub foreground: bool,
     /// Options, comma-separated, repeatable: Kafka topic configs as mount-wide
     /// defaults (segment.bytes=1048576, ...), ro, allow_other, allow_root,
-    /// log.retention.check.interval.ms=N, and FUSE flags (noatime, nosuid, ...).
+    /// log.retention.check.interval.ms=N, max.broker.partitions=N (default: what the
+    /// descriptors hold, at most 10000), and FUSE flags (noatime, nosuid, ...).
     ///
     /// listeners=PLAINTEXT://HOST:PORT also serves the partitions over the
     /// Kafka protocol (no authentication), with advertised.listeners,
@@ -307,6 +308,7 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     let (data, mnt) = prepare_dirs(args, d.read_only)?;
     daemon::raise_nofile_limit();
     let manager = daemon::open_storage(&data, &d.defaults, d.read_only, "mount", ready)?;
+    daemon::limit_partitions(&manager, d.max_partitions);
     let close = |e: String| {
         if let Err(ce) = manager.close() {
             error!("closing {} failed: {ce}", data.display());

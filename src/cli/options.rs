@@ -33,6 +33,9 @@ pub struct DaemonOptions {
     pub kafka: ListenerConfig,
     /// The daemon's own log: its size, its rotation.
     pub log: LogSettings,
+    /// `max.broker.partitions`: the partitions the data directory may hold;
+    /// `None`: as many as the daemon's descriptors allow.
+    pub max_partitions: Option<usize>,
 }
 
 impl Default for DaemonOptions {
@@ -44,6 +47,7 @@ impl Default for DaemonOptions {
             retention_check: Duration::from_millis(DEFAULT_RETENTION_CHECK_MS),
             kafka: ListenerConfig::default(),
             log: LogSettings::default(),
+            max_partitions: None,
         }
     }
 }
@@ -64,6 +68,7 @@ impl DaemonOptions {
                 })?;
                 self.retention_check = Duration::from_millis(ms);
             }
+            Some(("max.broker.partitions", v)) => self.max_partitions = Some(max_partitions(v)?),
             Some((k, v)) if LineFormat::is_setting(k) => self.line_format.set(k, v)?,
             Some((k, v)) if CONFIG_NAMES.contains(&k) => {
                 self.defaults.set(k, v).map_err(|e| e.to_string())?
@@ -76,6 +81,23 @@ impl DaemonOptions {
         }
         Ok(true)
     }
+}
+
+/// `max.broker.partitions`, an INT of at least 1 with Kafka's messages
+/// (the name is KIP-578's, which Kafka never added).
+fn max_partitions(v: &str) -> Result<usize, String> {
+    let n: i32 = v.trim().parse().map_err(|_| {
+        format!(
+            "Invalid value {v} for configuration max.broker.partitions: Expected value to be a \
+             32-bit integer, but it was a java.lang.String"
+        )
+    })?;
+    if n < 1 {
+        return Err(format!(
+            "Invalid value {v} for configuration max.broker.partitions: Value must be at least 1"
+        ));
+    }
+    Ok(n as usize)
 }
 
 #[cfg(test)]
@@ -99,6 +121,13 @@ mod tests {
             "Invalid value 16384 for configuration segment.bytes: Value must be at least 1048576"
         );
         assert!(!o.take("bogus=1").unwrap());
+        assert!(o.take("max.broker.partitions=3").unwrap());
+        assert_eq!(o.max_partitions, Some(3));
+        assert_eq!(
+            o.take("max.broker.partitions=0").unwrap_err(),
+            "Invalid value 0 for configuration max.broker.partitions: Value must be at least 1"
+        );
+        assert!(o.take("max.broker.partitions=2147483648").is_err());
         assert!(!o.take("allow_other").unwrap());
     }
 }

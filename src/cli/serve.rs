@@ -24,6 +24,8 @@ pub struct ServeArgs {
     pub listeners: Option<String>,
     /// Options, comma-separated, repeatable: Kafka topic configs as defaults
     /// (segment.bytes=1048576, ...), ro, log.retention.check.interval.ms=N,
+    /// max.broker.partitions=N (default: what the descriptors hold, at most
+    /// 10000),
     /// and the broker settings listeners, advertised.listeners,
     /// auto.create.topics.enable, num.partitions, socket.request.max.bytes,
     /// node.id, offsets.topic.num.partitions (default 1),
@@ -92,6 +94,7 @@ fn serve(args: &ServeArgs, opts: DaemonOptions) -> Result<(), String> {
         "serve",
         &Ready::from_fd(None),
     )?;
+    daemon::limit_partitions(&manager, opts.max_partitions);
     let started = KafkaServer::start(manager.clone(), opts.kafka.clone())
         .and_then(|s| s.ok_or_else(|| "no listener is configured".to_string()));
     let mut server = match started {

@@ -181,6 +181,7 @@ impl Tree {
             ));
         }
         self.check_writable(format_args!("mkdir of {name}"))?;
+        self.check_not_kafka_owned(name, format_args!("mkdir of {name}"))?;
         self.backend
             .create_partition(name)
             .map_err(|e| FsError::backend(format!("mkdir of {name}"), &e))?;
@@ -201,6 +202,7 @@ impl Tree {
         let name = name.to_str().ok_or(FsError::quiet(libc::ENOENT))?;
         self.partition(name)?;
         self.check_writable(format_args!("rmdir of {name}"))?;
+        self.check_not_kafka_owned(name, format_args!("rmdir of {name}"))?;
         self.backend
             .delete_partition(name)
             .map_err(|e| FsError::backend(format!("rmdir of {name}"), &e))?;

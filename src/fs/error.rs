@@ -104,7 +104,8 @@ pub fn errno_of(kind: ErrorKind) -> i32 {
         ErrorKind::Unsupported | ErrorKind::TransactionsNotServed => libc::EOPNOTSUPP,
         ErrorKind::Busy => libc::EBUSY,
         ErrorKind::NoSpace => libc::ENOSPC,
-        ErrorKind::QuotaExceeded => libc::EDQUOT,
+        // A count the operator set, as a quota is: the disk may have room.
+        ErrorKind::QuotaExceeded | ErrorKind::LimitReached => libc::EDQUOT,
         ErrorKind::TooManyOpenFiles => libc::EMFILE,
         ErrorKind::Io | ErrorKind::Corrupt | ErrorKind::Offline => libc::EIO,
         ErrorKind::TimedOut => libc::ETIMEDOUT,

@@ -52,7 +52,7 @@ impl Tree {
             return Err(FsError::quiet(libc::EISDIR));
         }
         if mode.write {
-            self.check_writable(format_args!("open of {path} for writing"))?;
+            self.check_changeable(&key, format_args!("open of {path} for writing"))?;
             if !key.writable() {
                 return Err(FsError::refuse(
                     libc::EACCES,
@@ -264,7 +264,7 @@ impl Tree {
         let mut f = f.lock();
         let f = &mut *f;
         let path = f.key.path();
-        self.check_writable(format_args!("write to {path}"))?;
+        self.check_changeable(&f.key, format_args!("write to {path}"))?;
         match &mut f.handle {
             Handle::Log { partition, partial } => append_lines(&**partition, partial, data, &path)?,
             Handle::Control { partition, control } => {

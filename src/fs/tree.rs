@@ -112,6 +112,41 @@ impl Tree {
         Ok(())
     }
 
+    /// The refusal of every change to a partition of a topic Kafka itself
+    /// writes (its internal topics, KRaft's metadata log): clients of a
+    /// broker cannot write them either, and a forged record there would be
+    /// loaded as the broker's own state. Reading them stays allowed.
+    pub(super) fn check_not_kafka_owned(
+        &self,
+        partition: &str,
+        what: impl std::fmt::Display,
+    ) -> FsResult<()> {
+        match kafka_owned_topic(partition) {
+            Some(topic) => Err(FsError::refuse(
+                libc::EPERM,
+                what,
+                format!(
+                    "{topic} is Kafka's own topic, written by the broker only (it can be read)"
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Tree::check_writable`], then [`Tree::check_not_kafka_owned`] for a
+    /// node inside a partition.
+    pub(super) fn check_changeable(
+        &self,
+        key: &NodeKey,
+        what: impl std::fmt::Display,
+    ) -> FsResult<()> {
+        self.check_writable(&what)?;
+        match key.partition() {
+            Some(p) => self.check_not_kafka_owned(p, what),
+            None => Ok(()),
+        }
+    }
+
     pub(super) fn key(&self, ino: u64) -> FsResult<NodeKey> {
         self.inodes.key(ino).ok_or(FsError::quiet(libc::ENOENT))
     }
@@ -379,7 +414,14 @@ impl Tree {
             | NodeKey::Offset(..)
             | NodeKey::Status(_) => (NodeType::RegularFile, 0o444),
         };
-        let perm = if self.read_only { perm & !0o222 } else { perm };
+        let owned = key
+            .partition()
+            .is_some_and(|p| kafka_owned_topic(p).is_some());
+        let perm = if self.read_only || owned {
+            perm & !0o222
+        } else {
+            perm
+        };
         (kind, perm)
     }
 
@@ -415,6 +457,14 @@ impl Tree {
             }),
         }
     }
+}
+
+/// The topic of partition `name` if Kafka itself writes it.
+fn kafka_owned_topic(name: &str) -> Option<&str> {
+    crate::names::parse_partition_name(name)
+        .ok()
+        .map(|(topic, _)| topic)
+        .filter(|topic| crate::names::is_kafka_owned_topic(topic))
 }
 
 /// How long the kernel may trust that `key`'s name exists. The names inside a
@@ -472,7 +522,7 @@ impl Tree {
             || set.size.is_some()
             || utimes;
         if changes_something {
-            self.check_writable(format_args!("setattr of {path}"))?;
+            self.check_changeable(&key, format_args!("setattr of {path}"))?;
         }
         let refuse = |what: &str, why: &str| {
             Err(FsError::refuse(

@@ -10,6 +10,7 @@ use log::{info, warn};
 
 use super::broker::Broker;
 use super::error::{Family, code_for};
+use super::internal_topics;
 
 pub fn handle(b: &Broker, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let topics = req
@@ -32,6 +33,10 @@ pub fn handle(b: &Broker, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
                         warn!("Kafka: {what} refused: no such partition");
                         return r.with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     };
+                    if let Some((code, why)) = internal_topics::delete_records(&topic) {
+                        warn!("Kafka: {what} refused with {code:?}: {why}");
+                        return r.with_error_code(code.code());
+                    }
                     let offset = if p.offset == -1 {
                         log.high_watermark()
                     } else {

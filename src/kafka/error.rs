@@ -104,6 +104,10 @@ fn stored(kind: ErrorKind) -> ResponseError {
             ResponseError::TopicAuthorizationFailed
         }
         ErrorKind::Unsupported => ResponseError::UnsupportedVersion,
+        // Kafka has no code of its own for a broker's partition limit
+        // (KIP-578's RESOURCE_LIMIT_REACHED was never added); a creation a
+        // policy refuses is POLICY_VIOLATION, which clients report as such.
+        ErrorKind::LimitReached => ResponseError::PolicyViolation,
         // Kafka's answer for a log it cannot read or write, offline ones
         // and full disks included.
         ErrorKind::NoRecord

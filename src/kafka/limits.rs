@@ -1,6 +1,8 @@
 //! What the listener may hold: connections (Kafka's `ConnectionQuotas`),
 //! bytes of requests in flight (Kafka's `SimpleMemoryPool`), and file
-//! descriptors, of which storage keeps a quarter (at least 1,024).
+//! descriptors, of which storage keeps a quarter (at least 1,024), or what
+//! its partitions need if that is more; and so the default number of
+//! partitions (`max.broker.partitions`) the descriptors allow.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -240,20 +242,49 @@ pub fn nofile_limit() -> u64 {
 /// sockets, each poller and waker, the spare descriptor, and some slack.
 const OWN_FDS: u64 = 32;
 
-/// Descriptors kept for storage given `nofile`: a quarter of them, and at
-/// least 1,024 (half of a limit below 2,048).
-pub fn storage_fds(nofile: u64) -> u64 {
+/// Storage's share of `nofile` descriptors when its partitions need no
+/// more: a quarter of them, and at least 1,024 (half of a limit below 2,048).
+fn storage_share(nofile: u64) -> u64 {
     (nofile / 4).max((nofile / 2).min(1024))
 }
 
+/// Descriptors `n` live partitions need: one each (the active `.log`; their
+/// indexes are mapped and hold none), and as many again, at most 1,024, for
+/// what storage opens besides (a roll's new files, sealed segments being
+/// read, checkpoints, and with a mount FUSE's).
+pub fn partition_fds(n: u64) -> u64 {
+    n + n.min(1024)
+}
+
+/// The default `max.broker.partitions` under `nofile` descriptors: as many
+/// partitions as storage's share holds ([`partition_fds`]), at most
+/// storage's own default (10,000). Past it a creation would meet EMFILE, and
+/// a roll of a partition already there too, which takes it offline.
+pub fn default_max_partitions(nofile: u64) -> usize {
+    let share = storage_share(nofile);
+    let fit = if share >= 2048 {
+        share - 1024
+    } else {
+        share / 2
+    };
+    (fit as usize).min(crate::storage::DEFAULT_MAX_PARTITIONS)
+}
+
+/// Descriptors kept for storage given `nofile` and the partitions it may
+/// hold: its share, or what `max_partitions` partitions need if more (an
+/// explicit `max.broker.partitions` past the default takes them from the
+/// listener's connections).
+pub fn storage_fds(nofile: u64, max_partitions: u64) -> u64 {
+    storage_share(nofile).max(partition_fds(max_partitions))
+}
+
 /// How many connections the listener may hold given `nofile`: the
-/// descriptors less those kept for storage ([`storage_fds`]: segment, index
-/// and checkpoint files, which it opens as partitions roll and are read,
-/// and with a mount FUSE's) and less the listener's own, so that clients
-/// can never take the descriptors a partition needs to roll.
-pub fn fd_cap(nofile: u64) -> u32 {
+/// descriptors less those kept for storage ([`storage_fds`]) and less the
+/// listener's own, so that clients can never take the descriptors a
+/// partition needs to roll.
+pub fn fd_cap(nofile: u64, max_partitions: u64) -> u32 {
     nofile
-        .saturating_sub(storage_fds(nofile))
+        .saturating_sub(storage_fds(nofile, max_partitions))
         .saturating_sub(OWN_FDS)
         .clamp(1, i32::MAX as u64) as u32
 }
@@ -315,11 +346,32 @@ mod tests {
         assert!(q.slot_available());
         // The descriptor cap wins over a larger max.connections.
         assert_eq!(ConnectionQuotas::new(&config, 2).max_total(), 2);
-        assert_eq!(fd_cap(256), 96);
-        assert_eq!(fd_cap(1024), 480);
-        assert_eq!(fd_cap(4096), 3040);
-        assert_eq!(fd_cap(20_000), 14_968);
-        assert_eq!(fd_cap(1 << 20), 786_400);
-        assert_eq!(fd_cap(10), 1);
+        // With the partitions the descriptors allow by default, storage
+        // keeps its quarter; more partitions take from the connections.
+        let cap = |n: u64| fd_cap(n, default_max_partitions(n) as u64);
+        assert_eq!(cap(256), 96);
+        assert_eq!(cap(1024), 480);
+        assert_eq!(cap(4096), 3040);
+        assert_eq!(cap(20_000), 14_968);
+        assert_eq!(cap(1 << 20), 786_400);
+        assert_eq!(cap(10), 1);
+        assert_eq!(fd_cap(20_000, 10_000), 20_000 - 11_024 - 32);
+        assert_eq!(fd_cap(20_000, 100_000), 1);
+    }
+
+    #[test]
+    fn default_partitions_fit_storages_descriptors() {
+        for (nofile, want) in [
+            (1024, 256),
+            (4096, 512),
+            (20_000, 3_976),
+            (65_536, 10_000),
+            (1 << 20, 10_000),
+        ] {
+            let n = default_max_partitions(nofile);
+            assert_eq!(n, want, "RLIMIT_NOFILE {nofile}");
+            assert!(partition_fds(n as u64) <= storage_fds(nofile, 0));
+            assert!(n == 10_000 || partition_fds(n as u64 + 1) > storage_fds(nofile, 0));
+        }
     }
 }

@@ -6,6 +6,8 @@
 //!   LEADER_NOT_AVAILABLE), so clients never see a gap in partition ids.
 //! - Leader epochs are reported as -1 (unknown): librdkafka then skips
 //!   OffsetForLeaderEpoch validation, which is not served.
+//! - KRaft's metadata log (`__cluster_metadata`) is not a topic here, as
+//!   in Kafka: never listed, never auto-created.
 //! - Topic auto-creation happens only with `auto.create.topics.enable=true`
 //!   and a request that allows it; the topic gets `num.partitions`
 //!   partitions through the same storage call as CreateTopics.
@@ -21,6 +23,7 @@ use log::{info, warn};
 
 use super::broker::Broker;
 use super::error::{Family, code_for};
+use super::internal_topics;
 use crate::names::validate_topic;
 use crate::storage::{StorageError, Topic, is_internal_topic};
 
@@ -42,7 +45,13 @@ pub fn handle(b: &Broker, version: i16, req: MetadataRequest) -> MetadataRespons
     // Before v4 a request could not say no, and always allowed it.
     let may_create = b.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
     let topics = match wanted {
-        None => b.mgr.topics().iter().map(|t| describe(b, t)).collect(),
+        None => b
+            .mgr
+            .topics()
+            .iter()
+            .filter(|t| internal_topics::listed(&t.name))
+            .map(|t| describe(b, t))
+            .collect(),
         Some(names) => names.iter().map(|n| lookup(b, n, may_create)).collect(),
     };
     MetadataResponse::default()
@@ -53,14 +62,17 @@ pub fn handle(b: &Broker, version: i16, req: MetadataRequest) -> MetadataRespons
 }
 
 fn lookup(b: &Broker, name: &str, may_create: bool) -> MetadataResponseTopic {
-    if let Some(t) = b.mgr.topic(name) {
-        return describe(b, &t);
-    }
     let failed = |code: ResponseError| {
         MetadataResponseTopic::default()
             .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
             .with_error_code(code.code())
     };
+    if !internal_topics::listed(name) {
+        return failed(ResponseError::UnknownTopicOrPartition);
+    }
+    if let Some(t) = b.mgr.topic(name) {
+        return describe(b, &t);
+    }
     if let Err(why) = validate_topic(name) {
         warn!("Kafka: Metadata for topic {name:?} refused: {why}");
         return failed(ResponseError::InvalidTopicException);

@@ -18,6 +18,8 @@
 //!   [`list_offsets`], [`topics`] (CreateTopics, DeleteTopics),
 //!   [`delete_records`], [`topic_configs`] (DescribeConfigs,
 //!   IncrementalAlterConfigs), [`sasl`];
+//! - [`internal_topics`]: what clients may do to Kafka's internal topics
+//!   and KRaft's metadata log, as Kafka answers;
 //! - [`group`]: the group coordinator (FindCoordinator, JoinGroup,
 //!   SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 //!   ListGroups, DescribeGroups, with `__consumer_offsets`) and
@@ -39,6 +41,7 @@ pub mod error;
 pub mod fetch;
 pub mod frame;
 pub mod group;
+pub mod internal_topics;
 pub mod limits;
 pub mod list_offsets;
 pub mod metadata;

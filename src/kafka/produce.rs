@@ -15,6 +15,7 @@ use log::warn;
 use super::broker::Broker;
 use super::dispatch::Outcome;
 use super::error::{Family, code_for, message_for};
+use super::internal_topics;
 
 fn refused(
     index: i32,
@@ -90,6 +91,10 @@ fn produce_one(
         warn!("Kafka: {what} refused: no such partition");
         return refused(index, ResponseError::UnknownTopicOrPartition, None, version);
     };
+    if let Some((code, why)) = internal_topics::produce(topic) {
+        warn!("Kafka: {what} refused with {code:?}: {why}");
+        return refused(index, code, None, version);
+    }
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         warn!("Kafka: {what} refused: no record batch");
         return refused(

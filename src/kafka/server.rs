@@ -14,7 +14,8 @@
 //! - `max.connections`: at the cap the acceptor stops accepting, so new
 //!   connections wait in the kernel's backlog, until one closes. The cap in
 //!   force is also below `RLIMIT_NOFILE` by the descriptors kept for
-//!   storage (a quarter, at least 1,024: `limits::fd_cap`), so a partition
+//!   storage (a quarter, at least 1,024, or what `max.broker.partitions`
+//!   partitions need: `limits::fd_cap`), so a partition
 //!   can always roll.
 //! - `max.connections.per.ip` (and its overrides): a connection past it is
 //!   accepted and closed at once, with a log line.
@@ -105,7 +106,8 @@ impl KafkaServer {
             port,
         });
         let nofile = nofile_limit();
-        let quotas = ConnectionQuotas::new(&config, fd_cap(nofile));
+        let max_partitions = mgr.max_partitions() as u64;
+        let quotas = ConnectionQuotas::new(&config, fd_cap(nofile, max_partitions));
         let pool = MemoryPool::new(config.queued_max_request_bytes());
         let idle = config.idle_timeout();
         let max_request = config.socket_request_max_bytes;
@@ -200,7 +202,7 @@ impl KafkaServer {
              connections.max.idle.ms={}, queued.max.request.bytes: {queued}, {threads} network threads",
             shared.quotas.max_total(),
             shared.broker.config.max_connections,
-            super::limits::storage_fds(nofile),
+            super::limits::storage_fds(nofile, shared.broker.mgr.max_partitions() as u64),
             shared.broker.config.max_connections_per_ip,
             shared.broker.config.connections_max_idle_ms,
         );

@@ -215,6 +215,9 @@ type Change<'a> = (&'a str, Option<&'a str>);
 
 fn alter_topic(b: &Broker, r: &AlterConfigsResource, validate_only: bool) -> Result<(), Refused> {
     let name = r.resource_name.as_str();
+    if let Some((code, msg)) = super::internal_topics::alter_configs(name) {
+        return Err((code, msg.unwrap_or_default()));
+    }
     let topic = b.mgr.topic(name).ok_or_else(|| {
         (
             ResponseError::UnknownTopicOrPartition,

@@ -1,8 +1,15 @@
 //! CreateTopics, CreatePartitions and DeleteTopics: the same storage calls
-//! as `mkdir` and `rmdir` in the tree (`LogManager::create_topic`,
-//! `create_partition`, `delete_topic`), with the same no-holes rule. Topic
+//! as `mkdir` and `rmdir` in the tree (`LogManager::create_topic_configured`,
+//! `grow_topic`, `delete_topic`), with the same no-holes rule. Topic
 //! configs given at creation are applied as the tree's `config/<name>`
-//! writes are.
+//! writes are. A creation is all or nothing: one that fails half way (a
+//! full disk, `max.broker.partitions`) leaves no partition behind.
+//!
+//! One request creates at most [`MAX_PARTITIONS_PER_REQUEST`] partitions
+//! (Kafka's `ReplicationControlManager.MAX_PARTITIONS_PER_BATCH`): past it,
+//! every topic of the request gets `POLICY_VIOLATION` and nothing is made.
+
+use std::collections::HashMap;
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::TopicName;
@@ -25,19 +32,55 @@ use log::{info, warn};
 
 use super::broker::Broker;
 use super::error::{Family, code_for, message_for};
+use super::internal_topics;
 use crate::names::validate_topic;
 use crate::storage::{LogConfig, StorageError};
 
 type Refused = (ResponseError, String);
 
+/// Kafka's `MAX_PARTITIONS_PER_BATCH`: the partitions one CreateTopics may
+/// make, and (commitfs's reading of Kafka's 10,000-record bound on one
+/// controller operation) one CreatePartitions.
+pub const MAX_PARTITIONS_PER_REQUEST: u64 = 10_000;
+
+/// Kafka's message for a request over [`MAX_PARTITIONS_PER_REQUEST`].
+const EXCESSIVE: &str = "Excessively large number of partitions per request.";
+
+/// Kafka's `validateTotalNumberOfPartitions`: the partitions a CreateTopics
+/// asks for, over topics the controller sees (not `__cluster_metadata`,
+/// not a name given twice), counted without Java's int overflow.
+fn requested_partitions(b: &Broker, req: &CreateTopicsRequest) -> u64 {
+    let mut named: HashMap<&TopicName, usize> = HashMap::new();
+    for t in &req.topics {
+        *named.entry(&t.name).or_default() += 1;
+    }
+    req.topics
+        .iter()
+        .filter(|t| {
+            named[&t.name] == 1 && internal_topics::create_topic(t.name.0.as_str()).is_none()
+        })
+        .map(|t| match (t.assignments.is_empty(), t.num_partitions) {
+            (false, _) => t.assignments.len() as u64,
+            (true, -1) => b.config.num_partitions as u64,
+            (true, n) => n.max(0) as u64,
+        })
+        .sum()
+}
+
 pub fn create(b: &Broker, version: i16, req: CreateTopicsRequest) -> CreateTopicsResponse {
+    let over = requested_partitions(b, &req) > MAX_PARTITIONS_PER_REQUEST;
     let topics = req
         .topics
         .iter()
         .map(|t| {
             let name = t.name.0.as_str();
             let result = CreatableTopicResult::default().with_name(t.name.clone());
-            match create_one(b, t, req.validate_only) {
+            let outcome = if over {
+                Err((ResponseError::PolicyViolation, EXCESSIVE.to_string()))
+            } else {
+                create_one(b, t, req.validate_only)
+            };
+            match outcome {
                 Ok(n) => {
                     let r = result.with_num_partitions(n as i32);
                     if version >= 5 {
@@ -97,6 +140,9 @@ fn partition_count(b: &Broker, t: &CreatableTopic) -> Result<u32, Refused> {
 
 fn create_one(b: &Broker, t: &CreatableTopic, validate_only: bool) -> Result<u32, Refused> {
     let name = t.name.0.as_str();
+    if let Some((code, msg)) = internal_topics::create_topic(name) {
+        return Err((code, msg.unwrap_or_default()));
+    }
     validate_topic(name).map_err(|why| (ResponseError::InvalidTopicException, why.to_string()))?;
     let count = partition_count(b, t)?;
     let mut configs = Vec::new();
@@ -114,19 +160,17 @@ fn create_one(b: &Broker, t: &CreatableTopic, validate_only: bool) -> Result<u32
             format!("Topic '{name}' already exists."),
         ));
     }
-    if validate_only {
-        return Ok(count);
-    }
     let storage = |e: StorageError| {
         let code = code_for(Family::Admin, &format!("CreateTopics of {name}"), &e);
         (code, message_for(&e))
     };
-    let topic = b.mgr.create_topic(name, count).map_err(storage)?;
-    for log in topic.partitions.iter().flatten() {
-        for (k, v) in &configs {
-            log.set_config(k, v).map_err(storage)?;
-        }
+    if validate_only {
+        b.mgr.check_room(count as usize).map_err(storage)?;
+        return Ok(count);
     }
+    b.mgr
+        .create_topic_configured(name, count, &configs)
+        .map_err(storage)?;
     info!("Kafka: created topic {name} with {count} partitions");
     Ok(count)
 }
@@ -148,6 +192,16 @@ pub fn delete(b: &Broker, version: i16, req: DeleteTopicsRequest) -> DeleteTopic
             };
             let r = DeletableTopicResult::default().with_name(Some(name.clone()));
             let topic = name.0.as_str();
+            let refused =
+                internal_topics::delete_topic(topic).filter(|_| b.mgr.topic(topic).is_some());
+            if let Some((code, msg)) = refused {
+                warn!("Kafka: DeleteTopics of {topic} refused with {code:?}: {msg:?}");
+                let r = r.with_error_code(code.code());
+                return match version >= 5 {
+                    true => r.with_error_message(msg.map(StrBytes::from_string)),
+                    false => r,
+                };
+            }
             match b.mgr.delete_topic(topic) {
                 Ok(n) => {
                     info!("Kafka: deleted topic {topic} ({n} partitions)");
@@ -168,25 +222,42 @@ pub fn delete(b: &Broker, version: i16, req: DeleteTopicsRequest) -> DeleteTopic
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
+/// The partitions a CreatePartitions would add, over the topics that exist
+/// and would grow.
+fn added_partitions(b: &Broker, req: &CreatePartitionsRequest) -> u64 {
+    req.topics
+        .iter()
+        .filter_map(|t| {
+            let have = b.mgr.topic(t.name.0.as_str())?.partitions.len() as i64;
+            Some((t.count as i64 - have).max(0) as u64)
+        })
+        .sum()
+}
+
 /// CreatePartitions: grows each topic to `count` partitions, the new ones
-/// made in order (`T-n`, `T-n+1`, ...) as `mkdir` makes them, so no hole
-/// can appear even when one creation fails half way.
+/// made in order (`T-n`, `T-n+1`, ...) as `mkdir` makes them, all or none.
 pub fn create_partitions(b: &Broker, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+    let over = added_partitions(b, &req) > MAX_PARTITIONS_PER_REQUEST;
     let results = req
         .topics
         .iter()
         .map(|t| {
             let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
-            match grow_one(b, t, req.validate_only) {
+            let outcome = if over {
+                Err((ResponseError::PolicyViolation, Some(EXCESSIVE.to_string())))
+            } else {
+                grow_one(b, t, req.validate_only)
+            };
+            match outcome {
                 Ok(()) => result,
                 Err((code, msg)) => {
                     warn!(
-                        "Kafka: CreatePartitions of {} refused with {code:?}: {msg}",
+                        "Kafka: CreatePartitions of {} refused with {code:?}: {msg:?}",
                         t.name.0.as_str()
                     );
                     result
                         .with_error_code(code.code())
-                        .with_error_message(Some(StrBytes::from_string(msg)))
+                        .with_error_message(msg.map(StrBytes::from_string))
                 }
             }
         })
@@ -194,22 +265,29 @@ pub fn create_partitions(b: &Broker, req: CreatePartitionsRequest) -> CreatePart
     CreatePartitionsResponse::default().with_results(results)
 }
 
-fn grow_one(b: &Broker, t: &CreatePartitionsTopic, validate_only: bool) -> Result<(), Refused> {
+fn grow_one(
+    b: &Broker,
+    t: &CreatePartitionsTopic,
+    validate_only: bool,
+) -> Result<(), internal_topics::Refusal> {
     let name = t.name.0.as_str();
+    if let Some(refused) = internal_topics::create_partitions(name) {
+        return Err(refused);
+    }
     let topic = b.mgr.topic(name).ok_or_else(|| {
         (
             ResponseError::UnknownTopicOrPartition,
-            format!("Topic '{name}' does not exist."),
+            Some(format!("Topic '{name}' does not exist.")),
         )
     })?;
     let have = topic.partitions.len() as i32;
     if t.count <= have {
         return Err((
             ResponseError::InvalidPartitions,
-            format!(
+            Some(format!(
                 "Topic currently has {have} partitions, which is higher than or equal to the requested {}.",
                 t.count
-            ),
+            )),
         ));
     }
     // An empty list is what clients send when they name no brokers.
@@ -222,24 +300,20 @@ fn grow_one(b: &Broker, t: &CreatePartitionsTopic, validate_only: bool) -> Resul
         if !ok {
             return Err((
                 ResponseError::InvalidReplicaAssignment,
-                format!("new partitions may only be assigned to broker {me}"),
+                Some(format!(
+                    "new partitions may only be assigned to broker {me}"
+                )),
             ));
         }
     }
+    let storage = |e: StorageError| {
+        let code = code_for(Family::Admin, &format!("CreatePartitions of {name}"), &e);
+        (code, Some(message_for(&e)))
+    };
     if validate_only {
-        return Ok(());
+        return b.mgr.check_room((t.count - have) as usize).map_err(storage);
     }
-    for id in have..t.count {
-        let partition = format!("{name}-{id}");
-        b.mgr.create_partition(&partition).map_err(|e| {
-            let code = code_for(
-                Family::Admin,
-                &format!("CreatePartitions of {partition}"),
-                &e,
-            );
-            (code, message_for(&e))
-        })?;
-    }
+    b.mgr.grow_topic(name, t.count as u32).map_err(storage)?;
     info!("Kafka: topic {name} now has {} partitions", t.count);
     Ok(())
 }

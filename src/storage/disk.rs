@@ -180,13 +180,17 @@ pub(crate) fn set_len(site: &'static str, f: &File, len: u64) -> io::Result<()> 
     f.set_len(len)
 }
 
-/// `fallocate(2)` of `len` bytes from 0; `Ok(false)` where the filesystem
-/// does not support it.
-pub(crate) fn fallocate(site: &'static str, f: &File, len: u64) -> io::Result<bool> {
+/// Real blocks for `len` bytes at `offset` (`fallocate(2)`, mode 0: the
+/// file's length does not change), so that later stores through a mapping
+/// of the range cannot meet a full disk, which the kernel answers with
+/// SIGBUS. Where the filesystem has no `fallocate`, zeros are written over
+/// the range instead: callers allocate only ranges that hold zeros.
+pub(crate) fn allocate(site: &'static str, f: &File, offset: u64, len: u64) -> io::Result<()> {
     inject(site)?;
-    retry_eintr(|| {
+    let done = retry_eintr(|| {
         // SAFETY: plain syscall on an owned fd.
-        let rc = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len as libc::off_t) };
+        let rc =
+            unsafe { libc::fallocate(f.as_raw_fd(), 0, offset as libc::off_t, len as libc::off_t) };
         if rc == 0 {
             return Ok(true);
         }
@@ -195,7 +199,11 @@ pub(crate) fn fallocate(site: &'static str, f: &File, len: u64) -> io::Result<bo
             return Ok(false);
         }
         Err(err)
-    })
+    })?;
+    if !done {
+        f.write_all_at(&vec![0u8; len as usize], offset)?;
+    }
+    Ok(())
 }
 
 pub(crate) fn sync_data(site: &'static str, f: &File) -> io::Result<()> {

@@ -41,6 +41,13 @@ pub enum StorageError {
     TopicCollision { topic: String, existing: String },
     #[error("partition {0} already exists")]
     PartitionExists(String),
+    /// More partitions than the broker may hold (`max.broker.partitions`).
+    #[error(
+        "creating {new} partition(s) would make {} on this broker, more than \
+         max.broker.partitions ({max})",
+        held + new
+    )]
+    PartitionLimit { new: usize, held: usize, max: usize },
     #[error("partition {0} does not exist")]
     NoSuchPartition(String),
     #[error("the record is {size} bytes when serialized, larger than max.message.bytes ({max})")]
@@ -136,6 +143,7 @@ impl StorageError {
             }
             StorageError::PartitionGap { .. } => ErrorKind::InvalidPartitions,
             StorageError::PartitionExists(_) => ErrorKind::Exists,
+            StorageError::PartitionLimit { .. } => ErrorKind::LimitReached,
             StorageError::NoSuchPartition(_) | StorageError::NoSuchFile(_) => ErrorKind::NotFound,
             StorageError::RecordTooLarge { .. } => ErrorKind::RecordTooLarge,
             StorageError::BatchLargerThanSegment { .. } => ErrorKind::BatchTooLarge,

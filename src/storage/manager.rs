@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use log::{error, info};
@@ -32,6 +32,10 @@ pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 /// Held with `flock` while the directory is open, as Kafka's `.lock`.
 pub const LOCK_FILE: &str = ".lock";
 
+/// How many partitions a data directory holds at most unless told
+/// otherwise (`max.broker.partitions`, see [`LogManager::set_max_partitions`]).
+pub const DEFAULT_MAX_PARTITIONS: usize = 10_000;
+
 #[derive(Clone, Debug, Default)]
 pub struct OpenOptions {
     /// Never write to the data directory: no marker, no checkpoint, indexes
@@ -56,6 +60,8 @@ pub struct LogManager {
     closed: AtomicBool,
     /// Runs the flushes that rolls schedule; stopped at close and at drop.
     flusher: Flusher,
+    /// No partition is created past this many (`max.broker.partitions`).
+    max_partitions: AtomicUsize,
 }
 
 impl LogManager {
@@ -160,6 +166,7 @@ impl LogManager {
             lock: Mutex::new(lock),
             closed: AtomicBool::new(false),
             flusher,
+            max_partitions: AtomicUsize::new(DEFAULT_MAX_PARTITIONS),
         })
     }
 
@@ -200,6 +207,29 @@ impl LogManager {
         self.partitions.read().get(name).cloned()
     }
 
+    /// Caps the partitions the directory may hold (`max.broker.partitions`):
+    /// a creation past it is refused (`PartitionLimit`). Partitions already
+    /// there, more than that or not, all load and stay.
+    pub fn set_max_partitions(&self, max: usize) {
+        self.max_partitions.store(max, Ordering::Relaxed);
+    }
+
+    pub fn max_partitions(&self) -> usize {
+        self.max_partitions.load(Ordering::Relaxed)
+    }
+
+    /// Room for `new` more partitions under `max.broker.partitions`. The
+    /// creations check it with the admin lock held, so that two cannot both
+    /// take the last room; without it (a validate-only request) it is advice.
+    pub fn check_room(&self, new: usize) -> Result<()> {
+        let held = self.partitions.read().len();
+        let max = self.max_partitions();
+        if held.saturating_add(new) > max {
+            return Err(StorageError::PartitionLimit { new, held, max });
+        }
+        Ok(())
+    }
+
     /// The signal raised after every append to any partition.
     pub fn appends(&self) -> &AppendSignal {
         &self.appends
@@ -215,6 +245,7 @@ impl LogManager {
         }
         let _admin = self.admin.lock();
         self.check_create(name)?;
+        self.check_room(1)?;
         self.create_partition_locked(name)
     }
 

@@ -30,7 +30,8 @@ pub use config::{CONFIG_NAMES, CompressionType, ConfigError, LogConfig};
 pub use error::{Result, StorageError};
 pub use local_log::{FileKind, PartitionFile, RecordEntry, SegmentSlice};
 pub use manager::{
-    CLEAN_SHUTDOWN_FILE, DataDirLock, LOCK_FILE, LogManager, OpenOptions, is_locked, lock_holder,
+    CLEAN_SHUTDOWN_FILE, DEFAULT_MAX_PARTITIONS, DataDirLock, LOCK_FILE, LogManager, OpenOptions,
+    is_locked, lock_holder,
 };
 pub use names::{parse_partition_name, segment_file_name};
 pub use partition::{

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use log::info;
+use log::{error, info};
 
 use super::error::{Result, StorageError};
 use super::manager::LogManager;
@@ -41,10 +41,7 @@ impl Topic {
     }
 }
 
-/// `__consumer_offsets` and `__transaction_state`, as Kafka's `Topic.isInternal`.
-pub fn is_internal_topic(name: &str) -> bool {
-    name == "__consumer_offsets" || name == "__transaction_state"
-}
+pub use crate::names::is_internal_topic;
 
 /// Kafka's `Topic.unifyCollisionChars`.
 fn unified(name: &str) -> String {
@@ -157,6 +154,18 @@ impl LogManager {
 
     /// Kafka's CreateTopics: partitions `0..count`, all or none.
     pub fn create_topic(&self, topic: &str, count: u32) -> Result<Topic> {
+        self.create_topic_configured(topic, count, &[])
+    }
+
+    /// [`LogManager::create_topic`] with topic config overrides set on each
+    /// partition as it is made: a topic whose configs cannot all be written
+    /// is removed again, so a failure half way leaves nothing behind.
+    pub fn create_topic_configured(
+        &self,
+        topic: &str,
+        count: u32,
+        configs: &[(&str, &str)],
+    ) -> Result<Topic> {
         validate_topic(topic)
             .map_err(|why| StorageError::InvalidPartitionName(topic.to_string(), why))?;
         if count == 0 || count > i32::MAX as u32 {
@@ -170,26 +179,73 @@ impl LogManager {
             return Err(StorageError::PartitionExists(topic.to_string()));
         }
         self.check_collision(topic)?;
-        let mut made = Vec::new();
-        for p in 0..count {
-            let name = format!("{topic}-{p}");
-            // A topic ending in '-' would read as negative partitions.
-            super::names::validate_new_partition_name(&name)?;
-            match self.create_partition_locked(&name) {
-                Ok(log) => made.push(Some(log)),
-                Err(e) => {
-                    for log in made.iter().rev().flatten() {
-                        let _ = self.delete_partition_locked(log.name());
-                    }
-                    return Err(e);
-                }
-            }
-        }
+        self.check_room(count as usize)?;
+        let made = self.create_range_locked(topic, 0, count, configs)?;
         info!("Created topic {topic} with {count} partitions");
         Ok(Topic {
             name: topic.to_string(),
-            partitions: made,
+            partitions: made.into_iter().map(Some).collect(),
         })
+    }
+
+    /// Kafka's CreatePartitions: partitions from the topic's count up to
+    /// `count`, made in order, all or none (what was made is removed
+    /// again if one fails). Returns the topic as it then is.
+    pub fn grow_topic(&self, topic: &str, count: u32) -> Result<Topic> {
+        if self.read_only() {
+            return Err(StorageError::ReadOnly);
+        }
+        let _admin = self.admin.lock();
+        let Some(t) = self.topic(topic) else {
+            return Err(StorageError::NoSuchPartition(topic.to_string()));
+        };
+        let have = t.partitions.len() as u32;
+        if count <= have || count > i32::MAX as u32 {
+            return Err(gap(
+                topic,
+                format!("{count} partitions would not grow a topic of {have}"),
+            ));
+        }
+        self.check_room((count - have) as usize)?;
+        let made = self.create_range_locked(topic, have, count, &[])?;
+        info!("Topic {topic} grew from {have} to {count} partitions");
+        let mut grown = t;
+        grown.partitions.extend(made.into_iter().map(Some));
+        Ok(grown)
+    }
+
+    /// Partitions `from..to` of `topic`, each with `configs`; admin lock
+    /// held. If one fails, those made before it are deleted, from the
+    /// highest down, and the first error is returned.
+    fn create_range_locked(
+        &self,
+        topic: &str,
+        from: u32,
+        to: u32,
+        configs: &[(&str, &str)],
+    ) -> Result<Vec<Arc<PartitionLog>>> {
+        let mut made: Vec<Arc<PartitionLog>> = Vec::new();
+        for p in from..to {
+            let name = format!("{topic}-{p}");
+            let one = super::names::validate_new_partition_name(&name)
+                .and_then(|_| self.create_partition_locked(&name))
+                .and_then(|log| {
+                    made.push(log.clone());
+                    configs.iter().try_for_each(|(k, v)| log.set_config(k, v))
+                });
+            if let Err(e) = one {
+                for log in made.iter().rev() {
+                    if let Err(d) = self.delete_partition_locked(log.name()) {
+                        error!(
+                            "Could not remove {} after a creation that failed ({e}): {d}",
+                            log.name()
+                        );
+                    }
+                }
+                return Err(e);
+            }
+        }
+        Ok(made)
     }
 
     /// Kafka's DeleteTopics: every partition, from the highest down.

@@ -133,6 +133,9 @@ fn append_cases() -> Vec<Case> {
             Append,
             Offline,
         ),
+        // The index's blocks for an append's entries, before its batch.
+        case(&[("index.fallocate", "return(ENOSPC)")], Append, Refused),
+        case(&[("index.fallocate", E)], Append, Offline),
         case(&[("index.push", E)], Append, Offline),
         case(&[("index.push", "panic")], Append, Offline),
         case(&[("segment.append.write", "panic")], Append, Offline),

@@ -12,6 +12,7 @@
 
 #[path = "../support/bounded.rs"]
 pub mod bounded;
+pub mod requests;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -223,6 +224,16 @@ impl Server {
     /// [`Server::start`] with the daemon's log at `log_path` (off a disk
     /// the test fills, say).
     pub fn start_logging_to(data: &Path, log_path: &Path, opts: &[&str]) -> Server {
+        Server::spawn(data, log_path, opts, None)
+    }
+
+    /// [`Server::start`] of a daemon with `nofile` descriptors
+    /// (RLIMIT_NOFILE, soft and hard).
+    pub fn start_limited(data: &Path, opts: &[&str], nofile: u64) -> Server {
+        Server::spawn(data, &data.with_extension("serve.log"), opts, Some(nofile))
+    }
+
+    fn spawn(data: &Path, log_path: &Path, opts: &[&str], nofile: Option<u64>) -> Server {
         let log_path = log_path.to_path_buf();
         let log = std::fs::File::options()
             .create(true)
@@ -236,6 +247,9 @@ impl Server {
             .arg("PLAINTEXT://127.0.0.1:0");
         for o in opts {
             cmd.arg("-o").arg(o);
+        }
+        if let Some(n) = nofile {
+            limit_nofile(&mut cmd, n);
         }
         let mut child = cmd
             .arg(data)
@@ -302,6 +316,25 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Gives the command's process `n` descriptors: RLIMIT_NOFILE, soft and
+/// hard, set between fork and exec.
+pub fn limit_nofile(cmd: &mut Command, n: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit only, between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 

@@ -1,10 +1,21 @@
 //! One index file's bytes: a shared mapping of the file while the data
 //! directory is ours, a copy in the daemon's own memory where it is not (a
 //! read-only data dir, whose files another process may truncate under a
-//! mapping), and the file upkeep (preallocation, resize, trim, flush).
+//! mapping), and the file upkeep (resize, block allocation, trim, flush).
+//!
+//! **Apparent size and real blocks.** An active index has Kafka's length
+//! (`segment.index.bytes`, as `RandomAccessFile.setLength` leaves it: a
+//! sparse file), so `ls -l` shows what a broker's data dir shows. Real
+//! blocks are allocated only as entries are written, [`ALLOCATION_STEP`]
+//! bytes at a time (`fallocate(2)` of that range), before an entry is
+//! stored through the mapping. So a live idle partition holds no more than
+//! a step per index beyond its entries, and a full disk is an error of the
+//! allocation (ENOSPC, refused and undone like any append) and never a
+//! write to a mapped hole, which the kernel answers with SIGBUS. Preallocating
+//! the whole length instead reserved 20 MiB per partition: 2,000
+//! partitions took 40 GB.
 
 use std::fs::{File, OpenOptions};
-use std::io;
 use std::path::{Path, PathBuf};
 
 use memmap2::{MmapMut, MmapOptions};
@@ -12,10 +23,20 @@ use memmap2::{MmapMut, MmapOptions};
 use crate::storage::disk;
 use crate::storage::error::{IoContext, Result, StorageError};
 
+/// Real blocks are allocated this many bytes at a time, ahead of the
+/// entries written: a page, 512 offset entries (2 MiB of log at the
+/// default `index.interval.bytes`) per `fallocate` call, and what an idle
+/// partition's index holds at most beyond its entries.
+pub const ALLOCATION_STEP: u64 = 4096;
+
 /// How an index's bytes are kept.
 pub(super) enum Backing {
-    /// A shared mapping of the file: what we write reaches the file.
-    File(File),
+    /// A shared mapping of the file at `path`: what we write reaches the
+    /// file. The file is opened only to map it or change its length or
+    /// blocks, as Kafka's `AbstractIndex` closes its `RandomAccessFile` once
+    /// mapped: a live partition's indexes hold no descriptor, so its only
+    /// one is its active `.log`.
+    File,
     /// In memory only: a copy of a file we must not change (a read-only
     /// data dir), or an index rebuilt there.
     Memory,
@@ -28,6 +49,11 @@ pub(super) struct IndexFile {
     pub(super) mmap: Option<MmapMut>,
     pub(super) entry_size: usize,
     pub(super) entries: usize,
+    /// How many bytes from the start are known to have real blocks (a
+    /// file's only): an entry is written through the mapping only below it.
+    /// Unknown for a file opened from disk, so taken as 0 there: allocating
+    /// a range that has its blocks already costs nothing.
+    allocated: u64,
 }
 
 impl IndexFile {
@@ -37,16 +63,21 @@ impl IndexFile {
         if !writable {
             return Self::copy(path, entry_size);
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .at(path)?;
-        let len = file.metadata().at(path)?.len() as usize;
-        let mut idx = IndexFile::unmapped(path, Backing::File(file), entry_size);
+        let mut idx = IndexFile::unmapped(path, Backing::File, entry_size);
+        let len = idx.file_len()? as usize;
         idx.entries = len / entry_size;
         idx.remap(len)?;
         Ok(idx)
+    }
+
+    /// The file, opened for a mapping or a change of its length or blocks,
+    /// and closed again by the caller's drop.
+    fn file(&self) -> Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .at(&self.path)
     }
 
     /// An empty index over `backing`, not mapped yet.
@@ -57,6 +88,7 @@ impl IndexFile {
             mmap: None,
             entry_size,
             entries: 0,
+            allocated: 0,
         }
     }
 
@@ -85,12 +117,12 @@ impl IndexFile {
         Ok(idx)
     }
 
-    /// A fresh empty index file preallocated to `max_bytes`.
+    /// A fresh empty index file of `max_bytes`, sparse: its blocks come
+    /// as entries are written (see the module's comment).
     pub(super) fn create(path: &Path, entry_size: usize, max_bytes: u64) -> Result<Self> {
-        let file = disk::create_file("index.create", path).at(path)?;
-        preallocate(&file, max_bytes).at(path)?;
-        let mut idx = IndexFile::unmapped(path, Backing::File(file), entry_size);
-        idx.remap(max_bytes as usize)?;
+        drop(disk::create_file("index.create", path).at(path)?);
+        let mut idx = IndexFile::unmapped(path, Backing::File, entry_size);
+        idx.resize(max_bytes)?;
         Ok(idx)
     }
 
@@ -109,11 +141,11 @@ impl IndexFile {
             // SAFETY: index files belong to this process (the data dir is locked);
             // nothing else truncates them while they are mapped. A read-only
             // data dir is not locked, and is never mapped (see `copy`).
-            Backing::File(f) => unsafe { MmapOptions::new().len(len).map_mut(f) },
+            Backing::File => unsafe { MmapOptions::new().len(len).map_mut(&self.file()?) },
             Backing::Memory => MmapOptions::new().len(len).map_anon(),
         };
         let map = map.at(&self.path)?;
-        // An index is preallocated sparse and touched one entry at a time
+        // An index is sparse and touched one entry at a time
         // (appends) or by binary search: readahead on a page fault only
         // zero-fills pages of the hole nobody asked for (a tenth of a
         // library append's time with fresh 10 MiB indexes). Only advice:
@@ -137,6 +169,8 @@ impl IndexFile {
     /// Adds an entry. A full index is refused as Kafka's `AbstractIndex`
     /// refuses it; callers roll (appends) or grow the index (rebuilds) first.
     pub(super) fn push(&mut self, bytes: &[u8]) -> Result<()> {
+        // Never a store into a hole: on a full disk that is SIGBUS.
+        self.allocate_for(self.entries + 1)?;
         disk::map_write("index.push").at(&self.path)?;
         let at = self.entries * self.entry_size;
         match self.mmap.as_mut() {
@@ -152,7 +186,26 @@ impl IndexFile {
         }
     }
 
-    /// Room for `spare` more entries, growing the file past its preallocation
+    /// Real blocks under the first `entries` entries (as far as the file
+    /// reaches), allocated [`ALLOCATION_STEP`] at a time. A full disk is
+    /// the allocation's error (ENOSPC), and nothing was written.
+    pub(super) fn allocate_for(&mut self, entries: usize) -> Result<()> {
+        let Backing::File = &self.backing else {
+            return Ok(());
+        };
+        let mapped = self.mmap.as_ref().map_or(0, |m| m.len()) as u64;
+        let need = ((entries * self.entry_size) as u64).min(mapped);
+        if need <= self.allocated {
+            return Ok(());
+        }
+        let to = need.next_multiple_of(ALLOCATION_STEP).min(mapped);
+        let f = self.file()?;
+        disk::allocate("index.fallocate", &f, self.allocated, to - self.allocated).at(&self.path)?;
+        self.allocated = to;
+        Ok(())
+    }
+
+    /// Room for `spare` more entries, growing the file past its length
     /// if needed: a rebuild re-indexes what a larger `segment.index.bytes`
     /// may have written, and the setting only sizes new segments.
     pub(super) fn reserve(&mut self, spare: usize) -> Result<()> {
@@ -163,16 +216,19 @@ impl IndexFile {
         self.resize((want * self.entry_size) as u64)
     }
 
-    /// Changes the file (and mapping) length; a shrink drops entries past it.
+    /// Changes the file (and mapping) length; a shrink drops entries past
+    /// it and frees their blocks, a growth is sparse (Kafka's `setLength`).
     pub(super) fn resize(&mut self, len: u64) -> Result<()> {
         self.mmap = None;
         match &self.backing {
-            Backing::File(f) => {
+            Backing::File => {
+                let f = self.file()?;
                 if len > f.metadata().at(&self.path)?.len() {
-                    preallocate(f, len).at(&self.path)?;
+                    disk::set_len("index.set_len", &f, len).at(&self.path)?;
                 } else {
-                    disk::set_len("index.resize.truncate", f, len).at(&self.path)?;
+                    disk::set_len("index.resize.truncate", &f, len).at(&self.path)?;
                 }
+                self.allocated = self.allocated.min(len);
             }
             Backing::Memory => {
                 // Never touch the file: rebuild a private copy at the new size.
@@ -187,7 +243,7 @@ impl IndexFile {
                 }
             }
         }
-        if matches!(self.backing, Backing::File(_)) {
+        if matches!(self.backing, Backing::File) {
             self.remap(len as usize)?;
         }
         self.entries = self.entries.min(len as usize / self.entry_size);
@@ -211,7 +267,7 @@ impl IndexFile {
 
     pub(super) fn file_len(&self) -> Result<u64> {
         match &self.backing {
-            Backing::File(f) => Ok(f.metadata().at(&self.path)?.len()),
+            Backing::File => Ok(std::fs::metadata(&self.path).at(&self.path)?.len()),
             Backing::Memory => Ok(self.mmap.as_ref().map_or(0, |m| m.len()) as u64),
         }
     }
@@ -230,19 +286,9 @@ impl IndexFile {
     }
 
     pub(super) fn flush(&self) -> Result<()> {
-        if let (Backing::File(_), Some(m)) = (&self.backing, &self.mmap) {
+        if let (Backing::File, Some(m)) = (&self.backing, &self.mmap) {
             disk::msync("index.msync", m).synced(&self.path)?;
         }
         Ok(())
     }
-}
-
-/// Allocates real blocks where the filesystem can (so a later write through the
-/// mapping cannot hit a full disk as SIGBUS), and falls back to a sparse length.
-pub(super) fn preallocate(file: &File, len: u64) -> io::Result<()> {
-    let current = file.metadata()?.len();
-    if len > current {
-        disk::fallocate("index.fallocate", file, len)?;
-    }
-    disk::set_len("index.set_len", file, len)
 }

@@ -7,8 +7,9 @@
 //! here, so that `check` and `dump` (through [`offset_entries`] and
 //! [`time_entries`]) cannot read the layout differently from the index.
 //!
-//! An active index is preallocated to `segment.index.bytes` (rounded down to a
-//! whole entry) and trimmed to its entries when the segment becomes inactive.
+//! An active index is `segment.index.bytes` long (rounded down to a whole
+//! entry), sparse, with real blocks allocated as entries are written (see
+//! `file.rs`), and trimmed to its entries when the segment becomes inactive.
 
 use std::path::Path;
 
@@ -16,6 +17,7 @@ use super::error::Result;
 
 mod file;
 
+pub use file::ALLOCATION_STEP;
 use file::IndexFile;
 
 pub const OFFSET_ENTRY: usize = 8;
@@ -63,7 +65,7 @@ macro_rules! index_common {
             })
         }
 
-        /// A fresh empty index file preallocated to `max_bytes`.
+        /// A fresh empty index file of `max_bytes`, sparse.
         pub fn create(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self> {
             Ok(Self {
                 base_offset,
@@ -81,6 +83,11 @@ macro_rules! index_common {
 
         pub fn entries(&self) -> usize {
             self.file.entries
+        }
+        /// Real blocks for `n` more entries, so that an append's index
+        /// entries cannot meet a full disk after its bytes are written.
+        pub fn allocate_ahead(&mut self, n: usize) -> Result<()> {
+            self.file.allocate_for(self.file.entries + n)
         }
         pub fn truncate_entries(&mut self, n: usize) {
             self.file.truncate_entries(n)
@@ -206,7 +213,7 @@ impl OffsetIndex {
         for i in 0..self.entries() {
             let e = self.entry(i);
             // The first batch of a segment is never indexed, so a real entry never
-            // points at position 0: a zero entry is preallocated space.
+            // points at position 0: a zero entry is space never written.
             if e.position == 0 {
                 return Err(format!(
                     "entry {i} has position 0 (an untrimmed or zero-filled index)"

@@ -326,7 +326,7 @@ fn recover_segments(
     if let Some(active) = segments.values().last() {
         active.mark_active();
         if active.size()? == 0 && active.base_offset > 0 {
-            // Kafka recreates the active segment's indexes preallocated.
+            // Kafka recreates the active segment's indexes at their full length.
             drop(active.indexes()?);
         }
     }

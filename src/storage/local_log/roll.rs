@@ -179,8 +179,17 @@ impl LocalLog {
             return Ok(());
         }
         self.health.guard("a flush", || {
-            self.sync_segments(Some(offset))?;
-            self.advance_recovery_point(offset)
+            let flushed = self
+                .sync_segments(Some(offset))
+                .and_then(|()| self.advance_recovery_point(offset));
+            // A flush that raced the partition's deletion (a background
+            // flush after a roll) lost its files to it: nothing failed.
+            match flushed {
+                Err(_) if self.is_deleted() => {
+                    Err(StorageError::NoSuchPartition(self.name().to_string()))
+                }
+                r => r,
+            }
         })
     }
 

@@ -22,11 +22,11 @@ pub(crate) struct Indexes {
 }
 
 impl Indexes {
-    /// Kafka's `resizeIndexes` on a segment becoming active: preallocated to
-    /// `segment.index.bytes`, but never below the entries it holds (a smaller
+    /// Kafka's `resizeIndexes` on a segment becoming active: grown (sparse)
+    /// to `segment.index.bytes`, but never below the entries it holds (a smaller
     /// setting than the one the segment was written with only makes it full,
     /// so the next append rolls), and with the time index's final slot.
-    pub fn preallocate(&mut self, settings: &IndexSettings) -> Result<()> {
+    pub fn resize_indexes(&mut self, settings: &IndexSettings) -> Result<()> {
         let offset_used = (self.offset.entries() * OFFSET_ENTRY) as u64;
         let time_used = ((self.time.entries() + 1) * TIME_ENTRY) as u64;
         self.offset
@@ -212,7 +212,7 @@ impl LogSegment {
 
     /// Builds both indexes from the `.log` with Kafka's rule, byte for byte what
     /// the appends would have written. Sealed segments get the final time index
-    /// entry and trimmed files; the active one keeps its preallocation.
+    /// entry and trimmed files; the active one keeps its full length.
     /// It writes the index files, whatever path asked for the indexes (a
     /// read too), so it runs guarded: a failure takes the partition offline.
     pub(super) fn rebuild_indexes(&self) -> Result<Indexes> {
@@ -297,7 +297,7 @@ impl LogSegment {
         Ok(())
     }
 
-    /// Empty indexes at the preallocated size: on disk under staged names
+    /// Empty indexes at their full (sparse) length: on disk under staged names
     /// (see [`Self::install`]), or in memory when the data directory must
     /// not be written.
     pub(super) fn fresh_indexes(&self) -> Result<Indexes> {

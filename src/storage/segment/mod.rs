@@ -133,7 +133,7 @@ impl LogSegment {
         &self.log_path
     }
 
-    /// Creates a new, empty, active segment with preallocated indexes.
+    /// Creates a new, empty, active segment with its (sparse) indexes.
     pub(crate) fn create(
         dir: &Path,
         base_offset: i64,
@@ -291,14 +291,14 @@ impl LogSegment {
         self.active.load(Ordering::Relaxed)
     }
 
-    /// Prepares a segment loaded from disk to take appends: preallocates its
-    /// indexes again and restores the append counters (Kafka's `resizeIndexes`
-    /// on the active segment).
+    /// Prepares a segment loaded from disk to take appends: grows its
+    /// indexes to their full length again and restores the append counters
+    /// (Kafka's `resizeIndexes` on the active segment).
     pub fn activate(&self) -> Result<()> {
         self.active.store(true, Ordering::Relaxed);
         let size = self.size()?;
         let mut ix = self.indexes_mut()?;
-        ix.preallocate(&self.settings)?;
+        ix.resize_indexes(&self.settings)?;
         let indexed = ix.offset.last_entry().map_or(0, |e| e.position as u64);
         self.state.lock().bytes_since_last_index_entry = size.saturating_sub(indexed);
         drop(ix);
@@ -349,6 +349,15 @@ impl LogSegment {
     pub fn append(&self, batch: &[u8]) -> Result<()> {
         let header = BatchHeader::parse(batch)?;
         let pos = self.write_pos()?;
+        // Blocks for the index entry this batch may add, and for the time
+        // index's final entry at the roll, before a byte is written: a
+        // full disk refuses the append here, with nothing to undo, and
+        // never reaches a store into the mapping (SIGBUS).
+        {
+            let mut ix = self.indexes_mut()?;
+            ix.offset.allocate_ahead(1)?;
+            ix.time.allocate_ahead(2)?;
+        }
         let file = self.log_file()?;
         if let Err(e) = disk::write_all_at("segment.append.write", file, batch, pos) {
             if let Err(t) = disk::set_len("segment.append.cut_back", file, pos) {
@@ -404,7 +413,7 @@ impl LogSegment {
         let mut ix = self.indexes_mut()?;
         if snap.active && !self.is_active() {
             self.active.store(true, Ordering::Relaxed);
-            ix.preallocate(&self.settings)?;
+            ix.resize_indexes(&self.settings)?;
         }
         ix.offset.truncate_entries(snap.offset_entries);
         ix.time.truncate_entries(snap.time_entries);
@@ -420,9 +429,15 @@ impl LogSegment {
         let mut g = self.indexes.write();
         if let Some(ix) = g.as_mut() {
             let st = *self.state.lock();
-            if st.max_timestamp >= 0 {
-                ix.time
-                    .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true)?;
+            if st.max_timestamp >= 0
+                && let Err(e) =
+                    ix.time
+                        .maybe_append(st.max_timestamp, st.offset_of_max_timestamp, true)
+            {
+                // Nothing changed yet (a full disk at the entry's blocks,
+                // for an index opened from disk): the segment stays active.
+                self.active.store(true, Ordering::Relaxed);
+                return Err(e);
             }
             if self.writable {
                 ix.offset.trim()?;
@@ -547,8 +562,8 @@ impl LogSegment {
         })
     }
 
-    /// Marks the segment active before recovery, so its rebuilt indexes stay
-    /// preallocated.
+    /// Marks the segment active before recovery, so its rebuilt indexes keep
+    /// their full length.
     pub fn mark_active(&self) {
         self.active.store(true, Ordering::Relaxed);
     }
