@@ -4,18 +4,19 @@
 //! partition `abs(javaHashCode(group)) % n`, appended through the storage
 //! append path (uncompressed, no producer id, one batch per write). At
 //! start every record is read back, in offset order, to rebuild committed
-//! offsets and groups.
+//! offsets and groups (`load` checks and applies them).
 //!
 //! `n` is `offsets.topic.num.partitions` (default 1 here, where Kafka's 50
 //! would fill the tree); once the topic exists its own count is used, so a
 //! changed option never moves a group away from its records.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use log::{info, warn};
 
 use super::records::{Stored, parse, partition_for};
-use crate::record::{BatchIter, NewRecord};
+use crate::record::{Batch, BatchIter, NewRecord};
 use crate::storage::{LogManager, PartitionLog, StorageError};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -41,7 +42,7 @@ impl OffsetsTopic {
     }
 
     /// The partition count: the topic's, or the configured one before it exists.
-    fn count(&self) -> u32 {
+    pub fn count(&self) -> u32 {
         match self.mgr.topic(OFFSETS_TOPIC) {
             Some(t) => t.partitions.len() as u32,
             None => self.configured,
@@ -83,13 +84,15 @@ impl OffsetsTopic {
         log.append(&recs).map(|_| ())
     }
 
-    /// Every record of the topic, partition by partition, in offset order.
-    /// Records that do not decode are logged and skipped, as Kafka's loader
-    /// does with what it cannot read.
-    pub fn read_all(&self) -> Vec<Stored> {
-        let mut out = Vec::new();
+    /// The partition of `__consumer_offsets` a group's records go to.
+    pub fn partition_index(&self, group: &str) -> u32 {
+        partition_for(group, self.count())
+    }
+
+    /// Every partition of the topic read back, in offset order.
+    pub fn read_all(&self) -> Vec<PartitionRead> {
         let Some(topic) = self.mgr.topic(OFFSETS_TOPIC) else {
-            return out;
+            return Vec::new();
         };
         if topic.partitions.len() as u32 != self.configured {
             info!(
@@ -98,60 +101,136 @@ impl OffsetsTopic {
                 self.configured
             );
         }
-        for log in topic.partitions.iter().flatten() {
-            if let Err(e) = read_partition(log, &mut out) {
-                warn!(
-                    "Could not read the group records of {}: {e}; groups there start without them",
-                    log.name()
-                );
-            }
-        }
-        out
+        topic
+            .partitions
+            .iter()
+            .flatten()
+            .map(|log| PartitionRead {
+                index: log.partition(),
+                name: log.name().to_string(),
+                records: read_partition(log),
+            })
+            .collect()
     }
 }
 
-fn read_partition(log: &PartitionLog, out: &mut Vec<Stored>) -> Result<(), StorageError> {
+/// One partition of the topic as read back at start.
+pub struct PartitionRead {
+    pub index: u32,
+    pub name: String,
+    /// Its records with their offsets, in offset order; `Err`: why it
+    /// could not be read to its end.
+    pub records: Result<Vec<(i64, Stored)>, String>,
+}
+
+/// What a partition's read keeps between batches: the records so far, and
+/// each producer's transactional records until its marker.
+#[derive(Default)]
+struct Reading {
+    out: Vec<(i64, Stored)>,
+    pending: BTreeMap<i64, Vec<(i64, Stored)>>,
+}
+
+/// Reads a partition back as Kafka's loader does
+/// (`GroupMetadataManager.doLoadGroupsAndOffsets`): a transactional batch's
+/// records count once their producer's COMMIT marker is read (an ABORT
+/// drops them), and they take their place by offset. Records that do not
+/// decode are logged and skipped. A partition that cannot be read to its
+/// end (offline, an I/O error, a batch that does not parse or fails its
+/// CRC) is an `Err`: what it holds is unknown, so none of it is applied.
+fn read_partition(log: &PartitionLog) -> Result<Vec<(i64, Stored)>, String> {
+    log.check_online().map_err(|e| e.to_string())?;
     let mut offset = log.log_start_offset();
     let end = log.high_watermark();
-    let mut count = 0usize;
+    let mut r = Reading::default();
     while offset < end {
-        let read = log.read_for_fetch(offset, READ_CHUNK, true)?;
-        let Some(slice) = read.slice else { break };
-        let bytes = slice.read()?;
+        let at = |e: &dyn std::fmt::Display| format!("reading offset {offset}: {e}");
+        let read = log
+            .read_for_fetch(offset, READ_CHUNK, true)
+            .map_err(|e| at(&e))?;
+        let Some(slice) = read.slice else {
+            return Err(format!(
+                "nothing to read at offset {offset}, below the log end {end}"
+            ));
+        };
+        let bytes = slice.read().map_err(|e| at(&e))?;
         let before = offset;
         for item in BatchIter::new(&bytes) {
-            let Ok((_, batch)) = item else { break };
-            let next = batch.header.next_offset();
-            if batch.header.is_control() {
-                offset = next;
-                continue;
-            }
-            for r in batch.records()? {
-                if r.offset < offset {
-                    continue;
-                }
-                let Some(key) = r.key.as_deref() else {
-                    continue;
-                };
-                match parse(key, r.value.as_deref()) {
-                    Ok(Stored::Other) => {}
-                    Ok(s) => {
-                        out.push(s);
-                        count += 1;
-                    }
-                    Err(e) => warn!(
-                        "{} offset {}: a group record that does not decode ({e}); skipped",
-                        log.name(),
-                        r.offset
-                    ),
-                }
-            }
-            offset = next;
+            let batch = match item {
+                Ok((_, batch)) => batch,
+                // A chunk may end inside a batch: read on from there.
+                Err(_) if offset > before => break,
+                Err(e) => return Err(format!("the batch at offset {offset} does not parse: {e}")),
+            };
+            batch.verify_crc().map_err(|e| e.to_string())?;
+            r.batch(log, &batch, offset)?;
+            offset = batch.header.next_offset();
         }
         if offset == before {
-            break; // a batch cut by the chunk that cannot be read whole
+            return Err(format!("no batch could be read at offset {offset}"));
         }
     }
-    info!("Loaded {count} group records from {}", log.name());
-    Ok(())
+    for (pid, left) in &r.pending {
+        warn!(
+            "{}: {} offset commits of producer {pid}'s transaction have no COMMIT marker; not applied",
+            log.name(),
+            left.len()
+        );
+    }
+    r.out.sort_by_key(|(o, _)| *o);
+    Ok(r.out)
+}
+
+impl Reading {
+    fn batch(&mut self, log: &PartitionLog, batch: &Batch, from: i64) -> Result<(), String> {
+        let h = &batch.header;
+        let records = batch.records().map_err(|e| {
+            format!(
+                "the records of the batch at offset {} do not decode: {e}",
+                h.base_offset
+            )
+        })?;
+        if h.is_control() {
+            // A control record's key: version, then 0 for ABORT, 1 for COMMIT.
+            let kind = records
+                .first()
+                .and_then(|r| r.key.as_deref()?.get(2..4).map(|k| [k[0], k[1]]));
+            let done = self.pending.remove(&h.producer_id).unwrap_or_default();
+            if kind.map(i16::from_be_bytes) == Some(1) {
+                self.out.extend(done);
+            }
+            return Ok(());
+        }
+        for rec in records.iter().filter(|rec| rec.offset >= from) {
+            let Some(key) = rec.key.as_deref() else {
+                warn!(
+                    "{} offset {}: a record without a key; skipped",
+                    log.name(),
+                    rec.offset
+                );
+                continue;
+            };
+            let s = match parse(key, rec.value.as_deref()) {
+                Ok(Stored::Other) => continue,
+                Ok(s) => s,
+                Err(e) => {
+                    warn!(
+                        "{} offset {}: a group record that does not decode ({e}); skipped",
+                        log.name(),
+                        rec.offset
+                    );
+                    continue;
+                }
+            };
+            match h.is_transactional() {
+                true => self
+                    .pending
+                    .entry(h.producer_id)
+                    .or_default()
+                    .push((rec.offset, s)),
+                false => self.out.push((rec.offset, s)),
+            }
+        }
+        Ok(())
+    }
 }
