@@ -163,7 +163,7 @@ fn read_partition(log: &PartitionLog) -> Result<Vec<(i64, Stored)>, String> {
                 Err(e) => return Err(format!("the batch at offset {offset} does not parse: {e}")),
             };
             batch.verify_crc().map_err(|e| e.to_string())?;
-            r.batch(log, &batch, offset)?;
+            r.batch(log.name(), &batch, offset)?;
             offset = batch.header.next_offset();
         }
         if offset == before {
@@ -182,7 +182,7 @@ fn read_partition(log: &PartitionLog) -> Result<Vec<(i64, Stored)>, String> {
 }
 
 impl Reading {
-    fn batch(&mut self, log: &PartitionLog, batch: &Batch, from: i64) -> Result<(), String> {
+    fn batch(&mut self, log: &str, batch: &Batch, from: i64) -> Result<(), String> {
         let h = &batch.header;
         let records = batch.records().map_err(|e| {
             format!(
@@ -204,8 +204,7 @@ impl Reading {
         for rec in records.iter().filter(|rec| rec.offset >= from) {
             let Some(key) = rec.key.as_deref() else {
                 warn!(
-                    "{} offset {}: a record without a key; skipped",
-                    log.name(),
+                    "{log} offset {}: a record without a key; skipped",
                     rec.offset
                 );
                 continue;
@@ -215,8 +214,7 @@ impl Reading {
                 Ok(s) => s,
                 Err(e) => {
                     warn!(
-                        "{} offset {}: a group record that does not decode ({e}); skipped",
-                        log.name(),
+                        "{log} offset {}: a group record that does not decode ({e}); skipped",
                         rec.offset
                     );
                     continue;
@@ -232,5 +230,99 @@ impl Reading {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::internal::OffsetCommit;
+    use crate::record::{compute_crc, encode_batch};
+
+    /// A batch at `base` of `records`, with `attributes` and producer id
+    /// patched in as a transactional producer's (or its marker) would carry.
+    fn batch(base: i64, records: &[NewRecord], attributes: i16, pid: i64) -> Vec<u8> {
+        let mut b = Vec::new();
+        encode_batch(&mut b, base, 0, records);
+        b[21..23].copy_from_slice(&attributes.to_be_bytes());
+        b[43..51].copy_from_slice(&pid.to_be_bytes());
+        let crc = compute_crc(&b);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    fn commit_record(offset: i64) -> (Vec<u8>, Vec<u8>) {
+        let c = OffsetCommit {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp: 0,
+            expire_timestamp: -1,
+        };
+        c.to_record().unwrap()
+    }
+
+    fn read(batches: &[Vec<u8>]) -> Vec<i64> {
+        let mut r = Reading::default();
+        for b in batches {
+            let parsed = Batch::parse(b).unwrap();
+            r.batch("__consumer_offsets-0", &parsed, 0).unwrap();
+        }
+        r.out.sort_by_key(|(o, _)| *o);
+        r.out
+            .into_iter()
+            .map(|(_, s)| match s {
+                Stored::Offset {
+                    commit: Some(c), ..
+                } => c.offset,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    /// Transactional commits count once their producer's COMMIT marker is
+    /// read, in their place by offset; an ABORT, or no marker, drops them.
+    #[test]
+    fn transactional_commits_wait_for_their_marker() {
+        let (k1, v1) = commit_record(1);
+        let (k2, v2) = commit_record(2);
+        let (k3, v3) = commit_record(3);
+        let rec = |k: &[u8], v: &[u8]| vec![(k.to_vec(), v.to_vec())];
+        let encode = |base: i64, kv: Vec<(Vec<u8>, Vec<u8>)>, attributes: i16, pid: i64| {
+            let records: Vec<NewRecord> = kv
+                .iter()
+                .map(|(k, v)| NewRecord {
+                    key: Some(k),
+                    value: Some(v),
+                    headers: &[],
+                })
+                .collect();
+            batch(base, &records, attributes, pid)
+        };
+        let marker = |base: i64, kind: u8, pid: i64| {
+            let key = [0u8, 0, 0, kind];
+            encode(
+                base,
+                vec![(key.to_vec(), vec![0, 0, 0, 0, 0, 0])],
+                0x30,
+                pid,
+            )
+        };
+        let txn = |base: i64, k: &[u8], v: &[u8], pid: i64| encode(base, rec(k, v), 0x10, pid);
+        let plain = |base: i64, k: &[u8], v: &[u8]| encode(base, rec(k, v), 0, -1);
+        // Committed: the transaction's commit (at 0) sorts before the plain one at 1.
+        assert_eq!(
+            read(&[txn(0, &k1, &v1, 7), plain(1, &k2, &v2), marker(2, 1, 7)]),
+            [1, 2]
+        );
+        // Aborted, or never ended: only the plain commit.
+        assert_eq!(
+            read(&[txn(0, &k1, &v1, 7), plain(1, &k2, &v2), marker(2, 0, 7)]),
+            [2]
+        );
+        assert_eq!(read(&[txn(0, &k3, &v3, 8), plain(1, &k2, &v2)]), [2]);
     }
 }
