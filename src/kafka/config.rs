@@ -315,21 +315,6 @@ impl ListenerConfig {
                 self.groups.max_session =
                     millis(value, 0).ok_or_else(|| invalid("Value must be at least 0"))?
             }
-            "group.max.size" => {
-                self.groups.max_size = int_at_least(name, value, 1, i32::MAX as i64)? as u32
-            }
-            "offsets.retention.minutes" => {
-                self.groups.retention_minutes =
-                    int_at_least(name, value, 1, i32::MAX as i64)? as u32
-            }
-            "offsets.retention.check.interval.ms" => {
-                let ms = int_at_least(name, value, 1, i64::MAX)?;
-                self.groups.retention_check = Duration::from_millis(ms as u64)
-            }
-            "offset.metadata.max.bytes" => {
-                self.groups.metadata_max_bytes =
-                    int_at_least(name, value, i32::MIN as i64, i32::MAX as i64)? as i32
-            }
             "max.connections" => {
                 self.max_connections = int_at_least(name, value, 0, i32::MAX as i64)? as u32
             }
@@ -349,6 +334,28 @@ impl ListenerConfig {
             }
             "num.network.threads" => {
                 self.num_network_threads = int_at_least(name, value, 1, i32::MAX as i64)? as u32
+            }
+            _ => return self.set_group_limit(name, value),
+        }
+        Ok(true)
+    }
+
+    /// The group coordinator's limits, with `GroupCoordinatorConfig`'s
+    /// types and validators; `Ok(false)` for any other name.
+    fn set_group_limit(&mut self, name: &str, value: &str) -> Result<bool, String> {
+        let g = &mut self.groups;
+        match name {
+            "group.max.size" => g.max_size = int_at_least(name, value, 1, i32::MAX as i64)? as u32,
+            "offsets.retention.minutes" => {
+                g.retention_minutes = int_at_least(name, value, 1, i32::MAX as i64)? as u32
+            }
+            "offsets.retention.check.interval.ms" => {
+                let ms = int_at_least(name, value, 1, i64::MAX)?;
+                g.retention_check = Duration::from_millis(ms as u64)
+            }
+            "offset.metadata.max.bytes" => {
+                let (min, max) = (i32::MIN as i64, i32::MAX as i64);
+                g.metadata_max_bytes = int_at_least(name, value, min, max)? as i32
             }
             _ => return Ok(false),
         }
