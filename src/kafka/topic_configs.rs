@@ -344,20 +344,23 @@ pub fn alter(b: &Broker, req: IncrementalAlterConfigsRequest) -> IncrementalAlte
                     format!("resource type {t} is not served"),
                 )),
             };
-            match done {
-                Ok(()) => resp,
-                Err((code, msg)) => {
-                    warn!(
-                        "Kafka: IncrementalAlterConfigs of {} refused with {code:?}: {msg}",
-                        r.resource_name.as_str()
-                    );
-                    resp.with_error_code(code.code())
-                        .with_error_message(Some(StrBytes::from_string(msg)))
-                }
-            }
+            let (code, msg) = answer("IncrementalAlterConfigs", &r.resource_name, done);
+            resp.with_error_code(code).with_error_message(msg)
         })
         .collect();
     IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+/// A resource's error code and message; a refusal is logged.
+fn answer(api: &str, resource: &StrBytes, done: Result<(), Refused>) -> (i16, Option<StrBytes>) {
+    let Err((code, msg)) = done else {
+        return (0, None);
+    };
+    warn!(
+        "Kafka: {api} of {} refused with {code:?}: {msg}",
+        resource.as_str()
+    );
+    (code.code(), Some(StrBytes::from_string(msg)))
 }
 
 /// One change: `Some(value)` sets, `None` removes the override.
@@ -438,18 +441,12 @@ pub fn replace(b: &Broker, req: AlterConfigsRequest) -> AlterConfigsResponse {
                 )),
                 false => replace_resource(b, r, req.validate_only),
             };
-            let resp = legacy_response::AlterConfigsResourceResponse::default()
+            let (code, msg) = answer("AlterConfigs", &r.resource_name, done);
+            legacy_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name.clone());
-            let Err((code, msg)) = done else {
-                return resp;
-            };
-            warn!(
-                "Kafka: AlterConfigs of {} refused with {code:?}: {msg}",
-                r.resource_name.as_str()
-            );
-            resp.with_error_code(code.code())
-                .with_error_message(Some(StrBytes::from_string(msg)))
+                .with_resource_name(r.resource_name.clone())
+                .with_error_code(code)
+                .with_error_message(msg)
         })
         .collect();
     AlterConfigsResponse::default().with_responses(responses)

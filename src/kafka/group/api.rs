@@ -214,16 +214,10 @@ pub fn describe_groups(b: &Broker, r: DescribeGroupsRequest) -> DescribeGroupsRe
 
 pub fn delete_groups(b: &Broker, r: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let ids: Vec<String> = r.groups_names.iter().map(|g| s(&g.0)).collect();
-    let answers = b.groups.delete_groups(&ids);
-    let results = r
-        .groups_names
-        .into_iter()
-        .zip(answers)
-        .map(|(g, e)| {
-            DeletableGroupResult::default()
-                .with_group_id(g)
-                .with_error_code(code(e))
-        })
-        .collect();
+    let mut results = Vec::with_capacity(ids.len());
+    for (g, e) in r.groups_names.into_iter().zip(b.groups.delete_groups(&ids)) {
+        let result = DeletableGroupResult::default().with_group_id(g);
+        results.push(result.with_error_code(code(e)));
+    }
     DeleteGroupsResponse::default().with_results(results)
 }

@@ -332,17 +332,17 @@ mod tests {
         ((topic.to_string(), 0), c)
     }
 
-    /// A consumer's subscription to `topics`, version 1 (v0 and more).
+    /// A consumer's subscription to `topics` as the schema writes it at
+    /// version 1 (owned partitions after v0's fields), behind its version.
     fn subscription(topics: &[&str]) -> Bytes {
-        let mut b = vec![0, 1];
-        b.extend((topics.len() as i32).to_be_bytes());
-        for t in topics {
-            b.extend((t.len() as i16).to_be_bytes());
-            b.extend(t.as_bytes());
-        }
-        b.extend((-1i32).to_be_bytes()); // no user data
-        b.extend(0i32.to_be_bytes()); // no owned partitions (v1)
-        Bytes::from(b)
+        use crate::record::schema::{StructValue, encode};
+        let body = &CONSUMER_PROTOCOL_SUBSCRIPTION.body;
+        let mut v = StructValue::default_for(body);
+        let names = topics.iter().map(|t| Value::Str(Some(t.to_string())));
+        v.set(body, "topics", Value::Array(Some(names.collect())));
+        let mut out = 1i16.to_be_bytes().to_vec();
+        encode(&CONSUMER_PROTOCOL_SUBSCRIPTION, 1, &v, &mut out).unwrap();
+        Bytes::from(out)
     }
 
     fn group(protocol_type: Option<&str>, state: State, since: i64, subs: &[&[&str]]) -> Group {
