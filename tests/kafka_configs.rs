@@ -95,8 +95,12 @@ fn described(py: &Path, addr: &str, kind: &str, name: &str) -> BTreeMap<String, 
         .collect()
 }
 
+/// A topic's configs with Kafka's synonyms: an override, a mount-wide
+/// default given with `-o` (a static broker config, under the broker's
+/// name), Kafka's default (every broker synonym, null where Kafka has
+/// none); and the broker's settings, given or default.
 #[test]
-fn kafka_python_sees_kafkas_synonyms_and_resets_a_config_with_alter_configs() {
+fn kafka_python_sees_kafkas_synonyms() {
     let Some(py) = require(python()) else { return };
     let tmp = tempfile::tempdir().unwrap();
     let data = data_dir(tmp.path(), "orders", 2, &[("retention.ms", "86400000")]);
@@ -127,45 +131,47 @@ fn kafka_python_sees_kafkas_synonyms_and_resets_a_config_with_alter_configs() {
         );
     }
     let broker = described(&py, &s.addr, "broker", "0");
+    let given = |n: &str, v: &str, d: &str| {
+        format!("{v} STATIC_BROKER_CONFIG {n}={v}@STATIC_BROKER_CONFIG;{n}={d}@DEFAULT_CONFIG")
+    };
+    let default = |n: &str, d: &str| format!("{d} DEFAULT_CONFIG {n}={d}@DEFAULT_CONFIG");
     let want = [
         (
             "max.connections",
-            "500 STATIC_BROKER_CONFIG max.connections=500@STATIC_BROKER_CONFIG;\
-             max.connections=2147483647@DEFAULT_CONFIG",
+            given("max.connections", "500", "2147483647"),
         ),
-        (
-            "num.network.threads",
-            "3 DEFAULT_CONFIG num.network.threads=3@DEFAULT_CONFIG",
-        ),
+        ("num.network.threads", default("num.network.threads", "3")),
         (
             "connections.max.idle.ms",
-            "600000 DEFAULT_CONFIG connections.max.idle.ms=600000@DEFAULT_CONFIG",
+            default("connections.max.idle.ms", "600000"),
         ),
         (
             "queued.max.request.bytes",
-            "104857600 DEFAULT_CONFIG queued.max.request.bytes=104857600@DEFAULT_CONFIG",
+            default("queued.max.request.bytes", "104857600"),
         ),
         (
             "max.connections.per.ip",
-            "2147483647 DEFAULT_CONFIG max.connections.per.ip=2147483647@DEFAULT_CONFIG",
+            default("max.connections.per.ip", "2147483647"),
         ),
         (
             "offsets.retention.minutes",
-            "10080 DEFAULT_CONFIG offsets.retention.minutes=10080@DEFAULT_CONFIG",
+            default("offsets.retention.minutes", "10080"),
         ),
-        (
-            "group.max.size",
-            "2147483647 DEFAULT_CONFIG group.max.size=2147483647@DEFAULT_CONFIG",
-        ),
+        ("group.max.size", default("group.max.size", "2147483647")),
     ];
     for (name, line) in want {
-        assert_eq!(
-            broker.get(name).map(String::as_str),
-            Some(line),
-            "{name}: {broker:#?}"
-        );
+        assert_eq!(broker.get(name), Some(&line), "{name}: {broker:#?}");
     }
+}
 
+/// kafka-python's reset over AlterConfigs sends the overrides to keep and
+/// leaves out the one to reset: only Kafka's replace rule resets it.
+#[test]
+fn kafka_python_resets_a_config_with_alter_configs() {
+    let Some(py) = require(python()) else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = data_dir(tmp.path(), "orders", 2, &[("retention.ms", "86400000")]);
+    let s = Server::start(&data, &[]);
     let out = run_python(&py, ALTER, &[&s.addr]);
     assert_eq!(out.matches("'orders': 'OK'").count(), 2, "{out}");
     for p in ["orders-0", "orders-1"] {
@@ -243,51 +249,11 @@ fn alter_configs_replaces_the_whole_set_and_refuses_as_kafka_does() {
     let s = Server::start(&data, &[]);
     let mut c = Conn::new(&s.addr);
     let before = properties(&data, "t-1");
+    refusals(&mut c, &|what: &str| {
+        assert_eq!(properties(&data, "t-1"), before, "{what}")
+    });
     let unchanged = |what: &str| assert_eq!(properties(&data, "t-1"), before, "{what}");
-    let (invalid_config, invalid_request) = (40, 42);
-    for (resources, code, msg) in [
-        (
-            vec![(2, "t", &[("bogus", Some("1"))][..])],
-            invalid_config,
-            "bogus",
-        ),
-        (
-            vec![(2, "t", &[("segment.bytes", Some("10"))][..])],
-            invalid_config,
-            "segment.bytes",
-        ),
-        (
-            vec![(2, "t", &[("retention.ms", None)][..])],
-            invalid_request,
-            "Null value not supported for : retention.ms",
-        ),
-        (
-            vec![(
-                2,
-                "t",
-                &[("segment.ms", Some("1")), ("segment.ms", Some("2"))][..],
-            )],
-            invalid_request,
-            "Error due to duplicate config keys",
-        ),
-        (
-            vec![(4, "0", &[("max.connections", Some("5"))][..])],
-            invalid_request,
-            "Cannot update these configs dynamically",
-        ),
-        (
-            vec![(99, "x", &[][..])],
-            invalid_request,
-            "Unknown resource type 99",
-        ),
-        (vec![(2, "nope", &[][..])], 3, "no topic nope"),
-    ] {
-        let answers = alter(&mut c, &resources, false);
-        assert_eq!(answers.len(), 1);
-        assert_eq!(answers[0].0, code, "{resources:?}: {answers:?}");
-        assert!(answers[0].1.contains(msg), "{resources:?}: {answers:?}");
-        unchanged(msg);
-    }
+    let invalid_request = 42;
     let twice = alter(&mut c, &[(2, "t", &[]), (2, "t", &[])], false);
     let msg = "Each resource must appear at most once.".to_string();
     assert_eq!(
@@ -326,6 +292,54 @@ fn alter_configs_replaces_the_whole_set_and_refuses_as_kafka_does() {
         1,
         "an empty set resets every config"
     );
+}
+
+/// Each refusal, one resource at a time; `unchanged` checks nothing moved.
+fn refusals(c: &mut Conn, unchanged: &dyn Fn(&str)) {
+    let (invalid_config, invalid_request) = (40, 42);
+    for (resources, code, msg) in [
+        (
+            vec![(2, "t", &[("bogus", Some("1"))][..])],
+            invalid_config,
+            "bogus",
+        ),
+        (
+            vec![(2, "t", &[("segment.bytes", Some("10"))][..])],
+            invalid_config,
+            "segment.bytes",
+        ),
+        (
+            vec![(2, "t", &[("retention.ms", None)][..])],
+            invalid_request,
+            "Null value not supported for : retention.ms",
+        ),
+        (
+            vec![(
+                2,
+                "t",
+                &[("segment.ms", Some("1")), ("segment.ms", Some("2"))][..],
+            )],
+            invalid_request,
+            "Error due to duplicate config keys",
+        ),
+        (
+            vec![(4, "0", &[("max.connections", Some("5"))][..])],
+            invalid_request,
+            "Cannot update these configs dynamically",
+        ),
+        (
+            vec![(99, "x", &[][..])],
+            invalid_request,
+            "Unknown resource type 99",
+        ),
+        (vec![(2, "nope", &[][..])], 3, "no topic nope"),
+    ] {
+        let answers = alter(c, &resources, false);
+        assert_eq!(answers.len(), 1);
+        assert_eq!(answers[0].0, code, "{resources:?}: {answers:?}");
+        assert!(answers[0].1.contains(msg), "{resources:?}: {answers:?}");
+        unchanged(msg);
+    }
 }
 
 /// A default request of each served API, as `RequestKind`.

@@ -18,7 +18,7 @@ mod kafka_support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -53,7 +53,7 @@ use kafka_protocol::messages::sync_group_request::{SyncGroupRequest, SyncGroupRe
 use kafka_protocol::messages::sync_group_response::SyncGroupResponse;
 use kafka_protocol::messages::{ApiKey, GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_support::bounded::{cmd_timeout, wait_within};
+use kafka_support::bounded::{Running, spawn};
 use kafka_support::{Conn, Server, python, require, run_python};
 
 const BOUND: Duration = Duration::from_secs(180);
@@ -240,18 +240,6 @@ fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|n| n.to_string()).collect()
 }
 
-fn wait_until(what: &str, server: &Server, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < BOUND,
-            "gave up waiting for {what}; the daemon's log:\n{}",
-            server.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// A coordinator record of `__consumer_offsets`: its key type, group,
 /// topic and partition (the last two for offsets), and whether its value
 /// is null (a tombstone).
@@ -381,7 +369,7 @@ fn offsets_expire_and_empty_groups_go_with_tombstones_and_a_restart_agrees() {
     assert_eq!(kept.commit(Some(&k), ("u", 0, 3), -1), 0);
     let (stop, beats) = keep_alive(&s.addr, "kept", &k);
 
-    wait_until("the own-retention group and the ghost to go", &s, || {
+    s.wait_until("the own-retention group and the ghost to go", BOUND, || {
         let l = listed(&s.addr);
         !l.contains("own") && !l.contains("ghost")
     });
@@ -391,7 +379,7 @@ fn offsets_expire_and_empty_groups_go_with_tombstones_and_a_restart_agrees() {
         assert_eq!(listed(&s.addr), set(&["kept", "left", "solo"]));
         assert_eq!(Group::new(&s.addr, "solo").committed("t", 0), (0, 5));
     }
-    wait_until("a minute's retention to expire the rest", &s, || {
+    s.wait_until("a minute's retention to expire the rest", BOUND, || {
         listed(&s.addr) == set(&["kept"]) && kept.committed("u", 0) == (0, -1)
     });
     assert_eq!(
@@ -413,7 +401,24 @@ fn offsets_expire_and_empty_groups_go_with_tombstones_and_a_restart_agrees() {
     beats.join().unwrap();
     assert!(s.stop(), "a clean stop:\n{}", s.log());
 
-    let all = written(&data);
+    expired_tombstones_written(&data);
+
+    // A restart loads the same state.
+    let s = Server::start(&data, &opts);
+    assert_eq!(listed(&s.addr), set(&["kept"]));
+    let mut kept = Group::new(&s.addr, "kept");
+    assert_eq!(kept.committed("t", 0), (0, 7));
+    assert_eq!(kept.committed("u", 0), (0, -1));
+    assert_eq!(kept.describe(), (0, "Stable".to_string()));
+    for (g, t, p) in [("solo", "t", 0), ("own", "t", 0), ("left", "t", 1)] {
+        assert_eq!(Group::new(&s.addr, g).committed(t, p), (0, -1), "{g}");
+    }
+}
+
+/// The expiry's tombstones, and only them: each expired offset's, and the
+/// group's own only for `left`, the one group a record was written of.
+fn expired_tombstones_written(data: &Path) {
+    let all = written(data);
     let tombstones: BTreeSet<Written> = all.iter().filter(|w| w.tombstone).cloned().collect();
     let want: BTreeSet<Written> = [
         tombstone(1, "solo", "t", 0),
@@ -429,17 +434,6 @@ fn offsets_expire_and_empty_groups_go_with_tombstones_and_a_restart_agrees() {
         !all.iter().any(|w| w.group == "ghost"),
         "nothing of the ghost was written"
     );
-
-    // A restart loads the same state.
-    let s = Server::start(&data, &opts);
-    assert_eq!(listed(&s.addr), set(&["kept"]));
-    let mut kept = Group::new(&s.addr, "kept");
-    assert_eq!(kept.committed("t", 0), (0, 7));
-    assert_eq!(kept.committed("u", 0), (0, -1));
-    assert_eq!(kept.describe(), (0, "Stable".to_string()));
-    for (g, t, p) in [("solo", "t", 0), ("own", "t", 0), ("left", "t", 1)] {
-        assert_eq!(Group::new(&s.addr, g).committed(t, p), (0, -1), "{g}");
-    }
 }
 
 /// A kafka-python consumer of group `g` subscribed to `t`, writing its
@@ -460,24 +454,22 @@ while not os.path.exists(os.path.join(work, 'stop')) and time.time() < deadline:
 c.close()
 "#;
 
+/// A running consumer (killed, without leaving its group, when dropped).
 struct Member {
-    child: Child,
+    _process: Running,
     assigned: PathBuf,
 }
 
 impl Member {
     fn start(py: &Path, addr: &str, name: &str, work: &Path) -> Member {
-        let log = std::fs::File::create(work.join(format!("{name}.log"))).unwrap();
-        let child = Command::new(py)
-            .args(["-c", MEMBER, addr, "full", name])
-            .arg(work)
-            .stdin(Stdio::null())
+        let stderr = std::fs::File::create(work.join(format!("{name}.log"))).unwrap();
+        let mut cmd = Command::new(py);
+        cmd.args(["-c", MEMBER, addr, "full", name]).arg(work);
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start a kafka-python consumer");
+            .stderr(stderr);
         Member {
-            child,
+            _process: spawn(&mut cmd, "a kafka-python consumer"),
             assigned: work.join(format!("{name}.assigned")),
         }
     }
@@ -488,13 +480,6 @@ impl Member {
             .split(',')
             .filter(|p| !p.is_empty())
             .count()
-    }
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = wait_within(&mut self.child, cmd_timeout());
     }
 }
 
@@ -514,7 +499,7 @@ fn a_join_past_group_max_size_is_refused_and_a_lower_size_sheds_a_member() {
     let a = Member::start(&py, &s.addr, "a", &work);
     let b = Member::start(&py, &s.addr, "b", &work);
     let mut full = Group::new(&s.addr, "full");
-    wait_until("two consumers to share t", &s, || {
+    s.wait_until("two consumers to share t", BOUND, || {
         a.partitions() == 1 && b.partitions() == 1 && full.describe().1 == "Stable"
     });
     for version in [5, 3] {
@@ -544,6 +529,11 @@ fn a_join_past_group_max_size_is_refused_and_a_lower_size_sheds_a_member() {
         &["group.max.size=1", "group.initial.rebalance.delay.ms=0"],
     );
     assert!(s.log().contains("is over capacity 1"), "{}", s.log());
+    // Read back over capacity, it rebalances: its members must rejoin. (Its
+    // restored members' 30 s sessions run from the start: the rejoins below
+    // come well before they end.)
+    let state = Group::new(&s.addr, "full").describe();
+    assert_eq!(state, (0, "PreparingRebalance".to_string()));
     let rejoin = |m: String| {
         let addr = s.addr.clone();
         std::thread::spawn(move || Group::new(&addr, "full").join(5, &m, &["t"]))
@@ -598,10 +588,14 @@ fn group_ids_past_kafkas_string_bound_close_the_connection() {
     assert!(!listed(&s.addr).iter().any(|g| g.len() > 32767));
 }
 
+/// A record's key and value.
+type KeyValue = (Vec<u8>, Vec<u8>);
+
 /// Records anyone can append to `__consumer_offsets` (a shell's
 /// `>> __consumer_offsets-0/log` would do), written here through storage
-/// before the daemon starts.
-fn forge(data: &Path, records: &[(String, (Vec<u8>, Vec<u8>))]) {
+/// before the daemon starts: each to its group's partition, or with
+/// `wrong:GROUP` to the other one.
+fn forge(data: &Path, records: &[(String, KeyValue)]) {
     use commitfs::kafka::group::records::partition_for;
     let mgr = LogManager::open(data, LogConfig::default(), OpenOptions::default()).unwrap();
     if mgr.topic("__consumer_offsets").is_none() {
@@ -627,7 +621,7 @@ fn forge(data: &Path, records: &[(String, (Vec<u8>, Vec<u8>))]) {
 
 /// A commit of `t-0` made now (an older one would expire at the first
 /// check: its group has no protocol type).
-fn stored_commit(group: &str, offset: i64, metadata: usize) -> (Vec<u8>, Vec<u8>) {
+fn stored_commit(group: &str, offset: i64, metadata: usize) -> KeyValue {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -646,7 +640,7 @@ fn stored_commit(group: &str, offset: i64, metadata: usize) -> (Vec<u8>, Vec<u8>
     .unwrap()
 }
 
-fn stored_group(group: &str, session_ms: i32, leader: &str) -> (Vec<u8>, Vec<u8>) {
+fn stored_group(group: &str, session_ms: i32, leader: &str) -> KeyValue {
     use commitfs::kafka::group::records::{StoredGroup, StoredMember};
     StoredGroup {
         group: group.into(),
@@ -769,11 +763,13 @@ fn replace_with_dir(seg: &Path) {
     std::fs::create_dir(seg).unwrap();
 }
 
-/// The last byte of the segment: inside the last batch's last record, past
-/// what the clean shutdown lets load check.
+/// A byte of the commit's timestamp, the last field of the segment's last
+/// record but its header count: the record still decodes, only the CRC
+/// tells, and a clean shutdown lets the partition load unchecked.
 fn flip_a_byte(seg: &Path) {
     let mut bytes = std::fs::read(seg).unwrap();
-    *bytes.last_mut().unwrap() ^= 0xff;
+    let at = bytes.len() - 2;
+    bytes[at] ^= 0xff;
     std::fs::write(seg, bytes).unwrap();
 }
 
