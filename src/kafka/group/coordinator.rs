@@ -7,9 +7,10 @@
 //! thread running them (the pool grows while every handler is busy), on a
 //! condition variable raised at every
 //! change, waking at least every [`TICK`] to run the timers (sessions, the
-//! rebalance deadline, the initial delay). So no background thread is
-//! needed, FUSE and other connections never wait on a group, and every wait
-//! is bounded by the member's rebalance or session timeout.
+//! rebalance deadline, the initial delay). So the timers need no background
+//! thread (only the expiry of offsets and empty groups has one, see
+//! [`super::cleanup`]), FUSE and other connections never wait on a group,
+//! and every wait is bounded by the member's rebalance or session timeout.
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
