@@ -46,7 +46,9 @@ pub struct MountArgs {
     /// auto.create.topics.enable, num.partitions, socket.request.max.bytes,
     /// node.id, and for consumer groups offsets.topic.num.partitions
     /// (default 1), group.initial.rebalance.delay.ms,
-    /// group.min.session.timeout.ms and group.max.session.timeout.ms, and
+    /// group.min.session.timeout.ms, group.max.session.timeout.ms,
+    /// group.max.size, offsets.retention.minutes,
+    /// offsets.retention.check.interval.ms and offset.metadata.max.bytes, and
     /// the listener's limits max.connections, max.connections.per.ip,
     /// max.connections.per.ip.overrides, connections.max.idle.ms,
     /// queued.max.request.bytes and num.network.threads, as in Kafka.

@@ -30,7 +30,9 @@ pub struct ServeArgs {
     /// auto.create.topics.enable, num.partitions, socket.request.max.bytes,
     /// node.id, offsets.topic.num.partitions (default 1),
     /// group.initial.rebalance.delay.ms, group.min.session.timeout.ms,
-    /// group.max.session.timeout.ms, and the listener's limits
+    /// group.max.session.timeout.ms, group.max.size, offsets.retention.minutes,
+    /// offsets.retention.check.interval.ms, offset.metadata.max.bytes, and
+    /// the listener's limits
     /// max.connections, max.connections.per.ip,
     /// max.connections.per.ip.overrides, connections.max.idle.ms,
     /// queued.max.request.bytes, num.network.threads.

@@ -2,8 +2,11 @@
 //! `advertised.listeners`, `auto.create.topics.enable`, `num.partitions`,
 //! `socket.request.max.bytes`, `node.id`, the group coordinator's
 //! `offsets.topic.num.partitions` (default 1, where Kafka's 50 would fill the
-//! tree), `group.initial.rebalance.delay.ms`, `group.min.session.timeout.ms`
-//! and `group.max.session.timeout.ms` (Kafka's defaults), and the socket
+//! tree), `group.initial.rebalance.delay.ms`, `group.min.session.timeout.ms`,
+//! `group.max.session.timeout.ms`, `group.max.size`,
+//! `offsets.retention.minutes`, `offsets.retention.check.interval.ms` and
+//! `offset.metadata.max.bytes` (Kafka's defaults and validators,
+//! `GroupCoordinatorConfig`), and the socket
 //! server's limits: `max.connections`, `max.connections.per.ip`,
 //! `max.connections.per.ip.overrides`, `connections.max.idle.ms`,
 //! `queued.max.request.bytes` and `num.network.threads`, with Kafka's
@@ -42,6 +45,10 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "group.initial.rebalance.delay.ms",
     "group.min.session.timeout.ms",
     "group.max.session.timeout.ms",
+    "group.max.size",
+    "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms",
+    "offset.metadata.max.bytes",
     "max.connections",
     "max.connections.per.ip",
     "max.connections.per.ip.overrides",
@@ -167,6 +174,28 @@ impl Default for ListenerConfig {
             num_network_threads: DEFAULT_NUM_NETWORK_THREADS,
         }
     }
+}
+
+/// A broker config's type in Kafka's `ConfigDef`, as DescribeConfigs says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigKind {
+    Boolean,
+    String,
+    Int,
+    Long,
+}
+
+/// One broker setting as DescribeConfigs shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerSetting {
+    pub name: &'static str,
+    /// The value in force (`None`: null).
+    pub value: Option<String>,
+    /// What applies when it is not given (`None`: null).
+    pub default: Option<String>,
+    /// Given with `-o` (Kafka's STATIC_BROKER_CONFIG).
+    pub given: bool,
+    pub kind: ConfigKind,
 }
 
 /// Kafka's INT parse and `atLeast(min)`, with its messages.
@@ -306,6 +335,28 @@ impl ListenerConfig {
             "num.network.threads" => {
                 self.num_network_threads = int_at_least(name, value, 1, i32::MAX as i64)? as u32
             }
+            _ => return self.set_group_limit(name, value),
+        }
+        Ok(true)
+    }
+
+    /// The group coordinator's limits, with `GroupCoordinatorConfig`'s
+    /// types and validators; `Ok(false)` for any other name.
+    fn set_group_limit(&mut self, name: &str, value: &str) -> Result<bool, String> {
+        let g = &mut self.groups;
+        match name {
+            "group.max.size" => g.max_size = int_at_least(name, value, 1, i32::MAX as i64)? as u32,
+            "offsets.retention.minutes" => {
+                g.retention_minutes = int_at_least(name, value, 1, i32::MAX as i64)? as u32
+            }
+            "offsets.retention.check.interval.ms" => {
+                let ms = int_at_least(name, value, 1, i64::MAX)?;
+                g.retention_check = Duration::from_millis(ms as u64)
+            }
+            "offset.metadata.max.bytes" => {
+                let (min, max) = (i32::MIN as i64, i32::MAX as i64);
+                g.metadata_max_bytes = int_at_least(name, value, min, max)? as i32
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -340,6 +391,104 @@ impl ListenerConfig {
             ));
         }
         Ok(())
+    }
+
+    /// Every setting of [`BROKER_CONFIG_NAMES`], in its order, with its
+    /// value in force. Given means set to a value other than the default
+    /// (a default given explicitly reads as not given, as no record of the
+    /// options is kept).
+    pub fn described(&self) -> Vec<BrokerSetting> {
+        let defaults = ListenerConfig::default().values();
+        self.values()
+            .into_iter()
+            .zip(defaults)
+            .map(|((name, value, kind), (_, default, _))| {
+                let (given, default) = match name {
+                    // Its default follows socket.request.max.bytes.
+                    "queued.max.request.bytes" => (
+                        self.queued_max_request_bytes_set.is_some(),
+                        Some(self.socket_request_max_bytes.to_string()),
+                    ),
+                    _ => (value != default, default),
+                };
+                BrokerSetting {
+                    name,
+                    value,
+                    default,
+                    given,
+                    kind,
+                }
+            })
+            .collect()
+    }
+
+    fn values(&self) -> Vec<(&'static str, Option<String>, ConfigKind)> {
+        use ConfigKind::{Boolean, Int, Long, String as Text};
+        let g = &self.groups;
+        let ms = |d: Duration| Some(d.as_millis().to_string());
+        let n = |v: &dyn ToString| Some(v.to_string());
+        vec![
+            (
+                "listeners",
+                self.listener.as_ref().map(|l| l.to_string()),
+                Text,
+            ),
+            (
+                "advertised.listeners",
+                self.advertised.as_ref().map(|l| l.to_string()),
+                Text,
+            ),
+            (
+                "auto.create.topics.enable",
+                n(&self.auto_create_topics),
+                Boolean,
+            ),
+            ("num.partitions", n(&self.num_partitions), Int),
+            (
+                "socket.request.max.bytes",
+                n(&self.socket_request_max_bytes),
+                Int,
+            ),
+            ("node.id", n(&self.node_id), Int),
+            (
+                "offsets.topic.num.partitions",
+                n(&g.offsets_partitions),
+                Int,
+            ),
+            ("group.initial.rebalance.delay.ms", ms(g.initial_delay), Int),
+            ("group.min.session.timeout.ms", ms(g.min_session), Int),
+            ("group.max.session.timeout.ms", ms(g.max_session), Int),
+            ("group.max.size", n(&g.max_size), Int),
+            ("offsets.retention.minutes", n(&g.retention_minutes), Int),
+            (
+                "offsets.retention.check.interval.ms",
+                ms(g.retention_check),
+                Long,
+            ),
+            ("offset.metadata.max.bytes", n(&g.metadata_max_bytes), Int),
+            ("max.connections", n(&self.max_connections), Int),
+            (
+                "max.connections.per.ip",
+                n(&self.max_connections_per_ip),
+                Int,
+            ),
+            (
+                "max.connections.per.ip.overrides",
+                n(&self.max_connections_per_ip_overrides_text),
+                Text,
+            ),
+            (
+                "connections.max.idle.ms",
+                n(&self.connections_max_idle_ms),
+                Long,
+            ),
+            (
+                "queued.max.request.bytes",
+                n(&self.queued_max_request_bytes()),
+                Long,
+            ),
+            ("num.network.threads", n(&self.num_network_threads), Int),
+        ]
     }
 
     /// `queued.max.request.bytes` in force: what was given, else
@@ -455,5 +604,73 @@ mod tests {
         c.set("socket.request.max.bytes", "200000000").unwrap();
         assert!(c.check().is_ok());
         assert_eq!(c.queued_max_request_bytes(), 200_000_000);
+    }
+    /// The group coordinator's limits: Kafka's defaults, and its
+    /// validators' messages (`GroupCoordinatorConfig`).
+    #[test]
+    fn group_limits() {
+        let c = ListenerConfig::default();
+        assert_eq!(c.groups.max_size, 2_147_483_647);
+        assert_eq!(c.groups.retention_minutes, 10_080);
+        assert_eq!(c.groups.retention_ms(), 604_800_000);
+        assert_eq!(c.groups.retention_check, Duration::from_millis(600_000));
+        assert_eq!(c.groups.metadata_max_bytes, 4096);
+        let err = |name: &str, value: &str| ListenerConfig::default().set(name, value).unwrap_err();
+        assert_eq!(
+            err("group.max.size", "0"),
+            "Invalid value 0 for configuration group.max.size: Value must be at least 1"
+        );
+        assert_eq!(
+            err("offsets.retention.minutes", "0"),
+            "Invalid value 0 for configuration offsets.retention.minutes: Value must be at least 1"
+        );
+        assert_eq!(
+            err("offsets.retention.check.interval.ms", "0"),
+            "Invalid value 0 for configuration offsets.retention.check.interval.ms: Value must be at least 1"
+        );
+        assert_eq!(
+            err("offsets.retention.minutes", "2147483648"),
+            "Invalid value 2147483648 for configuration offsets.retention.minutes: Not a number of type INT"
+        );
+        assert!(err("offset.metadata.max.bytes", "x").contains("Not a number of type INT"));
+        let mut c = ListenerConfig::default();
+        for (k, v) in [
+            ("group.max.size", "3"),
+            ("offsets.retention.minutes", "1"),
+            ("offsets.retention.check.interval.ms", "250"),
+            ("offset.metadata.max.bytes", "-1"),
+        ] {
+            assert!(c.set(k, v).unwrap(), "{k}");
+            assert!(BROKER_CONFIG_NAMES.contains(&k), "{k}");
+        }
+        assert_eq!(c.groups.max_size, 3);
+        assert_eq!(c.groups.retention_ms(), 60_000);
+        assert_eq!(c.groups.retention_check, Duration::from_millis(250));
+        assert_eq!(c.groups.metadata_max_bytes, -1);
+    }
+    /// DescribeConfigs lists every broker setting, in order, and says which
+    /// were given.
+    #[test]
+    fn every_broker_setting_is_described() {
+        let mut c = ListenerConfig::default();
+        c.set("listeners", "PLAINTEXT://127.0.0.1:0").unwrap();
+        c.set("max.connections", "7").unwrap();
+        c.set("socket.request.max.bytes", "200000000").unwrap();
+        let d = c.described();
+        let names: Vec<&str> = d.iter().map(|s| s.name).collect();
+        assert_eq!(names, BROKER_CONFIG_NAMES);
+        let get = |n: &str| d.iter().find(|s| s.name == n).unwrap().clone();
+        let m = get("max.connections");
+        assert!(m.given);
+        assert_eq!(m.value.as_deref(), Some("7"));
+        assert_eq!(m.default.as_deref(), Some("2147483647"));
+        let q = get("queued.max.request.bytes");
+        assert!(!q.given, "its default follows socket.request.max.bytes");
+        assert_eq!(q.value.as_deref(), Some("200000000"));
+        assert_eq!(q.default.as_deref(), Some("200000000"));
+        assert!(!get("num.network.threads").given);
+        assert_eq!(get("advertised.listeners").value, None);
+        assert_eq!(get("group.max.size").kind, ConfigKind::Int);
+        assert_eq!(get("connections.max.idle.ms").kind, ConfigKind::Long);
     }
 }

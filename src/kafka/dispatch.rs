@@ -180,6 +180,9 @@ fn route(b: &Broker, h: &RequestHeader, request: RequestKind) -> Outcome {
         RequestKind::IncrementalAlterConfigs(r) => respond(ResponseKind::IncrementalAlterConfigs(
             topic_configs::alter(b, r),
         )),
+        RequestKind::AlterConfigs(r) => {
+            respond(ResponseKind::AlterConfigs(topic_configs::replace(b, r)))
+        }
         RequestKind::SaslHandshake(_) => respond(ResponseKind::SaslHandshake(sasl::handshake())),
         other => group::handle(b, v, h.client_id.as_deref().unwrap_or(""), other),
     }

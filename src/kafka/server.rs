@@ -62,6 +62,8 @@ pub struct KafkaServer {
     addrs: Vec<SocketAddr>,
     acceptor: Option<(JoinHandle<()>, Arc<Waker>)>,
     processors: Vec<(JoinHandle<usize>, Arc<ProcessorHandle>)>,
+    /// Expires committed offsets and removes empty groups.
+    cleaner: Option<super::group::Cleaner>,
     stopped: bool,
 }
 
@@ -114,6 +116,7 @@ impl KafkaServer {
         let threads = config.num_network_threads as usize;
         let broker = Arc::new(Broker::new(mgr, config, advertised));
         let workers = Workers::new(broker.clone())?;
+        let cleaner = super::group::Cleaner::start(broker.clone())?;
         let shared = Arc::new(Shared {
             broker,
             quotas,
@@ -127,6 +130,7 @@ impl KafkaServer {
             addrs,
             acceptor: None,
             processors: Vec::new(),
+            cleaner: Some(cleaner),
             stopped: false,
         };
         for i in 0..threads {
@@ -221,6 +225,9 @@ impl KafkaServer {
             return;
         }
         self.shared.broker.stop();
+        if let Some(mut cleaner) = self.cleaner.take() {
+            cleaner.stop();
+        }
         if let Some((t, waker)) = self.acceptor.take() {
             let _ = waker.wake();
             let _ = t.join();

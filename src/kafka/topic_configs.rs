@@ -1,16 +1,27 @@
-//! DescribeConfigs and IncrementalAlterConfigs: a topic's configs are its
-//! partitions' `config/<name>` files, changed through the same storage call
-//! (`PartitionLog::set_config`, `reset_config`) on every partition of the
-//! topic. A topic is described by its partition 0 (the tree lets partitions
-//! of one topic differ; Kafka does not). The broker resource shows the
-//! listener's settings, read-only: they are set with `-o` when starting.
+//! DescribeConfigs, IncrementalAlterConfigs and AlterConfigs: a topic's
+//! configs are its partitions' `config/<name>` files, changed through the
+//! same storage call (`PartitionLog::set_config`, `reset_config`) on every
+//! partition of the topic. A topic is described by its partition 0 (the
+//! tree lets partitions of one topic differ; Kafka does not), with Kafka's
+//! synonyms when asked: the topic's override, the broker's config of the
+//! same meaning given with `-o` (`log.segment.bytes` for `segment.bytes`),
+//! and Kafka's defaults. The broker resource shows the listener's settings,
+//! read-only: they are set with `-o` when starting. AlterConfigs (the API
+//! before IncrementalAlterConfigs, which kafkajs and aiokafka still use)
+//! replaces a topic's whole set of overrides, as Kafka does: a config it
+//! does not name goes back to its default.
 
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::alter_configs_request::{self as legacy, AlterConfigsRequest};
+use kafka_protocol::messages::alter_configs_response::{
+    self as legacy_response, AlterConfigsResponse,
+};
 use kafka_protocol::messages::describe_configs_request::{
     DescribeConfigsRequest, DescribeConfigsResource,
 };
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResponse, DescribeConfigsResult,
+    DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, IncrementalAlterConfigsRequest,
@@ -22,6 +33,7 @@ use kafka_protocol::protocol::StrBytes;
 use log::{info, warn};
 
 use super::broker::Broker;
+use super::config::ConfigKind;
 use super::error::{Family, code_for, message_for};
 use crate::storage::{CONFIG_NAMES, ConfigError, LogConfig, StorageError};
 
@@ -77,9 +89,10 @@ pub fn describe(b: &Broker, version: i16, req: DescribeConfigsRequest) -> Descri
                     .as_ref()
                     .is_none_or(|keys| keys.iter().any(|k| k.as_str() == name))
             };
+            let synonyms = req.include_synonyms;
             let described = match r.resource_type {
-                TOPIC => describe_topic(b, r),
-                BROKER => Ok(describe_broker(b)),
+                TOPIC => describe_topic(b, r, synonyms),
+                BROKER => Ok(describe_broker(b, synonyms)),
                 t => Err((
                     ResponseError::InvalidRequest,
                     format!("resource type {t} is not served (topics and the broker are)"),
@@ -113,9 +126,144 @@ pub fn describe(b: &Broker, version: i16, req: DescribeConfigsRequest) -> Descri
     DescribeConfigsResponse::default().with_results(results)
 }
 
+/// Each topic config's broker configs of the same meaning, in Kafka's
+/// order (`ServerTopicConfigSynonyms`), with Kafka's defaults (`None`: null,
+/// a config that has none). The first is the one a mount-wide default set
+/// with `-o` stands for.
+const BROKER_SYNONYMS: &[(&str, Synonyms)] = &[
+    (
+        "segment.bytes",
+        &[("log.segment.bytes", Some("1073741824"))],
+    ),
+    (
+        "segment.ms",
+        &[("log.roll.ms", None), ("log.roll.hours", Some("168"))],
+    ),
+    (
+        "segment.jitter.ms",
+        &[
+            ("log.roll.jitter.ms", None),
+            ("log.roll.jitter.hours", Some("0")),
+        ],
+    ),
+    (
+        "segment.index.bytes",
+        &[("log.index.size.max.bytes", Some("10485760"))],
+    ),
+    (
+        "index.interval.bytes",
+        &[("log.index.interval.bytes", Some("4096"))],
+    ),
+    (
+        "retention.ms",
+        &[
+            ("log.retention.ms", None),
+            ("log.retention.minutes", None),
+            ("log.retention.hours", Some("168")),
+        ],
+    ),
+    ("retention.bytes", &[("log.retention.bytes", Some("-1"))]),
+    (
+        "flush.messages",
+        &[("log.flush.interval.messages", Some("9223372036854775807"))],
+    ),
+    (
+        "flush.ms",
+        &[
+            ("log.flush.interval.ms", None),
+            (
+                "log.flush.scheduler.interval.ms",
+                Some("9223372036854775807"),
+            ),
+        ],
+    ),
+    (
+        "max.message.bytes",
+        &[("message.max.bytes", Some("1048588"))],
+    ),
+    (
+        "file.delete.delay.ms",
+        &[("log.segment.delete.delay.ms", Some("60000"))],
+    ),
+    (
+        "compression.type",
+        &[("compression.type", Some("producer"))],
+    ),
+    (
+        "message.timestamp.type",
+        &[("log.message.timestamp.type", Some("CreateTime"))],
+    ),
+    ("cleanup.policy", &[("log.cleanup.policy", Some("delete"))]),
+    (
+        "delete.retention.ms",
+        &[("log.cleaner.delete.retention.ms", Some("86400000"))],
+    ),
+    (
+        "min.compaction.lag.ms",
+        &[("log.cleaner.min.compaction.lag.ms", Some("0"))],
+    ),
+    (
+        "max.compaction.lag.ms",
+        &[(
+            "log.cleaner.max.compaction.lag.ms",
+            Some("9223372036854775807"),
+        )],
+    ),
+    (
+        "min.cleanable.dirty.ratio",
+        &[("log.cleaner.min.cleanable.ratio", Some("0.5"))],
+    ),
+];
+
+/// Broker config names, each with its default (`None`: null).
+type Synonyms = &'static [(&'static str, Option<&'static str>)];
+
+fn synonym(name: &str, value: Option<&str>, source: i8) -> DescribeConfigsSynonym {
+    DescribeConfigsSynonym::default()
+        .with_name(StrBytes::from_string(name.to_string()))
+        .with_value(value.map(|v| StrBytes::from_string(v.to_string())))
+        .with_source(source)
+}
+
+/// A topic config's synonyms, in force first, as Kafka's
+/// `ConfigHelper.createTopicConfigEntry` lists them: the topic's override,
+/// the mount-wide default given with `-o` (a static broker config), then
+/// Kafka's defaults of its broker configs.
+fn topic_synonyms(
+    name: &str,
+    topic: Option<&String>,
+    mount: Option<String>,
+) -> Vec<DescribeConfigsSynonym> {
+    let broker: Synonyms = BROKER_SYNONYMS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(&[], |(_, s)| s);
+    let first = broker.first().map_or(name, |(n, _)| n);
+    let mut out: Vec<DescribeConfigsSynonym> = topic
+        .map(|v| synonym(name, Some(v), DYNAMIC_TOPIC_CONFIG))
+        .into_iter()
+        .collect();
+    out.extend(mount.map(|v| synonym(first, Some(&v), STATIC_BROKER_CONFIG)));
+    out.extend(broker.iter().map(|(n, d)| synonym(n, *d, DEFAULT_CONFIG)));
+    out
+}
+
+/// The entry, its source the first synonym's (Kafka's rule), with the
+/// synonyms listed when asked for.
+fn with_synonyms(
+    e: DescribeConfigsResourceResult,
+    all: Vec<DescribeConfigsSynonym>,
+    include: bool,
+) -> DescribeConfigsResourceResult {
+    let source = all.first().map_or(DEFAULT_CONFIG, |s| s.source);
+    e.with_config_source(source)
+        .with_synonyms(if include { all } else { Vec::new() })
+}
+
 fn describe_topic(
     b: &Broker,
     r: &DescribeConfigsResource,
+    synonyms: bool,
 ) -> Result<Vec<DescribeConfigsResourceResult>, Refused> {
     let name = r.resource_name.as_str();
     let log = b
@@ -135,44 +283,46 @@ fn describe_topic(
         .iter()
         .map(|n| {
             let value = config.get(n).unwrap_or_default();
-            let source = if overrides.contains_key(*n) {
-                DYNAMIC_TOPIC_CONFIG
-            } else if b.mgr.defaults().get(n) != kafka_defaults.get(n) {
-                STATIC_BROKER_CONFIG
-            } else {
-                DEFAULT_CONFIG
-            };
-            entry(n, value, source, config_type(n), false)
+            let mount = b
+                .mgr
+                .defaults()
+                .get(n)
+                .filter(|v| Some(v) != kafka_defaults.get(n).as_ref());
+            let all = topic_synonyms(n, overrides.get(*n), mount);
+            let e = entry(n, value, DEFAULT_CONFIG, config_type(n), false);
+            with_synonyms(e, all, synonyms)
         })
         .collect())
 }
 
-fn describe_broker(b: &Broker) -> Vec<DescribeConfigsResourceResult> {
-    let c = &b.config;
-    let listener = c
-        .listener
-        .as_ref()
-        .map(|l| l.to_string())
-        .unwrap_or_default();
-    [
-        ("listeners", listener, STRING),
-        ("advertised.listeners", b.advertised.to_string(), STRING),
-        (
-            "auto.create.topics.enable",
-            c.auto_create_topics.to_string(),
-            BOOLEAN,
-        ),
-        ("num.partitions", c.num_partitions.to_string(), INT),
-        (
-            "socket.request.max.bytes",
-            c.socket_request_max_bytes.to_string(),
-            INT,
-        ),
-        ("node.id", c.node_id.to_string(), INT),
-    ]
-    .into_iter()
-    .map(|(n, v, t)| entry(n, v, STATIC_BROKER_CONFIG, t, true))
-    .collect()
+/// The listener's settings (read-only: they are given with `-o` at
+/// start), each from the static config when given, else its default.
+fn describe_broker(b: &Broker, synonyms: bool) -> Vec<DescribeConfigsResourceResult> {
+    b.config
+        .described()
+        .into_iter()
+        .map(|s| {
+            // What Metadata advertises: the listener's own port when it bound 0.
+            let value = match s.name {
+                "advertised.listeners" => Some(b.advertised.to_string()),
+                _ => s.value.clone(),
+            };
+            let mut all = Vec::new();
+            if s.given {
+                all.push(synonym(s.name, s.value.as_deref(), STATIC_BROKER_CONFIG));
+            }
+            all.push(synonym(s.name, s.default.as_deref(), DEFAULT_CONFIG));
+            let ty = match s.kind {
+                ConfigKind::Boolean => BOOLEAN,
+                ConfigKind::String => STRING,
+                ConfigKind::Int => INT,
+                ConfigKind::Long => LONG,
+            };
+            let e = entry(s.name, String::new(), DEFAULT_CONFIG, ty, true)
+                .with_value(value.map(StrBytes::from_string));
+            with_synonyms(e, all, synonyms)
+        })
+        .collect()
 }
 
 pub fn alter(b: &Broker, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
@@ -194,20 +344,23 @@ pub fn alter(b: &Broker, req: IncrementalAlterConfigsRequest) -> IncrementalAlte
                     format!("resource type {t} is not served"),
                 )),
             };
-            match done {
-                Ok(()) => resp,
-                Err((code, msg)) => {
-                    warn!(
-                        "Kafka: IncrementalAlterConfigs of {} refused with {code:?}: {msg}",
-                        r.resource_name.as_str()
-                    );
-                    resp.with_error_code(code.code())
-                        .with_error_message(Some(StrBytes::from_string(msg)))
-                }
-            }
+            let (code, msg) = answer("IncrementalAlterConfigs", &r.resource_name, done);
+            resp.with_error_code(code).with_error_message(msg)
         })
         .collect();
     IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+/// A resource's error code and message; a refusal is logged.
+fn answer(api: &str, resource: &StrBytes, done: Result<(), Refused>) -> (i16, Option<StrBytes>) {
+    let Err((code, msg)) = done else {
+        return (0, None);
+    };
+    warn!(
+        "Kafka: {api} of {} refused with {code:?}: {msg}",
+        resource.as_str()
+    );
+    (code.code(), Some(StrBytes::from_string(msg)))
 }
 
 /// One change: `Some(value)` sets, `None` removes the override.
@@ -271,5 +424,125 @@ fn alter_topic(b: &Broker, r: &AlterConfigsResource, validate_only: bool) -> Res
         }
     }
     info!("Kafka: altered {} configs of topic {name}", changes.len());
+    Ok(())
+}
+
+/// AlterConfigs: each resource's new set of configs replaces its old one,
+/// with Kafka's refusals (`ConfigAdminManager.preprocess` on the broker,
+/// then the controller's `legacyAlterConfigs` for topics).
+pub fn replace(b: &Broker, req: AlterConfigsRequest) -> AlterConfigsResponse {
+    let key = |r: &legacy::AlterConfigsResource| (r.resource_type, r.resource_name.clone());
+    let responses = req
+        .resources
+        .iter()
+        .map(|r| {
+            let twice = req.resources.iter().filter(|o| key(o) == key(r)).count() > 1;
+            let done = match twice {
+                true => Err((
+                    ResponseError::InvalidRequest,
+                    "Each resource must appear at most once.".to_string(),
+                )),
+                false => replace_resource(b, r, req.validate_only),
+            };
+            let (code, msg) = answer("AlterConfigs", &r.resource_name, done);
+            legacy_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone())
+                .with_error_code(code)
+                .with_error_message(msg)
+        })
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+fn replace_resource(
+    b: &Broker,
+    r: &legacy::AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), Refused> {
+    let invalid_request = |msg: String| (ResponseError::InvalidRequest, msg);
+    let names: Vec<&str> = r.configs.iter().map(|c| c.name.as_str()).collect();
+    if (1..names.len()).any(|i| names[..i].contains(&names[i])) {
+        return Err(invalid_request(
+            "Error due to duplicate config keys".to_string(),
+        ));
+    }
+    let nulls: Vec<&str> = r
+        .configs
+        .iter()
+        .filter(|c| c.value.is_none())
+        .map(|c| c.name.as_str())
+        .collect();
+    if !nulls.is_empty() {
+        return Err(invalid_request(format!(
+            "Null value not supported for : {}",
+            nulls.join(", ")
+        )));
+    }
+    match r.resource_type {
+        TOPIC => {
+            let set: Vec<Change> = r
+                .configs
+                .iter()
+                .map(|c| (c.name.as_str(), c.value.as_deref()))
+                .collect();
+            replace_topic(b, r.resource_name.as_str(), &set, validate_only)
+        }
+        BROKER => Err(invalid_request(format!(
+            "Cannot update these configs dynamically: {}: broker configs are set with -o when \
+             the daemon starts",
+            names.join(", ")
+        ))),
+        t => Err(invalid_request(format!("Unknown resource type {t}"))),
+    }
+}
+
+/// A topic's overrides become exactly `set`: each validated first (an
+/// unknown name or a bad value refuses the whole set), then written to
+/// every partition, and every other override of a topic config removed.
+/// The tree's own properties (`parse.key`, ...) are not topic configs and
+/// stay.
+fn replace_topic(
+    b: &Broker,
+    name: &str,
+    set: &[Change],
+    validate_only: bool,
+) -> Result<(), Refused> {
+    let topic = b.mgr.topic(name).ok_or_else(|| {
+        (
+            ResponseError::UnknownTopicOrPartition,
+            format!("no topic {name}"),
+        )
+    })?;
+    let mut check = LogConfig::clone(b.mgr.defaults());
+    for (k, v) in set {
+        check
+            .set(k, v.unwrap_or_default())
+            .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
+    }
+    if validate_only {
+        return Ok(());
+    }
+    let storage = |e: StorageError| {
+        let code = code_for(Family::Admin, &format!("AlterConfigs of {name}"), &e);
+        (code, message_for(&e))
+    };
+    for log in topic.partitions.iter().flatten() {
+        for (k, v) in set {
+            log.set_config(k, v.unwrap_or_default()).map_err(storage)?;
+        }
+        let stale = log
+            .overrides()
+            .into_keys()
+            .filter(|k| CONFIG_NAMES.contains(&k.as_str()))
+            .filter(|k| !set.iter().any(|(n, _)| n == k));
+        for k in stale.collect::<Vec<_>>() {
+            log.reset_config(&k).map_err(storage)?;
+        }
+    }
+    info!(
+        "Kafka: replaced the configs of topic {name} with {} overrides",
+        set.len()
+    );
     Ok(())
 }

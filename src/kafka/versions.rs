@@ -13,8 +13,8 @@
 //! produces v2 batches when it infers 0.11 or later; Metadata v12, ListOffsets
 //! v7 and JoinGroup v9 make it infer 3.2.
 //!
-//! The consumer-group APIs (with ListGroups and DescribeGroups) and
-//! InitProducerId are served by `kafka::group`; FindCoordinator v0 stays in
+//! The consumer-group APIs (with ListGroups, DescribeGroups and
+//! DeleteGroups) and InitProducerId are served by `kafka::group`; FindCoordinator v0 stays in
 //! the table for old librdkafka, which enables lz4 only if it is there.
 
 use kafka_protocol::ResponseError;
@@ -73,7 +73,9 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::DeleteRecords, 0, 2),
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::CreatePartitions, 0, 3),
+    api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
@@ -106,7 +108,9 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::InitProducerId => "InitProducerId",
         ApiKey::DescribeConfigs => "DescribeConfigs",
+        ApiKey::AlterConfigs => "AlterConfigs",
         ApiKey::CreatePartitions => "CreatePartitions",
+        ApiKey::DeleteGroups => "DeleteGroups",
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
         _ => "an API not served",
     }

@@ -616,3 +616,24 @@ pub fn grants_producer_ids(addr: &str) -> bool {
 pub fn half_close(c: &Conn) {
     let _ = c.stream.shutdown(Shutdown::Write);
 }
+
+impl Server {
+    /// Polls `done` every 100 ms until it holds; past `bound` the test
+    /// fails with `what` and the daemon's log. For states that come in
+    /// their own time (a rebalance, an expiry), never a timing assertion.
+    pub fn wait_until(&self, what: &str, bound: Duration, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + bound;
+        loop {
+            if done() {
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "gave up after {bound:?} waiting for {what}; the daemon's log:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}

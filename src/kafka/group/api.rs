@@ -6,6 +6,10 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::GroupId;
+use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
+use kafka_protocol::messages::delete_groups_response::{
+    DeletableGroupResult, DeleteGroupsResponse,
+};
 use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
 use kafka_protocol::messages::describe_groups_response::{
     DescribeGroupsResponse, DescribedGroup, DescribedGroupMember,
@@ -125,11 +129,14 @@ pub fn heartbeat(b: &Broker, r: HeartbeatRequest) -> HeartbeatResponse {
 pub fn leave(b: &Broker, version: i16, r: LeaveGroupRequest) -> LeaveGroupResponse {
     let group = s(&r.group_id.0);
     if version < 3 {
-        let e = b.groups.leave(&group, &[s(&r.member_id)]);
-        return LeaveGroupResponse::default().with_error_code(code(e[0]));
+        let e = b.groups.leave(&group, &[s(&r.member_id)]).map(|e| e[0]);
+        return LeaveGroupResponse::default().with_error_code(code(e.unwrap_or_else(Some)));
     }
     let ids: Vec<String> = r.members.iter().map(|m| s(&m.member_id)).collect();
-    let answers = b.groups.leave(&group, &ids);
+    let answers = match b.groups.leave(&group, &ids) {
+        Ok(answers) => answers,
+        Err(e) => return LeaveGroupResponse::default().with_error_code(e.code()),
+    };
     let members = r
         .members
         .iter()
@@ -179,9 +186,10 @@ pub fn describe_groups(b: &Broker, r: DescribeGroupsRequest) -> DescribeGroupsRe
         .map(|id| {
             let d = DescribedGroup::default().with_group_id(id.clone());
             match b.groups.describe(id.0.as_str()) {
+                Err(e) => d.with_error_code(e.code()),
                 // Kafka answers an unknown group as Dead, with no error.
-                None => d.with_group_state(sb("Dead")),
-                Some(g) => d
+                Ok(None) => d.with_group_state(sb("Dead")),
+                Ok(Some(g)) => d
                     .with_group_state(sb(g.state))
                     .with_protocol_type(sb(&g.protocol_type))
                     .with_protocol_data(sb(&g.protocol))
@@ -202,4 +210,14 @@ pub fn describe_groups(b: &Broker, r: DescribeGroupsRequest) -> DescribeGroupsRe
         })
         .collect();
     DescribeGroupsResponse::default().with_groups(groups)
+}
+
+pub fn delete_groups(b: &Broker, r: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let ids: Vec<String> = r.groups_names.iter().map(|g| s(&g.0)).collect();
+    let mut results = Vec::with_capacity(ids.len());
+    for (g, e) in r.groups_names.into_iter().zip(b.groups.delete_groups(&ids)) {
+        let result = DeletableGroupResult::default().with_group_id(g);
+        results.push(result.with_error_code(code(e)));
+    }
+    DeleteGroupsResponse::default().with_results(results)
 }

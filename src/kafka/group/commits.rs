@@ -14,9 +14,6 @@ use super::state::{Group, State};
 use crate::kafka::error::{Family, code_for};
 use crate::record::internal::OffsetCommit;
 
-/// Kafka's `offset.metadata.max.bytes`.
-pub const OFFSET_METADATA_MAX_BYTES: usize = 4096;
-
 /// One partition of an OffsetCommit.
 pub struct CommitArgs {
     pub topic: String,
@@ -78,6 +75,9 @@ impl Coordinator {
         if group.is_empty() {
             return all(ResponseError::InvalidGroupId);
         }
+        if let Some(e) = self.unavailable("OffsetCommit", group) {
+            return all(e);
+        }
         if self.read_only() {
             warn!(
                 "Kafka: OffsetCommit of group {group} refused: the data directory is served read-only"
@@ -106,7 +106,13 @@ impl Coordinator {
             mut out,
             commits,
             records,
-        } = prepare(group, parts, retention_ms, exists);
+        } = prepare(
+            group,
+            parts,
+            retention_ms,
+            self.settings.metadata_max_bytes,
+            exists,
+        );
         if let Err(e) = self.append(group, &records) {
             let what = format!("OffsetCommit of group {group}");
             let code = code_for(Family::GroupCommit, &what, &e);
@@ -123,12 +129,16 @@ impl Coordinator {
     }
 
     /// OffsetFetch: the committed offsets of the partitions asked for
-    /// (`None`: every partition the group committed), -1 where none.
+    /// (`None`: every partition the group committed), -1 where none; or
+    /// the group's error.
     pub fn fetch(
         &self,
         group: &str,
         wanted: Option<Vec<(String, Vec<i32>)>>,
-    ) -> Vec<(String, Vec<Fetched>)> {
+    ) -> Result<Vec<(String, Vec<Fetched>)>, ResponseError> {
+        if let Some(e) = self.unavailable("OffsetFetch", group) {
+            return Err(e);
+        }
         let inner = self.inner.lock();
         let offsets = inner.offsets.get(group);
         let found = |topic: &str, partition: i32| {
@@ -140,7 +150,7 @@ impl Coordinator {
                 metadata: c.map_or(String::new(), |c| c.metadata.clone()),
             }
         };
-        match wanted {
+        Ok(match wanted {
             Some(topics) => topics
                 .into_iter()
                 .map(|(t, ps)| {
@@ -162,7 +172,7 @@ impl Coordinator {
                 }
                 out
             }
-        }
+        })
     }
 
     /// Every group, as DescribeGroups sees it; timers run first.
@@ -177,10 +187,13 @@ impl Coordinator {
     }
 
     /// One group; `None` if the coordinator does not know it.
-    pub fn describe(&self, group: &str) -> Option<Described> {
+    pub fn describe(&self, group: &str) -> Result<Option<Described>, ResponseError> {
+        if let Some(e) = self.unavailable("DescribeGroups", group) {
+            return Err(e);
+        }
         let mut inner = self.inner.lock();
         self.tick(&mut inner, group, Instant::now());
-        inner.groups.get(group).map(describe)
+        Ok(inner.groups.get(group).map(describe))
     }
 }
 
@@ -198,6 +211,7 @@ fn prepare(
     group: &str,
     parts: Vec<CommitArgs>,
     retention_ms: i64,
+    metadata_max_bytes: i32,
     exists: &dyn Fn(&str, i32) -> bool,
 ) -> Prepared {
     let ts = now_ms();
@@ -207,7 +221,7 @@ fn prepare(
         records: Vec::new(),
     };
     for a in parts {
-        if a.metadata.len() > OFFSET_METADATA_MAX_BYTES {
+        if a.metadata.len() as i64 > metadata_max_bytes as i64 {
             p.out.push(Some(ResponseError::OffsetMetadataTooLarge));
             continue;
         }

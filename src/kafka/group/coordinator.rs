@@ -7,9 +7,10 @@
 //! thread running them (the pool grows while every handler is busy), on a
 //! condition variable raised at every
 //! change, waking at least every [`TICK`] to run the timers (sessions, the
-//! rebalance deadline, the initial delay). So no background thread is
-//! needed, FUSE and other connections never wait on a group, and every wait
-//! is bounded by the member's rebalance or session timeout.
+//! rebalance deadline, the initial delay). So the timers need no background
+//! thread (only the expiry of offsets and empty groups has one, see
+//! [`super::cleanup`]), FUSE and other connections never wait on a group,
+//! and every wait is bounded by the member's rebalance or session timeout.
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
@@ -22,8 +23,9 @@ use kafka_protocol::ResponseError;
 use log::{info, warn};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use super::offsets::{KeyValue, OffsetsTopic};
-use super::records::{Stored, StoredGroup};
+use super::load;
+use super::offsets::{KeyValue, OFFSETS_TOPIC, OffsetsTopic};
+use super::records::StoredGroup;
 use super::state::{Group, Joined, Member, State, ms};
 use crate::record::internal::OffsetCommit;
 use crate::storage::LogManager;
@@ -43,6 +45,24 @@ pub struct GroupSettings {
     /// `group.min.session.timeout.ms` and `group.max.session.timeout.ms`.
     pub min_session: Duration,
     pub max_session: Duration,
+    /// `group.max.size` (Kafka's default `i32::MAX`): a JoinGroup past it
+    /// is refused with GROUP_MAX_SIZE_REACHED.
+    pub max_size: u32,
+    /// `offsets.retention.minutes` (Kafka's default 10080, 7 days).
+    pub retention_minutes: u32,
+    /// `offsets.retention.check.interval.ms` (Kafka's default 600000).
+    pub retention_check: Duration,
+    /// `offset.metadata.max.bytes` (Kafka's default 4096); an INT with no
+    /// validator in Kafka, so a negative one refuses every metadata.
+    pub metadata_max_bytes: i32,
+}
+
+impl GroupSettings {
+    /// `offsets.retention.minutes` in milliseconds, as Kafka's
+    /// `offsetsRetentionMs`.
+    pub fn retention_ms(&self) -> i64 {
+        self.retention_minutes as i64 * 60 * 1000
+    }
 }
 
 impl Default for GroupSettings {
@@ -52,6 +72,10 @@ impl Default for GroupSettings {
             initial_delay: Duration::from_millis(3000),
             min_session: Duration::from_millis(6000),
             max_session: Duration::from_millis(1_800_000),
+            max_size: i32::MAX as u32,
+            retention_minutes: 7 * 24 * 60,
+            retention_check: Duration::from_millis(600_000),
+            metadata_max_bytes: 4096,
         }
     }
 }
@@ -69,6 +93,8 @@ pub struct Coordinator {
     pub(super) changed: Condvar,
     pub(super) topic: OffsetsTopic,
     pub settings: GroupSettings,
+    /// The partitions of `__consumer_offsets` that failed to load, with why.
+    failed: BTreeMap<u32, String>,
     ids: AtomicU64,
 }
 
@@ -106,37 +132,36 @@ fn failed(error: ResponseError, member_id: &str) -> Joined {
 
 impl Coordinator {
     /// The coordinator, with its groups and offsets read back from
-    /// `__consumer_offsets`.
+    /// `__consumer_offsets` (see [`super::load`]).
     pub fn new(mgr: Arc<LogManager>, settings: GroupSettings) -> Coordinator {
         let topic = OffsetsTopic::new(mgr, settings.offsets_partitions);
-        let mut inner = Inner::default();
-        let now = Instant::now();
-        for s in topic.read_all() {
-            apply_stored(&mut inner, s, now);
-        }
-        // A group known only by its offsets (one that never had members
-        // here) is an Empty group, as Kafka shows it.
-        let ts = now_ms();
-        for g in inner.offsets.keys().cloned().collect::<Vec<_>>() {
-            inner
-                .groups
-                .entry(g.clone())
-                .or_insert_with(|| Group::new(&g, ts));
-        }
-        if !inner.groups.is_empty() || !inner.offsets.is_empty() {
-            info!(
-                "Group coordinator loaded {} groups and committed offsets of {} groups",
-                inner.groups.len(),
-                inner.offsets.len()
-            );
-        }
+        let loaded = load::load(&topic, &settings);
         Coordinator {
-            inner: Mutex::new(inner),
+            inner: Mutex::new(loaded.inner),
             changed: Condvar::new(),
             topic,
             settings,
+            failed: loaded.failed,
             ids: AtomicU64::new(0),
         }
+    }
+
+    /// NOT_COORDINATOR for a group whose partition of `__consumer_offsets`
+    /// failed to load at start (Kafka's answer for a coordinator partition
+    /// whose load failed): its state is unknown, and an answer such as "no
+    /// committed offset" would send its consumers back to
+    /// `auto.offset.reset`. Clients retry on NOT_COORDINATOR.
+    pub(super) fn unavailable(&self, api: &str, group: &str) -> Option<ResponseError> {
+        if self.failed.is_empty() {
+            return None;
+        }
+        let p = self.topic.partition_index(group);
+        let why = self.failed.get(&p)?;
+        warn!(
+            "Kafka: {api} of group {group} refused with NOT_COORDINATOR: {OFFSETS_TOPIC}-{p} \
+             failed to load at start ({why})"
+        );
+        Some(ResponseError::NotCoordinator)
     }
 
     /// Kafka's member id: the client id, a dash, a random UUID.
@@ -245,6 +270,9 @@ impl Coordinator {
         if a.group.is_empty() {
             return Some(ResponseError::InvalidGroupId);
         }
+        if let Some(e) = self.unavailable("JoinGroup", &a.group) {
+            return Some(e);
+        }
         if a.session_timeout_ms < 0
             || session < self.settings.min_session
             || session > self.settings.max_session
@@ -270,6 +298,16 @@ impl Coordinator {
             .groups
             .entry(a.group.clone())
             .or_insert_with(|| Group::new(&a.group, now_ms()));
+        if !g.accepts(&a.member_id, self.settings.max_size) {
+            info!(
+                "JoinGroup of group {}: refused with GROUP_MAX_SIZE_REACHED: group.max.size is {}",
+                a.group, self.settings.max_size
+            );
+            g.remove_member(&a.member_id);
+            g.pending.remove(&a.member_id);
+            self.changed.notify_all();
+            return failed(ResponseError::GroupMaxSizeReached, "");
+        }
         if !g.supports(&a.protocol_type, &a.protocols) {
             info!(
                 "JoinGroup of group {}: protocol type {:?} or protocols fit no member's",
@@ -356,38 +394,4 @@ fn rejoin(
     m.join_result = None;
     g.prepare_rebalance(now, now_ms, delay, rebalance, "a member rejoined");
     None
-}
-
-/// Applies one record read back at start.
-fn apply_stored(inner: &mut Inner, s: Stored, now: Instant) {
-    match s {
-        Stored::Offset {
-            group,
-            topic,
-            partition,
-            commit,
-        } => {
-            let offsets = inner.offsets.entry(group.clone()).or_default();
-            match commit {
-                Some(c) => {
-                    offsets.insert((topic, partition), c);
-                }
-                None => {
-                    offsets.remove(&(topic, partition));
-                }
-            }
-            if offsets.is_empty() {
-                inner.offsets.remove(&group);
-            }
-        }
-        Stored::Group { group, value } => match value {
-            Some(v) => {
-                inner.groups.insert(group, Group::restore(&v, now));
-            }
-            None => {
-                inner.groups.remove(&group);
-            }
-        },
-        Stored::Other => {}
-    }
 }

@@ -35,6 +35,13 @@ impl Coordinator {
     /// them (bounded by the session timeout: a leader that never syncs
     /// expires and its group rebalances).
     pub fn sync(&self, a: SyncArgs, stopping: &dyn Fn() -> bool) -> Synced {
+        if let Some(e) = self.unavailable("SyncGroup", &a.group) {
+            return Synced {
+                result: Err(e),
+                protocol_type: None,
+                protocol_name: None,
+            };
+        }
         let mut inner = self.inner.lock();
         let now = Instant::now();
         self.tick(&mut inner, &a.group, now);
@@ -111,6 +118,9 @@ impl Coordinator {
         generation: i32,
         member_id: &str,
     ) -> Option<ResponseError> {
+        if let Some(e) = self.unavailable("Heartbeat", group) {
+            return Some(e);
+        }
         let mut inner = self.inner.lock();
         let now = Instant::now();
         self.tick(&mut inner, group, now);
@@ -135,14 +145,22 @@ impl Coordinator {
         }
     }
 
-    /// LeaveGroup: each member's answer (`None`: it left). Leaving starts a
-    /// rebalance; the last member leaving empties the group.
-    pub fn leave(&self, group: &str, members: &[String]) -> Vec<Option<ResponseError>> {
+    /// LeaveGroup: each member's answer (`None`: it left), or the group's
+    /// error. Leaving starts a rebalance; the last member leaving empties
+    /// the group.
+    pub fn leave(
+        &self,
+        group: &str,
+        members: &[String],
+    ) -> Result<Vec<Option<ResponseError>>, ResponseError> {
+        if let Some(e) = self.unavailable("LeaveGroup", group) {
+            return Err(e);
+        }
         let mut inner = self.inner.lock();
         let now = Instant::now();
         self.tick(&mut inner, group, now);
         let Some(g) = inner.groups.get_mut(group) else {
-            return vec![Some(ResponseError::UnknownMemberId); members.len()];
+            return Ok(vec![Some(ResponseError::UnknownMemberId); members.len()]);
         };
         let mut out = Vec::with_capacity(members.len());
         let mut left = false;
@@ -169,6 +187,6 @@ impl Coordinator {
             self.tick(&mut inner, group, now);
         }
         self.changed.notify_all();
-        out
+        Ok(out)
     }
 }

@@ -2,7 +2,9 @@
 //! producers' ids:
 //! - [`coordinator`]: the state behind one lock, JoinGroup and its waits;
 //!   [`membership`]: SyncGroup, Heartbeat, LeaveGroup; [`commits`]:
-//!   OffsetCommit, OffsetFetch, ListGroups, DescribeGroups;
+//!   OffsetCommit, OffsetFetch, ListGroups, DescribeGroups; [`cleanup`]:
+//!   offsets expired, empty groups removed, DeleteGroups; [`load`]: the
+//!   state read back, and checked, at start;
 //! - [`state`]: one group's state machine (pure);
 //! - [`records`], [`offsets`]: the `__consumer_offsets` records in Kafka's
 //!   layout, and the partitions they are written to and read back from;
@@ -17,8 +19,10 @@
 //! which clients take as fatal, with a log line saying why.
 
 pub mod api;
+pub mod cleanup;
 pub mod commits;
 pub mod coordinator;
+mod load;
 pub mod membership;
 pub mod offsets;
 pub mod records;
@@ -48,6 +52,7 @@ use log::{info, warn};
 
 use super::broker::Broker;
 use super::dispatch::Outcome;
+pub use cleanup::Cleaner;
 use commits::{CommitArgs, Fetched};
 pub use coordinator::GroupSettings;
 
@@ -66,6 +71,11 @@ fn peer() -> String {
 }
 
 pub fn handle(b: &Broker, version: i16, client_id: &str, request: RequestKind) -> Outcome {
+    if let Some(len) = longest_id(&request).filter(|n| *n > MAX_STRING_BYTES) {
+        return Outcome::Close(format!(
+            "a group or member id of {len} bytes: Kafka's strings hold at most {MAX_STRING_BYTES}"
+        ));
+    }
     let response = match request {
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator(b, version, r))
@@ -79,9 +89,45 @@ pub fn handle(b: &Broker, version: i16, client_id: &str, request: RequestKind) -
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(api::list_groups(b, version, r)),
         RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(api::describe_groups(b, r)),
         RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id(b, &r)),
+        RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(api::delete_groups(b, r)),
         _ => return Outcome::Close("a request of an API that is not served".to_string()),
     };
     Outcome::Respond(response)
+}
+
+/// Kafka's decoder refuses a string field longer than this (`0x7fff`, what
+/// a STRING's int16 length holds), compact ones included, and the request
+/// with it. kafka-protocol reads compact strings of any length, so a group
+/// API's ids are bounded here: a group id is kept in memory, answered in
+/// ListGroups and written into `__consumer_offsets` keys, whose STRING
+/// could not hold more.
+const MAX_STRING_BYTES: usize = 0x7fff;
+
+/// The longest group, member or protocol name a group request carries.
+fn longest_id(request: &RequestKind) -> Option<usize> {
+    let ids: Vec<&StrBytes> = match request {
+        RequestKind::FindCoordinator(r) => {
+            std::iter::once(&r.key).chain(&r.coordinator_keys).collect()
+        }
+        RequestKind::JoinGroup(r) => [&r.group_id.0, &r.member_id, &r.protocol_type]
+            .into_iter()
+            .chain(r.protocols.iter().map(|p| &p.name))
+            .collect(),
+        RequestKind::SyncGroup(r) => vec![&r.group_id.0, &r.member_id],
+        RequestKind::Heartbeat(r) => vec![&r.group_id.0, &r.member_id],
+        RequestKind::LeaveGroup(r) => std::iter::once(&r.group_id.0)
+            .chain(std::iter::once(&r.member_id))
+            .chain(r.members.iter().map(|m| &m.member_id))
+            .collect(),
+        RequestKind::OffsetCommit(r) => vec![&r.group_id.0, &r.member_id],
+        RequestKind::OffsetFetch(r) => std::iter::once(&r.group_id.0)
+            .chain(r.groups.iter().map(|g| &g.group_id.0))
+            .collect(),
+        RequestKind::DescribeGroups(r) => r.groups.iter().map(|g| &g.0).collect(),
+        RequestKind::DeleteGroups(r) => r.groups_names.iter().map(|g| &g.0).collect(),
+        _ => Vec::new(),
+    };
+    ids.iter().map(|s| s.len()).max()
 }
 
 const NO_TRANSACTIONS: &str = "commitfs does not serve transactions";
@@ -198,14 +244,25 @@ fn offset_commit(b: &Broker, version: i16, r: OffsetCommitRequest) -> OffsetComm
 fn offset_fetch(b: &Broker, version: i16, r: OffsetFetchRequest) -> OffsetFetchResponse {
     let name = |t: &str| TopicName(StrBytes::from_string(t.to_string()));
     let meta = |f: &Fetched| Some(StrBytes::from_string(f.metadata.clone()));
+    let wanted = |ts: Option<Vec<(TopicName, Vec<i32>)>>| {
+        ts.map(|ts| {
+            ts.into_iter()
+                .map(|(t, ps)| (t.0.as_str().to_string(), ps))
+                .collect::<Vec<_>>()
+        })
+    };
     if version >= 8 {
         let groups = r.groups.into_iter().map(|g| {
-            let wanted = g.topics.map(|ts| {
+            let asked = g.topics.map(|ts| {
                 ts.into_iter()
-                    .map(|t| (t.name.0.as_str().to_string(), t.partition_indexes))
+                    .map(|t| (t.name, t.partition_indexes))
                     .collect()
             });
-            let topics = b.groups.fetch(g.group_id.0.as_str(), wanted);
+            let resp = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+            let topics = match b.groups.fetch(g.group_id.0.as_str(), wanted(asked)) {
+                Ok(topics) => topics,
+                Err(e) => return resp.with_error_code(e.code()),
+            };
             let topics = topics.into_iter().map(|(t, ps)| {
                 let parts = ps.iter().map(|f| {
                     OffsetFetchResponsePartitions::default()
@@ -218,18 +275,20 @@ fn offset_fetch(b: &Broker, version: i16, r: OffsetFetchRequest) -> OffsetFetchR
                     .with_name(name(&t))
                     .with_partitions(parts.collect())
             });
-            OffsetFetchResponseGroup::default()
-                .with_group_id(g.group_id)
-                .with_topics(topics.collect())
+            resp.with_topics(topics.collect())
         });
         return OffsetFetchResponse::default().with_groups(groups.collect());
     }
-    let wanted = r.topics.map(|ts| {
+    let asked = r.topics.map(|ts| {
         ts.into_iter()
-            .map(|t| (t.name.0.as_str().to_string(), t.partition_indexes))
+            .map(|t| (t.name, t.partition_indexes))
             .collect()
     });
-    let topics = b.groups.fetch(r.group_id.0.as_str(), wanted);
+    let asked = wanted(asked);
+    let topics = match b.groups.fetch(r.group_id.0.as_str(), asked.clone()) {
+        Ok(topics) => topics,
+        Err(e) => return offset_fetch_refused(version, e, asked),
+    };
     let topics = topics.into_iter().map(|(t, ps)| {
         let parts = ps.iter().map(|f| {
             OffsetFetchResponsePartition::default()
@@ -240,6 +299,31 @@ fn offset_fetch(b: &Broker, version: i16, r: OffsetFetchRequest) -> OffsetFetchR
         });
         OffsetFetchResponseTopic::default()
             .with_name(name(&t))
+            .with_partitions(parts.collect())
+    });
+    OffsetFetchResponse::default().with_topics(topics.collect())
+}
+
+/// A refused OffsetFetch before v8: the error at the top from v2 on; v1 has
+/// no top-level error, so each partition asked for carries it (as Kafka's
+/// `OffsetFetchResponse` does for v0 and v1).
+fn offset_fetch_refused(
+    version: i16,
+    e: ResponseError,
+    asked: Option<Vec<(String, Vec<i32>)>>,
+) -> OffsetFetchResponse {
+    if version >= 2 {
+        return OffsetFetchResponse::default().with_error_code(e.code());
+    }
+    let topics = asked.unwrap_or_default().into_iter().map(|(t, ps)| {
+        let parts = ps.into_iter().map(|p| {
+            OffsetFetchResponsePartition::default()
+                .with_partition_index(p)
+                .with_committed_offset(-1)
+                .with_error_code(e.code())
+        });
+        OffsetFetchResponseTopic::default()
+            .with_name(TopicName(StrBytes::from_string(t)))
             .with_partitions(parts.collect())
     });
     OffsetFetchResponse::default().with_topics(topics.collect())

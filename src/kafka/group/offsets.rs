@@ -4,18 +4,19 @@
 //! partition `abs(javaHashCode(group)) % n`, appended through the storage
 //! append path (uncompressed, no producer id, one batch per write). At
 //! start every record is read back, in offset order, to rebuild committed
-//! offsets and groups.
+//! offsets and groups (`load` checks and applies them).
 //!
 //! `n` is `offsets.topic.num.partitions` (default 1 here, where Kafka's 50
 //! would fill the tree); once the topic exists its own count is used, so a
 //! changed option never moves a group away from its records.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use log::{info, warn};
 
 use super::records::{Stored, parse, partition_for};
-use crate::record::{BatchIter, NewRecord};
+use crate::record::{Batch, BatchIter, NewRecord};
 use crate::storage::{LogManager, PartitionLog, StorageError};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -41,7 +42,7 @@ impl OffsetsTopic {
     }
 
     /// The partition count: the topic's, or the configured one before it exists.
-    fn count(&self) -> u32 {
+    pub fn count(&self) -> u32 {
         match self.mgr.topic(OFFSETS_TOPIC) {
             Some(t) => t.partitions.len() as u32,
             None => self.configured,
@@ -83,13 +84,15 @@ impl OffsetsTopic {
         log.append(&recs).map(|_| ())
     }
 
-    /// Every record of the topic, partition by partition, in offset order.
-    /// Records that do not decode are logged and skipped, as Kafka's loader
-    /// does with what it cannot read.
-    pub fn read_all(&self) -> Vec<Stored> {
-        let mut out = Vec::new();
+    /// The partition of `__consumer_offsets` a group's records go to.
+    pub fn partition_index(&self, group: &str) -> u32 {
+        partition_for(group, self.count())
+    }
+
+    /// Every partition of the topic read back, in offset order.
+    pub fn read_all(&self) -> Vec<PartitionRead> {
         let Some(topic) = self.mgr.topic(OFFSETS_TOPIC) else {
-            return out;
+            return Vec::new();
         };
         if topic.partitions.len() as u32 != self.configured {
             info!(
@@ -98,60 +101,228 @@ impl OffsetsTopic {
                 self.configured
             );
         }
-        for log in topic.partitions.iter().flatten() {
-            if let Err(e) = read_partition(log, &mut out) {
-                warn!(
-                    "Could not read the group records of {}: {e}; groups there start without them",
-                    log.name()
-                );
-            }
-        }
-        out
+        topic
+            .partitions
+            .iter()
+            .flatten()
+            .map(|log| PartitionRead {
+                index: log.partition(),
+                name: log.name().to_string(),
+                records: read_partition(log),
+            })
+            .collect()
     }
 }
 
-fn read_partition(log: &PartitionLog, out: &mut Vec<Stored>) -> Result<(), StorageError> {
+/// One partition of the topic as read back at start.
+pub struct PartitionRead {
+    pub index: u32,
+    pub name: String,
+    /// Its records with their offsets, in offset order; `Err`: why it
+    /// could not be read to its end.
+    pub records: Result<Vec<(i64, Stored)>, String>,
+}
+
+/// What a partition's read keeps between batches: the records so far, and
+/// each producer's transactional records until its marker.
+#[derive(Default)]
+struct Reading {
+    out: Vec<(i64, Stored)>,
+    pending: BTreeMap<i64, Vec<(i64, Stored)>>,
+}
+
+/// Reads a partition back as Kafka's loader does
+/// (`GroupMetadataManager.doLoadGroupsAndOffsets`): a transactional batch's
+/// records count once their producer's COMMIT marker is read (an ABORT
+/// drops them), and they take their place by offset. Records that do not
+/// decode are logged and skipped. A partition that cannot be read to its
+/// end (offline, an I/O error, a batch that does not parse or fails its
+/// CRC) is an `Err`: what it holds is unknown, so none of it is applied.
+fn read_partition(log: &PartitionLog) -> Result<Vec<(i64, Stored)>, String> {
+    log.check_online().map_err(|e| e.to_string())?;
     let mut offset = log.log_start_offset();
     let end = log.high_watermark();
-    let mut count = 0usize;
+    let mut r = Reading::default();
     while offset < end {
-        let read = log.read_for_fetch(offset, READ_CHUNK, true)?;
-        let Some(slice) = read.slice else { break };
-        let bytes = slice.read()?;
+        let at = |e: &dyn std::fmt::Display| format!("reading offset {offset}: {e}");
+        let read = log
+            .read_for_fetch(offset, READ_CHUNK, true)
+            .map_err(|e| at(&e))?;
+        let Some(slice) = read.slice else {
+            return Err(format!(
+                "nothing to read at offset {offset}, below the log end {end}"
+            ));
+        };
+        let bytes = slice.read().map_err(|e| at(&e))?;
         let before = offset;
         for item in BatchIter::new(&bytes) {
-            let Ok((_, batch)) = item else { break };
-            let next = batch.header.next_offset();
-            if batch.header.is_control() {
-                offset = next;
-                continue;
-            }
-            for r in batch.records()? {
-                if r.offset < offset {
-                    continue;
-                }
-                let Some(key) = r.key.as_deref() else {
-                    continue;
-                };
-                match parse(key, r.value.as_deref()) {
-                    Ok(Stored::Other) => {}
-                    Ok(s) => {
-                        out.push(s);
-                        count += 1;
-                    }
-                    Err(e) => warn!(
-                        "{} offset {}: a group record that does not decode ({e}); skipped",
-                        log.name(),
-                        r.offset
-                    ),
-                }
-            }
-            offset = next;
+            let batch = match item {
+                Ok((_, batch)) => batch,
+                // A chunk may end inside a batch: read on from there.
+                Err(_) if offset > before => break,
+                Err(e) => return Err(format!("the batch at offset {offset} does not parse: {e}")),
+            };
+            batch.verify_crc().map_err(|e| e.to_string())?;
+            r.batch(log.name(), &batch, offset)?;
+            offset = batch.header.next_offset();
         }
         if offset == before {
-            break; // a batch cut by the chunk that cannot be read whole
+            return Err(format!("no batch could be read at offset {offset}"));
         }
     }
-    info!("Loaded {count} group records from {}", log.name());
-    Ok(())
+    for (pid, left) in &r.pending {
+        warn!(
+            "{}: {} offset commits of producer {pid}'s transaction have no COMMIT marker; not applied",
+            log.name(),
+            left.len()
+        );
+    }
+    r.out.sort_by_key(|(o, _)| *o);
+    Ok(r.out)
+}
+
+impl Reading {
+    fn batch(&mut self, log: &str, batch: &Batch, from: i64) -> Result<(), String> {
+        let h = &batch.header;
+        let records = batch.records().map_err(|e| {
+            format!(
+                "the records of the batch at offset {} do not decode: {e}",
+                h.base_offset
+            )
+        })?;
+        if h.is_control() {
+            // A control record's key: version, then 0 for ABORT, 1 for COMMIT.
+            let kind = records
+                .first()
+                .and_then(|r| r.key.as_deref()?.get(2..4).map(|k| [k[0], k[1]]));
+            let done = self.pending.remove(&h.producer_id).unwrap_or_default();
+            if kind.map(i16::from_be_bytes) == Some(1) {
+                self.out.extend(done);
+            }
+            return Ok(());
+        }
+        for rec in records.iter().filter(|rec| rec.offset >= from) {
+            let Some(key) = rec.key.as_deref() else {
+                warn!(
+                    "{log} offset {}: a record without a key; skipped",
+                    rec.offset
+                );
+                continue;
+            };
+            let s = match parse(key, rec.value.as_deref()) {
+                Ok(Stored::Other) => continue,
+                Ok(s) => s,
+                Err(e) => {
+                    warn!(
+                        "{log} offset {}: a group record that does not decode ({e}); skipped",
+                        rec.offset
+                    );
+                    continue;
+                }
+            };
+            match h.is_transactional() {
+                true => self
+                    .pending
+                    .entry(h.producer_id)
+                    .or_default()
+                    .push((rec.offset, s)),
+                false => self.out.push((rec.offset, s)),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::internal::OffsetCommit;
+    use crate::record::{compute_crc, encode_batch};
+
+    /// A batch at `base` of `records`, with `attributes` and producer id
+    /// patched in as a transactional producer's (or its marker) would carry.
+    fn batch(base: i64, records: &[NewRecord], attributes: i16, pid: i64) -> Vec<u8> {
+        let mut b = Vec::new();
+        encode_batch(&mut b, base, 0, records);
+        b[21..23].copy_from_slice(&attributes.to_be_bytes());
+        b[43..51].copy_from_slice(&pid.to_be_bytes());
+        let crc = compute_crc(&b);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    fn commit_record(offset: i64) -> (Vec<u8>, Vec<u8>) {
+        let c = OffsetCommit {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp: 0,
+            expire_timestamp: -1,
+        };
+        c.to_record().unwrap()
+    }
+
+    fn read(batches: &[Vec<u8>]) -> Vec<i64> {
+        let mut r = Reading::default();
+        for b in batches {
+            let parsed = Batch::parse(b).unwrap();
+            r.batch("__consumer_offsets-0", &parsed, 0).unwrap();
+        }
+        r.out.sort_by_key(|(o, _)| *o);
+        r.out
+            .into_iter()
+            .map(|(_, s)| match s {
+                Stored::Offset {
+                    commit: Some(c), ..
+                } => c.offset,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    /// Transactional commits count once their producer's COMMIT marker is
+    /// read, in their place by offset; an ABORT, or no marker, drops them.
+    #[test]
+    fn transactional_commits_wait_for_their_marker() {
+        let (k1, v1) = commit_record(1);
+        let (k2, v2) = commit_record(2);
+        let (k3, v3) = commit_record(3);
+        let rec = |k: &[u8], v: &[u8]| vec![(k.to_vec(), v.to_vec())];
+        let encode = |base: i64, kv: Vec<(Vec<u8>, Vec<u8>)>, attributes: i16, pid: i64| {
+            let records: Vec<NewRecord> = kv
+                .iter()
+                .map(|(k, v)| NewRecord {
+                    key: Some(k),
+                    value: Some(v),
+                    headers: &[],
+                })
+                .collect();
+            batch(base, &records, attributes, pid)
+        };
+        let marker = |base: i64, kind: u8, pid: i64| {
+            let key = [0u8, 0, 0, kind];
+            encode(
+                base,
+                vec![(key.to_vec(), vec![0, 0, 0, 0, 0, 0])],
+                0x30,
+                pid,
+            )
+        };
+        let txn = |base: i64, k: &[u8], v: &[u8], pid: i64| encode(base, rec(k, v), 0x10, pid);
+        let plain = |base: i64, k: &[u8], v: &[u8]| encode(base, rec(k, v), 0, -1);
+        // Committed: the transaction's commit (at 0) sorts before the plain one at 1.
+        assert_eq!(
+            read(&[txn(0, &k1, &v1, 7), plain(1, &k2, &v2), marker(2, 1, 7)]),
+            [1, 2]
+        );
+        // Aborted, or never ended: only the plain commit.
+        assert_eq!(
+            read(&[txn(0, &k1, &v1, 7), plain(1, &k2, &v2), marker(2, 0, 7)]),
+            [2]
+        );
+        assert_eq!(read(&[txn(0, &k3, &v3, 8), plain(1, &k2, &v2)]), [2]);
+    }
 }

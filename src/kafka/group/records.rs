@@ -142,6 +142,21 @@ pub fn group_tombstone_key(group: &str) -> Result<Vec<u8>, SchemaError> {
     group_key(group)
 }
 
+/// The key of a committed offset's tombstone (its value is null).
+pub fn offset_tombstone_key(
+    group: &str,
+    topic: &str,
+    partition: i32,
+) -> Result<Vec<u8>, SchemaError> {
+    let km = &OFFSET_COMMIT_KEY;
+    let mut k = StructValue::default_for(&km.body);
+    let text = |t: &str| Value::Str(Some(t.to_string()));
+    k.set(&km.body, "group", text(group));
+    k.set(&km.body, "topic", text(topic));
+    k.set(&km.body, "partition", Value::Int(partition as i64));
+    encode_coordinator_key(km, 1, &k)
+}
+
 /// What one `__consumer_offsets` record says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stored {
@@ -221,7 +236,7 @@ fn parse_group(group: &str, v: &[u8]) -> Result<StoredGroup, String> {
     let version = read_i16(v).ok_or("a value without its version")?;
     let (v, _) = decode(vm, version, &v[2..]).map_err(|e| e.0)?;
     let b = &vm.body;
-    let members = match v.get(b, "members") {
+    let mut members: Vec<StoredMember> = match v.get(b, "members") {
         Some(Value::Array(Some(items))) => items
             .iter()
             .filter_map(|i| match i {
@@ -231,6 +246,12 @@ fn parse_group(group: &str, v: &[u8]) -> Result<StoredGroup, String> {
             .collect(),
         _ => Vec::new(),
     };
+    // Version 0 has no rebalance timeout: Kafka's loader takes the session's.
+    if version == 0 {
+        for m in &mut members {
+            m.rebalance_timeout_ms = m.session_timeout_ms;
+        }
+    }
     Ok(StoredGroup {
         group: group.to_string(),
         protocol_type: str_of(v.get(b, "protocolType")).unwrap_or_default(),

@@ -96,6 +96,8 @@ pub struct Group {
     pub rebalance_deadline: Option<Instant>,
     /// The initial delay of a rebalance from Empty: (until, latest).
     pub initial_delay: Option<(Instant, Instant)>,
+    /// When the group entered its state (Kafka's `currentStateTimestamp`);
+    /// -1 when unknown (a record older than value version 2).
     pub state_timestamp: i64,
     next_seq: u64,
 }
@@ -213,6 +215,26 @@ impl Group {
         let candidates = self.candidates();
         self.protocol_type.as_deref() == Some(protocol_type)
             && protocols.iter().any(|(n, _)| candidates.contains(n))
+    }
+
+    /// Whether a JoinGroup of `member_id` (empty: a new member) fits
+    /// `group.max.size` (Kafka's `acceptJoiningMember`). While rebalancing,
+    /// the members that rejoined count, not the group's size: the size may
+    /// be over a lowered maximum, and counting rejoins sheds the last ones
+    /// to rejoin.
+    pub fn accepts(&self, member_id: &str, max: u32) -> bool {
+        let max = max as usize;
+        let member = self.members.get(member_id);
+        match self.state {
+            State::Empty => true,
+            State::PreparingRebalance => {
+                member.is_some_and(|m| m.awaiting_join)
+                    || self.members.values().filter(|m| m.awaiting_join).count() < max
+            }
+            State::CompletingRebalance | State::Stable => {
+                member.is_some() || self.members.len() < max
+            }
+        }
     }
 
     /// Kafka's `selectProtocol`: each member votes for its first choice
