@@ -277,6 +277,12 @@ impl Partition for LocalPartition {
     }
 
     fn check_record_size(&self, record: &NewRecord) -> BackendResult<()> {
+        // A held line without a key stays keyless only without `parse.key`
+        // (with it, its separator may still come): then a compacted
+        // partition would refuse it at its newline, so it is refused now.
+        if record.key.is_none() && !self.line_format().parse_key {
+            self.log.check_keys(std::slice::from_ref(record))?;
+        }
         Ok(self.log.check_record_size(record)?)
     }
 

@@ -292,7 +292,7 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     } = opts;
     let (data, mnt) = prepare_dirs(args, d.read_only)?;
     daemon::raise_nofile_limit();
-    let manager = daemon::open_storage(&data, &d.defaults, d.read_only, "mount", ready)?;
+    let manager = daemon::open_storage(&data, &d, "mount", ready)?;
     let close = |e: String| {
         if let Err(ce) = manager.close() {
             error!("closing {} failed: {ce}", data.display());

@@ -8,6 +8,7 @@ use std::time::Duration;
 use commitfs::backend::LineFormat;
 use commitfs::kafka::ListenerConfig;
 use commitfs::kafka::config::BROKER_CONFIG_NAMES;
+use commitfs::storage::cleaner::{CLEANER_CONFIG_NAMES, CleanerConfig, TOPIC_SYNONYMS};
 use commitfs::storage::{CONFIG_NAMES, LogConfig};
 
 /// Kafka's default `log.retention.check.interval.ms`.
@@ -29,6 +30,8 @@ pub struct DaemonOptions {
     pub read_only: bool,
     pub retention_check: Duration,
     pub kafka: ListenerConfig,
+    /// The log cleaner's settings (`log.cleaner.*`).
+    pub cleaner: CleanerConfig,
 }
 
 impl Default for DaemonOptions {
@@ -39,6 +42,7 @@ impl Default for DaemonOptions {
             read_only: false,
             retention_check: Duration::from_millis(DEFAULT_RETENTION_CHECK_MS),
             kafka: ListenerConfig::default(),
+            cleaner: CleanerConfig::default(),
         }
     }
 }
@@ -62,6 +66,15 @@ impl DaemonOptions {
             Some((k, v)) if LineFormat::is_setting(k) => self.line_format.set(k, v)?,
             Some((k, v)) if CONFIG_NAMES.contains(&k) => {
                 self.defaults.set(k, v).map_err(|e| e.to_string())?
+            }
+            Some((k, v)) if CLEANER_CONFIG_NAMES.contains(&k) => {
+                self.cleaner.set(k, v).map_err(|e| e.to_string())?;
+                self.cleaner.validate().map_err(|e| e.to_string())?;
+            }
+            // A broker name of a topic config sets the topic default, as
+            // Kafka's synonyms do (`log.cleanup.policy` for `cleanup.policy`).
+            Some((k, v)) if let Some((_, topic)) = TOPIC_SYNONYMS.iter().find(|(b, _)| *b == k) => {
+                self.defaults.set(topic, v).map_err(|e| e.to_string())?
             }
             Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) => {
                 self.kafka.set(k, v)?;

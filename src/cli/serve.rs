@@ -82,13 +82,7 @@ fn serve(args: &ServeArgs, opts: DaemonOptions) -> Result<(), String> {
         .canonicalize()
         .map_err(|e| format!("{}: {e}", args.data_dir.display()))?;
     daemon::raise_nofile_limit();
-    let manager = daemon::open_storage(
-        &data,
-        &opts.defaults,
-        opts.read_only,
-        "serve",
-        &Ready::from_fd(None),
-    )?;
+    let manager = daemon::open_storage(&data, &opts, "serve", &Ready::from_fd(None))?;
     let started = KafkaServer::start(manager.clone(), opts.kafka.clone())
         .and_then(|s| s.ok_or_else(|| "no listener is configured".to_string()));
     let mut server = match started {

@@ -106,8 +106,11 @@ fn create_one(b: &Broker, t: &CreatableTopic, validate_only: bool) -> Result<u32
         check
             .set(c.name.as_str(), value)
             .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
-        configs.push((c.name.as_str(), value));
+        configs.push((c.name.as_str(), Some(value)));
     }
+    check
+        .validate()
+        .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
     if b.mgr.topic(name).is_some() {
         return Err((
             ResponseError::TopicAlreadyExists,
@@ -122,9 +125,9 @@ fn create_one(b: &Broker, t: &CreatableTopic, validate_only: bool) -> Result<u32
         (code, message_for(&e))
     };
     let topic = b.mgr.create_topic(name, count).map_err(storage)?;
-    for log in topic.partitions.iter().flatten() {
-        for (k, v) in &configs {
-            log.set_config(k, v).map_err(storage)?;
+    if !configs.is_empty() {
+        for log in topic.partitions.iter().flatten() {
+            log.alter_configs(&configs).map_err(storage)?;
         }
     }
     info!("Kafka: created topic {name} with {count} partitions");

@@ -267,7 +267,7 @@ fn load_cases() -> Vec<Case> {
         case(&[("index.resize.truncate", E)], RebuildOnRead, Offline),
         case(&[("loader.stray.remove", E1)], Stray, LoadOffline),
         case(&[("loader.swap.rename", E1)], Stray, LoadOffline),
-        case(&[("loader.swap.remove_index", E1)], Stray, LoadOffline),
+        case(&[("loader.swap.remove_replaced", E1)], Stray, LoadOffline),
         case(&[("loader.orphan_index.remove", E1)], Stray, LoadOffline),
         case(&[("producer.snapshot.remove", E1)], Stray, LoadOffline),
         case(&[("segment.size.stat", E1)], Open, LoadOffline),

@@ -1,0 +1,113 @@
+//! Log compaction (Kafka's `LogCleaner`) on real data directories: passes
+//! asked for and run by the cleaner threads, checked against Kafka's rules
+//! (the scenarios of Kafka's `LogCleanerTest` in `scenarios.rs`), against a
+//! model of compaction written apart from the code (`model.rs`), with every
+//! segment decoded by kafka-protocol, not by commitfs (`decode.rs`).
+
+#[allow(dead_code)]
+#[path = "compaction/decode.rs"]
+mod decode;
+#[path = "compaction/model.rs"]
+mod model;
+#[path = "compaction/scenarios.rs"]
+mod scenarios;
+#[path = "compaction/swap.rs"]
+mod swap;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use commitfs::record::NewRecord;
+use commitfs::storage::cleaner::CleanerConfig;
+use commitfs::storage::{LogConfig, LogManager, OpenOptions, PartitionLog};
+
+/// Kafka's defaults but for a small dedupe buffer and no threads: passes
+/// run when a test asks for them.
+pub fn cleaner_config() -> CleanerConfig {
+    let mut c = CleanerConfig::default();
+    c.set("log.cleaner.threads", "0").unwrap();
+    c.set("log.cleaner.dedupe.buffer.size", "4194304").unwrap();
+    c
+}
+
+pub fn open_with(dir: &Path, cleaner: CleanerConfig) -> LogManager {
+    let opts = OpenOptions {
+        read_only: false,
+        cleaner,
+    };
+    LogManager::open(dir, LogConfig::default(), opts).unwrap()
+}
+
+pub fn open(dir: &Path) -> LogManager {
+    open_with(dir, cleaner_config())
+}
+
+/// A compacted partition `t-0` whose replaced files go at once.
+pub fn compacted(mgr: &LogManager, name: &str) -> Arc<PartitionLog> {
+    let log = mgr.create_partition(name).unwrap();
+    log.set_config("cleanup.policy", "compact").unwrap();
+    log.set_config("file.delete.delay.ms", "0").unwrap();
+    log
+}
+
+/// Appends one batch of `(key, value)` records (`None` value: a tombstone).
+pub fn put(log: &PartitionLog, records: &[(&str, Option<&str>)]) {
+    let recs: Vec<NewRecord> = records
+        .iter()
+        .map(|(k, v)| NewRecord {
+            key: Some(k.as_bytes()),
+            value: v.map(str::as_bytes),
+            headers: &[],
+        })
+        .collect();
+    log.append(&recs).unwrap();
+}
+
+/// The (offset, key, value) a consumer from the log start reads, through
+/// kafka-protocol's decoder.
+pub fn consumed(log: &PartitionLog) -> Vec<(i64, String, Option<String>)> {
+    decode::records_from(log.dir(), log.log_start_offset())
+        .into_iter()
+        .map(|r| {
+            (
+                r.offset,
+                String::from_utf8(r.key.unwrap_or_default()).unwrap(),
+                r.value.map(|v| String::from_utf8(v).unwrap()),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_pass_keeps_the_latest_value_of_each_key_and_the_active_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path());
+    let log = compacted(&mgr, "t-0");
+    put(&log, &[("a", Some("1")), ("b", Some("1"))]);
+    put(&log, &[("a", Some("2")), ("c", Some("1"))]);
+    log.roll().unwrap();
+    put(&log, &[("b", Some("2"))]);
+    log.roll().unwrap();
+    put(&log, &[("a", Some("3"))]);
+    let pass = log.clean_now().unwrap().expect("a pass ran");
+    assert_eq!((pass.first_dirty_offset, pass.end_offset), (0, 5));
+    // The active segment is never cleaned: a=3 there is not in the map,
+    // so a=2 is the latest value of `a` the pass knows, and stays.
+    assert_eq!(
+        consumed(&log),
+        vec![
+            (2, "a".into(), Some("2".into())),
+            (3, "c".into(), Some("1".into())),
+            (4, "b".into(), Some("2".into())),
+            (5, "a".into(), Some("3".into())),
+        ]
+    );
+    assert_eq!(log.log_end_offset(), 6);
+    assert_eq!(log.read(4).unwrap().value.as_deref(), Some(&b"2"[..]));
+    assert!(log.read(0).is_err(), "a removed offset holds no record");
+    drop(log);
+    mgr.close().unwrap();
+    let report =
+        commitfs::storage::check::check_data_dir(tmp.path(), &LogConfig::default(), None).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}
