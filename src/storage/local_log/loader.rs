@@ -175,6 +175,7 @@ fn load_segments(
     let mut swapped = None;
     // Read-only, a swap left part way is shown as its completion would leave it.
     let mut swap_range = None;
+    let mut valid_swaps = Vec::new();
     if ctx.writable {
         let (changed, from) = remove_stray_files(dir, &names)?;
         swapped = from;
@@ -182,7 +183,8 @@ fn load_segments(
             names = list_dir(dir)?;
         }
     } else if names.iter().any(|n| n.ends_with(".swap")) {
-        swap_range = swap::swap_files(dir, &names)?.range;
+        let swaps = swap::swap_files(dir, &names)?;
+        (swap_range, valid_swaps) = (swaps.range, swaps.valid);
     }
     // Each name is parsed once: a partition may hold thousands of segments.
     let mut logs: Vec<(i64, String)> = Vec::new();
@@ -190,7 +192,7 @@ fn load_segments(
     for name in names.iter().cloned() {
         match parse_segment_file_name(&name) {
             Some((_, "log")) if swap::replaced(&name, swap_range) => {}
-            Some((base, "log.swap")) if swap_range.is_some() => logs.push((base, name)),
+            Some((base, "log.swap")) if valid_swaps.contains(&name) => logs.push((base, name)),
             Some((base, "log")) => logs.push((base, name)),
             Some((base, "index")) => {
                 indexed.insert(base);
