@@ -343,13 +343,18 @@ impl<'a> Cleaner<'a> {
         let base = group[0].base_offset;
         let mut dest =
             CleanedSegment::create(log.dir(), base, config.index_interval_bytes.max(0) as u64)?;
-        let copied = self.copy_group(log, group, &mut dest, now, upper, txn, stats);
-        let swapped = copied.and_then(|()| {
+        // A failure (or a panic) while the cleaned segment is written
+        // leaves the log as it was: its files go.
+        let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.copy_group(log, group, &mut dest, now, upper, txn, stats)?;
             dest.txns = std::mem::take(&mut txn.retained);
             let mtime = group
                 .last()
                 .and_then(|s| s.log_file().ok()?.metadata().ok()?.modified().ok());
-            dest.finish(mtime)?;
+            dest.finish(mtime)
+        }))
+        .unwrap_or_else(|_| Err(panicked(log)));
+        let swapped = written.and_then(|_| {
             let olds: Vec<String> = group.iter().map(|s| s.base_offset.to_string()).collect();
             info!(
                 "Cleaner {}: Swapping in cleaned segment {base} for segment(s) {} in log {}",
@@ -359,18 +364,21 @@ impl<'a> Cleaner<'a> {
             );
             log.replace_segments(base, group)
         });
-        if let Err(e) = swapped {
-            // What was written of the cleaned segment goes; if even that
-            // fails, the next load removes it.
-            if let Err(r) = remove_cleaned(log.dir(), base) {
-                log::error!(
-                    "Could not remove the cleaned segment {base} of {}: {r}",
-                    log.name()
-                );
+        match swapped {
+            // A swap that failed part way took the partition offline; the
+            // next load completes it or rolls it back from its files.
+            Err(e) if log.offline_cause().is_some() => Err(e),
+            Err(e) => {
+                if let Err(r) = remove_cleaned(log.dir(), base) {
+                    log::error!(
+                        "Could not remove the cleaned segment {base} of {}: {r}",
+                        log.name()
+                    );
+                }
+                Err(e)
             }
-            return Err(e);
+            Ok(()) => Ok(()),
         }
-        Ok(())
     }
 
     /// Every source segment of the group through the filter into `dest`.
@@ -483,6 +491,15 @@ impl<'a> Cleaner<'a> {
             filter_batch(&batch, ctx, self.map, txn, out, res)?;
         }
         Ok(())
+    }
+}
+
+/// What a pass that panicked answers.
+pub(super) fn panicked(log: &PartitionLog) -> StorageError {
+    StorageError::Corrupt {
+        path: log.dir().to_path_buf(),
+        position: 0,
+        reason: "the pass panicked".to_string(),
     }
 }
 

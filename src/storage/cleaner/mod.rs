@@ -142,13 +142,7 @@ impl CleanerCore {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             cleaner.clean(ltc, now_ms())
         }))
-        .unwrap_or_else(|_| {
-            Err(StorageError::Corrupt {
-                path: log.dir().to_path_buf(),
-                position: 0,
-                reason: "the pass panicked".to_string(),
-            })
-        });
+        .unwrap_or_else(|_| Err(clean::panicked(log)));
         let end = match &result {
             Ok((end, _)) => *end,
             Err(_) => ltc.first_dirty_offset,
