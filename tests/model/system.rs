@@ -29,6 +29,8 @@ pub struct Profile {
     pub raw_files: bool,
     /// `roll` and `flush` (the `LogControl` capability).
     pub log_control: bool,
+    /// `compact` (the `Compaction` capability): a backend with a log cleaner.
+    pub compaction: bool,
     /// `time/<ms>` is answered from the records' timestamps: librdkafka's
     /// mock cluster answers every lookup by time with "none".
     pub times: bool,
@@ -106,6 +108,7 @@ impl System for LocalSystem {
         Profile {
             raw_files: true,
             log_control: true,
+            compaction: true,
             times: true,
             configs: true,
         }
@@ -205,6 +208,7 @@ impl System for MemSystem {
         Profile {
             raw_files: false,
             log_control: self.log_control,
+            compaction: false,
             times: true,
             configs: true,
         }
