@@ -176,7 +176,34 @@ fn describe_broker(b: &Broker) -> Vec<DescribeConfigsResourceResult> {
     ]
     .into_iter()
     .map(|(n, v, t)| entry(n, v, STATIC_BROKER_CONFIG, t, true))
+    .chain(cleaner_settings(b))
     .collect()
+}
+
+/// The log cleaner's settings (`log.cleaner.*`), as the broker has them.
+fn cleaner_settings(b: &Broker) -> Vec<DescribeConfigsResourceResult> {
+    use crate::storage::cleaner::CLEANER_CONFIG_NAMES;
+    let c = b.mgr.cleaner_config();
+    CLEANER_CONFIG_NAMES
+        .iter()
+        .map(|n| {
+            let ty = match *n {
+                "log.cleaner.enable" => BOOLEAN,
+                "log.cleaner.threads" | "log.cleaner.io.buffer.size" => INT,
+                "log.cleaner.io.buffer.load.factor" | "log.cleaner.io.max.bytes.per.second" => {
+                    DOUBLE
+                }
+                _ => LONG,
+            };
+            entry(
+                n,
+                c.get(n).unwrap_or_default(),
+                STATIC_BROKER_CONFIG,
+                ty,
+                true,
+            )
+        })
+        .collect()
 }
 
 pub fn alter(b: &Broker, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
