@@ -111,3 +111,71 @@ fn a_pass_keeps_the_latest_value_of_each_key_and_the_active_segment() {
         commitfs::storage::check::check_data_dir(tmp.path(), &LogConfig::default(), None).unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
 }
+
+/// Waits, bounded, for `cond`.
+fn wait_for(what: &str, cond: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The cleaner thread applies retention to compacted logs (Kafka's
+/// `cleanFilthiestLog` step 2): `compact,delete` by time and size as a
+/// `delete` log, plain `compact` only below the log start. The scheduler's
+/// retention check leaves both alone.
+#[test]
+fn the_cleaner_thread_applies_retention_to_compacted_logs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cleaner = cleaner_config();
+    cleaner.set("log.cleaner.threads", "1").unwrap();
+    cleaner.set("log.cleaner.backoff.ms", "20").unwrap();
+    let mgr = open_with(tmp.path(), cleaner);
+    let both = compacted(&mgr, "both-0");
+    both.set_config("cleanup.policy", "compact,delete").unwrap();
+    let only = compacted(&mgr, "only-0");
+    for log in [&both, &only] {
+        log.set_config("min.cleanable.dirty.ratio", "1").unwrap();
+        for i in 0..3 {
+            put(log, &[(&format!("k{i}"), Some("v"))]);
+            log.roll().unwrap();
+        }
+        log.set_config("retention.ms", "1").unwrap();
+    }
+    wait_for("retention of both-0", || both.log_start_offset() == 3);
+    assert_eq!(both.segment_bases(), vec![3]);
+    // The thread has gone over only-0 as often: its segments stay.
+    mgr.run_retention(i64::MAX / 2).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(only.log_start_offset(), 0);
+    assert_eq!(consumed(&only).len(), 3);
+}
+
+/// A partition deleted while the cleaner thread cleans it again and
+/// again: the deletion waits for the pass, and nothing of it is left.
+#[test]
+fn a_partition_deleted_under_the_cleaner_thread_goes_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cleaner = cleaner_config();
+    cleaner.set("log.cleaner.threads", "1").unwrap();
+    cleaner.set("log.cleaner.backoff.ms", "1").unwrap();
+    let mgr = open_with(tmp.path(), cleaner);
+    for round in 0..20 {
+        let log = compacted(&mgr, "t-0");
+        log.set_config("min.cleanable.dirty.ratio", "0").unwrap();
+        for i in 0..50 {
+            put(&log, &[("k", Some(&format!("{round}-{i}")))]);
+            if i % 10 == 9 {
+                log.roll().unwrap();
+            }
+        }
+        drop(log);
+        mgr.delete_partition("t-0").unwrap();
+        assert!(!tmp.path().join("t-0").exists(), "round {round}");
+    }
+    mgr.close().unwrap();
+}

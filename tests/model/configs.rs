@@ -182,6 +182,13 @@ impl Configs {
             .any(|i| i == "compact")
     }
 
+    /// `cleanup.policy` names `delete`: retention by size and time applies.
+    pub fn delete(&self) -> bool {
+        self.values["cleanup.policy"]
+            .split(',')
+            .any(|i| i == "delete")
+    }
+
     pub fn parse_key(&self) -> bool {
         self.values["parse.key"] == "true"
     }

@@ -306,6 +306,11 @@ impl Partition {
         }
         let start = self.log_start;
         self.drop_prefix(|_, next| next <= start);
+        // Size and time only where the policy says `delete` (an empty list
+        // says neither).
+        if !self.configs.delete() {
+            return;
+        }
         let limit = self.configs.long("retention.bytes");
         if limit >= 0 {
             let size = |s: &Segment| s.size().expect("sizes are learned after each step") as i64;

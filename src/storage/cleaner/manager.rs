@@ -279,4 +279,9 @@ impl CleanerManager {
     pub fn is_uncleanable(&self, name: &str) -> bool {
         self.state.lock().uncleanable.contains(name)
     }
+
+    #[cfg(test)]
+    pub fn state_of(&self, name: &str) -> Option<CleaningState> {
+        self.state.lock().in_progress.get(name).copied()
+    }
 }

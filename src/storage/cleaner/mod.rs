@@ -30,6 +30,8 @@ mod filter;
 mod manager;
 mod offset_map;
 mod stats;
+#[cfg(test)]
+mod tests;
 mod throttle;
 mod txn;
 
