@@ -4,6 +4,8 @@
 //! model of compaction written apart from the code (`model.rs`), with every
 //! segment decoded by kafka-protocol, not by commitfs (`decode.rs`).
 
+#[path = "support/bounded.rs"]
+mod bounded;
 #[allow(dead_code)]
 #[path = "compaction/decode.rs"]
 mod decode;
@@ -178,4 +180,51 @@ fn a_partition_deleted_under_the_cleaner_thread_goes_whole() {
         assert!(!tmp.path().join("t-0").exists(), "round {round}");
     }
     mgr.close().unwrap();
+}
+
+/// `commitfs dump` prints what the cleaner wrote as kafka-dump-log does: a
+/// tombstone's batch with its `deleteHorizonMs` and its offset range as it
+/// was, and `check` takes it.
+#[test]
+fn dump_shows_delete_horizons() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path());
+    let log = compacted(&mgr, "t-0");
+    put(&log, &[("a", Some("1"))]);
+    put(&log, &[("a", None), ("b", Some("1"))]);
+    log.roll().unwrap();
+    put(&log, &[("b", Some("2"))]);
+    log.roll().unwrap();
+    log.clean_now().unwrap().unwrap();
+    let horizon = decode::decode_dir(log.dir())
+        .iter()
+        .find(|b| b.delete_horizon)
+        .map(|b| b.base_timestamp)
+        .expect("a batch with a horizon");
+    let seg = log.dir().join(format!("{:020}.log", 0));
+    let out = bounded::run(
+        std::process::Command::new(env!("CARGO_BIN_EXE_commitfs"))
+            .args(["dump", "--deep-iteration"])
+            .arg(&seg),
+        "commitfs dump",
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(&format!("deleteHorizonMs: OptionalLong[{horizon}]")),
+        "{text}"
+    );
+    // b=1 went from the tombstone's batch, which keeps its range.
+    assert!(
+        text.contains("baseOffset: 1 lastOffset: 2 count: 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("baseOffset: 3 lastOffset: 3 count: 1"),
+        "{text}"
+    );
+    drop(log);
+    mgr.close().unwrap();
+    let report =
+        commitfs::storage::check::check_data_dir(tmp.path(), &LogConfig::default(), None).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
 }
