@@ -341,42 +341,56 @@ fn check_offset_index(
             if entries == &expected.offsets[..] || cleaner_index(entries, scan, interval) {
                 return;
             }
-            let positions: BTreeMap<u64, i64> = scan
-                .batches
-                .iter()
-                .map(|(p, h)| (*p, h.last_offset()))
-                .collect();
-            for (i, &(offset, position)) in entries.iter().enumerate() {
-                let at = (i * OFFSET_ENTRY) as u64;
-                match positions.get(&position) {
-                    None => report.problem(
-                        index_path,
-                        at,
-                        format!("entry (offset {offset}, position {position}) does not point at a batch in the log"),
-                    ),
-                    Some(&last) if last != offset => report.problem(
-                        index_path,
-                        at,
-                        format!("entry offset {offset} but the batch at position {position} ends at offset {last}"),
-                    ),
-                    _ => {}
-                }
-            }
-            let first_diff = entries
-                .iter()
-                .zip(&expected.offsets)
-                .position(|(a, b)| a != b)
-                .unwrap_or(real.min(expected.offsets.len()));
-            report.problem(
-                index_path,
-                (first_diff * OFFSET_ENTRY) as u64,
-                format!(
-                    "{real} entries where the index rule (index.interval.bytes={interval}) gives {}; first difference at entry {first_diff}",
-                    expected.offsets.len()
-                ),
-            );
+            report_index_entries(index_path, entries, scan, expected, interval, report);
         }
     }
+}
+
+/// The problems of offset index entries that fit neither rule: each entry
+/// that does not point at its batch, and where they leave the append rule.
+fn report_index_entries(
+    index_path: &Path,
+    entries: &[(i64, u64)],
+    scan: &LogScan,
+    expected: &ExpectedIndex,
+    interval: u64,
+    report: &mut CheckReport,
+) {
+    let positions: BTreeMap<u64, i64> = scan
+        .batches
+        .iter()
+        .map(|(p, h)| (*p, h.last_offset()))
+        .collect();
+    for (i, &(offset, position)) in entries.iter().enumerate() {
+        let at = (i * OFFSET_ENTRY) as u64;
+        match positions.get(&position) {
+            None => report.problem(
+                index_path,
+                at,
+                format!("entry (offset {offset}, position {position}) does not point at a batch in the log"),
+            ),
+            Some(&last) if last != offset => report.problem(
+                index_path,
+                at,
+                format!("entry offset {offset} but the batch at position {position} ends at offset {last}"),
+            ),
+            _ => {}
+        }
+    }
+    let real = entries.len();
+    let first_diff = entries
+        .iter()
+        .zip(&expected.offsets)
+        .position(|(a, b)| a != b)
+        .unwrap_or(real.min(expected.offsets.len()));
+    report.problem(
+        index_path,
+        (first_diff * OFFSET_ENTRY) as u64,
+        format!(
+            "{real} entries where the index rule (index.interval.bytes={interval}) gives {}; first difference at entry {first_diff}",
+            expected.offsets.len()
+        ),
+    );
 }
 
 /// Whether `entries` are what Kafka's log cleaner writes for these

@@ -84,15 +84,13 @@ fn is_last_of_producer(h: &BatchHeader, producers: &HashMap<i64, LastRecord>) ->
         })
 }
 
-/// Filters one batch into `out`, counting it in `res`.
-pub(super) fn filter_batch(
+/// Kafka's `checkBatchRetention`: what the batch may lose, whether its
+/// records all go, and whether it is a marker of a transaction left empty.
+fn batch_retention(
     batch: &Batch,
     ctx: &FilterContext,
-    map: &mut OffsetMap,
     txn: &mut TxnTracker,
-    out: &mut Vec<u8>,
-    res: &mut Filtered,
-) -> Result<()> {
+) -> Result<(Retention, bool, bool)> {
     let h = &batch.header;
     let can_discard = if h.is_control() {
         txn.on_control_batch_read(h, control_type(batch)?)
@@ -115,7 +113,20 @@ pub(super) fn filter_batch(
     } else {
         Retention::DeleteEmpty
     };
-    let marker_for_empty_txn = can_discard && h.is_control();
+    Ok((retention, discard_records, can_discard && h.is_control()))
+}
+
+/// Filters one batch into `out`, counting it in `res`.
+pub(super) fn filter_batch(
+    batch: &Batch,
+    ctx: &FilterContext,
+    map: &mut OffsetMap,
+    txn: &mut TxnTracker,
+    out: &mut Vec<u8>,
+    res: &mut Filtered,
+) -> Result<()> {
+    let h = &batch.header;
+    let (retention, discard_records, marker_for_empty_txn) = batch_retention(batch, ctx, txn)?;
     res.bytes_read += batch.size() as u64;
     if retention == Retention::Delete {
         return Ok(());
@@ -147,39 +158,56 @@ pub(super) fn filter_batch(
     })?;
     if !kept.is_empty() {
         let set_horizon = (tombstones || marker_for_empty_txn) && !h.has_delete_horizon();
-        if !dropped && !set_horizon {
-            out.extend_from_slice(batch.bytes());
-            let n = kept.len() as u64;
-            res.retained(
-                h.max_timestamp,
-                h.last_offset(),
-                h.last_offset(),
-                n,
-                batch.size() as u64,
-            );
-        } else {
-            let horizon = if set_horizon {
-                Some(ctx.now.saturating_add(ctx.delete_retention_ms))
-            } else if h.has_delete_horizon() {
-                Some(h.base_timestamp)
-            } else {
-                None
-            };
-            let start = out.len();
-            let built = rebuild_batch(h, &kept, horizon, out)?;
-            let size = (out.len() - start) as u64;
-            let n = kept.len() as u64;
-            res.retained(
-                built.max_timestamp,
-                h.last_offset(),
-                built.max_record_offset,
-                n,
-                size,
-            );
+        write_retained(batch, &kept, dropped, set_horizon, ctx, out, res)
+    } else {
+        if retention == Retention::RetainEmpty {
+            empty_header(h, out);
+            res.retained(h.max_timestamp, h.last_offset(), h.last_offset(), 0, 61);
         }
-    } else if retention == Retention::RetainEmpty {
-        empty_header(h, out);
-        res.retained(h.max_timestamp, h.last_offset(), h.last_offset(), 0, 61);
+        Ok(())
     }
+}
+
+/// `filterTo` for a batch that keeps records: the original bytes when
+/// nothing changed, else the batch rebuilt (a new horizon where needed).
+fn write_retained(
+    batch: &Batch,
+    kept: &[RecordView],
+    dropped: bool,
+    set_horizon: bool,
+    ctx: &FilterContext,
+    out: &mut Vec<u8>,
+    res: &mut Filtered,
+) -> Result<()> {
+    let h = &batch.header;
+    let n = kept.len() as u64;
+    if !dropped && !set_horizon {
+        out.extend_from_slice(batch.bytes());
+        res.retained(
+            h.max_timestamp,
+            h.last_offset(),
+            h.last_offset(),
+            n,
+            batch.size() as u64,
+        );
+        return Ok(());
+    }
+    let horizon = if set_horizon {
+        Some(ctx.now.saturating_add(ctx.delete_retention_ms))
+    } else if h.has_delete_horizon() {
+        Some(h.base_timestamp)
+    } else {
+        None
+    };
+    let start = out.len();
+    let built = rebuild_batch(h, kept, horizon, out)?;
+    let size = (out.len() - start) as u64;
+    res.retained(
+        built.max_timestamp,
+        h.last_offset(),
+        built.max_record_offset,
+        n,
+        size,
+    );
     Ok(())
 }
