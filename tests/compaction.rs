@@ -4,11 +4,10 @@
 //! model of compaction written apart from the code (`model.rs`), with every
 //! segment decoded by kafka-protocol, not by commitfs (`decode.rs`).
 
-#[path = "support/bounded.rs"]
-mod bounded;
 #[allow(dead_code)]
 #[path = "compaction/decode.rs"]
 mod decode;
+mod kafka_support;
 #[path = "compaction/model.rs"]
 mod model;
 #[path = "compaction/scenarios.rs"]
@@ -202,7 +201,7 @@ fn dump_shows_delete_horizons() {
         .map(|b| b.base_timestamp)
         .expect("a batch with a horizon");
     let seg = log.dir().join(format!("{:020}.log", 0));
-    let out = bounded::run(
+    let out = kafka_support::bounded::run(
         std::process::Command::new(env!("CARGO_BIN_EXE_commitfs"))
             .args(["dump", "--deep-iteration"])
             .arg(&seg),

@@ -17,19 +17,13 @@ use std::time::{Duration, Instant};
 
 use commitfs::record::NewRecord;
 use commitfs::storage::check::check_data_dir;
-use commitfs::storage::cleaner::CleanerConfig;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use kafka_support::BIN;
 
 const KEYS: usize = 1000;
 
 fn open(dir: &Path) -> LogManager {
-    let mut cleaner = CleanerConfig::default();
-    cleaner.set("log.cleaner.threads", "0").unwrap();
-    let opts = OpenOptions {
-        read_only: false,
-        cleaner,
-    };
+    let opts = OpenOptions::without_cleaner_threads();
     LogManager::open(dir, LogConfig::default(), opts).unwrap()
 }
 

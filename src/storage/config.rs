@@ -243,7 +243,7 @@ pub fn is_config_name(name: &str) -> bool {
     CONFIG_NAMES.contains(&name)
 }
 
-fn invalid(name: &str, value: &str, reason: impl fmt::Display) -> ConfigError {
+pub(crate) fn invalid(name: &str, value: &str, reason: impl fmt::Display) -> ConfigError {
     ConfigError::InvalidValue {
         name: name.to_string(),
         value: value.to_string(),
@@ -251,7 +251,7 @@ fn invalid(name: &str, value: &str, reason: impl fmt::Display) -> ConfigError {
     }
 }
 
-fn parse_long(name: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
+pub(crate) fn parse_long(name: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
     let v: i64 = value.trim().parse().map_err(|_| {
         invalid(
             name,
@@ -269,7 +269,7 @@ fn parse_long(name: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
     Ok(v)
 }
 
-fn parse_int(name: &str, value: &str, min: i64) -> Result<i32, ConfigError> {
+pub(crate) fn parse_int(name: &str, value: &str, min: i64) -> Result<i32, ConfigError> {
     let v: i32 = value.trim().parse().map_err(|_| {
         invalid(
             name,

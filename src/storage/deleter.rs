@@ -42,20 +42,14 @@ impl Deleter {
         if st.stopped {
             return;
         }
-        if st.thread.is_none() {
-            let shared = self.shared.clone();
-            match std::thread::Builder::new()
-                .name("delete-file".into())
-                .spawn(move || run(&shared))
-            {
-                Ok(h) => st.thread = Some(h),
-                Err(e) => {
-                    warn!(
-                        "Could not start the file deleter ({e}): the next load removes the .deleted files"
-                    );
-                    return;
-                }
-            }
+        let shared = self.shared.clone();
+        if let Err(e) =
+            super::flusher::start_once(&mut st.thread, "delete-file", move || run(&shared))
+        {
+            warn!(
+                "Could not start the file deleter ({e}): the next load removes the .deleted files"
+            );
+            return;
         }
         st.jobs.push((Instant::now() + delay, Box::new(job)));
         self.shared.work.notify_one();
@@ -70,11 +64,7 @@ impl Deleter {
             self.shared.work.notify_all();
             st.thread.take()
         };
-        if let Some(h) = thread
-            && h.thread().id() != std::thread::current().id()
-        {
-            let _ = h.join();
-        }
+        super::flusher::join_unless_current(thread);
     }
 }
 

@@ -68,6 +68,21 @@ pub struct LogManager {
     deleter: Deleter,
 }
 
+impl OpenOptions {
+    /// Read-write, the cleaner's settings Kafka's but no cleaner thread: a
+    /// pass runs only when asked for (`PartitionLog::clean_now`), for tools
+    /// and tests that must know when one runs.
+    pub fn without_cleaner_threads() -> OpenOptions {
+        OpenOptions {
+            read_only: false,
+            cleaner: CleanerConfig {
+                threads: 0,
+                ..CleanerConfig::default()
+            },
+        }
+    }
+}
+
 impl LogManager {
     /// Opens (creating if missing) a data directory: takes the lock, loads every
     /// partition, recovering them if the clean-shutdown marker is absent.

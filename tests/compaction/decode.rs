@@ -30,17 +30,7 @@ pub struct DecodedBatch {
 }
 
 /// The `.log` files of `dir`, in base offset order.
-pub fn segment_bases(dir: &Path) -> Vec<i64> {
-    let mut bases: Vec<i64> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(|e| {
-            let n = e.ok()?.file_name().into_string().ok()?;
-            n.strip_suffix(".log")?.parse().ok()
-        })
-        .collect();
-    bases.sort_unstable();
-    bases
-}
+pub use super::kafka_support::log_bases as segment_bases;
 
 /// Every batch of every segment of `dir`, decoded by kafka-protocol.
 pub fn decode_dir(dir: &Path) -> Vec<DecodedBatch> {

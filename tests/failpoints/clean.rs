@@ -20,7 +20,6 @@ use std::sync::Arc;
 
 use commitfs::record::NewRecord;
 use commitfs::storage::check::check_data_dir;
-use commitfs::storage::cleaner::CleanerConfig;
 use commitfs::storage::{LogManager, OpenOptions, PartitionLog};
 use fail::FailScenario;
 
@@ -76,13 +75,7 @@ pub fn cases() -> Vec<(&'static [(&'static str, &'static str)], Ends)> {
 }
 
 fn open(dir: &Path) -> LogManager {
-    let mut cleaner = CleanerConfig::default();
-    cleaner.set("log.cleaner.threads", "0").unwrap();
-    let opts = OpenOptions {
-        read_only: false,
-        cleaner,
-    };
-    LogManager::open(dir, config(), opts).unwrap()
+    LogManager::open(dir, config(), OpenOptions::without_cleaner_threads()).unwrap()
 }
 
 fn put(log: &PartitionLog, key: &str, value: &str) {

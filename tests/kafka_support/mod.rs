@@ -503,13 +503,8 @@ pub struct DecodedBatch {
     pub records: Vec<(i64, Option<Vec<u8>>)>,
 }
 
-/// Every batch of a partition directory's `.log` files, decoded by
-/// kafka-protocol's `RecordBatchDecoder` (another implementation than
-/// commitfs's: magic 2, CRC-32C, each record), not by commitfs's reader.
-/// Fails the test on a torn tail, a batch that does not decode, or offsets
-/// that are not contiguous from the first segment to the end.
-pub fn decode_partition(dir: &Path) -> Vec<DecodedBatch> {
-    use kafka_protocol::records::RecordBatchDecoder;
+/// The base offsets of a partition directory's `.log` files, in order.
+pub fn log_bases(dir: &Path) -> Vec<i64> {
     let mut bases: Vec<i64> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .filter_map(|e| {
@@ -518,6 +513,17 @@ pub fn decode_partition(dir: &Path) -> Vec<DecodedBatch> {
         })
         .collect();
     bases.sort_unstable();
+    bases
+}
+
+/// Every batch of a partition directory's `.log` files, decoded by
+/// kafka-protocol's `RecordBatchDecoder` (another implementation than
+/// commitfs's: magic 2, CRC-32C, each record), not by commitfs's reader.
+/// Fails the test on a torn tail, a batch that does not decode, or offsets
+/// that are not contiguous from the first segment to the end.
+pub fn decode_partition(dir: &Path) -> Vec<DecodedBatch> {
+    use kafka_protocol::records::RecordBatchDecoder;
+    let bases = log_bases(dir);
     let mut out = Vec::new();
     let mut next: Option<i64> = None;
     for base in bases {
@@ -596,14 +602,7 @@ pub fn half_close(c: &Conn) {
 /// [`decode_partition`] refuses); offsets must still grow.
 pub fn decode_partition_records(dir: &Path) -> Vec<(i64, Option<Vec<u8>>)> {
     use kafka_protocol::records::RecordBatchDecoder;
-    let mut bases: Vec<i64> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(|e| {
-            let n = e.ok()?.file_name().into_string().ok()?;
-            n.strip_suffix(".log")?.parse().ok()
-        })
-        .collect();
-    bases.sort_unstable();
+    let bases = log_bases(dir);
     let mut out: Vec<(i64, Option<Vec<u8>>)> = Vec::new();
     for base in bases {
         let path = dir.join(format!("{base:020}.log"));

@@ -80,8 +80,14 @@ pub struct LocalSystem {
 
 fn open(dir: &Path) -> (Arc<LogManager>, Tree) {
     let manager = Arc::new(
-        LogManager::open(dir, LogConfig::default(), no_cleaner())
-            .expect("the data directory opens"),
+        // No cleaner thread: a pass would change compacted partitions behind
+        // the model's back (the model has no passes; tests/compaction.rs has).
+        LogManager::open(
+            dir,
+            LogConfig::default(),
+            OpenOptions::without_cleaner_threads(),
+        )
+        .expect("the data directory opens"),
     );
     let tree = Tree::new(Arc::new(LocalBackend::new(manager.clone())));
     (manager, tree)
@@ -288,17 +294,4 @@ fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
         pos = hole;
     }
     Ok(())
-}
-
-/// No cleaner thread: a pass would change compacted partitions behind the
-/// model's back (the model has no passes; `tests/compaction.rs` has).
-fn no_cleaner() -> OpenOptions {
-    let mut cleaner = commitfs::storage::cleaner::CleanerConfig::default();
-    cleaner
-        .set("log.cleaner.threads", "0")
-        .expect("a valid setting");
-    OpenOptions {
-        read_only: false,
-        cleaner,
-    }
 }

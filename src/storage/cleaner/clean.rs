@@ -9,14 +9,13 @@
 //! segment at once (so its index is Kafka's). No lock is held while the
 //! segments are read and written; only the swap takes the writer lock.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use log::info;
 
 use super::CleanerConfig;
 use super::cleaned::{Chunk, CleanedSegment, remove_cleaned};
-use super::filter::{FilterContext, Filtered, LastRecord, filter_batch};
+use super::filter::{FilterContext, Filtered, filter_batch};
 use super::manager::{LogToClean, log_segments};
 use super::offset_map::OffsetMap;
 use super::stats::CleanerStats;
@@ -345,8 +344,15 @@ impl<'a> Cleaner<'a> {
             CleanedSegment::create(log.dir(), base, config.index_interval_bytes.max(0) as u64)?;
         // A failure (or a panic) while the cleaned segment is written
         // leaves the log as it was: its files go.
+        let producers = log.last_records_of_active_producers();
+        let ctx = FilterContext {
+            now,
+            delete_retention_ms: config.delete_retention_ms,
+            producers: &producers,
+            upper_bound: upper,
+        };
         let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.copy_group(log, group, &mut dest, now, upper, txn, stats)?;
+            self.copy_group(log, group, &mut dest, &ctx, txn, stats)?;
             dest.txns = std::mem::take(&mut txn.retained);
             let mtime = group
                 .last()
@@ -382,26 +388,17 @@ impl<'a> Cleaner<'a> {
     }
 
     /// Every source segment of the group through the filter into `dest`.
-    #[allow(clippy::too_many_arguments)]
     fn copy_group(
         &mut self,
         log: &PartitionLog,
         group: &[Arc<LogSegment>],
         dest: &mut CleanedSegment,
-        now: i64,
-        upper: i64,
+        ctx: &FilterContext,
         txn: &mut TxnTracker,
         stats: &mut CleanerStats,
     ) -> Result<()> {
         let config = log.config();
-        let producers: HashMap<i64, LastRecord> = log.last_records_of_active_producers();
         let segs = log.cleaner_segments();
-        let ctx = FilterContext {
-            now,
-            delete_retention_ms: config.delete_retention_ms,
-            producers: &producers,
-            upper_bound: upper,
-        };
         for (i, seg) in group.iter().enumerate() {
             let seg_upper = match group.get(i + 1) {
                 Some(next) => next.base_offset,
@@ -414,13 +411,14 @@ impl<'a> Cleaner<'a> {
                 seg_upper,
             )?);
             info!(
-                "Cleaner {}: Cleaning segment {} in log {} into {} with an upper bound deletion horizon {now} computed from the pass's start,retaining deletes whose horizon is later.",
+                "Cleaner {}: Cleaning segment {} in log {} into {} with an upper bound deletion horizon {} computed from the pass's start,retaining deletes whose horizon is later.",
                 self.id,
                 seg.base_offset,
                 log.name(),
-                dest.base
+                dest.base,
+                ctx.now
             );
-            self.clean_into(seg, dest, &ctx, config.max_message_bytes, txn, stats)?;
+            self.clean_into(seg, dest, ctx, config.max_message_bytes, txn, stats)?;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@
 //! are in `storage::config`; their broker synonyms (`log.cleanup.policy`,
 //! `log.cleaner.min.cleanable.ratio`, ...) set those topic defaults.
 
-use crate::storage::config::{ConfigError, java_double};
+use crate::storage::config::{ConfigError, invalid, java_double, parse_int, parse_long};
 
 /// Kafka's `KafkaConfig` check: each thread's share of the dedupe buffer
 /// must be over 1 MiB.
@@ -73,50 +73,6 @@ pub const TOPIC_SYNONYMS: &[(&str, &str)] = &[
     ("log.cleaner.delete.retention.ms", "delete.retention.ms"),
 ];
 
-fn invalid(name: &str, value: &str, reason: &str) -> ConfigError {
-    ConfigError::InvalidValue {
-        name: name.to_string(),
-        value: value.to_string(),
-        reason: reason.to_string(),
-    }
-}
-
-fn long(name: &str, value: &str, min: Option<i64>) -> Result<i64, ConfigError> {
-    let v: i64 = value.trim().parse().map_err(|_| {
-        invalid(
-            name,
-            value,
-            "Expected value to be a 64-bit integer (long), but it was a java.lang.String",
-        )
-    })?;
-    match min {
-        Some(min) if v < min => Err(invalid(
-            name,
-            value,
-            &format!("Value must be at least {min}"),
-        )),
-        _ => Ok(v),
-    }
-}
-
-fn int(name: &str, value: &str, min: i64) -> Result<i32, ConfigError> {
-    let v: i32 = value.trim().parse().map_err(|_| {
-        invalid(
-            name,
-            value,
-            "Expected value to be a 32-bit integer, but it was a java.lang.String",
-        )
-    })?;
-    if (v as i64) < min {
-        return Err(invalid(
-            name,
-            value,
-            &format!("Value must be at least {min}"),
-        ));
-    }
-    Ok(v)
-}
-
 fn double(name: &str, value: &str) -> Result<f64, ConfigError> {
     value.trim().parse().map_err(|_| {
         invalid(
@@ -145,16 +101,18 @@ impl CleanerConfig {
                     }
                 }
             }
-            "log.cleaner.threads" => self.threads = int(name, value, 0)?,
-            "log.cleaner.dedupe.buffer.size" => self.dedupe_buffer_size = long(name, value, None)?,
+            "log.cleaner.threads" => self.threads = parse_int(name, value, 0)?,
+            "log.cleaner.dedupe.buffer.size" => {
+                self.dedupe_buffer_size = parse_long(name, value, i64::MIN)?
+            }
             "log.cleaner.io.buffer.load.factor" => {
                 self.dedupe_buffer_load_factor = double(name, value)?
             }
-            "log.cleaner.io.buffer.size" => self.io_buffer_size = int(name, value, 0)?,
+            "log.cleaner.io.buffer.size" => self.io_buffer_size = parse_int(name, value, 0)?,
             "log.cleaner.io.max.bytes.per.second" => {
                 self.io_max_bytes_per_second = double(name, value)?
             }
-            "log.cleaner.backoff.ms" => self.backoff_ms = long(name, value, Some(0))?,
+            "log.cleaner.backoff.ms" => self.backoff_ms = parse_long(name, value, 0)?,
             _ => return Ok(false),
         }
         Ok(true)

@@ -11,12 +11,7 @@ use crate::record::NewRecord;
 use crate::storage::{LogConfig, LogManager, OpenOptions};
 
 fn manager(dir: &std::path::Path) -> LogManager {
-    let mut cleaner = CleanerConfig::default();
-    cleaner.set("log.cleaner.threads", "0").unwrap();
-    let opts = OpenOptions {
-        read_only: false,
-        cleaner,
-    };
+    let opts = OpenOptions::without_cleaner_threads();
     LogManager::open(dir, LogConfig::default(), opts).unwrap()
 }
 
