@@ -198,11 +198,19 @@ impl CleanerCore {
 
     /// Kafka's `cleanFilthiestLog`: cleans one log if one needs it, then
     /// applies retention to every compacted log not busy. Whether a log was cleaned.
-    fn clean_filthiest(&self, id: usize, map: &mut OffsetMap, logs: &[Arc<PartitionLog>]) -> bool {
+    fn clean_filthiest(
+        &self,
+        id: usize,
+        map: &mut Option<OffsetMap>,
+        logs: &[Arc<PartitionLog>],
+    ) -> bool {
         let now = now_ms();
         let cleaned = match self.grab_filthiest(logs, now) {
             None => false,
             Some(ltc) => {
+                // Made at the first pass: a daemon with no compacted log
+                // never maps the dedupe buffer.
+                let map = map.get_or_insert_with(|| OffsetMap::new(self.config.map_memory()));
                 if let Err(e) = self.run_pass(id, map, &ltc) {
                     self.pass_failed(&ltc.log, &e);
                 }
@@ -344,9 +352,8 @@ fn run_thread(core: &CleanerCore, id: usize, logs: &LogPool) {
     let mut map: Option<OffsetMap> = None;
     while !core.stopping.load(Ordering::Acquire) {
         let pool = logs();
-        let map = map.get_or_insert_with(|| OffsetMap::new(core.config.map_memory()));
         let cleaned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            core.clean_filthiest(id, map, &pool)
+            core.clean_filthiest(id, &mut map, &pool)
         }))
         .unwrap_or_else(|_| {
             error!("Log cleaner thread {id}: a pass panicked");
