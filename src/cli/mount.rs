@@ -178,7 +178,7 @@ fn parse_options(raw: &[String]) -> Result<Options, String> {
             return Err(format!("unknown mount option {tok:?}"));
         }
     }
-    daemon.kafka.check()?;
+    daemon.check()?;
     Ok(Options {
         daemon,
         acl: f.acl,

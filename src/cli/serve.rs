@@ -43,7 +43,7 @@ fn parse_options(args: &ServeArgs) -> Result<DaemonOptions, String> {
     if let Some(l) = &args.listeners {
         o.kafka.set("listeners", l)?;
     }
-    o.kafka.check()?;
+    o.check()?;
     if o.kafka.listener.is_none() {
         return Err(
             "nothing to serve: give --listeners PLAINTEXT://HOST:PORT (the listener is off by default)"
