@@ -10,6 +10,7 @@ mod kafka_writer;
 mod basic;
 mod cluster;
 mod cluster_e2e;
+mod compaction;
 mod consumer;
 mod control;
 mod crash;

@@ -36,6 +36,9 @@ pub enum ErrorKind {
     /// Record bytes a client sent that do not validate, or an empty append
     /// (`CorruptRecordException`).
     InvalidRecord,
+    /// A record without a key for a compacted topic (Kafka's
+    /// `InvalidRecordException` from its validator).
+    KeyRequired,
     /// Any other bad argument (a value the tree cannot parse).
     Invalid,
     /// A record larger than `max.message.bytes` (`RecordTooLargeException`).
@@ -112,6 +115,7 @@ impl ErrorKind {
         ErrorKind::InvalidPartitions,
         ErrorKind::InvalidConfig,
         ErrorKind::InvalidRecord,
+        ErrorKind::KeyRequired,
         ErrorKind::Invalid,
         ErrorKind::RecordTooLarge,
         ErrorKind::BatchTooLarge,
@@ -162,29 +166,30 @@ mod tests {
                 ErrorKind::InvalidPartitions => 5,
                 ErrorKind::InvalidConfig => 6,
                 ErrorKind::InvalidRecord => 7,
-                ErrorKind::Invalid => 8,
-                ErrorKind::RecordTooLarge => 9,
-                ErrorKind::BatchTooLarge => 10,
-                ErrorKind::OutOfOrderSequence => 11,
-                ErrorKind::InvalidProducerEpoch => 12,
-                ErrorKind::TransactionsNotServed => 13,
-                ErrorKind::ReadOnly => 14,
-                ErrorKind::NotPermitted => 15,
-                ErrorKind::PermissionDenied => 16,
-                ErrorKind::Unsupported => 17,
-                ErrorKind::Busy => 18,
-                ErrorKind::LimitReached => 19,
-                ErrorKind::NoSpace => 20,
-                ErrorKind::QuotaExceeded => 21,
-                ErrorKind::FileTooLarge => 22,
-                ErrorKind::TooManyOpenFiles => 23,
-                ErrorKind::Io => 24,
-                ErrorKind::Corrupt => 25,
-                ErrorKind::Offline => 26,
-                ErrorKind::TimedOut => 27,
+                ErrorKind::KeyRequired => 8,
+                ErrorKind::Invalid => 9,
+                ErrorKind::RecordTooLarge => 10,
+                ErrorKind::BatchTooLarge => 11,
+                ErrorKind::OutOfOrderSequence => 12,
+                ErrorKind::InvalidProducerEpoch => 13,
+                ErrorKind::TransactionsNotServed => 14,
+                ErrorKind::ReadOnly => 15,
+                ErrorKind::NotPermitted => 16,
+                ErrorKind::PermissionDenied => 17,
+                ErrorKind::Unsupported => 18,
+                ErrorKind::Busy => 19,
+                ErrorKind::LimitReached => 20,
+                ErrorKind::NoSpace => 21,
+                ErrorKind::QuotaExceeded => 22,
+                ErrorKind::FileTooLarge => 23,
+                ErrorKind::TooManyOpenFiles => 24,
+                ErrorKind::Io => 25,
+                ErrorKind::Corrupt => 26,
+                ErrorKind::Offline => 27,
+                ErrorKind::TimedOut => 28,
             }
         }
         let seen: Vec<usize> = ErrorKind::ALL.iter().map(|k| index(*k)).collect();
-        assert_eq!(seen, (0..=27).collect::<Vec<_>>());
+        assert_eq!(seen, (0..=28).collect::<Vec<_>>());
     }
 }

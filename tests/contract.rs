@@ -97,7 +97,14 @@ fn local() -> Subject {
         .tempdir()
         .expect("a temp dir");
     let open = |path: &std::path::Path, read_only| {
-        let m = LogManager::open(path, LogConfig::default(), OpenOptions { read_only });
+        let m = LogManager::open(
+            path,
+            LogConfig::default(),
+            OpenOptions {
+                read_only,
+                ..Default::default()
+            },
+        );
         Arc::new(LocalBackend::new(Arc::new(
             m.expect("the data directory opens"),
         )))

@@ -16,7 +16,15 @@ use commitfs::storage::{LogConfig, LogManager, OpenOptions, PartitionLog, Storag
 use kafka_writer::{BASE_TS, KafkaWriter, seg_name, stream, value, write_meta};
 
 fn open_ro(dir: &Path) -> LogManager {
-    LogManager::open(dir, LogConfig::default(), OpenOptions { read_only: true }).unwrap()
+    LogManager::open(
+        dir,
+        LogConfig::default(),
+        OpenOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
 }
 
 /// Looks at partition `name` until `ok` holds of it: a change made within

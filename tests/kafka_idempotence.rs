@@ -90,8 +90,15 @@ fn init(c: &mut Conn, transactional: Option<&str>) -> InitProducerIdResponse {
 
 /// Every stored record value of `t-0`, in order.
 fn stored_values(data: &Path) -> Vec<String> {
-    let mgr =
-        LogManager::open(data, LogConfig::default(), OpenOptions { read_only: true }).unwrap();
+    let mgr = LogManager::open(
+        data,
+        LogConfig::default(),
+        OpenOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let log = mgr.partition("t-0").unwrap();
     (0..log.log_end_offset())
         .map(|o| String::from_utf8(log.read(o).unwrap().value.unwrap()).unwrap())

@@ -828,7 +828,9 @@ fn stray_files_are_cleaned_up_as_kafka_does() {
     // A `.swap` that completes a segment; its stale indexes must go.
     fs::rename(&log680, dir.join(format!("{:020}.log.swap", 680))).unwrap();
     fs::write(dir.join(format!("{:020}.log.deleted", 5)), b"x").unwrap();
-    fs::write(dir.join(format!("{:020}.index.cleaned", 5)), b"x").unwrap();
+    // A `.cleaned` above the `.swap`: the swap is a cleaner's, completed
+    // (below it, the swap would be an unfinished split's, dropped).
+    fs::write(dir.join(format!("{:020}.index.cleaned", 1000)), b"x").unwrap();
     // Index files whose `.log` is gone.
     fs::write(dir.join(format!("{:020}.index", 9_999)), [0u8; 8]).unwrap();
     fs::write(dir.join(format!("{:020}.timeindex", 9_999)), [0u8; 12]).unwrap();

@@ -28,8 +28,17 @@ fn fixture(read_only: bool) -> Fixture {
         mgr.create_partition("t-0").unwrap();
         mgr.close().unwrap();
     }
-    let manager =
-        Arc::new(LogManager::open(tmp.path(), config, OpenOptions { read_only }).unwrap());
+    let manager = Arc::new(
+        LogManager::open(
+            tmp.path(),
+            config,
+            OpenOptions {
+                read_only,
+                ..Default::default()
+            },
+        )
+        .unwrap(),
+    );
     let tree = Tree::new(Arc::new(LocalBackend::new(manager.clone())));
     Fixture {
         _tmp: tmp,

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::{
-    AppendError, Appended, Backend, BackendError, BackendResult, ErrorKind, FileInfo, LineFormat,
-    LogControl, Offsets, Partition, RawFiles, RecordEntry, RootFiles, StatFs, Status,
+    AppendError, Appended, Backend, BackendError, BackendResult, Compaction, ErrorKind, FileInfo,
+    LineFormat, LogControl, Offsets, Partition, RawFiles, RecordEntry, RootFiles, StatFs, Status,
 };
 use crate::record::NewRecord;
 use crate::storage::names::parse_segment_file_name;
@@ -32,6 +32,39 @@ fn transient_or_dot(name: &str) -> bool {
         || [".tmp", ".deleted", ".cleaned", ".swap"]
             .iter()
             .any(|suffix| name.ends_with(suffix))
+}
+
+/// What `status` shows of the log cleaner for a compacted partition: the
+/// checkpoint of its first dirty offset, its dirty ratio, and the last pass
+/// (when it ended, its dirty section, what it read and wrote).
+fn cleaner_fields(c: &crate::storage::CleanerStatus) -> Vec<(&'static str, String)> {
+    let mut out = vec![
+        (
+            "cleaner_checkpoint",
+            c.checkpoint.map_or("none".to_string(), |o| o.to_string()),
+        ),
+        ("dirty_ratio", format!("{:.3}", c.dirty_ratio)),
+    ];
+    if let Some(p) = &c.last_pass {
+        out.push(("last_clean_ms", p.ended_ms.to_string()));
+        out.push((
+            "last_clean",
+            format!(
+                "[{}, {}) {} -> {} messages, {} -> {} bytes in {:.3} s",
+                p.first_dirty_offset,
+                p.end_offset,
+                p.messages_read,
+                p.messages_written,
+                p.bytes_read,
+                p.bytes_written,
+                p.elapsed_secs
+            ),
+        ));
+    }
+    if c.uncleanable {
+        out.push(("uncleanable", "true".to_string()));
+    }
+    out
 }
 
 /// A partition directory's files, but commitfs's own bookkeeping.
@@ -230,19 +263,23 @@ impl Partition for LocalPartition {
         if let Some(cause) = s.offline {
             return Ok(Status::Offline { cause });
         }
+        let mut detail = vec![
+            ("recovery_point", s.recovery_point.to_string()),
+            ("segments", s.segments.to_string()),
+            ("size_bytes", s.size_bytes.to_string()),
+            ("active_segment", s.active_segment.to_string()),
+            ("lookup_bytes_read", s.lookup_bytes_read.to_string()),
+            ("fsyncs", s.fsyncs.to_string()),
+        ];
+        if self.log.config().cleanup_policy.compact() {
+            detail.extend(cleaner_fields(&self.log.cleaner_status()?));
+        }
         Ok(Status::Serving {
             log_start_offset: s.log_start_offset,
             log_end_offset: s.log_end_offset,
             // A single replica's high watermark is its log end offset.
             high_watermark: s.log_end_offset,
-            detail: vec![
-                ("recovery_point", s.recovery_point.to_string()),
-                ("segments", s.segments.to_string()),
-                ("size_bytes", s.size_bytes.to_string()),
-                ("active_segment", s.active_segment.to_string()),
-                ("lookup_bytes_read", s.lookup_bytes_read.to_string()),
-                ("fsyncs", s.fsyncs.to_string()),
-            ],
+            detail,
         })
     }
 
@@ -277,6 +314,12 @@ impl Partition for LocalPartition {
     }
 
     fn check_record_size(&self, record: &NewRecord) -> BackendResult<()> {
+        // A held line without a key stays keyless only without `parse.key`
+        // (with it, its separator may still come): then a compacted
+        // partition would refuse it at its newline, so it is refused now.
+        if record.key.is_none() && !self.line_format().parse_key {
+            self.log.check_keys(std::slice::from_ref(record))?;
+        }
         Ok(self.log.check_record_size(record)?)
     }
 
@@ -290,6 +333,17 @@ impl Partition for LocalPartition {
 
     fn log_control(&self) -> Option<&dyn LogControl> {
         Some(self)
+    }
+
+    fn compaction(&self) -> Option<&dyn Compaction> {
+        Some(self)
+    }
+}
+
+impl Compaction for LocalPartition {
+    fn compact(&self) -> BackendResult<()> {
+        self.log.clean_now()?;
+        Ok(())
     }
 }
 

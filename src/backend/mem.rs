@@ -576,6 +576,7 @@ impl Partition for MemPartition {
             return Err(BackendError::new(ErrorKind::InvalidRecord, "nothing to append").into());
         }
         let mut log = self.log.write();
+        StorageError::check_keys(&log.config, &self.name, records).map_err(BackendError::from)?;
         log.check_sizes(records)?;
         log.check_live(&self.name)?;
         let now = SystemTime::now();
@@ -697,11 +698,12 @@ impl Partition for MemPartition {
     /// `max.message.bytes` and `segment.bytes`.
     fn check_record_size(&self, record: &NewRecord) -> BackendResult<()> {
         self.check(Call::CheckRecordSize)?;
+        let log = self.log.read();
+        if record.key.is_none() && !log.line_format.parse_key {
+            StorageError::check_keys(&log.config, &self.name, std::slice::from_ref(record))?;
+        }
         let size = batch_size(std::slice::from_ref(record));
-        Ok(StorageError::check_batch_size(
-            &self.log.read().config,
-            size,
-        )?)
+        Ok(StorageError::check_batch_size(&log.config, size)?)
     }
 
     fn delete_records(&self, offset: i64) -> BackendResult<i64> {

@@ -120,6 +120,11 @@ pub trait Partition: Send + Sync {
         None
     }
     /// Rolling and flushing by request, where the log is the backend's to roll.
+    /// A pass of the log cleaner asked for (`compact`), where the backend
+    /// cleans its partitions itself.
+    fn compaction(&self) -> Option<&dyn Compaction> {
+        None
+    }
     fn log_control(&self) -> Option<&dyn LogControl> {
         None
     }
@@ -136,6 +141,13 @@ pub trait RawFiles: Send + Sync {
 }
 
 /// `roll` and `flush`.
+/// The log cleaner of a backend that keeps compacted partitions itself.
+pub trait Compaction: Send + Sync {
+    /// Cleans what is cleanable of a compacted partition now, whatever its
+    /// dirty ratio; a partition that is not compacted is refused (`Invalid`).
+    fn compact(&self) -> BackendResult<()>;
+}
+
 pub trait LogControl: Send + Sync {
     /// Seals the active segment and starts a new one.
     fn roll(&self) -> BackendResult<()>;

@@ -96,6 +96,13 @@ const CONFIG_VALUES: &[(&str, &[&str])] = &[
     ("parse.key", &["true", "false"]),
     ("message.timestamp.type", &["CreateTime", "LogAppendTime"]),
     ("auto.create.topics.enable", &["true", "false"]),
+    // `-o` splits at commas: a list's items are given with `;`.
+    ("cleanup.policy", &["delete", "compact", "compact;delete"]),
+    (
+        "log.cleanup.policy",
+        &["delete", "compact", "compact;delete"],
+    ),
+    ("log.cleaner.enable", &["true", "false"]),
 ];
 
 /// `KEY=` for every topic config: what `check -o` takes.
@@ -109,6 +116,11 @@ fn mount_keys() -> Vec<String> {
     let line_format = commitfs::backend::line_format::NAMES.iter();
     keys.extend(line_format.map(|n| format!("{n}=")));
     keys.extend(MOUNT_OPTIONS.iter().map(|s| s.to_string()));
+    // The log cleaner's settings, and the broker names of the topic configs it reads.
+    let cleaner = commitfs::storage::cleaner::CLEANER_CONFIG_NAMES.iter();
+    keys.extend(cleaner.map(|n| format!("{n}=")));
+    let synonyms = commitfs::storage::cleaner::TOPIC_SYNONYMS.iter();
+    keys.extend(synonyms.map(|(n, _)| format!("{n}=")));
     keys
 }
 
@@ -361,6 +373,13 @@ mod tests {
                     "parse.key=" => format!("{k}true"),
                     "key.separator=" => format!("{k}:"),
                     "message.timestamp.type=" => format!("{k}LogAppendTime"),
+                    "cleanup.policy=" | "log.cleanup.policy=" => format!("{k}compact"),
+                    "min.cleanable.dirty.ratio=" | "log.cleaner.min.cleanable.ratio=" => {
+                        format!("{k}0.5")
+                    }
+                    "log.cleaner.enable=" => format!("{k}false"),
+                    "log.cleaner.dedupe.buffer.size=" => format!("{k}134217728"),
+                    "log.cleaner.threads=" => format!("{k}2"),
                     "auto.create.topics.enable=" => format!("{k}true"),
                     "listeners=" => format!("{k}PLAINTEXT://127.0.0.1:9092"),
                     "advertised.listeners=" => {

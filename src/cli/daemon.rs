@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use commitfs::backend::local::DAEMON_LOG_FILE;
-use commitfs::storage::{LogConfig, LogManager, OpenOptions, StorageError};
+use commitfs::storage::{LogManager, OpenOptions, StorageError};
 use log::{error, info, warn};
 
 const FLUSH_CHECK: Duration = Duration::from_millis(500);
@@ -209,17 +209,20 @@ pub fn raise_nofile_limit() {
 /// still finishing its shutdown is waited for; a live one is refused.
 pub fn open_storage(
     data: &Path,
-    defaults: &LogConfig,
-    read_only: bool,
+    d: &super::options::DaemonOptions,
     command: &str,
     ready: &Ready,
 ) -> Result<Arc<LogManager>, String> {
+    let (defaults, read_only) = (&d.defaults, d.read_only);
     if !read_only {
         super::lock::wait_for_release(data, command).map_err(|e| {
             format!("the data directory is locked: {e}; refusing a second {command}")
         })?;
     }
-    let opts = OpenOptions { read_only };
+    let opts = OpenOptions {
+        read_only,
+        cleaner: d.cleaner.clone(),
+    };
     let progress = |line: &str| ready.progress(line);
     let manager = LogManager::open_with_progress(data, defaults.clone(), opts, &progress).map_err(
         |e| match e {

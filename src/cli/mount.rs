@@ -188,7 +188,7 @@ fn parse_options(raw: &[String]) -> Result<Options, String> {
             return Err(format!("unknown mount option {tok:?}"));
         }
     }
-    daemon.kafka.check()?;
+    daemon.check()?;
     Ok(Options {
         daemon,
         acl: f.acl,
@@ -309,7 +309,7 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     } = opts;
     let (data, mnt) = prepare_dirs(args, d.read_only)?;
     daemon::raise_nofile_limit();
-    let manager = daemon::open_storage(&data, &d.defaults, d.read_only, "mount", ready)?;
+    let manager = daemon::open_storage(&data, &d, "mount", ready)?;
     daemon::limit_partitions(&manager, d.max_partitions);
     let close = |e: String| {
         if let Err(ce) = manager.close() {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use commitfs::backend::LineFormat;
 use commitfs::kafka::ListenerConfig;
 use commitfs::kafka::config::BROKER_CONFIG_NAMES;
+use commitfs::storage::cleaner::{CLEANER_CONFIG_NAMES, CleanerConfig, TOPIC_SYNONYMS};
 use commitfs::storage::{CONFIG_NAMES, LogConfig};
 
 use super::logging::LogSettings;
@@ -36,6 +37,8 @@ pub struct DaemonOptions {
     /// `max.broker.partitions`: the partitions the data directory may hold;
     /// `None`: as many as the daemon's descriptors allow.
     pub max_partitions: Option<usize>,
+    /// The log cleaner's settings (`log.cleaner.*`).
+    pub cleaner: CleanerConfig,
 }
 
 impl Default for DaemonOptions {
@@ -48,11 +51,21 @@ impl Default for DaemonOptions {
             kafka: ListenerConfig::default(),
             log: LogSettings::default(),
             max_partitions: None,
+            cleaner: CleanerConfig::default(),
         }
     }
 }
 
 impl DaemonOptions {
+    /// What no single option shows, once all are taken (Kafka validates the
+    /// whole config): the listener's, the log cleaner's (its dedupe buffer
+    /// per thread), the topic defaults' (the compaction lags).
+    pub fn check(&self) -> Result<(), String> {
+        self.kafka.check()?;
+        self.cleaner.validate().map_err(|e| e.to_string())?;
+        self.defaults.validate().map_err(|e| e.to_string())
+    }
+
     /// Takes `tok` if it is a daemon option: `Ok(false)` if it is not one,
     /// an error for a bad value (in Kafka's words).
     pub fn take(&mut self, tok: &str) -> Result<bool, String> {
@@ -70,8 +83,24 @@ impl DaemonOptions {
             }
             Some(("max.broker.partitions", v)) => self.max_partitions = Some(max_partitions(v)?),
             Some((k, v)) if LineFormat::is_setting(k) => self.line_format.set(k, v)?,
+            // `-o` splits at commas, so a list's items are given with `;`
+            // there (`cleanup.policy=compact;delete`).
+            Some((k @ "cleanup.policy", v)) => self
+                .defaults
+                .set(k, &v.replace(';', ","))
+                .map_err(|e| e.to_string())?,
             Some((k, v)) if CONFIG_NAMES.contains(&k) => {
                 self.defaults.set(k, v).map_err(|e| e.to_string())?
+            }
+            Some((k, v)) if CLEANER_CONFIG_NAMES.contains(&k) => {
+                self.cleaner.set(k, v).map_err(|e| e.to_string())?;
+            }
+            // A broker name of a topic config sets the topic default, as
+            // Kafka's synonyms do (`log.cleanup.policy` for `cleanup.policy`).
+            Some((k, v)) if let Some((_, topic)) = TOPIC_SYNONYMS.iter().find(|(b, _)| *b == k) => {
+                self.defaults
+                    .set(topic, &v.replace(';', ","))
+                    .map_err(|e| e.to_string())?
             }
             Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) => {
                 self.kafka.set(k, v)?;
@@ -128,6 +157,23 @@ mod tests {
             "Invalid value 0 for configuration max.broker.partitions: Value must be at least 1"
         );
         assert!(o.take("max.broker.partitions=2147483648").is_err());
+        // The log cleaner's settings, the broker synonyms of the topic
+        // configs it reads, and a list's items given with `;`.
+        assert!(o.take("log.cleaner.backoff.ms=100").unwrap());
+        assert_eq!(o.cleaner.backoff_ms, 100);
+        assert!(o.take("log.cleanup.policy=compact;delete").unwrap());
+        assert_eq!(o.defaults.cleanup_policy.text(), "compact,delete");
+        assert!(o.take("log.cleaner.min.cleanable.ratio=0.1").unwrap());
+        assert_eq!(o.defaults.get("min.cleanable.dirty.ratio").unwrap(), "0.1");
+        o.check().unwrap();
+        assert!(
+            o.take("log.cleaner.threads=200").unwrap(),
+            "judged with the rest"
+        );
+        assert_eq!(
+            o.check().unwrap_err(),
+            "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread."
+        );
         assert!(!o.take("allow_other").unwrap());
     }
 }

@@ -50,7 +50,7 @@ fn parse_options(args: &ServeArgs) -> Result<DaemonOptions, String> {
     if let Some(l) = &args.listeners {
         o.kafka.set("listeners", l)?;
     }
-    o.kafka.check()?;
+    o.check()?;
     if o.kafka.listener.is_none() {
         return Err(
             "nothing to serve: give --listeners PLAINTEXT://HOST:PORT (the listener is off by default)"
@@ -89,13 +89,7 @@ fn serve(args: &ServeArgs, opts: DaemonOptions) -> Result<(), String> {
         .canonicalize()
         .map_err(|e| format!("{}: {e}", args.data_dir.display()))?;
     daemon::raise_nofile_limit();
-    let manager = daemon::open_storage(
-        &data,
-        &opts.defaults,
-        opts.read_only,
-        "serve",
-        &Ready::from_fd(None),
-    )?;
+    let manager = daemon::open_storage(&data, &opts, "serve", &Ready::from_fd(None))?;
     daemon::limit_partitions(&manager, opts.max_partitions);
     let started = KafkaServer::start(manager.clone(), opts.kafka.clone())
         .and_then(|s| s.ok_or_else(|| "no listener is configured".to_string()));

@@ -1,4 +1,5 @@
-//! Control and config files: `roll`, `flush`, `delete-records`, `config/<name>`.
+//! Control and config files: `roll`, `flush`, `compact`, `delete-records`,
+//! `config/<name>`.
 
 use log::info;
 
@@ -14,6 +15,17 @@ pub fn roll(part: &dyn Partition) -> FsResult<()> {
 /// A write to `flush`: the command runs whatever was written.
 pub fn flush(part: &dyn Partition) -> FsResult<()> {
     command(part, Control::Flush, |log| log.flush())
+}
+
+/// A write to `compact`: a pass of the log cleaner over the partition now.
+pub fn compact(part: &dyn Partition) -> FsResult<()> {
+    let what = || format!("compact of {}", part.name());
+    let cleaner = part.compaction().ok_or(FsError::quiet(libc::ENOENT))?;
+    cleaner
+        .compact()
+        .map_err(|e| FsError::backend(what(), &e))?;
+    info!("{} done on request", what());
+    Ok(())
 }
 
 fn command(

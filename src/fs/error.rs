@@ -93,6 +93,7 @@ pub fn errno_of(kind: ErrorKind) -> i32 {
         | ErrorKind::InvalidPartitions
         | ErrorKind::InvalidConfig
         | ErrorKind::InvalidRecord
+        | ErrorKind::KeyRequired
         | ErrorKind::Invalid
         | ErrorKind::OutOfOrderSequence
         | ErrorKind::InvalidProducerEpoch => libc::EINVAL,

@@ -69,6 +69,10 @@ fn check_held(
     line: &[u8],
     path: &str,
 ) -> FsResult<()> {
+    // Nothing held is nothing to append, at the newline or at the close.
+    if line.is_empty() {
+        return Ok(());
+    }
     let record = Lines::new(format).record_or_value(line);
     partition.check_record_size(&record).map_err(|e| {
         FsError::backend(

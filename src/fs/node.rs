@@ -30,6 +30,8 @@ pub enum Control {
     Roll,
     Flush,
     DeleteRecords,
+    /// A pass of the log cleaner.
+    Compact,
 }
 
 impl Control {
@@ -38,6 +40,7 @@ impl Control {
             Control::Roll => "roll",
             Control::Flush => "flush",
             Control::DeleteRecords => "delete-records",
+            Control::Compact => "compact",
         }
     }
 }
@@ -50,6 +53,7 @@ pub const CONFIG: &str = "config";
 pub const STATUS: &str = "status";
 pub const TIME: &str = "time";
 pub const DELETE_RECORDS: &str = "delete-records";
+pub const COMPACT: &str = "compact";
 
 /// The generated entries of a partition directory, listed after its raw files.
 pub const SPECIAL_NAMES: &[&str] = &[
@@ -59,6 +63,7 @@ pub const SPECIAL_NAMES: &[&str] = &[
     ROLL,
     FLUSH,
     DELETE_RECORDS,
+    COMPACT,
     CONFIG,
     STATUS,
 ];
@@ -103,6 +108,7 @@ impl NodeKey {
             DELETE_RECORDS => NodeKey::Control(p, Control::DeleteRecords),
             ROLL => NodeKey::Control(p, Control::Roll),
             FLUSH => NodeKey::Control(p, Control::Flush),
+            COMPACT => NodeKey::Control(p, Control::Compact),
             CONFIG => NodeKey::ConfigDir(p),
             STATUS => NodeKey::Status(p),
             _ => return None,

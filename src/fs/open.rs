@@ -273,6 +273,7 @@ impl Tree {
                     Control::DeleteRecords => control::delete_records(part, data, &path)?,
                     Control::Roll => control::roll(part)?,
                     Control::Flush => control::flush(part)?,
+                    Control::Compact => control::compact(part)?,
                 }
             }
             Handle::Config {

@@ -170,6 +170,7 @@ impl Tree {
             NodeKey::Control(_, Control::Roll | Control::Flush) if part.log_control().is_none() => {
                 None
             }
+            NodeKey::Control(_, Control::Compact) if part.compaction().is_none() => None,
             key => Some(key),
         }
     }

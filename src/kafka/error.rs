@@ -92,6 +92,7 @@ fn stored(kind: ErrorKind) -> ResponseError {
         ErrorKind::BatchTooLarge => ResponseError::RecordListTooLarge,
         ErrorKind::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         ErrorKind::InvalidRecord => ResponseError::CorruptMessage,
+        ErrorKind::KeyRequired => ResponseError::InvalidRecord,
         ErrorKind::Invalid => ResponseError::InvalidRequest,
         // Kafka's own codes; INVALID_PRODUCER_EPOCH (known since 0.11) at
         // every Produce version, as Kafka 2.7+ answers an old epoch.

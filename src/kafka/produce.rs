@@ -7,7 +7,7 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::messages::ResponseKind;
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{
-    PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use log::warn;
@@ -31,6 +31,32 @@ fn refused(
         Some(m) if version >= 8 => r.with_error_message(Some(StrBytes::from_string(m))),
         _ => r,
     }
+}
+
+/// Kafka's `RecordErrors` (v8+): each record a validator refused, by its
+/// index in its batch (the keyless records of a compacted topic).
+fn with_record_errors(
+    r: PartitionProduceResponse,
+    e: &crate::storage::StorageError,
+    version: i16,
+) -> PartitionProduceResponse {
+    let crate::storage::StorageError::KeylessRecords { partition, indexes } = e else {
+        return r;
+    };
+    if version < 8 {
+        return r;
+    }
+    let message = crate::storage::error::keyless_record_message(partition);
+    r.with_record_errors(
+        indexes
+            .iter()
+            .map(|i| {
+                BatchIndexAndErrorMessage::default()
+                    .with_batch_index(*i)
+                    .with_batch_index_error_message(Some(StrBytes::from_string(message.clone())))
+            })
+            .collect(),
+    )
 }
 
 pub fn handle(b: &Broker, version: i16, req: ProduceRequest) -> Outcome {
@@ -112,7 +138,8 @@ fn produce_one(
             .with_log_start_offset(info.log_start_offset),
         Err(e) => {
             let code = code_for(Family::Produce, &what, &e);
-            refused(index, code, Some(message_for(&e)), version)
+            let r = refused(index, code, Some(message_for(&e)), version);
+            with_record_errors(r, &e, version)
         }
     }
 }

@@ -47,6 +47,8 @@ const BOOLEAN: i8 = 1;
 const STRING: i8 = 2;
 const INT: i8 = 3;
 const LONG: i8 = 5;
+const DOUBLE: i8 = 6;
+const LIST: i8 = 7;
 
 type Refused = (ResponseError, String);
 
@@ -56,6 +58,8 @@ fn config_type(name: &str) -> i8 {
             INT
         }
         "compression.type" | "message.timestamp.type" => STRING,
+        "cleanup.policy" => LIST,
+        "min.cleanable.dirty.ratio" => DOUBLE,
         _ => LONG,
     }
 }
@@ -322,6 +326,33 @@ fn describe_broker(b: &Broker, synonyms: bool) -> Vec<DescribeConfigsResourceRes
                 .with_value(value.map(StrBytes::from_string));
             with_synonyms(e, all, synonyms)
         })
+        .chain(cleaner_settings(b))
+        .collect()
+}
+
+/// The log cleaner's settings (`log.cleaner.*`), as the broker has them.
+fn cleaner_settings(b: &Broker) -> Vec<DescribeConfigsResourceResult> {
+    use crate::storage::cleaner::CLEANER_CONFIG_NAMES;
+    let c = b.mgr.cleaner_config();
+    CLEANER_CONFIG_NAMES
+        .iter()
+        .map(|n| {
+            let ty = match *n {
+                "log.cleaner.enable" => BOOLEAN,
+                "log.cleaner.threads" | "log.cleaner.io.buffer.size" => INT,
+                "log.cleaner.io.buffer.load.factor" | "log.cleaner.io.max.bytes.per.second" => {
+                    DOUBLE
+                }
+                _ => LONG,
+            };
+            entry(
+                n,
+                c.get(n).unwrap_or_default(),
+                STATIC_BROKER_CONFIG,
+                ty,
+                true,
+            )
+        })
         .collect()
 }
 
@@ -366,6 +397,26 @@ fn answer(api: &str, resource: &StrBytes, done: Result<(), Refused>) -> (i16, Op
 /// One change: `Some(value)` sets, `None` removes the override.
 type Change<'a> = (&'a str, Option<&'a str>);
 
+/// Kafka's APPEND (add the items not there yet) and SUBTRACT (remove
+/// them) on a LIST config's current value.
+fn list_change(current: &str, given: &str, append: bool) -> String {
+    let split = |s: &str| -> Vec<String> {
+        s.split(',')
+            .map(|i| i.trim().to_string())
+            .filter(|i| !i.is_empty())
+            .collect()
+    };
+    let mut items = split(current);
+    for item in split(given) {
+        if append && !items.contains(&item) {
+            items.push(item);
+        } else if !append {
+            items.retain(|i| *i != item);
+        }
+    }
+    items.join(",")
+}
+
 fn alter_topic(b: &Broker, r: &AlterConfigsResource, validate_only: bool) -> Result<(), Refused> {
     let name = r.resource_name.as_str();
     if let Some((code, msg)) = super::internal_topics::alter_configs(name) {
@@ -378,32 +429,49 @@ fn alter_topic(b: &Broker, r: &AlterConfigsResource, validate_only: bool) -> Res
         )
     })?;
     let invalid = |e: ConfigError| (ResponseError::InvalidConfig, e.to_string());
-    let mut check = LogConfig::clone(b.mgr.defaults());
-    let mut changes: Vec<Change> = Vec::new();
+    // Judged against partition 0's config, as the topic is described.
+    let current = topic.partitions.iter().flatten().next().map(|l| l.config());
+    let mut check = current
+        .as_deref()
+        .cloned()
+        .unwrap_or_else(|| b.mgr.defaults().clone());
+    let mut changes: Vec<(String, Option<String>)> = Vec::new();
     for c in &r.configs {
         let key = c.name.as_str();
-        match c.config_operation {
-            0 => {
-                let v = c.value.as_deref().unwrap_or_default();
-                check.set(key, v).map_err(invalid)?;
-                changes.push((key, Some(v)));
-            }
+        let given = c.value.as_deref().unwrap_or_default();
+        let value = match c.config_operation {
+            0 => Some(given.to_string()),
             1 => {
                 if check.get(key).is_none() {
                     return Err(invalid(ConfigError::UnknownName(key.to_string())));
                 }
-                changes.push((key, None));
+                None
             }
+            // APPEND and SUBTRACT, for the one LIST config here.
+            2 | 3 if key == "cleanup.policy" => Some(list_change(
+                &check.get(key).unwrap_or_default(),
+                given,
+                c.config_operation == 2,
+            )),
             op => {
                 return Err((
                     ResponseError::InvalidConfig,
                     format!(
-                        "operation {op} on {key}: only SET and DELETE apply (no config here is a list)"
+                        "operation {op} on {key}: APPEND and SUBTRACT apply to list configs only (cleanup.policy)"
                     ),
                 ));
             }
+        };
+        match &value {
+            Some(v) => check.set(key, v).map_err(invalid)?,
+            None => {
+                let default = b.mgr.defaults().get(key).unwrap_or_default();
+                check.set(key, &default).map_err(invalid)?
+            }
         }
+        changes.push((key.to_string(), value));
     }
+    check.validate().map_err(invalid)?;
     if validate_only {
         return Ok(());
     }
@@ -415,13 +483,12 @@ fn alter_topic(b: &Broker, r: &AlterConfigsResource, validate_only: bool) -> Res
         );
         (code, message_for(&e))
     };
+    let changes: Vec<(&str, Option<&str>)> = changes
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_deref()))
+        .collect();
     for log in topic.partitions.iter().flatten() {
-        for (key, value) in &changes {
-            match value {
-                Some(v) => log.set_config(key, v).map_err(storage)?,
-                None => log.reset_config(key).map_err(storage)?,
-            }
-        }
+        log.alter_configs(&changes).map_err(storage)?;
     }
     info!("Kafka: altered {} configs of topic {name}", changes.len());
     Ok(())

@@ -154,6 +154,9 @@ fn create_one(b: &Broker, t: &CreatableTopic, validate_only: bool) -> Result<u32
             .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
         configs.push((c.name.as_str(), value));
     }
+    check
+        .validate()
+        .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
     if b.mgr.topic(name).is_some() {
         return Err((
             ResponseError::TopicAlreadyExists,

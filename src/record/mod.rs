@@ -13,6 +13,7 @@ pub mod control;
 pub mod internal;
 pub mod pack;
 pub mod records;
+pub mod retain;
 pub mod schema;
 pub mod state_files;
 pub mod validate;

@@ -1,5 +1,6 @@
 //! Kafka's offset checkpoint files (`recovery-point-offset-checkpoint`,
-//! `log-start-offset-checkpoint`): a `0` version line, a count line, then
+//! `log-start-offset-checkpoint`, the log cleaner's
+//! `cleaner-offset-checkpoint`): a `0` version line, a count line, then
 //! `topic partition offset` lines. Written to `.tmp`, fsynced, renamed.
 
 use std::collections::BTreeMap;
@@ -14,6 +15,9 @@ use super::error::{IoContext, Result};
 
 pub const RECOVERY_POINT_FILE: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_FILE: &str = "log-start-offset-checkpoint";
+/// Where the log cleaner keeps each compacted partition's first dirty
+/// offset (Kafka's `LogCleanerManager.offsetCheckpointFile`).
+pub const CLEANER_OFFSET_FILE: &str = "cleaner-offset-checkpoint";
 
 /// (topic, partition) -> offset.
 pub type OffsetMap = BTreeMap<(String, u32), i64>;
@@ -75,12 +79,13 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// The data directory's two checkpoints, shared by its partitions.
+/// The data directory's checkpoints, shared by its partitions.
 pub struct Checkpoints {
     dir: PathBuf,
     read_only: bool,
     recovery_points: Mutex<OffsetMap>,
     log_start_offsets: Mutex<OffsetMap>,
+    cleaner_offsets: Mutex<OffsetMap>,
     /// Serialises file writes so an older map never overwrites a newer one.
     write_lock: Mutex<()>,
 }
@@ -92,6 +97,7 @@ impl Checkpoints {
             read_only,
             recovery_points: Mutex::new(read(&dir.join(RECOVERY_POINT_FILE))),
             log_start_offsets: Mutex::new(read(&dir.join(LOG_START_OFFSET_FILE))),
+            cleaner_offsets: Mutex::new(read(&dir.join(CLEANER_OFFSET_FILE))),
             write_lock: Mutex::new(()),
         }
     }
@@ -101,6 +107,31 @@ impl Checkpoints {
     pub fn reload(&self) {
         *self.recovery_points.lock() = read(&self.dir.join(RECOVERY_POINT_FILE));
         *self.log_start_offsets.lock() = read(&self.dir.join(LOG_START_OFFSET_FILE));
+        *self.cleaner_offsets.lock() = read(&self.dir.join(CLEANER_OFFSET_FILE));
+    }
+
+    /// The cleaner's first dirty offset of a partition, if it was cleaned.
+    pub fn cleaner_offset(&self, topic: &str, partition: u32) -> Option<i64> {
+        self.cleaner_offsets
+            .lock()
+            .get(&(topic.to_string(), partition))
+            .copied()
+    }
+
+    /// Sets (`Some`) or forgets (`None`) a partition's cleaner offset.
+    pub fn set_cleaner_offset(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: Option<i64>,
+    ) -> Result<()> {
+        self.update(
+            &self.cleaner_offsets,
+            CLEANER_OFFSET_FILE,
+            topic,
+            partition,
+            offset,
+        )
     }
 
     pub fn recovery_point(&self, topic: &str, partition: u32) -> Option<i64> {
@@ -139,6 +170,9 @@ impl Checkpoints {
 
     /// Forgets a deleted partition.
     pub fn remove(&self, topic: &str, partition: u32) -> Result<()> {
+        if self.cleaner_offset(topic, partition).is_some() {
+            self.set_cleaner_offset(topic, partition, None)?;
+        }
         self.update(
             &self.recovery_points,
             RECOVERY_POINT_FILE,

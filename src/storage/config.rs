@@ -14,6 +14,10 @@ pub enum ConfigError {
     },
     #[error("Unknown topic config name: {0}")]
     UnknownName(String),
+    /// Values that are each valid but not together (Kafka's
+    /// `InvalidConfigurationException` from `validateValues`).
+    #[error("{0}")]
+    Conflict(String),
 }
 
 /// Codec applied to appended batches (`compression.type`).
@@ -87,6 +91,102 @@ pub struct LogConfig {
     /// Kafka's `message.timestamp.type`: with `LogAppendTime` every appended
     /// batch carries the broker's append time.
     pub message_timestamp_type: crate::record::TimestampType,
+    /// `cleanup.policy`: delete (retention), compact (the log cleaner), both.
+    pub cleanup_policy: CleanupPolicy,
+    /// `min.cleanable.dirty.ratio`.
+    pub min_cleanable_dirty_ratio: Ratio,
+    /// `min.compaction.lag.ms`.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`.
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`: how long a tombstone outlives the first clean
+    /// that keeps it.
+    pub delete_retention_ms: i64,
+}
+
+/// `cleanup.policy`, a list of `delete` and `compact` as written (Kafka
+/// keeps the list; its flags are what the log obeys).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    items: Vec<String>,
+}
+
+impl CleanupPolicy {
+    pub fn delete() -> CleanupPolicy {
+        CleanupPolicy {
+            items: vec!["delete".to_string()],
+        }
+    }
+
+    /// Kafka's `LogConfig.compact`: the lower-cased list names `compact`.
+    pub fn compact(&self) -> bool {
+        self.items.iter().any(|i| i.to_lowercase() == "compact")
+    }
+
+    /// Kafka's `LogConfig.delete`.
+    pub fn delete_enabled(&self) -> bool {
+        self.items.iter().any(|i| i.to_lowercase() == "delete")
+    }
+
+    /// Kafka's LIST parsing (`ConfigDef.parseType`: split at commas with
+    /// the blanks around them; an empty value is the empty list), then
+    /// `ValidList.in("compact", "delete")`, case-sensitive, on each item.
+    fn parse(name: &str, value: &str) -> Result<CleanupPolicy, ConfigError> {
+        let trimmed = value.trim();
+        let items: Vec<String> = if trimmed.is_empty() {
+            Vec::new()
+        } else {
+            trimmed.split(',').map(|i| i.trim().to_string()).collect()
+        };
+        for item in &items {
+            if item != "compact" && item != "delete" {
+                return Err(invalid(
+                    name,
+                    item,
+                    "String must be one of: compact, delete",
+                ));
+            }
+        }
+        Ok(CleanupPolicy { items })
+    }
+
+    /// The list as Kafka prints it (`ConfigDef.convertToString`).
+    pub fn text(&self) -> String {
+        self.items.join(",")
+    }
+
+    pub fn items(&self) -> &[String] {
+        &self.items
+    }
+}
+
+/// A DOUBLE config between 0 and 1, compared bit for bit so configs stay `Eq`.
+#[derive(Clone, Copy, Debug)]
+pub struct Ratio(pub f64);
+
+impl PartialEq for Ratio {
+    fn eq(&self, other: &Ratio) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+impl Eq for Ratio {}
+
+/// A double as Java's `Double.toString` prints it, which is what Kafka's
+/// DescribeConfigs shows: `0.5`, `1.0`, `1.0E-4`.
+pub fn java_double(v: f64) -> String {
+    if v == 0.0 || (1e-3..1e7).contains(&v.abs()) {
+        let s = format!("{v}");
+        if s.contains('.') { s } else { format!("{s}.0") }
+    } else {
+        let s = format!("{v:E}");
+        let (m, e) = s.split_once('E').unwrap_or((&s, "0"));
+        let m = if m.contains('.') {
+            m.to_string()
+        } else {
+            format!("{m}.0")
+        };
+        format!("{m}E{e}")
+    }
 }
 
 impl Default for LogConfig {
@@ -105,6 +205,11 @@ impl Default for LogConfig {
             file_delete_delay_ms: 60_000,
             compression_type: CompressionType::Producer,
             message_timestamp_type: crate::record::TimestampType::CreateTime,
+            cleanup_policy: CleanupPolicy::delete(),
+            min_cleanable_dirty_ratio: Ratio(0.5),
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: 86_400_000,
         }
     }
 }
@@ -124,6 +229,11 @@ pub const CONFIG_NAMES: &[&str] = &[
     "file.delete.delay.ms",
     "compression.type",
     "message.timestamp.type",
+    "cleanup.policy",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "delete.retention.ms",
 ];
 
 /// Whether `name` is a topic config. A partition's properties file may
@@ -133,7 +243,7 @@ pub fn is_config_name(name: &str) -> bool {
     CONFIG_NAMES.contains(&name)
 }
 
-fn invalid(name: &str, value: &str, reason: impl fmt::Display) -> ConfigError {
+pub(crate) fn invalid(name: &str, value: &str, reason: impl fmt::Display) -> ConfigError {
     ConfigError::InvalidValue {
         name: name.to_string(),
         value: value.to_string(),
@@ -141,7 +251,7 @@ fn invalid(name: &str, value: &str, reason: impl fmt::Display) -> ConfigError {
     }
 }
 
-fn parse_long(name: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
+pub(crate) fn parse_long(name: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
     let v: i64 = value.trim().parse().map_err(|_| {
         invalid(
             name,
@@ -159,7 +269,7 @@ fn parse_long(name: &str, value: &str, min: i64) -> Result<i64, ConfigError> {
     Ok(v)
 }
 
-fn parse_int(name: &str, value: &str, min: i64) -> Result<i32, ConfigError> {
+pub(crate) fn parse_int(name: &str, value: &str, min: i64) -> Result<i32, ConfigError> {
     let v: i32 = value.trim().parse().map_err(|_| {
         invalid(
             name,
@@ -175,6 +285,24 @@ fn parse_int(name: &str, value: &str, min: i64) -> Result<i32, ConfigError> {
         ));
     }
     Ok(v)
+}
+
+/// Kafka's `Range.between(0, 1)` on a DOUBLE.
+fn parse_ratio(name: &str, value: &str) -> Result<Ratio, ConfigError> {
+    let v: f64 = value.trim().parse().map_err(|_| {
+        invalid(
+            name,
+            value,
+            "Expected value to be a double, but it was a java.lang.String",
+        )
+    })?;
+    if v.is_nan() || v < 0.0 {
+        return Err(invalid(name, value, "Value must be at least 0"));
+    }
+    if v > 1.0 {
+        return Err(invalid(name, value, "Value must be no more than 1"));
+    }
+    Ok(Ratio(v))
 }
 
 impl LogConfig {
@@ -216,9 +344,37 @@ impl LogConfig {
                     }
                 }
             }
+            "cleanup.policy" => self.cleanup_policy = CleanupPolicy::parse(name, value)?,
+            "min.cleanable.dirty.ratio" => {
+                self.min_cleanable_dirty_ratio = parse_ratio(name, value)?
+            }
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms = parse_long(name, value, 0)?,
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms = parse_long(name, value, 1)?,
+            "delete.retention.ms" => self.delete_retention_ms = parse_long(name, value, 0)?,
             _ => return Err(ConfigError::UnknownName(name.to_string())),
         }
         Ok(())
+    }
+
+    /// Kafka's `LogConfig.validateValues`: what no single value shows.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms {
+            return Err(ConfigError::Conflict(format!(
+                "conflict topic config setting min.compaction.lag.ms ({}) > max.compaction.lag.ms ({})",
+                self.min_compaction_lag_ms, self.max_compaction_lag_ms
+            )));
+        }
+        Ok(())
+    }
+
+    /// Kafka's `LogConfig.maxSegmentMs`: a compacted log rolls by
+    /// `max.compaction.lag.ms` too, so its head becomes cleanable in time.
+    pub fn max_segment_ms(&self) -> i64 {
+        if self.cleanup_policy.compact() && self.max_compaction_lag_ms > 0 {
+            self.segment_ms.min(self.max_compaction_lag_ms)
+        } else {
+            self.segment_ms
+        }
     }
 
     /// The effective value of `name` as text, or `None` for an unknown name.
@@ -237,6 +393,11 @@ impl LogConfig {
             "file.delete.delay.ms" => self.file_delete_delay_ms.to_string(),
             "compression.type" => self.compression_type.name().to_string(),
             "message.timestamp.type" => self.message_timestamp_type.name().to_string(),
+            "cleanup.policy" => self.cleanup_policy.text(),
+            "min.cleanable.dirty.ratio" => java_double(self.min_cleanable_dirty_ratio.0),
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms.to_string(),
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms.to_string(),
+            "delete.retention.ms" => self.delete_retention_ms.to_string(),
             _ => return None,
         })
     }
@@ -251,6 +412,7 @@ impl LogConfig {
         for (k, v) in overrides.iter().filter(|(k, _)| is_config_name(k)) {
             c.set(k, v)?;
         }
+        c.validate()?;
         Ok(c)
     }
 
@@ -325,6 +487,69 @@ mod tests {
             "Unknown topic config name: no.such"
         );
         assert_eq!(c.segment_bytes, 1 << 30, "a refusal changes nothing");
+    }
+
+    /// Kafka's `LogConfig` definitions: `cleanup.policy` a LIST of
+    /// `compact` and `delete` (case-sensitive, the empty list allowed),
+    /// `min.cleanable.dirty.ratio` a DOUBLE in [0, 1], the lags and
+    /// `delete.retention.ms` LONGs, and `validateValues`' cross-check.
+    #[test]
+    fn compaction_configs_as_kafka_defines_them() {
+        let c = LogConfig::default();
+        for (name, want) in [
+            ("cleanup.policy", "delete"),
+            ("min.cleanable.dirty.ratio", "0.5"),
+            ("min.compaction.lag.ms", "0"),
+            ("max.compaction.lag.ms", "9223372036854775807"),
+            ("delete.retention.ms", "86400000"),
+        ] {
+            assert_eq!(c.get(name).unwrap(), want, "{name}");
+        }
+        let mut c = LogConfig::default();
+        c.set("cleanup.policy", " compact , delete ").unwrap();
+        assert_eq!(c.get("cleanup.policy").unwrap(), "compact,delete");
+        assert!(c.cleanup_policy.compact() && c.cleanup_policy.delete_enabled());
+        c.set("cleanup.policy", "").unwrap();
+        assert!(!c.cleanup_policy.compact() && !c.cleanup_policy.delete_enabled());
+        assert_eq!(
+            c.set("cleanup.policy", "compact,Delete")
+                .unwrap_err()
+                .to_string(),
+            "Invalid value Delete for configuration cleanup.policy: String must be one of: compact, delete"
+        );
+        c.set("min.cleanable.dirty.ratio", "1").unwrap();
+        assert_eq!(c.get("min.cleanable.dirty.ratio").unwrap(), "1.0");
+        assert_eq!(
+            c.set("min.cleanable.dirty.ratio", "1.5")
+                .unwrap_err()
+                .to_string(),
+            "Invalid value 1.5 for configuration min.cleanable.dirty.ratio: Value must be no more than 1"
+        );
+        assert!(c.set("min.cleanable.dirty.ratio", "-0.1").is_err());
+        assert!(c.set("max.compaction.lag.ms", "0").is_err(), "at least 1");
+        let mut m = BTreeMap::new();
+        m.insert("min.compaction.lag.ms".to_string(), "10".to_string());
+        m.insert("max.compaction.lag.ms".to_string(), "5".to_string());
+        assert_eq!(
+            LogConfig::default()
+                .with_overrides(&m)
+                .unwrap_err()
+                .to_string(),
+            "conflict topic config setting min.compaction.lag.ms (10) > max.compaction.lag.ms (5)"
+        );
+        assert_eq!(java_double(1.0e-4), "1.0E-4");
+        assert_eq!(java_double(0.25), "0.25");
+    }
+
+    /// A compacted log rolls by `max.compaction.lag.ms` when that comes
+    /// first (Kafka's `maxSegmentMs`), so its head becomes cleanable in time.
+    #[test]
+    fn a_compacted_log_rolls_by_its_max_compaction_lag() {
+        let mut c = LogConfig::default();
+        c.set("max.compaction.lag.ms", "1000").unwrap();
+        assert_eq!(c.max_segment_ms(), c.segment_ms, "not compacted");
+        c.set("cleanup.policy", "compact").unwrap();
+        assert_eq!(c.max_segment_ms(), 1000);
     }
 
     #[test]

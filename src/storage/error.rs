@@ -85,6 +85,25 @@ pub enum StorageError {
         refusal: super::producer_state::ProducerRefusal,
         message: String,
     },
+    /// The log cleaner's swap found the segments it cleaned changed (one
+    /// went or became active meanwhile): nothing was swapped in.
+    #[error("the segments of {0} changed while they were cleaned")]
+    SegmentsChanged(String),
+    /// A pass of the log cleaner stopped because it was asked to (the
+    /// partition is being deleted, or the cleaner stops).
+    #[error("the cleaning of {0} was aborted")]
+    CleaningAborted(String),
+    /// The log cleaner was asked to clean a partition that is not compacted.
+    #[error("partition {0} is not compacted (cleanup.policy={1})")]
+    NotCompacted(String, String),
+    /// Kafka's `RecordValidationException` for keyless records sent to a
+    /// compacted topic: nothing of the request is appended.
+    #[error("{}", keyless_message(.partition, .indexes))]
+    KeylessRecords {
+        partition: String,
+        /// The index within its batch of each keyless record.
+        indexes: Vec<i32>,
+    },
     /// Kafka's `AbstractIndex.append` refusal.
     #[error("Attempt to append to a full index {path} (size = {entries})")]
     IndexFull { path: PathBuf, entries: usize },
@@ -126,6 +145,31 @@ impl StorageError {
         Ok(())
     }
 
+    /// Kafka's `LogValidator.validateKey`: a compacted partition (`config`)
+    /// takes no record without a key; the refusal names each one's index.
+    pub fn check_keys(
+        config: &LogConfig,
+        partition: &str,
+        records: &[crate::record::NewRecord],
+    ) -> Result<()> {
+        if !config.cleanup_policy.compact() {
+            return Ok(());
+        }
+        let indexes: Vec<i32> = records
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.key.is_none())
+            .map(|(i, _)| i as i32)
+            .collect();
+        if indexes.is_empty() {
+            return Ok(());
+        }
+        Err(StorageError::KeylessRecords {
+            partition: partition.to_string(),
+            indexes,
+        })
+    }
+
     /// What kind of error this is: storage's one classification, from
     /// which the errno, the Kafka code and [`StorageError::is_refusal`] follow.
     pub fn kind(&self) -> ErrorKind {
@@ -161,6 +205,9 @@ impl StorageError {
             StorageError::ReadOnly => ErrorKind::ReadOnly,
             StorageError::Locked(_) => ErrorKind::Busy,
             StorageError::EmptyAppend => ErrorKind::InvalidRecord,
+            StorageError::KeylessRecords { .. } => ErrorKind::KeyRequired,
+            StorageError::SegmentsChanged(_) | StorageError::CleaningAborted(_) => ErrorKind::Busy,
+            StorageError::NotCompacted(..) => ErrorKind::Invalid,
             StorageError::Producer { refusal, .. } => match refusal {
                 P::OutOfOrderSequence => ErrorKind::OutOfOrderSequence,
                 P::InvalidProducerEpoch => ErrorKind::InvalidProducerEpoch,
@@ -181,6 +228,32 @@ impl StorageError {
 }
 
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;
+
+/// Kafka's message for one keyless record of a compacted topic
+/// (`LogValidator.validateKey`).
+pub fn keyless_record_message(partition: &str) -> String {
+    format!("Compacted topic cannot accept message without key in topic partition {partition}")
+}
+
+/// Kafka's `RecordValidationException` message: how many records were
+/// refused, and the first three of them (`ReplicaManager`'s wording).
+fn keyless_message(partition: &str, indexes: &[i32]) -> String {
+    let shown: Vec<String> = indexes
+        .iter()
+        .take(3)
+        .map(|i| {
+            format!(
+                "RecordError(batchIndex={i}, message='{}')",
+                keyless_record_message(partition)
+            )
+        })
+        .collect();
+    format!(
+        "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+        indexes.len(),
+        shown.join(", ")
+    )
+}
 
 /// Adds the path to an `io::Result`.
 pub(crate) trait IoContext<T> {

@@ -53,20 +53,10 @@ impl Flusher {
             warn!("The flusher has stopped; the flush after roll of {what} runs at the next flush");
             return;
         }
-        if st.thread.is_none() {
-            let shared = self.shared.clone();
-            match std::thread::Builder::new()
-                .name("log-flusher".into())
-                .spawn(move || run(&shared))
-            {
-                Ok(h) => st.thread = Some(h),
-                Err(e) => {
-                    warn!(
-                        "Could not start the flusher thread for {what}: {e}; it runs at the next flush"
-                    );
-                    return;
-                }
-            }
+        let shared = self.shared.clone();
+        if let Err(e) = start_once(&mut st.thread, "log-flusher", move || run(&shared)) {
+            warn!("Could not start the flusher thread for {what}: {e}; it runs at the next flush");
+            return;
         }
         st.jobs.push_back(Box::new(job));
         self.shared.work.notify_one();
@@ -95,11 +85,29 @@ impl Flusher {
             self.shared.work.notify_all();
             st.thread.take()
         };
-        if let Some(h) = thread
-            && h.thread().id() != std::thread::current().id()
-        {
-            let _ = h.join();
-        }
+        join_unless_current(thread);
+    }
+}
+
+/// Starts `run` on a thread named `name` into `slot`, unless one is there.
+pub(crate) fn start_once(
+    slot: &mut Option<JoinHandle<()>>,
+    name: &str,
+    run: impl FnOnce() + Send + 'static,
+) -> std::io::Result<()> {
+    if slot.is_none() {
+        *slot = Some(std::thread::Builder::new().name(name.into()).spawn(run)?);
+    }
+    Ok(())
+}
+
+/// Waits for a background thread to end, unless it is the caller (a job
+/// that stops its own owner cannot wait for itself).
+pub(crate) fn join_unless_current(thread: Option<JoinHandle<()>>) {
+    if let Some(h) = thread
+        && h.thread().id() != std::thread::current().id()
+    {
+        let _ = h.join();
     }
 }
 

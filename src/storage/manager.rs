@@ -14,7 +14,9 @@ use parking_lot::{Mutex, RwLock};
 use super::append_signal::AppendSignal;
 use super::batch_reader::read_full_at;
 use super::checkpoint::{Checkpoints, write_atomically};
+use super::cleaner::{CleanerConfig, CleanerCore, LogCleaner, LogPool};
 use super::config::LogConfig;
+use super::deleter::Deleter;
 use super::disk;
 use super::error::{IoContext, Result, StorageError};
 use super::flusher::Flusher;
@@ -39,8 +41,10 @@ pub const DEFAULT_MAX_PARTITIONS: usize = 10_000;
 #[derive(Clone, Debug, Default)]
 pub struct OpenOptions {
     /// Never write to the data directory: no marker, no checkpoint, indexes
-    /// that need rebuilding are rebuilt in memory only.
+    /// indexes that need rebuilding are rebuilt in memory only.
     pub read_only: bool,
+    /// The log cleaner's settings (Kafka's `log.cleaner.*`).
+    pub cleaner: CleanerConfig,
 }
 
 pub struct LogManager {
@@ -50,7 +54,7 @@ pub struct LogManager {
     defaults: LogConfig,
     read_only: bool,
     checkpoints: Arc<Checkpoints>,
-    pub(super) partitions: RwLock<BTreeMap<String, Arc<PartitionLog>>>,
+    pub(super) partitions: Arc<RwLock<BTreeMap<String, Arc<PartitionLog>>>>,
     /// Serialises partition creation and deletion.
     pub(super) admin: Mutex<()>,
     /// Raised after every append to any partition (long-polling fetches wait on it).
@@ -62,6 +66,27 @@ pub struct LogManager {
     flusher: Flusher,
     /// No partition is created past this many (`max.broker.partitions`).
     max_partitions: AtomicUsize,
+    /// What the log cleaner's threads and the partitions share.
+    cleaner_core: Arc<CleanerCore>,
+    /// The log cleaner's threads; stopped first at close and at drop.
+    cleaner: LogCleaner,
+    /// Removes replaced segments' files after `file.delete.delay.ms`.
+    deleter: Deleter,
+}
+
+impl OpenOptions {
+    /// Read-write, the cleaner's settings Kafka's but no cleaner thread: a
+    /// pass runs only when asked for (`PartitionLog::clean_now`), for tools
+    /// and tests that must know when one runs.
+    pub fn without_cleaner_threads() -> OpenOptions {
+        OpenOptions {
+            read_only: false,
+            cleaner: CleanerConfig {
+                threads: 0,
+                ..CleanerConfig::default()
+            },
+        }
+    }
 }
 
 impl LogManager {
@@ -121,6 +146,7 @@ impl LogManager {
         }
         let checkpoints = Arc::new(Checkpoints::load(&dir, opts.read_only));
         let flusher = Flusher::default();
+        let deleter = Deleter::default();
         let names = partition_dirs(&dir)?;
         progress.report(&if clean {
             format!(
@@ -136,21 +162,32 @@ impl LogManager {
             )
         });
         let appends = Arc::new(AppendSignal::default());
+        opts.cleaner.validate().map_err(StorageError::Config)?;
+        let cleaner_core = CleanerCore::new(opts.cleaner.clone());
         let ctx = LoadContext {
             defaults: &defaults,
             appends: &appends,
+            cleaner: &cleaner_core,
             log: DirContext {
                 checkpoints: &checkpoints,
                 flusher: &flusher,
+                deleter: &deleter,
                 clean_shutdown: clean,
                 writable: !opts.read_only,
                 progress,
             },
         };
-        let partitions = load_partitions(&names, &ctx, started)?;
+        let partitions = Arc::new(RwLock::new(load_partitions(&names, &ctx, started)?));
+        let cleaner = if opts.read_only {
+            LogCleaner::start(cleaner_core.clone(), Arc::new(Vec::new))
+        } else {
+            let pool = partitions.clone();
+            let logs: LogPool = Arc::new(move || pool.read().values().cloned().collect());
+            LogCleaner::start(cleaner_core.clone(), logs)
+        };
         info!(
             "Loaded {} logs in {} ms from {}",
-            partitions.len(),
+            partitions.read().len(),
             started.elapsed().as_millis(),
             dir.display()
         );
@@ -160,13 +197,16 @@ impl LogManager {
             defaults,
             read_only: opts.read_only,
             checkpoints,
-            partitions: RwLock::new(partitions),
+            partitions,
             admin: Mutex::new(()),
             appends,
             lock: Mutex::new(lock),
             closed: AtomicBool::new(false),
             flusher,
             max_partitions: AtomicUsize::new(DEFAULT_MAX_PARTITIONS),
+            deleter,
+            cleaner_core,
+            cleaner,
         })
     }
 
@@ -268,9 +308,11 @@ impl LogManager {
         LoadContext {
             defaults: &self.defaults,
             appends: &self.appends,
+            cleaner: &self.cleaner_core,
             log: DirContext {
                 checkpoints: &self.checkpoints,
                 flusher: &self.flusher,
+                deleter: &self.deleter,
                 clean_shutdown,
                 writable: !self.read_only,
                 progress: Progress::default(),
@@ -291,12 +333,16 @@ impl LogManager {
 
     /// Deletes a partition whose place was checked; admin lock held.
     pub(super) fn delete_partition_locked(&self, name: &str) -> Result<()> {
-        let log = self
-            .partitions
-            .write()
-            .remove(name)
-            .ok_or_else(|| StorageError::NoSuchPartition(name.to_string()))?;
-        log.delete()
+        if !self.partitions.read().contains_key(name) {
+            return Err(StorageError::NoSuchPartition(name.to_string()));
+        }
+        // Kafka's `abortAndPauseCleaning` before a log goes: no pass may
+        // write into a directory being removed.
+        self.cleaner_core.manager.abort_and_pause(name);
+        let log = self.partitions.write().remove(name);
+        let deleted = log.map_or(Ok(()), |l| l.delete());
+        self.cleaner_core.manager.forget(name);
+        deleted
     }
 
     /// The regular files of the data-directory root (Kafka's
@@ -351,10 +397,21 @@ impl LogManager {
         Ok(())
     }
 
+    /// The log cleaner's settings.
+    pub fn cleaner_config(&self) -> &CleanerConfig {
+        &self.cleaner_core.config
+    }
+
     /// One retention pass over every partition (offline ones are skipped).
+    /// With the log cleaner enabled, compacted partitions are left to it,
+    /// as Kafka's `cleanupLogs` leaves them; without it they keep
+    /// everything (Kafka's rule too).
     pub fn run_retention(&self, now_ms: i64) -> Result<()> {
         let mut first_error = None;
         for p in self.partitions() {
+            if p.config().cleanup_policy.compact() {
+                continue;
+            }
             if let Err(e) = p.apply_retention(now_ms) {
                 error!("Retention of {} failed: {e}", p.name());
                 first_error.get_or_insert(e);
@@ -384,7 +441,9 @@ impl LogManager {
         }
         // Each partition flushes everything below; no background flush may
         // run after the directory is let go.
+        self.cleaner.shutdown();
         self.flusher.stop();
+        self.deleter.stop();
         let closed = self.close_partitions();
         // Released whatever happened: nothing more is written through this
         // manager, and a failed close leaves no marker, so the next open recovers.
@@ -434,7 +493,9 @@ impl LogManager {
 /// flushes not yet run are lost, and none runs once the drop returns.
 impl Drop for LogManager {
     fn drop(&mut self) {
+        self.cleaner.shutdown();
         self.flusher.stop();
+        self.deleter.stop();
     }
 }
 

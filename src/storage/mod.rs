@@ -8,7 +8,9 @@ pub mod append_signal;
 pub mod batch_reader;
 pub mod check;
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
+mod deleter;
 mod dir_watch;
 pub mod disk;
 pub mod error;
@@ -35,8 +37,8 @@ pub use manager::{
 };
 pub use names::{parse_partition_name, segment_file_name};
 pub use partition::{
-    AppendInfo, FetchRead, LEADER_EPOCH, PROPERTIES_FILE, PartitionLog, PartitionStatus,
-    ProducedInfo,
+    AppendInfo, CleanerStatus, FetchRead, LEADER_EPOCH, PROPERTIES_FILE, PartitionLog,
+    PartitionStatus, ProducedInfo,
 };
 pub use progress::ProgressFn;
 pub use stream::STREAM_LENGTHS_FILE;

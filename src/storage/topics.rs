@@ -231,7 +231,14 @@ impl LogManager {
                 .and_then(|_| self.create_partition_locked(&name))
                 .and_then(|log| {
                     made.push(log.clone());
-                    configs.iter().try_for_each(|(k, v)| log.set_config(k, v))
+                    // As one change: a set is validated whole (the
+                    // compaction lags against each other).
+                    let changes: Vec<(&str, Option<&str>)> =
+                        configs.iter().map(|(k, v)| (*k, Some(*v))).collect();
+                    match changes.is_empty() {
+                        true => Ok(()),
+                        false => log.alter_configs(&changes),
+                    }
                 });
             if let Err(e) = one {
                 for log in made.iter().rev() {

@@ -21,6 +21,7 @@
 //! named tests of particular failures are in `named.rs`; faults injected
 //! into a running daemon and seen at the shell, in `mount.rs`.
 mod cases;
+mod clean;
 #[allow(dead_code)]
 #[path = "../../mount-tests/harness.rs"]
 mod harness;

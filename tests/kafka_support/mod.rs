@@ -529,13 +529,8 @@ pub struct DecodedBatch {
     pub records: Vec<(i64, Option<Vec<u8>>)>,
 }
 
-/// Every batch of a partition directory's `.log` files, decoded by
-/// kafka-protocol's `RecordBatchDecoder` (another implementation than
-/// commitfs's: magic 2, CRC-32C, each record), not by commitfs's reader.
-/// Fails the test on a torn tail, a batch that does not decode, or offsets
-/// that are not contiguous from the first segment to the end.
-pub fn decode_partition(dir: &Path) -> Vec<DecodedBatch> {
-    use kafka_protocol::records::RecordBatchDecoder;
+/// The base offsets of a partition directory's `.log` files, in order.
+pub fn log_bases(dir: &Path) -> Vec<i64> {
     let mut bases: Vec<i64> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .filter_map(|e| {
@@ -544,6 +539,17 @@ pub fn decode_partition(dir: &Path) -> Vec<DecodedBatch> {
         })
         .collect();
     bases.sort_unstable();
+    bases
+}
+
+/// Every batch of a partition directory's `.log` files, decoded by
+/// kafka-protocol's `RecordBatchDecoder` (another implementation than
+/// commitfs's: magic 2, CRC-32C, each record), not by commitfs's reader.
+/// Fails the test on a torn tail, a batch that does not decode, or offsets
+/// that are not contiguous from the first segment to the end.
+pub fn decode_partition(dir: &Path) -> Vec<DecodedBatch> {
+    use kafka_protocol::records::RecordBatchDecoder;
+    let bases = log_bases(dir);
     let mut out = Vec::new();
     let mut next: Option<i64> = None;
     for base in bases {
@@ -636,4 +642,38 @@ impl Server {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
+
+/// Every record of a partition directory's `.log` files as kafka-protocol
+/// decodes them, (offset, key), for logs the cleaner left gaps in (which
+/// [`decode_partition`] refuses); offsets must still grow.
+pub fn decode_partition_records(dir: &Path) -> Vec<(i64, Option<Vec<u8>>)> {
+    use kafka_protocol::records::RecordBatchDecoder;
+    let bases = log_bases(dir);
+    let mut out: Vec<(i64, Option<Vec<u8>>)> = Vec::new();
+    for base in bases {
+        let path = dir.join(format!("{base:020}.log"));
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut buf = &bytes[..];
+        // A whole file of batches; a tail being written is not there yet.
+        while buf.len() >= 12 {
+            let len = i32::from_be_bytes(buf[8..12].try_into().unwrap()) as usize;
+            if buf.len() < 12 + len {
+                break;
+            }
+            let mut frame = &buf[..12 + len];
+            let set = RecordBatchDecoder::decode(&mut frame)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            for r in set.records {
+                assert!(
+                    out.last().is_none_or(|(o, _)| *o < r.offset),
+                    "{}",
+                    path.display()
+                );
+                out.push((r.offset, r.key.map(|k| k.to_vec())));
+            }
+            buf = &buf[12 + len..];
+        }
+    }
+    out
 }

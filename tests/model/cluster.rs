@@ -142,6 +142,7 @@ impl System for ClusterSystem {
         Profile {
             raw_files: false,
             log_control: false,
+            compaction: false,
             times: self.full(),
             configs: false,
         }

@@ -154,10 +154,16 @@ impl<S: System> Harness<S> {
             ("roll", FILE),
             ("flush", FILE),
             ("delete-records", FILE),
+            ("compact", FILE),
             ("config", DIR),
             ("status", FILE),
         ] {
-            if f.log_control || !["roll", "flush"].contains(&n) {
+            let offered = match n {
+                "roll" | "flush" => f.log_control,
+                "compact" => f.compaction,
+                _ => true,
+            };
+            if offered {
                 want.push((n.to_string(), kind));
             }
         }
@@ -171,7 +177,7 @@ impl<S: System> Harness<S> {
         self.compare_attr(&[name, "log"], FILE, 0o644, Some(p.stream().len() as u64));
         let stream = self.read_all(&[name, "log"]);
         self.same(&format!("{name}/log"), stream, Ok(p.stream()));
-        for c in ["roll", "flush", "delete-records"] {
+        for c in ["roll", "flush", "delete-records", "compact"] {
             if want.iter().any(|(n, _)| n == c) {
                 self.compare_attr(&[name, c], FILE, 0o200, Some(0));
             }

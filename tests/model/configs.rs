@@ -11,6 +11,13 @@
 //! - `compression.type` is one of Kafka's names (`uncompressed`, or `none` as
 //!   the README names it, reading back as `none`), case-sensitive;
 //! - `message.timestamp.type` is `CreateTime` or `LogAppendTime`;
+//! - `cleanup.policy` is a LIST: split at commas (blanks around them
+//!   dropped), each item `compact` or `delete`, case-sensitive, the empty
+//!   list allowed; it reads back joined by commas;
+//! - `min.cleanable.dirty.ratio` is a DOUBLE between 0 and 1, reading back
+//!   as Java prints a double (`0.5`, `1.0`);
+//! - `min.compaction.lag.ms` may not exceed `max.compaction.lag.ms`
+//!   (Kafka's `validateValues`): a write that would make it is refused;
 //! - `parse.key` is `true` or `false`;
 //! - `key.separator` keeps its blanks (a space is a separator), loses only
 //!   trailing newlines, must not be empty, and takes the properties-file
@@ -26,6 +33,8 @@ enum Rule {
     TimestampType,
     Bool,
     Separator,
+    Policy,
+    Ratio,
 }
 
 /// Name, Kafka's default as the file reads, rule.
@@ -43,6 +52,15 @@ const TABLE: &[(&str, &str, Rule)] = &[
     ("file.delete.delay.ms", "60000", Rule::Long(0)),
     ("compression.type", "producer", Rule::Compression),
     ("message.timestamp.type", "CreateTime", Rule::TimestampType),
+    ("cleanup.policy", "delete", Rule::Policy),
+    ("min.cleanable.dirty.ratio", "0.5", Rule::Ratio),
+    ("min.compaction.lag.ms", "0", Rule::Long(0)),
+    (
+        "max.compaction.lag.ms",
+        "9223372036854775807",
+        Rule::Long(1),
+    ),
+    ("delete.retention.ms", "86400000", Rule::Long(0)),
     ("parse.key", "false", Rule::Bool),
     ("key.separator", "\\t", Rule::Separator),
 ];
@@ -107,6 +125,22 @@ pub fn candidates(name: &str) -> &'static [&'static str] {
             "",
         ],
         "parse.key" => &["true", "true", "false", "true", "yes", "TRUE", ""],
+        "cleanup.policy" => &[
+            "compact",
+            "delete",
+            "compact,delete",
+            " delete , compact ",
+            "",
+            "Compact",
+            "compact,",
+            "remove",
+        ],
+        "min.cleanable.dirty.ratio" => &["0", "0.25", "1", "0.5", "1.5", "-0.1", "half"],
+        // Lags of a day and more: a compacted partition rolls by
+        // `max.compaction.lag.ms`, which must not roll one on its own.
+        "min.compaction.lag.ms" => &["0", "86400000", "172800000", "-1", "x"],
+        "max.compaction.lag.ms" => &["86400000", "9223372036854775807", "0", "-1"],
+        "delete.retention.ms" => &["0", "86400000", "-1"],
         "key.separator" => &[":", "|", " ", "\\t", "::", "\\n", "\\\\", "", "\n"],
         _ => &["1"],
     }
@@ -141,6 +175,20 @@ impl Configs {
         self.values["message.timestamp.type"] == "LogAppendTime"
     }
 
+    /// `cleanup.policy` names `compact`: every record needs a key.
+    pub fn compact(&self) -> bool {
+        self.values["cleanup.policy"]
+            .split(',')
+            .any(|i| i == "compact")
+    }
+
+    /// `cleanup.policy` names `delete`: retention by size and time applies.
+    pub fn delete(&self) -> bool {
+        self.values["cleanup.policy"]
+            .split(',')
+            .any(|i| i == "delete")
+    }
+
     pub fn parse_key(&self) -> bool {
         self.values["parse.key"] == "true"
     }
@@ -170,7 +218,11 @@ impl Configs {
             .expect("a known config");
         let text = std::str::from_utf8(data).map_err(|_| libc::EINVAL)?;
         let value = validate(rule, text).ok_or(libc::EINVAL)?;
-        self.values.insert(name, value);
+        let before = self.values.insert(name, value);
+        if self.long("min.compaction.lag.ms") > self.long("max.compaction.lag.ms") {
+            self.values.insert(name, before.expect("a known config"));
+            return Err(libc::EINVAL);
+        }
         Ok(())
     }
 }
@@ -196,6 +248,23 @@ fn validate(rule: Rule, text: &str) -> Option<String> {
         },
         Rule::TimestampType => matches!(v, "CreateTime" | "LogAppendTime").then(|| v.to_string()),
         Rule::Bool => matches!(v, "true" | "false").then(|| v.to_string()),
+        Rule::Policy => {
+            let items: Vec<&str> = match v {
+                "" => Vec::new(),
+                v => v.split(',').map(str::trim).collect(),
+            };
+            items
+                .iter()
+                .all(|i| matches!(*i, "compact" | "delete"))
+                .then(|| items.join(","))
+        }
+        Rule::Ratio => {
+            let d: f64 = v.parse().ok()?;
+            (0.0..=1.0).contains(&d).then(|| {
+                let s = d.to_string();
+                if s.contains('.') { s } else { format!("{s}.0") }
+            })
+        }
         Rule::Separator => unreachable!(),
     }
 }

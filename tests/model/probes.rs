@@ -206,7 +206,8 @@ impl<S: System> Harness<S> {
                     "status",
                 ]
                 .contains(&name)
-                    || (["roll", "flush"].contains(&name) && self.sys.profile().log_control);
+                    || (["roll", "flush"].contains(&name) && self.sys.profile().log_control)
+                    || (name == "compact" && self.sys.profile().compaction);
                 special || self.raw_names(part).iter().any(|f| f == name)
             }
             Node::OffsetDir => canonical_decimal(name)

@@ -195,6 +195,11 @@ impl Partition {
             .collect()
     }
 
+    /// Lines would be records without a key, which a compacted partition refuses.
+    pub fn keyless_refused(&self) -> bool {
+        self.configs.compact() && !self.configs.parse_key()
+    }
+
     /// Whether a held (unterminated) line could be appended alone: its
     /// record, keyed where the separator is already in it, in a batch of
     /// its own within `max.message.bytes` (README "Appending to `log`").
@@ -294,8 +299,18 @@ impl Partition {
     /// `retention.bytes`, then `retention.ms`, each deleting sealed segments
     /// from the front, rolling first when every segment qualifies.
     pub fn retention(&mut self, now_ms: i64, appends: &[Append]) {
+        // A compacted partition's retention is the log cleaner's, as in
+        // Kafka; the retention check leaves it alone.
+        if self.configs.compact() {
+            return;
+        }
         let start = self.log_start;
         self.drop_prefix(|_, next| next <= start);
+        // Size and time only where the policy says `delete` (an empty list
+        // says neither).
+        if !self.configs.delete() {
+            return;
+        }
         let limit = self.configs.long("retention.bytes");
         if limit >= 0 {
             let size = |s: &Segment| s.size().expect("sizes are learned after each step") as i64;
@@ -439,6 +454,11 @@ impl Model {
         let mut text = partial.clone();
         text.extend_from_slice(data);
         let (p, live) = self.handle_partition(h);
+        // A compacted partition takes no record without a key: without
+        // `parse.key` every line would be one, held or not.
+        if p.keyless_refused() && !text.is_empty() {
+            return Err(libc::EINVAL);
+        }
         let Some(last_nl) = data.iter().rposition(|b| *b == b'\n') else {
             if !p.held_fits(&text) {
                 return Err(libc::EMSGSIZE);
@@ -480,6 +500,9 @@ impl Model {
         }
         let line = partial.clone();
         let (p, live) = self.handle_partition(h);
+        if p.keyless_refused() {
+            return None;
+        }
         let recs = p.to_records(&[&line]).ok()?;
         let groups = p.pack(&recs).ok()?;
         live.then(|| (recs.into_iter().next().expect("one"), groups[0]))

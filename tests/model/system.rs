@@ -29,6 +29,8 @@ pub struct Profile {
     pub raw_files: bool,
     /// `roll` and `flush` (the `LogControl` capability).
     pub log_control: bool,
+    /// `compact` (the `Compaction` capability): a backend with a log cleaner.
+    pub compaction: bool,
     /// `time/<ms>` is answered from the records' timestamps: librdkafka's
     /// mock cluster answers every lookup by time with "none".
     pub times: bool,
@@ -78,8 +80,14 @@ pub struct LocalSystem {
 
 fn open(dir: &Path) -> (Arc<LogManager>, Tree) {
     let manager = Arc::new(
-        LogManager::open(dir, LogConfig::default(), OpenOptions::default())
-            .expect("the data directory opens"),
+        // No cleaner thread: a pass would change compacted partitions behind
+        // the model's back (the model has no passes; tests/compaction.rs has).
+        LogManager::open(
+            dir,
+            LogConfig::default(),
+            OpenOptions::without_cleaner_threads(),
+        )
+        .expect("the data directory opens"),
     );
     let tree = Tree::new(Arc::new(LocalBackend::new(manager.clone())));
     (manager, tree)
@@ -106,6 +114,7 @@ impl System for LocalSystem {
         Profile {
             raw_files: true,
             log_control: true,
+            compaction: true,
             times: true,
             configs: true,
         }
@@ -205,6 +214,7 @@ impl System for MemSystem {
         Profile {
             raw_files: false,
             log_control: self.log_control,
+            compaction: false,
             times: true,
             configs: true,
         }

@@ -9,6 +9,12 @@
 //! `n` is `offsets.topic.num.partitions` (default 1 here, where Kafka's 50
 //! would fill the tree); once the topic exists its own count is used, so a
 //! changed option never moves a group away from its records.
+//!
+//! The topic is compacted, as Kafka makes it (`cleanup.policy=compact`,
+//! `segment.bytes` = `offsets.topic.segment.bytes`, 100 MiB): the log
+//! cleaner keeps the latest record of each key, so a long-running daemon's
+//! commits stay bounded. A topic made before it was compacted is made so
+//! when the coordinator starts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,6 +26,12 @@ use crate::record::{Batch, BatchIter, NewRecord};
 use crate::storage::{LogManager, PartitionLog, StorageError};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// Kafka's topic configs of `__consumer_offsets` (`offsets.topic.segment.bytes`).
+const OFFSETS_TOPIC_CONFIGS: &[(&str, Option<&str>)] = &[
+    ("cleanup.policy", Some("compact")),
+    ("segment.bytes", Some("104857600")),
+];
+
 /// Bytes read at a time when the topic is read back.
 const READ_CHUNK: u64 = 1 << 20;
 
@@ -54,7 +66,12 @@ impl OffsetsTopic {
         let count = self.count();
         if self.mgr.topic(OFFSETS_TOPIC).is_none() {
             match self.mgr.create_topic(OFFSETS_TOPIC, count) {
-                Ok(_) => info!("Created {OFFSETS_TOPIC} with {count} partitions for group records"),
+                Ok(t) => {
+                    for log in t.partitions.iter().flatten() {
+                        log.alter_configs(OFFSETS_TOPIC_CONFIGS)?;
+                    }
+                    info!("Created {OFFSETS_TOPIC} with {count} partitions for group records")
+                }
                 // Made meanwhile by another connection: use it.
                 Err(StorageError::PartitionExists(_)) => {}
                 Err(e) => return Err(e),
@@ -105,12 +122,34 @@ impl OffsetsTopic {
             .partitions
             .iter()
             .flatten()
-            .map(|log| PartitionRead {
-                index: log.partition(),
-                name: log.name().to_string(),
-                records: read_partition(log),
+            .map(|log| {
+                if !self.mgr.read_only() {
+                    compact_if_not(log);
+                }
+                PartitionRead {
+                    index: log.partition(),
+                    name: log.name().to_string(),
+                    records: read_partition(log),
+                }
             })
             .collect()
+    }
+}
+
+/// A partition of the topic made before it was compacted is made so.
+fn compact_if_not(log: &PartitionLog) {
+    if log.config().cleanup_policy.compact()
+        || log.check_live().is_err()
+        || log.overrides().contains_key("cleanup.policy")
+    {
+        return;
+    }
+    match log.alter_configs(&[("cleanup.policy", Some("compact"))]) {
+        Ok(()) => info!(
+            "{}: cleanup.policy=compact, as Kafka keeps {OFFSETS_TOPIC}",
+            log.name()
+        ),
+        Err(e) => warn!("{}: could not make it compacted: {e}", log.name()),
     }
 }
 

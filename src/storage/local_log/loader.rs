@@ -11,14 +11,16 @@ use std::sync::Arc;
 use log::{info, warn};
 
 use super::segments::LogSegments;
+use super::swap;
 use super::{LocalLog, LogId, settings};
 use crate::storage::checkpoint::Checkpoints;
 use crate::storage::config::LogConfig;
+use crate::storage::deleter::Deleter;
 use crate::storage::disk;
 use crate::storage::error::{IoContext, Result, StorageError};
 use crate::storage::flusher::Flusher;
 use crate::storage::health::Health;
-use crate::storage::names::{parse_segment_file_name, segment_file_name};
+use crate::storage::names::parse_segment_file_name;
 use crate::storage::progress::Progress;
 use crate::storage::segment::{IndexSettings, LogSegment};
 
@@ -26,6 +28,8 @@ use crate::storage::segment::{IndexSettings, LogSegment};
 pub(crate) struct DirContext<'a> {
     pub checkpoints: &'a Arc<Checkpoints>,
     pub flusher: &'a Flusher,
+    /// Removes the files of segments the log cleaner replaced, later.
+    pub deleter: &'a Deleter,
     /// The clean-shutdown marker was found: nothing is recovered.
     pub clean_shutdown: bool,
     pub writable: bool,
@@ -56,7 +60,8 @@ impl LocalLog {
         empty_start: i64,
     ) -> Result<Loaded> {
         let id = LogId::of(dir)?;
-        let (mut segments, names) = load_segments(dir, ctx, settings(config), health, empty_start)?;
+        let (mut segments, names, swapped) =
+            load_segments(dir, ctx, settings(config), health, empty_start)?;
         let mut recovery_point = ctx
             .checkpoints
             .recovery_point(&id.topic, id.partition)
@@ -64,14 +69,14 @@ impl LocalLog {
         if let Some(active) = segments.values().last() {
             active.mark_active();
         }
-        let mut recovered_from = None;
+        // What a completed swap replaced is new to the partition too.
+        let mut recovered_from = swapped;
         if !ctx.clean_shutdown {
-            recovered_from = Some(
-                segments
-                    .range(..=recovery_point)
-                    .next_back()
-                    .map_or(i64::MIN, |(b, _)| *b),
-            );
+            let from = segments
+                .range(..=recovery_point)
+                .next_back()
+                .map_or(i64::MIN, |(b, _)| *b);
+            recovered_from = Some(recovered_from.map_or(from, |s: i64| s.min(from)));
             recover_segments(&id.name, &mut segments, recovery_point, ctx.progress)?;
             // A load whose index rebuild failed (and only logged it).
             health.check()?;
@@ -155,25 +160,39 @@ type Segments = BTreeMap<i64, Arc<LogSegment>>;
 
 /// The segments of a log directory, after stray files are removed; a
 /// writable directory with none gets its first one at `empty_start`. Also
-/// the directory's names, as listed.
+/// the directory's names, as listed, and the first base a swap completed
+/// at this load covers.
 fn load_segments(
     dir: &Path,
     ctx: &DirContext,
     s: IndexSettings,
     health: &Arc<Health>,
     empty_start: i64,
-) -> Result<(Segments, Vec<String>)> {
+) -> Result<(Segments, Vec<String>, Option<i64>)> {
     // One listing serves the whole load: a clean mount of many segments
     // costs a stat per segment and opens nothing.
     let mut names = list_dir(dir)?;
-    if ctx.writable && remove_stray_files(dir, &names)? {
-        names = list_dir(dir)?;
+    let mut swapped = None;
+    // Read-only, a swap left part way is shown as its completion would leave it.
+    let mut swap_range = None;
+    let mut valid_swaps = Vec::new();
+    if ctx.writable {
+        let (changed, from) = remove_stray_files(dir, &names)?;
+        swapped = from;
+        if changed {
+            names = list_dir(dir)?;
+        }
+    } else if names.iter().any(|n| n.ends_with(".swap")) {
+        let swaps = swap::swap_files(dir, &names)?;
+        (swap_range, valid_swaps) = (swaps.range, swaps.valid);
     }
     // Each name is parsed once: a partition may hold thousands of segments.
     let mut logs: Vec<(i64, String)> = Vec::new();
     let mut indexed = HashSet::new();
     for name in names.iter().cloned() {
         match parse_segment_file_name(&name) {
+            Some((_, "log")) if swap::replaced(&name, swap_range) => {}
+            Some((base, "log.swap")) if valid_swaps.contains(&name) => logs.push((base, name)),
             Some((base, "log")) => logs.push((base, name)),
             Some((base, "index")) => {
                 indexed.insert(base);
@@ -200,52 +219,56 @@ fn load_segments(
             drop(seg.indexes()?);
         }
     }
-    Ok((segments, names))
+    Ok((segments, names, swapped))
 }
 
-/// Kafka's `LogLoader.removeTempFilesAndCollectSwapFiles`: drop `.deleted`,
-/// `.cleaned` and `.tmp` files, finish `.swap` renames, and delete index files
-/// whose `.log` is gone.
-fn remove_stray_files(dir: &Path, names: &[String]) -> Result<bool> {
+/// Kafka's `LogLoader.removeTempFilesAndCollectSwapFiles` and the passes
+/// after it: `.deleted` and `.tmp` files go, swaps are completed or
+/// dropped (`swap.rs`), index files whose `.log` is gone go. Returns
+/// whether anything changed, and the first base a completed swap covers.
+fn remove_stray_files(dir: &Path, names: &[String]) -> Result<(bool, Option<i64>)> {
     let mut changed = false;
-    // Bases that have a `.log`, or one about to be completed from `.log.swap`.
-    let mut logs = HashSet::new();
-    for name in names {
-        if let Some((base, "log" | "log.swap")) = parse_segment_file_name(name) {
-            logs.insert(base);
-        }
-    }
     for name in names {
         let path = dir.join(name);
-        if name.ends_with(".deleted") || name.ends_with(".cleaned") || name.ends_with(".tmp") {
+        if name.ends_with(".deleted") || name.ends_with(".tmp") {
             info!("Deleting stray temporary file {}", path.display());
             disk::remove_file("loader.stray.remove", &path).at(&path)?;
             changed = true;
-        } else if let Some(real) = name.strip_suffix(".swap") {
-            info!("Completing swap of {}", path.display());
-            let target = dir.join(real);
-            disk::rename("loader.swap.rename", &path, &target).at(&target)?;
-            if let Some((base, "log")) = parse_segment_file_name(real) {
-                for suffix in ["index", "timeindex"] {
-                    let index = dir.join(segment_file_name(base, suffix));
-                    match disk::remove_file("loader.swap.remove_index", &index) {
-                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                            return Err(StorageError::io(&index, e));
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            changed = true;
-        } else if let Some((base, "index" | "timeindex")) = parse_segment_file_name(name)
+        }
+    }
+    let live: Vec<String> = names
+        .iter()
+        .filter(|n| !n.ends_with(".deleted") && !n.ends_with(".tmp"))
+        .cloned()
+        .collect();
+    let swapped = swap::finish_swaps(dir, &live)?;
+    let live = if live
+        .iter()
+        .any(|n| n.ends_with(".swap") || n.ends_with(".cleaned"))
+    {
+        changed = true;
+        list_dir(dir)?
+    } else {
+        live
+    };
+    let logs: HashSet<i64> = live
+        .iter()
+        .filter_map(|n| match parse_segment_file_name(n) {
+            Some((base, "log")) => Some(base),
+            _ => None,
+        })
+        .collect();
+    for name in &live {
+        if let Some((base, "index" | "timeindex")) = parse_segment_file_name(name)
             && !logs.contains(&base)
         {
+            let path = dir.join(name);
             info!("Deleting index file {} with no log file", path.display());
             disk::remove_file("loader.orphan_index.remove", &path).at(&path)?;
             changed = true;
         }
     }
-    Ok(changed)
+    Ok((changed, swapped))
 }
 
 fn list_dir(dir: &Path) -> Result<Vec<String>> {

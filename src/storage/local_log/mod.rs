@@ -29,6 +29,7 @@ use parking_lot::{Mutex, MutexGuard};
 
 use super::checkpoint::Checkpoints;
 use super::config::LogConfig;
+use super::deleter::Deleter;
 use super::disk;
 use super::error::{IoContext, Result, StorageError};
 use super::flusher::Flusher;
@@ -44,6 +45,7 @@ mod loader;
 mod read;
 mod roll;
 mod segments;
+mod swap;
 
 pub use crate::names::FileKind;
 pub(crate) use append::{Landed, Rolled, Written};
@@ -95,6 +97,8 @@ pub(crate) struct LocalLog {
     checkpoints: Arc<Checkpoints>,
     /// The data directory's background flusher (flushes after rolls).
     flusher: Flusher,
+    /// The data directory's removal of replaced segments' files.
+    deleter: Deleter,
     /// The partition's: a failure here takes it offline.
     health: Arc<Health>,
     /// The directory is gone (deleted, or a followed writer deleted it):
@@ -150,6 +154,7 @@ impl LocalLog {
             lookups: Lookups::default(),
             checkpoints: ctx.checkpoints.clone(),
             flusher: ctx.flusher.clone(),
+            deleter: ctx.deleter.clone(),
             health,
             deleted: AtomicBool::new(false),
             self_ref: me.clone(),

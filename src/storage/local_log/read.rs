@@ -144,7 +144,7 @@ impl LocalLog {
     }
 
     /// Forgets the batch kept for lookups: its segment changed underneath.
-    pub(super) fn forget_recent_batch(&self) {
+    pub(crate) fn forget_recent_batch(&self) {
         *self.lookups.recent.lock() = None;
     }
 

@@ -78,7 +78,9 @@ impl LogWriter<'_> {
             return Ok(None);
         }
         let config = roll.config;
-        let segment_ms = config.segment_ms.saturating_sub(config.segment_jitter_ms);
+        let segment_ms = config
+            .max_segment_ms()
+            .saturating_sub(config.segment_jitter_ms);
         if active.should_roll(
             batch_size,
             max_timestamp,

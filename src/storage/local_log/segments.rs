@@ -2,20 +2,28 @@
 //! segments leave a live log.
 //!
 //! Why one place: retention, delete-records and an undone append each
-//! delete segments, and the log cleaner will swap cleaned segments in for
-//! old ones. Going through [`LogWriter::delete_segments`], each takes a
-//! segment out of the map before its files go (readers that hold it keep
-//! their open descriptor), under the writer lock.
+//! delete segments, and the log cleaner swaps cleaned segments in for old
+//! ones. Going through [`LogWriter::delete_segments`] or
+//! [`LogWriter::replace_segments`], each takes a segment out of the map
+//! before its files go (readers that hold it keep their open descriptor),
+//! under the writer lock.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use log::info;
+use log::{error, info};
 use parking_lot::RwLock;
 
-use super::LogWriter;
-use crate::storage::error::Result;
+use super::{LogWriter, settings};
+use crate::storage::config::LogConfig;
+use crate::storage::deleter::delay_of;
+use crate::storage::disk;
+use crate::storage::error::{IoContext, Result, StorageError};
 use crate::storage::segment::LogSegment;
+
+/// The suffixes of a segment's files, in the order Kafka renames them
+/// (`LogSegment.changeFileSuffixes`: log, offset index, time index, txn index).
+const SEGMENT_FILES: [&str; 4] = ["log", "index", "timeindex", "txnindex"];
 
 /// Segments by base offset; the last one is active. Each look takes the
 /// map's lock only for as long as it takes to copy what it wants.
@@ -89,6 +97,60 @@ impl LogSegments {
     pub(super) fn remove(&self, base: i64) -> Option<Arc<LogSegment>> {
         self.0.write().remove(&base)
     }
+
+    /// Puts `new` in the place of `old`, in one step for readers. Writer lock held.
+    fn replace(&self, new: Arc<LogSegment>, old: &[Arc<LogSegment>]) {
+        let mut map = self.0.write();
+        for seg in old {
+            map.remove(&seg.base_offset);
+        }
+        map.insert(new.base_offset, new);
+    }
+}
+
+/// The renames of a swap, in their order.
+#[derive(Clone, Copy)]
+enum Step {
+    /// The cleaned segment's files, `.cleaned` to `.swap`.
+    ToSwap,
+    /// The replaced segments' files, to `.deleted`.
+    ToDeleted,
+    /// The cleaned segment's files, `.swap` to their names.
+    FromSwap,
+}
+
+impl Step {
+    fn suffixes(self) -> (&'static str, &'static str) {
+        match self {
+            Step::ToSwap => (".cleaned", ".swap"),
+            Step::ToDeleted => ("", ".deleted"),
+            Step::FromSwap => (".swap", ""),
+        }
+    }
+
+    fn rename(self, src: &std::path::Path, dst: &std::path::Path) -> std::io::Result<()> {
+        match self {
+            Step::ToSwap => disk::rename("cleaner.swap.to_swap", src, dst),
+            Step::ToDeleted => disk::rename("cleaner.swap.to_deleted", src, dst),
+            Step::FromSwap => disk::rename("cleaner.swap.from_swap", src, dst),
+        }
+    }
+}
+
+/// Renames each existing file of segment `base` in `dir` as `step` does
+/// (a `.txnindex` is made only when needed, so it may be missing).
+fn change_suffixes(dir: &std::path::Path, base: i64, step: Step) -> Result<()> {
+    let (from, to) = step.suffixes();
+    for kind in SEGMENT_FILES {
+        let name = crate::storage::names::segment_file_name(base, kind);
+        let src = dir.join(format!("{name}{from}"));
+        let dst = dir.join(format!("{name}{to}"));
+        match step.rename(&src, &dst) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && kind != "log" => {}
+            r => r.at(&dst)?,
+        }
+    }
+    Ok(())
 }
 
 impl LogWriter<'_> {
@@ -111,5 +173,83 @@ impl LogWriter<'_> {
             seg.delete_files()?;
         }
         Ok(())
+    }
+
+    /// Kafka's `LocalLog.replaceSegments`: the cleaned segment at `new_base`
+    /// (its files `*.cleaned`) takes the place of `old`, in the order that
+    /// makes a crash at any step recoverable by the loader: the new files
+    /// renamed `.swap`, the old ones `.deleted`, the new ones to their
+    /// names, the directory synced. The old files go after
+    /// `file.delete.delay.ms`. Refused, with nothing renamed, when `old` is
+    /// no longer what the log holds (a segment went, became active, or grew
+    /// since the cleaner read it). Returns the new segment.
+    pub fn replace_segments(
+        &mut self,
+        new_base: i64,
+        old: &[Arc<LogSegment>],
+        config: &LogConfig,
+    ) -> Result<Arc<LogSegment>> {
+        let dir = self.log.dir.clone();
+        let active = self.log.segments.active_base();
+        for seg in old {
+            let held = self.log.segments.get(seg.base_offset);
+            if !held.is_some_and(|h| Arc::ptr_eq(&h, seg)) || Some(seg.base_offset) == active {
+                return Err(StorageError::SegmentsChanged(self.log.name().to_string()));
+            }
+            // Opened before their names change: a reader holding one reads on.
+            seg.log_file()?;
+            drop(seg.indexes()?);
+        }
+        change_suffixes(&dir, new_base, Step::ToSwap)?;
+        for seg in old {
+            change_suffixes(&dir, seg.base_offset, Step::ToDeleted)?;
+        }
+        change_suffixes(&dir, new_base, Step::FromSwap)?;
+        disk::sync_dir("cleaner.swap.dir_fsync", &dir).synced(&dir)?;
+        let path = LogSegment::log_path(&dir, new_base);
+        let new = LogSegment::open(
+            path,
+            new_base,
+            settings(config),
+            true,
+            self.log.health.clone(),
+        );
+        new.log_file()?;
+        drop(new.indexes()?);
+        let new = Arc::new(new);
+        self.log.segments.replace(new.clone(), old);
+        self.delete_replaced(old, config);
+        Ok(new)
+    }
+
+    /// The `.deleted` files of replaced segments, removed now or after
+    /// `file.delete.delay.ms`. Their removal failing is logged: they are
+    /// out of the log already, and the next load removes what is left.
+    fn delete_replaced(&self, old: &[Arc<LogSegment>], config: &LogConfig) {
+        let dir = self.log.dir.clone();
+        let bases: Vec<i64> = old.iter().map(|s| s.base_offset).collect();
+        let name = self.log.name().to_string();
+        let job = move || {
+            for base in bases {
+                for kind in SEGMENT_FILES {
+                    let file = crate::storage::names::segment_file_name(base, kind);
+                    let path = dir.join(format!("{file}.deleted"));
+                    match disk::remove_file("cleaner.deleted.remove", &path) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                            error!(
+                                "Error while deleting segments for {name}: {}: {e}",
+                                path.display()
+                            );
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            info!("Deleted the segment files {name} replaced");
+        };
+        match config.file_delete_delay_ms {
+            0 => job(),
+            ms => self.log.deleter.schedule(delay_of(ms), job),
+        }
     }
 }

@@ -50,6 +50,7 @@ impl PartitionLog {
         if !self.local.writable() {
             return Err(StorageError::ReadOnly);
         }
+        self.check_keys(records)?;
         let path = self.health.enter("an append")?;
         path.finish(self.append_now(records))
     }

@@ -139,6 +139,41 @@ impl PartitionLog {
         })
     }
 
+    /// Sets (`Some`) and removes (`None`) several overrides as one change:
+    /// all of them or none, judged together (Kafka's `validateValues`), as
+    /// an IncrementalAlterConfigs or a CreateTopics gives them.
+    pub fn alter_configs(&self, changes: &[(&str, Option<&str>)]) -> Result<()> {
+        if !self.local.writable() {
+            return Err(StorageError::ReadOnly);
+        }
+        for (name, _) in changes {
+            if !is_config_name(name) {
+                return Err(ConfigError::UnknownName(name.to_string()).into());
+            }
+        }
+        self.health.guard("a config change", || {
+            // Its directory may by now be a new partition's of the same name.
+            let _w = self.local.writer()?;
+            let mut overrides = self.overrides();
+            for (name, value) in changes {
+                match value {
+                    Some(v) => {
+                        let v = v.trim_end_matches(['\n', '\r']);
+                        overrides.insert(name.to_string(), v.to_string())
+                    }
+                    None => overrides.remove(*name),
+                };
+            }
+            self.config.replace_overrides(self.dir(), overrides)?;
+            info!(
+                "Updated {} configs of partition {}",
+                changes.len(),
+                self.name()
+            );
+            Ok(())
+        })
+    }
+
     /// Removes an override, so the mount-wide default applies again.
     pub fn reset_config(&self, name: &str) -> Result<()> {
         if !self.local.writable() {

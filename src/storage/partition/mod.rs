@@ -21,6 +21,7 @@ use parking_lot::Mutex;
 
 use super::append_signal::AppendSignal;
 use super::checkpoint::Checkpoints;
+use super::cleaner::{CleanerCore, LastPass};
 use super::config::LogConfig;
 use super::error::{Result, StorageError};
 use super::health::Health;
@@ -29,6 +30,7 @@ use super::producer_state::ProducerStateManager;
 use super::stream::{AppendTally, Stream};
 
 mod append;
+mod compact;
 mod config;
 mod encoded;
 mod follow;
@@ -38,6 +40,7 @@ mod read;
 mod retention;
 
 pub use append::AppendInfo;
+pub use compact::CleanerStatus;
 pub use config::PROPERTIES_FILE;
 pub use encoded::LEADER_EPOCH;
 pub(crate) use follow::Followed;
@@ -81,12 +84,17 @@ pub struct PartitionLog {
     /// local log and its segments.
     health: Arc<Health>,
     checkpoints: Arc<Checkpoints>,
+    /// The data directory's log cleaner (a pass asked for runs through it).
+    cleaner: Arc<CleanerCore>,
+    /// What the last pass of the log cleaner over it did.
+    last_pass: Mutex<Option<LastPass>>,
 }
 
 /// How a partition is being opened.
 pub(crate) struct LoadContext<'a> {
     pub defaults: &'a LogConfig,
     pub appends: &'a Arc<AppendSignal>,
+    pub cleaner: &'a Arc<CleanerCore>,
     /// What its log on disk is opened with.
     pub log: DirContext<'a>,
 }
@@ -125,6 +133,8 @@ impl PartitionLog {
             appends: ctx.appends.clone(),
             health,
             checkpoints: ctx.log.checkpoints.clone(),
+            cleaner: ctx.cleaner.clone(),
+            last_pass: Mutex::new(None),
         });
         log.init_tally();
         log

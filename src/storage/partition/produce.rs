@@ -27,9 +27,31 @@ pub struct ProducedInfo {
     pub duplicate: bool,
 }
 
+/// Kafka's `LogValidator.validateKey` over one batch of a compacted
+/// partition: the index of each record without a key.
+fn keyless_records(batch: &[u8]) -> Result<Vec<i32>> {
+    let batch = crate::record::Batch::parse(batch)?;
+    let section = batch.uncompressed_section()?;
+    let mut keyless = Vec::new();
+    let mut i = 0;
+    crate::record::retain::for_each_record(&batch.header, &section, |r| {
+        if r.key.is_none() {
+            keyless.push(i);
+        }
+        i += 1;
+        true
+    })?;
+    Ok(keyless)
+}
+
 /// Splits `records` (a Produce request's bytes for one partition) into
-/// batches and validates each; sizes are checked against the configs.
-fn validate_all(config: &LogConfig, records: &[u8]) -> Result<Vec<(usize, ValidBatch)>> {
+/// batches and validates each; sizes are checked against the configs, and
+/// for a compacted partition every record must have a key.
+fn validate_all(
+    config: &LogConfig,
+    partition: &str,
+    records: &[u8],
+) -> Result<Vec<(usize, ValidBatch)>> {
     let mut out = Vec::new();
     let mut pos = 0;
     while pos < records.len() {
@@ -49,6 +71,15 @@ fn validate_all(config: &LogConfig, records: &[u8]) -> Result<Vec<(usize, ValidB
             });
         }
         let valid = validate_produced_batch(&records[pos..pos + size])?;
+        if config.cleanup_policy.compact() {
+            let keyless = keyless_records(&records[pos..pos + size])?;
+            if !keyless.is_empty() {
+                return Err(StorageError::KeylessRecords {
+                    partition: partition.to_string(),
+                    indexes: keyless,
+                });
+            }
+        }
         out.push((pos, valid));
         pos += size;
     }
@@ -77,7 +108,7 @@ impl PartitionLog {
             return Err(StorageError::ReadOnly);
         }
         let config = self.config();
-        let batches = validate_all(&config, records)?;
+        let batches = validate_all(&config, self.name(), records)?;
         let append_time =
             (config.message_timestamp_type == TimestampType::LogAppendTime).then(now_ms);
         let produced = ENCODED.with_borrow_mut(|enc| {

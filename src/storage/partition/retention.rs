@@ -87,9 +87,10 @@ impl PartitionLog {
         Ok(n)
     }
 
-    /// Applies the log start offset, retention.bytes and retention.ms (in
-    /// Kafka's order); returns how many segments were deleted. Never deletes
-    /// the active segment: when every segment qualifies, it rolls first.
+    /// Applies the log start offset, then, where `cleanup.policy` has
+    /// `delete`, retention.bytes and retention.ms (in Kafka's order);
+    /// returns how many segments were deleted. Never deletes the active
+    /// segment: when every segment qualifies, it rolls first.
     pub fn apply_retention(&self, now_ms: i64) -> Result<usize> {
         // An offline partition is skipped: the failure was logged once.
         if !self.local.writable() || self.health.cause().is_some() {
@@ -116,6 +117,11 @@ impl PartitionLog {
         let start = self.log_start_offset();
         let mut deleted =
             self.delete_breached(&mut w, |_, next| next <= start, "log start offset breach")?;
+        // Kafka's `deleteOldSegments`: size and time only where the policy
+        // says `delete`; a compacted log keeps what the cleaner keeps.
+        if !config.cleanup_policy.delete_enabled() {
+            return Ok(deleted);
+        }
         if config.retention_bytes >= 0 {
             deleted += self.delete_size_breached(&mut w, &config)?;
         }

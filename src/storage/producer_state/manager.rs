@@ -136,6 +136,11 @@ impl ProducerStateManager {
     }
 
     /// Makes what the last check staged committed: its batches are published.
+    /// See [`ProducerStates::last_records`].
+    pub fn last_records(&self) -> Vec<(i64, Option<i64>, i16)> {
+        self.state.lock().last_records()
+    }
+
     pub fn commit(&self) {
         self.state.lock().commit_staged();
     }

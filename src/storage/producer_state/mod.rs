@@ -191,6 +191,16 @@ impl ProducerStates {
             .collect()
     }
 
+    /// Each producer's last data offset (none when it has no batch left)
+    /// and epoch: Kafka's `lastRecordsOfActiveProducers`, whose batches the
+    /// log cleaner keeps.
+    pub fn last_records(&self) -> Vec<(i64, Option<i64>, i16)> {
+        self.producers
+            .iter()
+            .map(|(id, p)| (*id, p.batches.back().map(|b| b.last_offset), p.epoch))
+            .collect()
+    }
+
     pub fn producer(&self, id: i64) -> Option<&Producer> {
         self.producers.get(&id)
     }

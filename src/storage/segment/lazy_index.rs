@@ -162,14 +162,16 @@ impl LogSegment {
             return Ok(Err(format!("offset index {}: {why}", index_path.display())));
         }
         // The log end is found by scanning from the last entry, so that
-        // entry must point at the batch ending at its offset. Other entries
-        // are checked as lookups use them.
+        // entry must point at a batch at or below its offset: the batch
+        // ending there (an append's entry), or the first batch of the chunk
+        // the log cleaner appended at once (Kafka's cleaner indexes a chunk
+        // by its largest offset). Other entries are checked as lookups use them.
         if let Some(last) = offset.last_entry() {
             let mut hdr = [0u8; HEADER_LEN];
             let n =
                 read_full_at(self.log_file()?, &mut hdr, last.position as u64).at(&self.log_path)?;
             match BatchHeader::parse(&hdr[..n]) {
-                Ok(h) if h.last_offset() == last.offset => {}
+                Ok(h) if h.base_offset <= last.offset => {}
                 _ => {
                     return Ok(Err(format!(
                         "offset index {}: last entry (offset {}, position {}) does not point at its batch",

@@ -156,9 +156,12 @@ impl LogSegment {
         walk.for_each_header(|pos, h| {
             if first {
                 first = false;
-                // An index entry must point at the start of the batch that ends
-                // at its offset; anything else means the index is damaged.
-                if start != 0 && h.last_offset() != entry.offset {
+                // An index entry must point at the start of a batch at or
+                // below its offset: the batch ending there (an append's
+                // entry) or the first of a chunk the log cleaner appended
+                // at once (keyed by the chunk's largest offset); anything
+                // else means the index is damaged.
+                if start != 0 && h.base_offset > entry.offset {
                     found = Some(Located::BadEntry);
                     return false;
                 }

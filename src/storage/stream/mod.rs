@@ -12,10 +12,10 @@
 //! first read of a segment, makes a read at any position one lookup plus a
 //! short scan.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use log::warn;
 
@@ -48,6 +48,9 @@ struct MapPoint {
 
 /// Sparse map of one segment, extended as the segment grows.
 struct SegmentMap {
+    /// The segment it maps: another segment at the same base (one the log
+    /// cleaner swapped in) has a map of its own.
+    segment: Weak<LogSegment>,
     points: Vec<MapPoint>,
     /// Stream bytes of the batches covered so far.
     len: u64,
@@ -58,8 +61,10 @@ struct SegmentMap {
 }
 
 impl SegmentMap {
-    fn new(base_offset: i64) -> Self {
+    fn new(seg: &Arc<LogSegment>) -> Self {
+        let base_offset = seg.base_offset;
         SegmentMap {
+            segment: Arc::downgrade(seg),
             points: vec![MapPoint {
                 stream_pos: 0,
                 file_pos: 0,
@@ -186,6 +191,8 @@ pub(crate) struct Stream {
     /// Known lengths of sealed segments (persisted).
     sealed: BTreeMap<i64, u64>,
     dirty: bool,
+    /// Bases of segments being replaced: their lengths are not kept.
+    retiring: BTreeSet<i64>,
     maps: BTreeMap<i64, SegmentMap>,
     /// (log start offset, first segment base) -> bytes of that segment's
     /// records below the log start offset.
@@ -201,6 +208,7 @@ impl Stream {
         Stream {
             sealed: BTreeMap::new(),
             dirty: false,
+            retiring: BTreeSet::new(),
             maps: BTreeMap::new(),
             prefix: None,
             clock: 0,
@@ -229,6 +237,7 @@ impl Stream {
         }
         Stream {
             dirty: sealed.len() != before,
+            retiring: BTreeSet::new(),
             sealed,
             maps: BTreeMap::new(),
             prefix: None,
@@ -237,7 +246,7 @@ impl Stream {
         }
     }
 
-    fn map(&mut self, seg: &LogSegment) -> Result<&mut SegmentMap> {
+    fn map(&mut self, seg: &Arc<LogSegment>) -> Result<&mut SegmentMap> {
         self.clock += 1;
         let clock = self.clock;
         if !self.maps.contains_key(&seg.base_offset)
@@ -250,17 +259,24 @@ impl Stream {
         {
             self.maps.remove(&oldest);
         }
+        if self
+            .maps
+            .get(&seg.base_offset)
+            .is_some_and(|m| !std::ptr::eq(m.segment.as_ptr(), Arc::as_ptr(seg)))
+        {
+            self.maps.remove(&seg.base_offset);
+        }
         let map = self
             .maps
             .entry(seg.base_offset)
-            .or_insert_with(|| SegmentMap::new(seg.base_offset));
+            .or_insert_with(|| SegmentMap::new(seg));
         map.last_used = clock;
         map.extend(seg)?;
         Ok(map)
     }
 
     /// A segment's stream length: persisted for sealed segments, else computed.
-    fn segment_len(&mut self, seg: &LogSegment, tally: &AppendTally) -> Result<u64> {
+    fn segment_len(&mut self, seg: &Arc<LogSegment>, tally: &AppendTally) -> Result<u64> {
         if !seg.is_active()
             && let Some(l) = self.sealed.get(&seg.base_offset)
         {
@@ -272,7 +288,7 @@ impl Stream {
             return Ok(l);
         }
         let len = self.map(seg)?.len;
-        if !seg.is_active() {
+        if !seg.is_active() && !self.retiring.contains(&seg.base_offset) {
             self.sealed.insert(seg.base_offset, len);
             self.dirty = true;
         }
@@ -280,7 +296,7 @@ impl Stream {
     }
 
     /// Bytes of the first segment's records below the log start offset.
-    fn prefix(&mut self, first: &LogSegment, log_start: i64) -> Result<u64> {
+    fn prefix(&mut self, first: &Arc<LogSegment>, log_start: i64) -> Result<u64> {
         if log_start <= first.base_offset {
             return Ok(0);
         }
@@ -431,12 +447,31 @@ impl Stream {
     }
 
     /// Forgets what was learned of segment `base`: its file changed
-    /// underneath (a read-only mount following another writer).
+    /// underneath (a read-only mount following another writer, the log
+    /// cleaner's swap).
     pub fn forget(&mut self, base: i64) {
         self.cursors.forget(base);
-        self.sealed.remove(&base);
+        self.dirty |= self.sealed.remove(&base).is_some();
         self.maps.remove(&base);
         self.prefix = None;
+    }
+
+    /// Segments `bases` are about to be replaced: their lengths are
+    /// forgotten and, until [`Stream::replaced`], not learned again, so no
+    /// length of a segment that goes is saved for the one that takes its base.
+    pub fn retire(&mut self, bases: &[i64]) {
+        for b in bases {
+            self.forget(*b);
+            self.retiring.insert(*b);
+        }
+    }
+
+    /// The replacement is done (or did not happen): lengths are learned again.
+    pub fn replaced(&mut self, bases: &[i64]) {
+        for b in bases {
+            self.forget(*b);
+            self.retiring.remove(b);
+        }
     }
 
     /// The persisted length of segment `base`, if any.

@@ -1,0 +1,213 @@
+//! What a batch keeps (Kafka's `cleanInto` filter over
+//! `MemoryRecords.filterTo`): per batch, whether it goes whole, stays even
+//! empty, or stays only if a record does; per record, whether it is the
+//! latest of its key and, for a tombstone, whether its delete horizon has
+//! passed. The output is the batch unchanged, rebuilt with the records it
+//! keeps (and a delete horizon where a tombstone or a marker needs one),
+//! or a bare header.
+
+use std::collections::HashMap;
+
+use super::offset_map::OffsetMap;
+use super::txn::{TxnTracker, control_type};
+use crate::record::retain::{RecordView, empty_header, for_each_record, rebuild_batch};
+use crate::record::{Batch, BatchHeader};
+use crate::storage::error::Result;
+
+/// A producer's last batch as producer state knows it (Kafka's `LastRecord`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LastRecord {
+    pub last_data_offset: Option<i64>,
+    pub epoch: i16,
+}
+
+/// What stays the same for every batch of a pass.
+pub(super) struct FilterContext<'a> {
+    pub now: i64,
+    pub delete_retention_ms: i64,
+    pub producers: &'a HashMap<i64, LastRecord>,
+    /// The round's first uncleanable offset: its last batch stays.
+    pub upper_bound: i64,
+}
+
+/// Kafka's `BatchRetention`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Retention {
+    Delete,
+    RetainEmpty,
+    DeleteEmpty,
+}
+
+/// Counts of one chunk, as `FilterResult` keeps them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Filtered {
+    pub messages_read: u64,
+    pub bytes_read: u64,
+    pub messages_retained: u64,
+    pub bytes_retained: u64,
+    pub max_offset: i64,
+    pub max_timestamp: i64,
+    pub offset_of_max_timestamp: i64,
+    /// Records without a key, dropped (`invalidMessagesRead`).
+    pub invalid: u64,
+}
+
+impl Filtered {
+    pub fn new() -> Filtered {
+        Filtered {
+            max_offset: -1,
+            max_timestamp: -1,
+            offset_of_max_timestamp: -1,
+            ..Filtered::default()
+        }
+    }
+
+    fn retained(&mut self, max_ts: i64, shallow: i64, max_offset: i64, msgs: u64, bytes: u64) {
+        if max_ts > self.max_timestamp {
+            self.max_timestamp = max_ts;
+            self.offset_of_max_timestamp = shallow;
+        }
+        self.max_offset = self.max_offset.max(max_offset);
+        self.messages_retained += msgs;
+        self.bytes_retained += bytes;
+    }
+}
+
+/// Kafka's `isBatchLastRecordOfProducer`: the batch holds the producer's
+/// last sequence, or is the marker with its latest epoch (fencing).
+fn is_last_of_producer(h: &BatchHeader, producers: &HashMap<i64, LastRecord>) -> bool {
+    producers
+        .get(&h.producer_id)
+        .is_some_and(|last| match last.last_data_offset {
+            Some(offset) => h.last_offset() == offset,
+            None => h.is_control() && h.producer_epoch == last.epoch,
+        })
+}
+
+/// Kafka's `checkBatchRetention`: what the batch may lose, whether its
+/// records all go, and whether it is a marker of a transaction left empty.
+fn batch_retention(
+    batch: &Batch,
+    ctx: &FilterContext,
+    txn: &mut TxnTracker,
+) -> Result<(Retention, bool, bool)> {
+    let h = &batch.header;
+    let can_discard = if h.is_control() {
+        txn.on_control_batch_read(h, control_type(batch)?)
+    } else {
+        txn.on_batch_read(h)
+    };
+    let discard_records = if h.is_control() {
+        can_discard && h.has_delete_horizon() && h.base_timestamp <= ctx.now
+    } else {
+        can_discard
+    };
+    // A producer's last batch keeps its sequence for fencing; the round's
+    // last batch keeps the offset the round cleaned up to.
+    let retention = if (h.producer_id >= 0 && is_last_of_producer(h, ctx.producers))
+        || h.next_offset() == ctx.upper_bound
+    {
+        Retention::RetainEmpty
+    } else if discard_records {
+        Retention::Delete
+    } else {
+        Retention::DeleteEmpty
+    };
+    Ok((retention, discard_records, can_discard && h.is_control()))
+}
+
+/// Filters one batch into `out`, counting it in `res`.
+pub(super) fn filter_batch(
+    batch: &Batch,
+    ctx: &FilterContext,
+    map: &mut OffsetMap,
+    txn: &mut TxnTracker,
+    out: &mut Vec<u8>,
+    res: &mut Filtered,
+) -> Result<()> {
+    let h = &batch.header;
+    let (retention, discard_records, marker_for_empty_txn) = batch_retention(batch, ctx, txn)?;
+    res.bytes_read += batch.size() as u64;
+    if retention == Retention::Delete {
+        return Ok(());
+    }
+    let section = batch.uncompressed_section()?;
+    let mut kept: Vec<RecordView> = Vec::new();
+    let (mut dropped, mut tombstones) = (false, false);
+    let latest = map.latest_offset();
+    for_each_record(h, &section, |r| {
+        res.messages_read += 1;
+        let keep = if discard_records {
+            false
+        } else if h.is_control() || r.offset > latest {
+            true
+        } else if let Some(key) = r.key {
+            let retain_deletes = !h.has_delete_horizon() || ctx.now < h.base_timestamp;
+            r.offset >= map.get(key) && (!r.is_tombstone || retain_deletes)
+        } else {
+            res.invalid += 1;
+            false
+        };
+        if keep {
+            tombstones |= r.is_tombstone;
+            kept.push(r);
+        } else {
+            dropped = true;
+        }
+        true
+    })?;
+    if !kept.is_empty() {
+        let set_horizon = (tombstones || marker_for_empty_txn) && !h.has_delete_horizon();
+        write_retained(batch, &kept, dropped, set_horizon, ctx, out, res)
+    } else {
+        if retention == Retention::RetainEmpty {
+            empty_header(h, out);
+            res.retained(h.max_timestamp, h.last_offset(), h.last_offset(), 0, 61);
+        }
+        Ok(())
+    }
+}
+
+/// `filterTo` for a batch that keeps records: the original bytes when
+/// nothing changed, else the batch rebuilt (a new horizon where needed).
+fn write_retained(
+    batch: &Batch,
+    kept: &[RecordView],
+    dropped: bool,
+    set_horizon: bool,
+    ctx: &FilterContext,
+    out: &mut Vec<u8>,
+    res: &mut Filtered,
+) -> Result<()> {
+    let h = &batch.header;
+    let n = kept.len() as u64;
+    if !dropped && !set_horizon {
+        out.extend_from_slice(batch.bytes());
+        res.retained(
+            h.max_timestamp,
+            h.last_offset(),
+            h.last_offset(),
+            n,
+            batch.size() as u64,
+        );
+        return Ok(());
+    }
+    let horizon = if set_horizon {
+        Some(ctx.now.saturating_add(ctx.delete_retention_ms))
+    } else if h.has_delete_horizon() {
+        Some(h.base_timestamp)
+    } else {
+        None
+    };
+    let start = out.len();
+    let built = rebuild_batch(h, kept, horizon, out)?;
+    let size = (out.len() - start) as u64;
+    res.retained(
+        built.max_timestamp,
+        h.last_offset(),
+        built.max_record_offset,
+        n,
+        size,
+    );
+    Ok(())
+}

@@ -1,0 +1,368 @@
+//! Log compaction (Kafka's `LogCleaner`): `log.cleaner.threads` threads,
+//! each cleaning the dirtiest compacted log in turn, sleeping
+//! `log.cleaner.backoff.ms` when none needs it, and applying retention to
+//! compacted logs (which the scheduler's retention check leaves to them).
+//!
+//! - `manager.rs` (Kafka's `LogCleanerManager`): which log, in what state,
+//!   and the checkpoint of each log's first dirty offset;
+//! - `offset_map.rs` (`SkimpyOffsetMap`): key hash → latest offset, in a
+//!   fixed buffer;
+//! - `clean.rs` (`Cleaner`): one pass: the map, the groups, the copy, the swap;
+//! - `filter.rs`, `txn.rs`: what a batch and a record keep;
+//! - `cleaned.rs`: the `.cleaned` files a group is written to;
+//! - `stats.rs`, `throttle.rs`: the summary each pass logs; the I/O limit.
+//!
+//! A pass can also be asked for one partition at once (the tree's
+//! `compact` file): it runs on the asking thread, with a map of its own.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use log::{error, info, warn};
+use parking_lot::{Condvar, Mutex};
+
+mod clean;
+mod cleaned;
+mod config;
+mod filter;
+mod manager;
+mod offset_map;
+mod stats;
+#[cfg(test)]
+mod tests;
+mod throttle;
+mod txn;
+
+pub use config::{CLEANER_CONFIG_NAMES, CleanerConfig, TOPIC_SYNONYMS};
+pub(crate) use filter::LastRecord;
+pub use offset_map::OffsetMap;
+pub use stats::CleanerStats;
+
+use clean::Cleaner;
+pub(crate) use manager::{
+    CleanerManager, LogToClean, cleanable_offsets, log_to_clean, max_compaction_delay,
+};
+use throttle::Throttler;
+
+use crate::storage::error::{Result, StorageError};
+use crate::storage::now_ms;
+use crate::storage::partition::PartitionLog;
+
+/// The partitions a cleaner thread looks at, as the data directory has them.
+pub(crate) type LogPool = Arc<dyn Fn() -> Vec<Arc<PartitionLog>> + Send + Sync>;
+
+/// What the last pass over a partition did, for its `status`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LastPass {
+    /// When it ended, in ms since the epoch.
+    pub ended_ms: i64,
+    pub first_dirty_offset: i64,
+    pub end_offset: i64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub messages_read: u64,
+    pub messages_written: u64,
+    pub elapsed_secs: f64,
+}
+
+/// What every cleaner thread, and a pass asked for, share.
+pub(crate) struct CleanerCore {
+    pub config: CleanerConfig,
+    pub manager: CleanerManager,
+    throttler: Throttler,
+    stopping: AtomicBool,
+    sleep: Mutex<()>,
+    wake: Condvar,
+    /// The offset map of passes asked for at once, made at the first one.
+    asked_map: Mutex<Option<OffsetMap>>,
+}
+
+impl CleanerCore {
+    pub fn new(config: CleanerConfig) -> Arc<CleanerCore> {
+        Arc::new(CleanerCore {
+            throttler: Throttler::new(config.io_max_bytes_per_second),
+            config,
+            manager: CleanerManager::default(),
+            stopping: AtomicBool::new(false),
+            sleep: Mutex::new(()),
+            wake: Condvar::new(),
+            asked_map: Mutex::new(None),
+        })
+    }
+
+    fn check_done(&self, name: &str) -> Result<()> {
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(StorageError::CleaningAborted(name.to_string()));
+        }
+        self.manager.check_aborted(name)
+    }
+
+    /// Kafka's `grabFilthiestCompactedLog`, marking the winner in progress.
+    fn grab_filthiest(&self, logs: &[Arc<PartitionLog>], now: i64) -> Option<LogToClean> {
+        let mut candidates = Vec::new();
+        for log in logs {
+            if !log.cleanable_now() || !self.manager.is_free(log.name()) {
+                continue;
+            }
+            match candidate(log, now) {
+                Ok(Some(ltc)) => candidates.push(ltc),
+                Ok(None) => {}
+                Err(e) => {
+                    warn!(
+                        "Failed to calculate log cleaning stats for partition {}: {e}",
+                        log.name()
+                    );
+                    self.manager.mark_uncleanable(log.name());
+                }
+            }
+        }
+        let min_ratio = |l: &LogToClean| l.log.config().min_cleanable_dirty_ratio.0;
+        let best = candidates
+            .into_iter()
+            .filter(|l| {
+                (l.needs_compaction_now && l.cleanable_bytes > 0)
+                    || l.cleanable_ratio() > min_ratio(l)
+            })
+            .max_by(|a, b| a.cleanable_ratio().total_cmp(&b.cleanable_ratio()))?;
+        self.manager.try_begin(best.log.name()).then_some(best)
+    }
+
+    /// One pass over `ltc` (marked in progress), its checkpoint written
+    /// unless it was aborted. Returns the pass's figures when it ran whole.
+    fn run_pass(
+        &self,
+        id: usize,
+        map: &mut OffsetMap,
+        ltc: &LogToClean,
+    ) -> Result<Option<LastPass>> {
+        let log = &ltc.log;
+        let name = log.name().to_string();
+        let check = || self.check_done(&name);
+        let mut cleaner = Cleaner::new(id, map, &self.config, &self.throttler, &check);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            cleaner.clean(ltc, now_ms())
+        }))
+        .unwrap_or_else(|_| Err(clean::panicked(log)));
+        let end = match &result {
+            Ok((end, _)) => *end,
+            Err(_) => ltc.first_dirty_offset,
+        };
+        if self.manager.done(&name) && !log.is_gone() {
+            log.set_cleaner_checkpoint(end)?;
+        }
+        let (end, stats) = match result {
+            Ok(r) => r,
+            Err(StorageError::CleaningAborted(_) | StorageError::SegmentsChanged(_)) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        info!("{}", stats.summary(id, &name, ltc.first_dirty_offset, end));
+        if stats.invalid_messages_read > 0 {
+            warn!(
+                "\tFound {} invalid messages during compaction.",
+                stats.invalid_messages_read
+            );
+        }
+        let pass = LastPass {
+            ended_ms: now_ms(),
+            first_dirty_offset: ltc.first_dirty_offset,
+            end_offset: end,
+            bytes_read: stats.bytes_read,
+            bytes_written: stats.bytes_written,
+            messages_read: stats.messages_read,
+            messages_written: stats.messages_written,
+            elapsed_secs: stats.elapsed_secs(),
+        };
+        log.record_pass(pass.clone());
+        Ok(Some(pass))
+    }
+
+    /// A failed pass: an I/O failure has taken the partition offline
+    /// already; anything else makes it uncleanable (Kafka's
+    /// `LogCleaningException`), until it is deleted.
+    fn pass_failed(&self, log: &PartitionLog, e: &StorageError) {
+        if log.offline_cause().is_some() {
+            error!("Failed to clean up log for {} due to {e}", log.name());
+        } else {
+            warn!(
+                "Unexpected exception thrown when cleaning log {}. Marking its partition ({}) as uncleanable: {e}",
+                log.name(),
+                log.name()
+            );
+            self.manager.mark_uncleanable(log.name());
+        }
+    }
+
+    /// Kafka's `cleanFilthiestLog`: cleans one log if one needs it, then
+    /// applies retention to every compacted log not busy. Whether a log was cleaned.
+    fn clean_filthiest(
+        &self,
+        id: usize,
+        map: &mut Option<OffsetMap>,
+        logs: &[Arc<PartitionLog>],
+    ) -> bool {
+        let now = now_ms();
+        let cleaned = match self.grab_filthiest(logs, now) {
+            None => false,
+            Some(ltc) => {
+                // Made at the first pass: a daemon with no compacted log
+                // never maps the dedupe buffer.
+                let map = map.get_or_insert_with(|| OffsetMap::new(self.config.map_memory()));
+                if let Err(e) = self.run_pass(id, map, &ltc) {
+                    self.pass_failed(&ltc.log, &e);
+                }
+                true
+            }
+        };
+        for log in logs.iter().filter(|l| l.cleanable_now()) {
+            if self.manager.try_begin(log.name()) {
+                if let Err(e) = log.apply_retention(now) {
+                    error!("Retention of {} failed: {e}", log.name());
+                }
+                self.manager.done(log.name());
+            }
+        }
+        cleaned
+    }
+
+    /// A pass over `log` now, whatever its dirty ratio (the tree's
+    /// `compact`): waits for a pass already running on it, then cleans
+    /// what is cleanable. `None` when nothing was.
+    pub fn clean_now(&self, log: &Arc<PartitionLog>) -> Result<Option<LastPass>> {
+        let config = log.config();
+        if !config.cleanup_policy.compact() {
+            return Err(StorageError::NotCompacted(
+                log.name().to_string(),
+                config.cleanup_policy.text(),
+            ));
+        }
+        while !self.manager.try_begin(log.name()) {
+            if self.manager.is_uncleanable(log.name()) {
+                // Asked for by hand: a try again, as after a remount.
+                self.manager.forget(log.name());
+                continue;
+            }
+            log.check_live()?;
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let ltc = match candidate(log, now_ms()) {
+            Ok(Some(ltc)) if ltc.cleanable_bytes > 0 => ltc,
+            Ok(_) => {
+                self.manager.done(log.name());
+                return Ok(None);
+            }
+            Err(e) => {
+                self.manager.done(log.name());
+                return Err(e);
+            }
+        };
+        let mut slot = self.asked_map.lock();
+        let map = slot.get_or_insert_with(|| OffsetMap::new(self.config.map_memory()));
+        let threads = self.config.threads.max(0) as usize;
+        let pass = self.run_pass(threads, map, &ltc);
+        if let Err(e) = &pass {
+            self.pass_failed(log, e);
+        }
+        pass
+    }
+
+    /// Sleeps `log.cleaner.backoff.ms`, or until the cleaner stops.
+    fn back_off(&self) {
+        let mut g = self.sleep.lock();
+        if !self.stopping.load(Ordering::Acquire) {
+            self.wake.wait_for(
+                &mut g,
+                Duration::from_millis(self.config.backoff_ms.max(0) as u64),
+            );
+        }
+    }
+}
+
+/// The log's cleanable range, its checkpoint written again where it no
+/// longer fits the log; `None` for an empty log.
+fn candidate(log: &Arc<PartitionLog>, now: i64) -> Result<Option<LogToClean>> {
+    let offsets = cleanable_offsets(log, log.cleaner_checkpoint(), now)?;
+    if offsets.force_update_checkpoint {
+        log.set_cleaner_checkpoint(offsets.first_dirty_offset)?;
+    }
+    let delay = max_compaction_delay(log, offsets.first_dirty_offset, now)?;
+    let ltc = log_to_clean(
+        log,
+        offsets.first_dirty_offset,
+        offsets.first_uncleanable_dirty_offset,
+        delay > 0,
+    )?;
+    Ok((ltc.total_bytes > 0).then_some(ltc))
+}
+
+/// The cleaner threads (Kafka's `LogCleaner`), started with the data
+/// directory and stopped before it closes.
+pub(crate) struct LogCleaner {
+    core: Arc<CleanerCore>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl LogCleaner {
+    /// Starts `log.cleaner.threads` threads over `logs` (none when the
+    /// cleaner is disabled).
+    pub fn start(core: Arc<CleanerCore>, logs: LogPool) -> LogCleaner {
+        let mut threads = Vec::new();
+        if core.config.enable {
+            info!("Starting the log cleaner");
+            for id in 0..core.config.threads.max(0) as usize {
+                let (core, logs) = (core.clone(), logs.clone());
+                let spawned = std::thread::Builder::new()
+                    .name(format!("kafka-log-cleaner-thread-{id}"))
+                    .spawn(move || run_thread(&core, id, &logs));
+                match spawned {
+                    Ok(h) => threads.push(h),
+                    Err(e) => error!("Could not start log cleaner thread {id}: {e}"),
+                }
+            }
+        }
+        LogCleaner {
+            core,
+            threads: Mutex::new(threads),
+        }
+    }
+
+    /// Stops the threads, aborting passes under way (their `.cleaned`
+    /// files are removed; the logs stay as they were). Idempotent.
+    pub fn shutdown(&self) {
+        let threads = std::mem::take(&mut *self.threads.lock());
+        if threads.is_empty() {
+            return;
+        }
+        info!("Shutting down the log cleaner.");
+        self.core.stopping.store(true, Ordering::Release);
+        {
+            let _g = self.core.sleep.lock();
+            self.core.wake.notify_all();
+        }
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run_thread(core: &CleanerCore, id: usize, logs: &LogPool) {
+    let mut map: Option<OffsetMap> = None;
+    while !core.stopping.load(Ordering::Acquire) {
+        let pool = logs();
+        let cleaned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            core.clean_filthiest(id, &mut map, &pool)
+        }))
+        .unwrap_or_else(|_| {
+            error!("Log cleaner thread {id}: a pass panicked");
+            false
+        });
+        if !cleaned {
+            core.back_off();
+        }
+        let live = pool.iter().map(|l| l.name().to_string()).collect();
+        core.manager.keep_uncleanable(&live);
+    }
+}

@@ -1,0 +1,230 @@
+//! Kafka's `SkimpyOffsetMap`: key hash → latest offset, in one buffer of
+//! fixed 24-byte slots (the key's MD5, then the offset), open addressing,
+//! no deletion. Its memory is what `log.cleaner.dedupe.buffer.size` gives
+//! a cleaner thread, whatever the number of keys: a dirty section with
+//! more keys than fit is cleaned in several passes.
+//!
+//! Two keys with the same MD5 are one key, as in Kafka: the cleaner would
+//! then keep only the later of them. Kafka accepts that risk; so do we.
+//!
+//! The buffer is an anonymous mapping: untouched pages cost no memory until
+//! a pass uses them, and a clear writes zeros over what was used, as Kafka's
+//! does (giving the pages back would have every pass fault them in again,
+//! which cost more than the zeros). It asks for huge pages: a probe lands
+//! anywhere in the buffer, and with 4 KiB pages most probes missed the TLB
+//! as well as the cache (a pass took up to half again as long).
+
+use md5::{Digest, Md5};
+use memmap2::{Advice, MmapMut};
+
+/// MD5's digest length, `CleanerConfig.HASH_ALGORITHM`.
+const HASH_SIZE: usize = 16;
+/// A slot: the hash, then the offset as a big-endian int64.
+pub const BYTES_PER_ENTRY: usize = HASH_SIZE + 8;
+
+pub struct OffsetMap {
+    bytes: MmapMut,
+    slots: usize,
+    entries: usize,
+    /// The last offset put or declared read (`updateLatestOffset`), -1 when
+    /// nothing was.
+    latest_offset: i64,
+    hasher: Md5,
+}
+
+/// Kafka's `Utils.abs`: `Integer.MIN_VALUE` maps to 0.
+fn java_abs(v: i32) -> i32 {
+    if v == i32::MIN { 0 } else { v.abs() }
+}
+
+impl OffsetMap {
+    /// A map over `memory` bytes, zero pages until a slot on them is used.
+    /// Panics, as an allocation that fails does, when the mapping cannot be made.
+    pub fn new(memory: usize) -> OffsetMap {
+        let bytes = MmapMut::map_anon(memory.max(1)).expect("the offset map's memory");
+        // Only a hint: without transparent huge pages, 4 KiB pages serve.
+        let _ = bytes.advise(Advice::HugePage);
+        OffsetMap {
+            bytes,
+            slots: memory / BYTES_PER_ENTRY,
+            entries: 0,
+            latest_offset: -1,
+            hasher: Md5::new(),
+        }
+    }
+
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// Distinct hashes held.
+    pub fn size(&self) -> usize {
+        self.entries
+    }
+
+    pub fn latest_offset(&self) -> i64 {
+        self.latest_offset
+    }
+
+    pub fn update_latest_offset(&mut self, offset: i64) {
+        self.latest_offset = offset;
+    }
+
+    /// `entries / slots`, the cleaner summary's buffer utilization.
+    pub fn utilization(&self) -> f64 {
+        self.entries as f64 / self.slots as f64
+    }
+
+    /// Empties the map. A map that was never filled is not touched.
+    pub fn clear(&mut self) {
+        if self.entries > 0 {
+            self.bytes.fill(0);
+        }
+        self.entries = 0;
+        self.latest_offset = -1;
+    }
+
+    fn hash(&mut self, key: &[u8]) -> [u8; HASH_SIZE] {
+        self.hasher.update(key);
+        self.hasher.finalize_reset().into()
+    }
+
+    /// Kafka's `positionOf`: attempts 0..12 read overlapping 4-byte windows
+    /// of the hash, later ones step on linearly from the last window (the
+    /// step is added before the absolute value, as Java's int arithmetic does).
+    fn position_of(&self, hash: &[u8; HASH_SIZE], attempt: usize) -> usize {
+        let at = attempt.min(HASH_SIZE - 4);
+        let window = i32::from_be_bytes(hash[at..at + 4].try_into().unwrap_or_default());
+        let step = attempt.saturating_sub(HASH_SIZE - 4) as i32;
+        let slot = java_abs(window.wrapping_add(step)) as usize % self.slots;
+        slot * BYTES_PER_ENTRY
+    }
+
+    /// Kafka's test: three longs of zero.
+    fn is_empty(&self, pos: usize) -> bool {
+        let word =
+            |at: usize| u64::from_ne_bytes(self.bytes[at..at + 8].try_into().unwrap_or_default());
+        word(pos) | word(pos + 8) | word(pos + 16) == 0
+    }
+
+    /// Records `offset` as the latest of `key`. Panics, as Kafka throws, on
+    /// a new key when every slot is taken: the cleaner stops well before,
+    /// at `log.cleaner.io.buffer.load.factor`.
+    pub fn put(&mut self, key: &[u8], offset: i64) {
+        assert!(
+            self.entries < self.slots,
+            "Attempted to add a new entry to a full offset map, entries: {}, slots: {}",
+            self.entries,
+            self.slots
+        );
+        let hash = self.hash(key);
+        let mut attempt = 0;
+        let mut pos = self.position_of(&hash, attempt);
+        while !self.is_empty(pos) {
+            if self.bytes[pos..pos + HASH_SIZE] == hash {
+                self.bytes[pos + HASH_SIZE..pos + BYTES_PER_ENTRY]
+                    .copy_from_slice(&offset.to_be_bytes());
+                self.latest_offset = offset;
+                return;
+            }
+            attempt += 1;
+            pos = self.position_of(&hash, attempt);
+        }
+        self.bytes[pos..pos + HASH_SIZE].copy_from_slice(&hash);
+        self.bytes[pos + HASH_SIZE..pos + BYTES_PER_ENTRY].copy_from_slice(&offset.to_be_bytes());
+        self.latest_offset = offset;
+        self.entries += 1;
+    }
+
+    /// The latest offset of `key`, or -1 when it is not in the map.
+    pub fn get(&mut self, key: &[u8]) -> i64 {
+        let hash = self.hash(key);
+        let max_attempts = self.slots + HASH_SIZE - 4;
+        for attempt in 0..max_attempts {
+            let pos = self.position_of(&hash, attempt);
+            if self.is_empty(pos) {
+                return -1;
+            }
+            if self.bytes[pos..pos + HASH_SIZE] == hash {
+                let off = &self.bytes[pos + HASH_SIZE..pos + BYTES_PER_ENTRY];
+                return i64::from_be_bytes(off.try_into().unwrap_or_default());
+            }
+        }
+        -1
+    }
+
+    /// Where the first probe of `key` lands, in slots: for tests against
+    /// Kafka's probe sequence.
+    #[cfg(test)]
+    fn probe_slot(&mut self, key: &[u8], attempt: usize) -> usize {
+        let hash = self.hash(key);
+        self.position_of(&hash, attempt) / BYTES_PER_ENTRY
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The note's vector B.7: MD5("key-1") and its probe slots at Kafka's
+    /// default capacity (128 MiB / 24 = 5,592,405 slots), worked out by
+    /// hand from `SkimpyOffsetMap.positionOf`.
+    #[test]
+    fn probe_positions_are_kafkas() {
+        let mut m = OffsetMap::new(0);
+        m.slots = 5_592_405;
+        let hash = m.hash(b"key-1");
+        let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "21af6b8b5e2244835679bbdbe0ab03a6");
+        for (attempt, slot) in [
+            (0, 311_554),
+            (1, 4_136_861),
+            (12, 5_569_657),
+            (13, 5_569_656),
+            (14, 5_569_655),
+        ] {
+            assert_eq!(m.probe_slot(b"key-1", attempt), slot, "attempt {attempt}");
+        }
+    }
+
+    #[test]
+    fn latest_offset_per_key_and_misses() {
+        let mut m = OffsetMap::new(24 * 100);
+        assert_eq!(m.slots(), 100);
+        for i in 0..50i64 {
+            m.put(format!("k{}", i % 10).as_bytes(), i);
+        }
+        assert_eq!(m.size(), 10);
+        for k in 0..10i64 {
+            assert_eq!(m.get(format!("k{k}").as_bytes()), 40 + k);
+        }
+        assert_eq!(m.get(b"absent"), -1);
+        assert_eq!(m.latest_offset(), 49);
+        m.clear();
+        assert_eq!((m.size(), m.latest_offset(), m.get(b"k1")), (0, -1, -1));
+    }
+
+    /// Every slot used: the probe sequence still finds each key, and a
+    /// miss ends after `slots + 12` attempts instead of looping.
+    #[test]
+    fn a_full_map_finds_every_key_and_ends_a_miss() {
+        let mut m = OffsetMap::new(24 * 7);
+        for i in 0..7i64 {
+            m.put(format!("key{i}").as_bytes(), i * 10);
+        }
+        assert_eq!(m.size(), 7);
+        for i in 0..7i64 {
+            assert_eq!(m.get(format!("key{i}").as_bytes()), i * 10);
+        }
+        assert_eq!(m.get(b"not there"), -1);
+    }
+
+    #[test]
+    #[should_panic(expected = "full offset map")]
+    fn a_new_key_in_a_full_map_is_refused() {
+        let mut m = OffsetMap::new(24 * 2);
+        m.put(b"a", 1);
+        m.put(b"b", 2);
+        m.put(b"c", 3);
+    }
+}
