@@ -23,6 +23,7 @@ mod live_ro;
 mod raw;
 mod ro_shrink;
 mod roll;
+mod shutdown;
 mod tools;
 mod torture_concurrency;
 mod torture_diskfull;
