@@ -19,7 +19,8 @@
 //!
 //! The cases are in `cases.rs`; a test fails if a site has none. The
 //! named tests of particular failures are in `named.rs`; faults injected
-//! into a running daemon and seen at the shell, in `mount.rs`.
+//! into a running daemon and seen at the shell, in `mount.rs`; a shutdown
+//! on a disk whose syncs are slow, in `shutdown.rs`.
 mod cases;
 #[allow(dead_code)]
 #[path = "../../mount-tests/harness.rs"]
@@ -29,6 +30,7 @@ mod kafka_support;
 mod matrix;
 mod mount;
 mod named;
+mod shutdown;
 
 use std::path::Path;
 
