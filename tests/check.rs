@@ -551,3 +551,85 @@ fn a_txnindex_of_an_unknown_version_or_below_its_segment_is_a_problem() {
         "{found:?}"
     );
 }
+
+/// What Kafka's writer never leaves in a `.txnindex` and Kafka reads as it
+/// is, serving fetches through it: a problem, unless the load rebuilds the
+/// segment's indexes anyway (then a note).
+#[test]
+fn txnindex_entries_kafka_never_writes_are_problems_unless_rebuilt() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_data_dir(tmp.path());
+    let bases = first_segment_bases(tmp.path());
+    let b = bases[1];
+    let txn = seg(tmp.path(), b, "txnindex");
+    let mut bytes = aborted_txn(0, 7, b + 1, b + 3, b + 4);
+    bytes.extend(aborted_txn(0, 8, b + 9, b + 5, b + 10)); // ends before it begins
+    bytes.extend(aborted_txn(0, 9, b + 2, b + 4, b + 11)); // does not grow
+    bytes.extend(aborted_txn(0, 10, bases[2], bases[2], bases[2])); // past the segment
+    fs::write(&txn, &bytes).unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    let found: Vec<(u64, &str)> = r
+        .problems
+        .iter()
+        .map(|p| (p.position, p.what.as_str()))
+        .collect();
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(r.problems.iter().all(|p| p.file == txn), "{found:?}");
+    assert_eq!(found[0].0, 34);
+    assert!(found[0].1.contains("before it begins at"), "{found:?}");
+    assert_eq!(found[1].0, 68);
+    assert!(
+        found[1].1.contains("not after the entry before it"),
+        "{found:?}"
+    );
+    assert_eq!(found[2].0, 102);
+    assert!(
+        found[2].1.contains("past the segment's batches"),
+        "{found:?}"
+    );
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+
+    // After a crash with the recovery point at 0 every segment is
+    // recovered, its transaction index rebuilt: the same findings are notes.
+    fs::remove_file(tmp.path().join(".kafka_cleanshutdown")).unwrap();
+    fs::write(
+        tmp.path().join("recovery-point-offset-checkpoint"),
+        "0\n1\nt 0 0\n",
+    )
+    .unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    let notes = notes_about(&r, &txn);
+    assert_eq!(notes.len(), 3, "{notes:?}");
+    assert!(
+        notes.iter().all(|n| n.contains("rebuilt at load")),
+        "{notes:?}"
+    );
+}
+
+/// A partial entry at the end of the active segment's `.txnindex`: Kafka
+/// appends the next aborted transaction after it, out of step with every
+/// entry it reads from there on.
+#[test]
+fn a_partial_entry_at_the_end_of_the_active_txnindex_is_a_problem() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_data_dir(tmp.path());
+    let bases = first_segment_bases(tmp.path());
+    let b = bases[2];
+    let txn = seg(tmp.path(), b, "txnindex");
+    let mut bytes = aborted_txn(0, 7, b + 1, b + 3, b + 4);
+    bytes.extend_from_slice(&[0; 10]);
+    fs::write(&txn, &bytes).unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    assert_eq!(r.problems[0].file, txn);
+    assert_eq!(r.problems[0].position, 34);
+    assert!(
+        r.problems[0]
+            .what
+            .starts_with("size 44 is not a whole number of 34-byte entries: Kafka appends"),
+        "{:?}",
+        r.problems
+    );
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+}

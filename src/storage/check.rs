@@ -256,10 +256,13 @@ fn check_partition(
         }
         // Neither is rebuilt by commitfs's recovery, so neither makes the
         // partition one to recover.
+        let next = scan.batches.last().map(|(_, h)| h.next_offset());
+        let mut findings = IndexFindings { report, load };
         check_txn_index(
             &pdir.join(segment_file_name(base, "txnindex")),
-            base,
-            report,
+            (base, next),
+            i == last,
+            &mut findings,
         );
     }
     check_snapshots(pdir, report)?;
@@ -634,38 +637,97 @@ fn check_time_entries(
 }
 
 /// A segment's `.txnindex`, as `TransactionIndex.sanityCheck` reads it at
-/// every load: an entry of an unknown version stops the load of the log
-/// (Kafka's KafkaException is not one it recovers from), an aborted
-/// transaction ending below the segment makes Kafka recover the segment. A
-/// partial entry at the end is not read.
-fn check_txn_index(path: &Path, base: i64, report: &mut CheckReport) {
+/// every load, whatever the shutdown: an entry of an unknown version stops
+/// the load of the log (Kafka's KafkaException is not one it recovers
+/// from), an aborted transaction ending below the segment makes Kafka
+/// recover the segment. Then what Kafka's writer (`TransactionIndex.append`,
+/// `AbortedTxn` from a completed transaction) never leaves, and Kafka reads
+/// as it is, answering fetches wrong through it unless the load rebuilds
+/// it: a transaction ending before it begins, last offsets that do not
+/// grow, one past the segment's batches; and a partial entry at the end of
+/// the active segment's index, after which Kafka appends the next aborted
+/// transaction (its channel starts at the file's end), so that every entry
+/// from there on is read out of step. A partial entry at the end of a sealed
+/// segment's index is only never read.
+fn check_txn_index(
+    path: &Path,
+    (base, next): (i64, Option<i64>),
+    active: bool,
+    f: &mut IndexFindings,
+) {
     let Ok(bytes) = fs::read(path) else {
         return;
     };
     let (entries, error) = read_txn_index(&bytes, &path.display().to_string());
     if let Some(e) = error {
         let at = (entries.len() * ABORTED_TXN_SIZE) as u64;
-        report.problem(path, at, format!("{e}: Kafka cannot load the log"));
+        f.report
+            .problem(path, at, format!("{e}: Kafka cannot load the log"));
     }
+    let mut prev_last: Option<i64> = None;
     for (i, txn) in entries.iter().enumerate() {
-        if txn.last_offset < base {
-            report.problem(
+        let at = (i * ABORTED_TXN_SIZE) as u64;
+        let pid = txn.producer_id;
+        let (first, last) = (txn.first_offset, txn.last_offset);
+        if last < base {
+            f.report.problem(
                 path,
-                (i * ABORTED_TXN_SIZE) as u64,
+                at,
                 format!(
-                    "aborted transaction of producer {} ends at offset {}, below the segment's base offset {base}: Kafka's sanityCheck fails and the segment is recovered",
-                    txn.producer_id, txn.last_offset
+                    "aborted transaction of producer {pid} ends at offset {last}, below the segment's base offset {base}: Kafka's sanityCheck fails and the segment is recovered"
+                ),
+            );
+        } else if first > last {
+            f.wrong(
+                path,
+                at,
+                format!(
+                    "aborted transaction of producer {pid} ends at offset {last}, before it begins at {first}"
+                ),
+            );
+        } else if let Some(next) = next.filter(|n| last >= *n) {
+            f.wrong(
+                path,
+                at,
+                format!(
+                    "aborted transaction of producer {pid} ends at offset {last}, past the segment's batches (next offset {next})"
+                ),
+            );
+        } else if let Some(prev) = prev_last.filter(|p| last <= *p) {
+            f.wrong(
+                path,
+                at,
+                format!(
+                    "aborted transaction of producer {pid} ends at offset {last}, not after the entry before it ({prev})"
                 ),
             );
         }
+        prev_last = Some(last);
     }
     let partial = bytes.len() % ABORTED_TXN_SIZE;
     if partial > 0 {
-        report.note(
-            path,
-            (bytes.len() - partial) as u64,
-            format!("{partial} bytes after the last whole entry: Kafka does not read them"),
+        let at = (bytes.len() - partial) as u64;
+        let what = format!(
+            "size {} is not a whole number of {ABORTED_TXN_SIZE}-byte entries",
+            bytes.len()
         );
+        if active {
+            f.wrong(
+                path,
+                at,
+                format!(
+                    "{what}: Kafka appends the next aborted transaction after the {partial} bytes, and reads every entry from there on out of step"
+                ),
+            );
+        } else {
+            f.unlike_writer(
+                path,
+                at,
+                format!(
+                    "{what}: Kafka does not read the {partial} bytes after the last whole entry"
+                ),
+            );
+        }
     }
 }
 
