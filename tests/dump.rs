@@ -309,30 +309,117 @@ fn fixture_compressed_and_legacy_entries() {
     let o = dump(&["--deep-iteration"], &[&path]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let l = lines(&o.stdout);
+    // Magic 1 entries as Kafka prints a legacy batch, then its message.
     assert_eq!(
-        l[2],
-        "offset: 0 position: 0 size: 72 magic: 1 legacy message format (magic 1) is not supported, skipped"
+        l[2..4],
+        [
+            "offset: 0 position: 0 CreateTime: 1633286796965 size: 72 magic: 1 compresscodec: none crc: 1123078385 isvalid: true",
+            "| offset: 0 CreateTime: 1633286796965 keySize: 5 valueSize: 33 isValid: true crc: 1123078385",
+        ]
     );
-    assert!(l[5].starts_with("offset: 3 position: 250 size: 106 magic: 1 "));
-    assert!(l[6].starts_with("baseOffset: 4 lastOffset: 4 count: 1 "));
-    assert!(l[6].contains(" position: 356 CreateTime: 1633286986079 size: 106 "));
-    assert!(l[7].starts_with("| offset: 4 CreateTime: 1633286986079 keySize: 5 valueSize: 33 "));
-    assert!(l[10].contains(" position: 568 ") && l[10].contains(" compresscodec: gzip "));
-    // Until decompression is wired in, one line says why; after, the record.
-    assert!(
-        l[11] == "| records could not be decoded: gzip compression not yet supported"
-            || l[11].starts_with("| offset: 6 CreateTime: 1633287000247 keySize: 5 valueSize: 33 "),
-        "{}",
-        l[11]
+    // A gzip wrapper: its own CRC on the batch line, the inner message's on the record's.
+    assert_eq!(
+        l[6..8],
+        [
+            "offset: 2 position: 143 CreateTime: 1633286831051 size: 107 magic: 1 compresscodec: gzip crc: 3553592831 isvalid: true",
+            "| offset: 2 CreateTime: 1633286831051 keySize: 5 valueSize: 33 isValid: true crc: 2125748918",
+        ]
     );
-    assert!(
-        l.last()
-            .unwrap()
-            .starts_with("offset: 19 position: 1517 size: 130 magic: 1 ")
+    assert!(l[10].starts_with("baseOffset: 4 lastOffset: 4 count: 1 "));
+    assert!(l[10].contains(" position: 356 CreateTime: 1633286986079 size: 106 "));
+    assert!(l[11].starts_with("| offset: 4 CreateTime: 1633286986079 keySize: 5 valueSize: 33 "));
+    assert!(l[14].contains(" position: 568 ") && l[14].contains(" compresscodec: gzip "));
+    assert!(l[15].starts_with("| offset: 6 CreateTime: 1633287000247 keySize: 5 valueSize: 33 "));
+    // The last wrapper holds two messages: offsets relative to the wrapper's, which is the last one's.
+    let n = l.len();
+    assert_eq!(
+        l[n - 3..],
+        [
+            "offset: 19 position: 1517 CreateTime: 1633374040837 size: 130 magic: 1 compresscodec: gzip crc: 3689980426 isvalid: true",
+            "| offset: 18 CreateTime: 1633374040551 keySize: 3 valueSize: 33 isValid: true crc: 2959239806",
+            "| offset: 19 CreateTime: 1633374040837 keySize: 5 valueSize: 33 isValid: true crc: 576835190",
+        ]
     );
     assert!(!o.stdout.contains("invalid bytes"));
-    // Undecodable batches count as covering their offsets: no false gaps.
     assert!(!o.stderr.contains("Non-consecutive"), "{}", o.stderr);
+}
+
+/// Magic 0 messages (kafka-python's vectors from a Kafka 0.11 broker): no
+/// timestamp type, timestamp -1; a damaged message is printed with
+/// isvalid false, as Kafka's `LegacyRecord.isValid` says.
+#[test]
+fn legacy_magic_0_messages_and_a_bad_crc() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("00000000000000000000.log");
+    let mut bytes = std::fs::read(fixture("kafka-python-tests/record_batch_data_v0.bin")).unwrap();
+    std::fs::write(&path, &bytes).unwrap();
+    let o = dump(&["--print-data-log"], &[&path]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        lines(&o.stdout)[2..6],
+        [
+            "offset: 0 position: 0 NoTimestampType: -1 size: 29 magic: 0 compresscodec: none crc: 4272954815 isvalid: true",
+            "| offset: 0 NoTimestampType: -1 keySize: -1 valueSize: 3 isValid: true crc: 4272954815 payload: 123",
+            "offset: 1 position: 29 NoTimestampType: -1 size: 26 magic: 0 compresscodec: none crc: 2035763424 isvalid: true",
+            "| offset: 1 NoTimestampType: -1 keySize: -1 valueSize: 0 isValid: true crc: 2035763424 payload: ",
+        ]
+    );
+    // The first message's value, under its CRC.
+    bytes[28] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let o = dump(&["--deep-iteration"], &[&path]);
+    assert_eq!(
+        lines(&o.stdout)[2..4],
+        [
+            "offset: 0 position: 0 NoTimestampType: -1 size: 29 magic: 0 compresscodec: none crc: 4272954815 isvalid: false",
+            "| offset: 0 NoTimestampType: -1 keySize: -1 valueSize: 3 isValid: false crc: 4272954815",
+        ]
+    );
+}
+
+/// A magic 1 wrapper with LogAppendTime: its messages take its timestamp.
+#[test]
+fn legacy_log_append_time_wrapper_gives_its_timestamp_to_its_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("00000000000000000000.log");
+    let src = std::fs::read(fixture("segmentio-kafka-go/v1c-v1c.records.bin")).unwrap();
+    // The first entry: offset, size, crc, magic, attributes (gzip), timestamp.
+    let size = i32::from_be_bytes(src[8..12].try_into().unwrap()) as usize;
+    let mut entry = src[..12 + size].to_vec();
+    entry[17] |= 0x08;
+    entry[18..26].copy_from_slice(&42i64.to_be_bytes());
+    let crc = crc32_ieee(&entry[16..]);
+    entry[12..16].copy_from_slice(&crc.to_be_bytes());
+    std::fs::write(&path, &entry).unwrap();
+    let o = dump(&["--deep-iteration"], &[&path]);
+    let l = lines(&o.stdout);
+    assert!(
+        l[2].contains(" LogAppendTime: 42 ") && l[2].ends_with(" isvalid: true"),
+        "{}",
+        l[2]
+    );
+    assert!(l.len() > 3, "{}", o.stdout);
+    for r in &l[3..] {
+        assert!(
+            r.starts_with("| offset: ") && r.contains(" LogAppendTime: 42 keySize: "),
+            "{r}"
+        );
+    }
+}
+
+fn crc32_ieee(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= b as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
 }
 
 #[test]

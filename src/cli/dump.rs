@@ -16,6 +16,7 @@ use commitfs::storage::index::{
 };
 
 mod extra;
+mod legacy;
 mod walk;
 
 use walk::{
@@ -203,17 +204,9 @@ impl<W: Write> Dump<W> {
                     }
                 }
                 Entry::Legacy {
-                    position,
-                    magic,
-                    offset,
-                    size,
+                    position, bytes, ..
                 } => {
-                    writeln!(
-                        self.out,
-                        "offset: {offset} position: {position} size: {size} magic: {magic} \
-                         legacy message format (magic {magic}) is not supported, skipped"
-                    )?;
-                    last_offset = Some(offset);
+                    self.legacy(path, bytes, position, &mut last_offset)?;
                 }
             }
         }
@@ -224,6 +217,94 @@ impl<W: Write> Dump<W> {
                 "Found {trailing} invalid bytes at the end of {}",
                 file_name(path)
             )?;
+        }
+        Ok(())
+    }
+
+    /// A magic 0 or 1 entry, as Kafka prints a legacy batch and, with deep
+    /// iteration, its messages (`AbstractLegacyRecordBatch`).
+    fn legacy(
+        &mut self,
+        path: &Path,
+        entry: &[u8],
+        position: usize,
+        last_offset: &mut Option<i64>,
+    ) -> io::Result<()> {
+        let m = match legacy::parse(entry) {
+            Ok(m) => m,
+            Err(e) => {
+                writeln!(
+                    self.out,
+                    "position: {position} legacy entry could not be read: {e}"
+                )?;
+                return Ok(());
+            }
+        };
+        writeln!(
+            self.out,
+            "offset: {} position: {position} {}: {} size: {} magic: {} compresscodec: {} crc: {} isvalid: {}",
+            m.offset,
+            m.timestamp_type(),
+            m.timestamp,
+            m.size,
+            m.magic,
+            codec_name(m.codec()),
+            m.crc,
+            m.valid
+        )?;
+        if !self.deep {
+            return Ok(());
+        }
+        let records = match legacy::records(&m) {
+            Ok(records) => records,
+            Err(e) => {
+                writeln!(self.out, "| records could not be decoded: {e}")?;
+                *last_offset = Some(m.offset);
+                return Ok(());
+            }
+        };
+        for r in &records {
+            if let Some(last) = *last_offset
+                && r.offset != last.wrapping_add(1)
+            {
+                push_report(&mut self.reports.non_consecutive, path, (last, r.offset));
+            }
+            *last_offset = Some(r.offset);
+            let mut prefix = "| ";
+            if !self.skip_metadata {
+                // A legacy record is its own batch: its CRC and whether it holds.
+                write!(
+                    self.out,
+                    "| offset: {} {}: {} keySize: {} valueSize: {} isValid: {} crc: {}",
+                    r.offset,
+                    m.timestamp_type(),
+                    r.timestamp,
+                    r.key_size(),
+                    r.value_size(),
+                    r.valid,
+                    r.crc
+                )?;
+                prefix = " ";
+            }
+            if self.print_data {
+                let record = Record {
+                    offset: r.offset,
+                    timestamp: r.timestamp,
+                    attributes: r.attributes,
+                    key: r.key.clone(),
+                    value: r.value.clone(),
+                    headers: Vec::new(),
+                    sequence: -1,
+                    size_in_bytes: r.size,
+                };
+                if let Err(e) = extra::write_contents(&mut self.out, self.parser, &record, prefix)?
+                {
+                    self.out.flush()?;
+                    eprintln!("{e}");
+                    self.unreadable = true;
+                }
+            }
+            writeln!(self.out)?;
         }
         Ok(())
     }
@@ -492,6 +573,14 @@ impl From<io::Error> for DumpError {
 
 fn size_of(b: &Option<Vec<u8>>) -> i64 {
     b.as_ref().map_or(-1, |b| b.len() as i64)
+}
+
+/// `compressionType().name`, or the id Kafka does not know.
+fn codec_name(codec: Result<commitfs::record::Compression, u8>) -> String {
+    match codec {
+        Ok(c) => c.name().to_string(),
+        Err(id) => format!("unknown({id})"),
+    }
 }
 
 /// What `DumpLogSegments` prints for a control record: the end-transaction

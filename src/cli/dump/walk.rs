@@ -63,7 +63,7 @@ pub(super) fn read(path: &Path) -> io::Result<Contents> {
     }
 }
 
-/// One entry of a log: a v2 batch, or a legacy message (set) stepped over.
+/// One entry of a log: a v2 batch, or a legacy message (set).
 pub(super) enum Entry<'a> {
     Batch {
         position: usize,
@@ -71,9 +71,9 @@ pub(super) enum Entry<'a> {
     },
     Legacy {
         position: usize,
-        magic: i8,
         offset: i64,
-        size: usize,
+        /// The whole entry.
+        bytes: &'a [u8],
     },
 }
 
@@ -93,14 +93,19 @@ impl Entry<'_> {
     }
 
     /// The largest record timestamp, as Kafka computes it for its time index
-    /// check; the header's when the records cannot be decoded; None for legacy.
+    /// check; the header's when the records cannot be decoded; None for a
+    /// legacy entry that cannot be read.
     pub(super) fn max_timestamp(&self) -> Option<i64> {
         match self {
             Entry::Batch { batch, .. } => Some(match batch.records() {
                 Ok(records) => records.iter().map(|r| r.timestamp).fold(-1, i64::max),
                 Err(_) => batch.header.max_timestamp,
             }),
-            Entry::Legacy { .. } => None,
+            // A legacy entry's messages, as Kafka iterates them.
+            Entry::Legacy { bytes, .. } => super::legacy::parse(bytes)
+                .and_then(|m| super::legacy::records(&m))
+                .ok()
+                .map(|records| records.iter().map(|r| r.timestamp).fold(-1, i64::max)),
         }
     }
 }
@@ -141,17 +146,14 @@ impl<'a> Iterator for Walk<'a> {
                 position,
                 error:
                     RecordError::UnsupportedMagic {
-                        magic,
-                        base_offset,
-                        size,
+                        base_offset, size, ..
                     },
             }) if size <= self.buf.len() - position as usize => {
                 self.reader.skip(size);
                 Entry::Legacy {
                     position: position as usize,
-                    magic,
                     offset: base_offset,
-                    size,
+                    bytes: &self.buf[position as usize..position as usize + size],
                 }
             }
             _ => return None,
