@@ -715,3 +715,79 @@ fn unreadable_files_exit_1_and_others_still_dump() {
         vec![format!("Ignoring unknown file {}", odd.display())]
     );
 }
+
+/// A header key that is not UTF-8: Kafka reads it with replacement
+/// characters (`Utils.utf8`) and prints every record of the batch.
+#[test]
+fn a_header_key_that_is_not_utf8_keeps_the_batch_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Vec::new();
+    let h: &[(&str, Option<&[u8]>)] = &[("zq", Some(b"1"))];
+    encode_batch(
+        &mut log,
+        0,
+        T,
+        &[
+            NewRecord {
+                key: Some(b"k1"),
+                value: Some(b"hello"),
+                headers: h,
+            },
+            NewRecord::value(b"world"),
+        ],
+    );
+    let at = log.windows(2).position(|w| w == b"zq").unwrap();
+    log[at] = 0xff;
+    fix_crc(&mut log);
+    let path = dir.path().join("00000000000000000000.log");
+    std::fs::write(&path, &log).unwrap();
+    let o = dump(&["--print-data-log"], &[&path]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let l = lines(&o.stdout);
+    assert!(l[2].ends_with(" isvalid: true"), "{}", l[2]);
+    assert_eq!(
+        l[3..],
+        [
+            format!(
+                "| offset: 0 CreateTime: {T} keySize: 2 valueSize: 5 sequence: -1 headerKeys: [\u{fffd}q] key: k1 payload: hello"
+            ),
+            format!(
+                "| offset: 1 CreateTime: {T} keySize: -1 valueSize: 5 sequence: -1 headerKeys: [] payload: world"
+            ),
+        ]
+    );
+}
+
+/// A batch whose attributes name a codec Kafka does not know (id 5): named
+/// on its line, its records said to be undecodable, and the batch after it
+/// dumped; not folded into "invalid bytes".
+#[test]
+fn a_batch_with_an_unknown_codec_is_named_and_the_walk_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, starts) = sample_log();
+    let first = starts[0]..starts[1];
+    log[first.start + 22] |= 5;
+    fix_crc(&mut log[first.clone()]);
+    let path = dir.path().join("00000000000000000000.log");
+    std::fs::write(&path, &log).unwrap();
+    let o = dump(&["--deep-iteration"], &[&path]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let l = lines(&o.stdout);
+    let crc = crc_of_raw(&log[first.clone()]);
+    assert_eq!(
+        l[2],
+        batch_line(0, 1, 2, 0, T, first.len(), crc)
+            .replace("compresscodec: none", "compresscodec: unknown(5)")
+    );
+    assert_eq!(
+        l[3],
+        "| records could not be decoded: unknown compression codec id 5"
+    );
+    assert!(l[4].starts_with("baseOffset: 2 lastOffset: 2 "), "{}", l[4]);
+    assert!(!o.stdout.contains("invalid bytes"), "{}", o.stdout);
+    assert!(!o.stderr.contains("Non-consecutive"), "{}", o.stderr);
+}
+
+fn crc_of_raw(batch: &[u8]) -> u32 {
+    u32::from_be_bytes(batch[17..21].try_into().unwrap())
+}

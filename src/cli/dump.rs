@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use commitfs::record::internal::InternalDecoder;
-use commitfs::record::{Batch, Record, control};
+use commitfs::record::{Batch, BatchHeader, Record, control};
 use commitfs::storage::index::{
     OFFSET_ENTRY, OffsetPosition, TimestampOffset, offset_entries, time_entries,
 };
@@ -203,6 +203,25 @@ impl<W: Write> Dump<W> {
                         self.records(path, &batch, &mut last_offset)?;
                     }
                 }
+                Entry::UnknownCodec {
+                    position,
+                    codec,
+                    header,
+                    size,
+                    crc_valid,
+                } => {
+                    // Kafka's `CompressionType.forId` refuses the id: named
+                    // here, and the walk goes on past the batch.
+                    let name = codec_name(Err(codec));
+                    self.header_line(position, &header, size, &name, crc_valid)?;
+                    if self.deep {
+                        writeln!(
+                            self.out,
+                            "| records could not be decoded: unknown compression codec id {codec}"
+                        )?;
+                        last_offset = Some(header.last_offset());
+                    }
+                }
                 Entry::Legacy {
                     position, bytes, ..
                 } => {
@@ -311,6 +330,18 @@ impl<W: Write> Dump<W> {
 
     fn batch_line(&mut self, position: usize, batch: &Batch) -> io::Result<()> {
         let h = &batch.header;
+        let codec = h.compression().name();
+        self.header_line(position, h, batch.size(), codec, batch.is_valid())
+    }
+
+    fn header_line(
+        &mut self,
+        position: usize,
+        h: &BatchHeader,
+        size: usize,
+        codec: &str,
+        valid: bool,
+    ) -> io::Result<()> {
         let delete_horizon = if h.has_delete_horizon() {
             format!("OptionalLong[{}]", h.base_timestamp)
         } else {
@@ -336,11 +367,11 @@ impl<W: Write> Dump<W> {
             position,
             h.timestamp_type().name(),
             h.max_timestamp,
-            batch.size(),
+            size,
             h.magic,
-            h.compression().name(),
+            codec,
             h.crc,
-            batch.is_valid(),
+            valid,
         )
     }
 
@@ -350,7 +381,7 @@ impl<W: Write> Dump<W> {
         batch: &Batch,
         last_offset: &mut Option<i64>,
     ) -> io::Result<()> {
-        let records = match batch.records() {
+        let records = match batch.records_as_kafka_reads() {
             Ok(records) => records,
             Err(e) => {
                 writeln!(self.out, "| records could not be decoded: {e}")?;
