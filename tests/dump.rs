@@ -791,3 +791,159 @@ fn a_batch_with_an_unknown_codec_is_named_and_the_walk_goes_on() {
 fn crc_of_raw(batch: &[u8]) -> u32 {
     u32::from_be_bytes(batch[17..21].try_into().unwrap())
 }
+
+// ---- Kafka's options ----------------------------------------------------------
+
+/// One batch: key "k", values 42 as an int32 and "ab".
+fn decoder_log(dir: &Path) -> PathBuf {
+    let mut log = Vec::new();
+    let four = 42i32.to_be_bytes();
+    encode_batch(
+        &mut log,
+        0,
+        T,
+        &[
+            NewRecord {
+                key: Some(b"k"),
+                value: Some(&four),
+                headers: &[],
+            },
+            NewRecord::value(b"ab"),
+        ],
+    );
+    let path = dir.join("00000000000000000000.log");
+    std::fs::write(&path, &log).unwrap();
+    path
+}
+
+/// `--key-decoder-class`/`--value-decoder-class` take Kafka's decoders under
+/// either name, and imply --print-data-log as Kafka's options do.
+#[test]
+fn decoder_classes_decode_and_imply_print_data_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = decoder_log(dir.path());
+    let o = dump(
+        &[
+            "--key-decoder-class",
+            "kafka.serializer.StringDecoder",
+            "--value-decoder-class",
+            "org.apache.kafka.tools.api.IntegerDecoder",
+        ],
+        &[&path],
+    );
+    let l = lines(&o.stdout);
+    assert!(
+        l[3].ends_with(" headerKeys: [] key: k payload: 42"),
+        "{}",
+        l[3]
+    );
+    // "ab" is too short for an int32: Kafka's decoder throws.
+    assert!(
+        o.stderr.contains("java.nio.BufferUnderflowException"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(o.code, 1);
+
+    let o = dump(
+        &["--value-decoder-class", "kafka.serializer.DefaultDecoder"],
+        &[&path],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let l = lines(&o.stdout);
+    let crc = format!("{:x}", crc32c_of(b"ab"));
+    assert!(l[4].ends_with(&format!(" payload: [B@{crc}")), "{}", l[4]);
+    // The key keeps the default StringDecoder.
+    assert!(l[3].contains(" key: k payload: [B@"), "{}", l[3]);
+
+    let o = dump(&["--key-decoder-class", "com.example.Mine"], &[&path]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("no decoder class com.example.Mine"),
+        "{}",
+        o.stderr
+    );
+}
+
+fn crc32c_of(b: &[u8]) -> u32 {
+    // CRC-32C, bit by bit.
+    let mut crc = !0u32;
+    for &x in b {
+        crc ^= x as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// An index entry pointing at a batch larger than --max-message-size: Kafka's
+/// slice finds no batch there and its dump stops.
+#[test]
+fn max_message_size_stops_an_index_dump_at_a_larger_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, starts) = segment_100(dir.path());
+    let index = dir.path().join("00000000000000000100.index");
+    let (p1, p2) = (starts[1] as u32, starts[2] as u32);
+    std::fs::write(&index, index_bytes(&[(2, p1), (5, p2)], 0)).unwrap();
+    let o = dump(&[], &[&index]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(lines(&o.stdout).len(), 3);
+    // The last batch holds three records: larger than the second's one.
+    let small = starts[2] - starts[1];
+    let o = dump(&["--max-message-size", &small.to_string()], &[&index]);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        lines(&o.stdout),
+        vec![
+            format!("Dumping {}", index.display()),
+            format!("offset: 102 position: {p1}"),
+        ]
+    );
+    assert!(
+        o.stderr
+            .contains(&format!("the batch at position {p2} is ")),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn dump_version_prints_the_version() {
+    let out = bounded::run(
+        Command::new(env!("CARGO_BIN_EXE_commitfs")).args(["dump", "--version"]),
+        "commitfs dump --version",
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(env!("CARGO_PKG_VERSION")), "{text}");
+}
+
+/// Help and the man page name every file kind dump reads.
+#[test]
+fn help_and_man_page_list_every_file_kind() {
+    for args in [&["dump", "--help"][..], &["help"][..], &["man", "dump"][..]] {
+        let out = bounded::run(
+            Command::new(env!("CARGO_BIN_EXE_commitfs")).args(args),
+            &format!("commitfs {args:?}"),
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout)
+            .replace("\\&", "")
+            .replace("\\-", "-");
+        for kind in [
+            ".log",
+            ".index",
+            ".timeindex",
+            ".snapshot",
+            ".txnindex",
+            ".checkpoint",
+        ] {
+            assert!(text.contains(kind), "{args:?} does not name {kind}: {text}");
+        }
+    }
+}

@@ -19,6 +19,7 @@ mod extra;
 mod legacy;
 mod walk;
 
+use extra::Parser;
 use walk::{
     Entry, SiblingLog, Walk, ascending, base_offset_of, file_name, find_by_last_offset, read,
 };
@@ -52,27 +53,68 @@ pub struct DumpArgs {
     /// Read at most this many bytes of each .log file: whole batches only.
     #[arg(long, value_name = "SIZE")]
     pub max_bytes: Option<u32>,
+    /// Size of the largest batch an .index entry may point at (Kafka's
+    /// default, 5 MiB): a larger one stops the index's dump, as it stops Kafka's.
+    #[arg(long, value_name = "SIZE", default_value_t = 5 * 1024 * 1024)]
+    pub max_message_size: u32,
+    /// Decode record keys with this class (implies --print-data-log):
+    /// org.apache.kafka.tools.api.StringDecoder (the default),
+    /// DefaultDecoder, IntegerDecoder or LongDecoder, or their
+    /// kafka.serializer names.
+    #[arg(long, value_name = "CLASS", num_args = 0..=1,
+          default_missing_value = "org.apache.kafka.tools.api.StringDecoder")]
+    pub key_decoder_class: Option<String>,
+    /// Decode record values with this class (implies --print-data-log);
+    /// the same classes as --key-decoder-class.
+    #[arg(long, value_name = "CLASS", num_args = 0..=1,
+          default_missing_value = "org.apache.kafka.tools.api.StringDecoder")]
+    pub value_decoder_class: Option<String>,
     /// Files to dump, comma-separated (kafka-dump-log's spelling).
     #[arg(long = "files", value_delimiter = ',', value_name = "FILES")]
     pub files_opt: Vec<PathBuf>,
-    /// .log, .index or .timeindex files.
+    /// .log, .index, .timeindex, .snapshot (producer state), .txnindex or KRaft .checkpoint files.
     #[arg(value_name = "FILE", required_unless_present = "files_opt")]
     pub files: Vec<PathBuf>,
 }
 
 pub fn run(args: DumpArgs) -> i32 {
     let stdout = io::stdout();
+    let class = |name: &Option<String>| {
+        let name = name
+            .as_deref()
+            .unwrap_or("org.apache.kafka.tools.api.StringDecoder");
+        extra::ClassDecoder::from_class(name).ok_or_else(|| {
+            format!(
+                "commitfs dump: no decoder class {name}: it takes one of {}",
+                extra::DECODER_CLASSES.join(", ")
+            )
+        })
+    };
     // Kafka checks the decoders in this order.
     let parser = if args.offsets_decoder {
-        Some(InternalDecoder::Offsets)
+        Parser::Internal(InternalDecoder::Offsets)
     } else if args.transaction_log_decoder {
-        Some(InternalDecoder::TransactionLog)
+        Parser::Internal(InternalDecoder::TransactionLog)
     } else if args.cluster_metadata_decoder {
-        Some(InternalDecoder::ClusterMetadata)
+        Parser::Internal(InternalDecoder::ClusterMetadata)
     } else {
-        None
+        match (
+            class(&args.key_decoder_class),
+            class(&args.value_decoder_class),
+        ) {
+            (Ok(key), Ok(value)) => Parser::Classes { key, value },
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("{e}");
+                return 2;
+            }
+        }
     };
-    let print_data = args.print_data_log || parser.is_some();
+    let print_data = args.print_data_log
+        || args.offsets_decoder
+        || args.transaction_log_decoder
+        || args.cluster_metadata_decoder
+        || args.key_decoder_class.is_some()
+        || args.value_decoder_class.is_some();
     let mut dump = Dump {
         deep: args.deep_iteration || print_data,
         print_data,
@@ -85,6 +127,7 @@ pub fn run(args: DumpArgs) -> i32 {
             .max_bytes
             .filter(|&m| m != i32::MAX as u32)
             .map(|m| m as usize),
+        max_message_size: args.max_message_size as usize,
         out: BufWriter::new(stdout.lock()),
         reports: Reports::default(),
         unreadable: false,
@@ -141,9 +184,10 @@ struct Dump<W: Write> {
     print_data: bool,
     verify_only: bool,
     sanity_only: bool,
-    parser: Option<InternalDecoder>,
+    parser: Parser,
     skip_metadata: bool,
     max_bytes: Option<usize>,
+    max_message_size: usize,
     out: W,
     reports: Reports,
     unreadable: bool,
@@ -450,7 +494,19 @@ impl<W: Write> Dump<W> {
             }
             if let Some(starts) = &starts {
                 // -1: no batch starts at that position.
-                let found = starts.get(&(position as usize)).copied().unwrap_or(-1);
+                let (found, size) = starts.get(&(position as usize)).copied().unwrap_or((-1, 0));
+                if size > self.max_message_size {
+                    // Kafka reads the batch through a slice of this size:
+                    // it finds none, and its dump stops on the exception.
+                    self.out.flush()?;
+                    eprintln!(
+                        "{}: the batch at position {position} is {size} bytes, more than --max-message-size {}: Kafka's dump stops here",
+                        path.display(),
+                        self.max_message_size
+                    );
+                    self.unreadable = true;
+                    return Ok(());
+                }
                 if found != offset {
                     push_report(&mut self.reports.index_mismatches, path, (offset, found));
                 }

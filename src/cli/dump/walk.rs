@@ -95,6 +95,15 @@ impl Entry<'_> {
         }
     }
 
+    /// The entry's size in the log.
+    pub(super) fn size(&self) -> usize {
+        match self {
+            Entry::Batch { batch, .. } => batch.size(),
+            Entry::Legacy { bytes, .. } => bytes.len(),
+            Entry::UnknownCodec { size, .. } => *size,
+        }
+    }
+
     pub(super) fn last_offset(&self) -> i64 {
         match self {
             Entry::Batch { batch, .. } => batch.header.last_offset(),
@@ -215,10 +224,10 @@ impl SiblingLog {
         Walk::new(&self.bytes).collect()
     }
 
-    /// Position of each entry → its last offset.
-    pub(super) fn batch_starts(&self) -> HashMap<usize, i64> {
+    /// Position of each entry → its last offset and size.
+    pub(super) fn batch_starts(&self) -> HashMap<usize, (i64, usize)> {
         Walk::new(&self.bytes)
-            .map(|e| (e.position(), e.last_offset()))
+            .map(|e| (e.position(), (e.last_offset(), e.size())))
             .collect()
     }
 }
