@@ -8,6 +8,7 @@
 //! target/release/examples/bench_mount                   # as root, /dev/fuse present
 //! target/release/examples/bench_mount p3 p5             # only some figures
 //! COMMITFS_BENCH_QUICK=1 target/release/examples/bench_mount   # smoke run
+//! COMMITFS_BASELINE_BIN=/path/to/old/commitfs target/release/examples/bench_mount p7
 //! ```
 //!
 //! Every daemon is unmounted and reaped at the end, even on error or panic
@@ -48,6 +49,11 @@ struct Params {
     p5_segments: usize,
     /// `COMMITFS_MOUNT_BENCH_RSS_SEGMENTS`: segments for P6.
     p6_segments: usize,
+    /// `COMMITFS_MOUNT_BENCH_PARTITIONS`: partition counts for P7.
+    p7_partitions: Vec<usize>,
+    /// `COMMITFS_BASELINE_BIN`: another daemon (the code before a change)
+    /// that P7 times next to `bin`.
+    baseline_bin: Option<PathBuf>,
     /// `COMMITFS_BENCH_DIR`: scratch base (default: the temp dir).
     dir: PathBuf,
     only: Vec<String>,
@@ -76,6 +82,17 @@ impl Params {
             shell_lookups: env_u64("COMMITFS_MOUNT_BENCH_SHELL_LOOKUPS", q(100, 10)) as usize,
             p5_segments: env_u64("COMMITFS_MOUNT_BENCH_SEGMENTS", q(1000, 5)) as usize,
             p6_segments: env_u64("COMMITFS_MOUNT_BENCH_RSS_SEGMENTS", q(10_000, 20)) as usize,
+            p7_partitions: env::var("COMMITFS_MOUNT_BENCH_PARTITIONS")
+                .ok()
+                .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+                .unwrap_or_else(|| {
+                    if quick {
+                        vec![1, 10]
+                    } else {
+                        vec![1, 10, 100, 300]
+                    }
+                }),
+            baseline_bin: env::var_os("COMMITFS_BASELINE_BIN").map(PathBuf::from),
             dir: env::var_os("COMMITFS_BENCH_DIR")
                 .map(PathBuf::from)
                 .unwrap_or_else(env::temp_dir),
@@ -224,6 +241,21 @@ impl Daemon {
 
     fn pid(&self) -> u32 {
         self.child.as_ref().map_or(0, |c| c.id())
+    }
+
+    /// SIGTERM, as systemd or `kill` ends a daemon; returns the time until
+    /// it exited (0 is required).
+    fn terminate(&mut self) -> Res<f64> {
+        let mut child = self.child.take().ok_or("no daemon")?;
+        let t = Instant::now();
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let st = child.wait().map_err(|e| e.to_string())?;
+        let s = t.elapsed().as_secs_f64();
+        if !st.success() {
+            return Err(format!("daemon exited with {st}:\n{}", self.log_tail()));
+        }
+        Ok(s)
     }
 
     fn log_tail(&self) -> String {
@@ -791,6 +823,85 @@ fn p6(p: &Params, scratch: &Path, out: &mut Vec<String>) -> Res<()> {
     Ok(())
 }
 
+// ---- P7 ---------------------------------------------------------------------------------
+
+/// P7: SIGTERM until the daemon exited, for a data dir of `n` partitions,
+/// each idle or holding one unflushed append; `COMMITFS_BASELINE_BIN`, when
+/// set, is timed the same way in the same runs, alternating which goes first.
+fn p7(p: &Params, scratch: &Path, out: &mut Vec<String>) -> Res<()> {
+    let mut bins = vec![&p.bin];
+    bins.extend(&p.baseline_bin);
+    for &n in &p.p7_partitions {
+        for dirty in [false, true] {
+            let mut times = vec![Vec::new(); bins.len()];
+            for run in 0..p.runs.max(3) {
+                for k in 0..bins.len() {
+                    let which = (k + run) % bins.len();
+                    times[which].push(p7_once(bins[which], scratch, n, dirty)?);
+                }
+            }
+            let medians: Vec<f64> = times.iter_mut().map(|t| median(t)).collect();
+            let (base, ratio) = match medians.get(1) {
+                Some(b) => (
+                    format!("before: {}", ms(*b)),
+                    format!("**{:.2}**", medians[0] / b),
+                ),
+                None => (
+                    "before: not measured (set COMMITFS_BASELINE_BIN)".into(),
+                    "-".into(),
+                ),
+            };
+            let what = if dirty {
+                "one unflushed append each"
+            } else {
+                "idle"
+            };
+            out.push(format!(
+                "| P7 | SIGTERM until exit, {n} partitions, {what} | {} | {base} | {ratio} | grows with the work left |",
+                ms(medians[0]),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One P7 run of `bin`: a fresh data dir of `n` partitions, mounted, one
+/// line appended to each when `dirty`, then SIGTERM.
+fn p7_once(bin: &Path, scratch: &Path, n: usize, dirty: bool) -> Res<f64> {
+    let data = scratch.join("data-p7");
+    let _ = fs::remove_dir_all(&data);
+    // 1 MiB indexes rather than 10 MiB: every active segment preallocates both.
+    let index_bytes = "segment.index.bytes=1048576";
+    let mut config = LogConfig::default();
+    let (k, v) = index_bytes.split_once('=').unwrap_or_default();
+    config.set(k, v).map_err(|e| e.to_string())?;
+    let mgr = LogManager::open(&data, config, OpenOptions::default()).map_err(|e| e.to_string())?;
+    for i in 0..n {
+        mgr.create_partition(&format!("t{i}-0"))
+            .map_err(|e| e.to_string())?;
+    }
+    mgr.close().map_err(|e| e.to_string())?;
+    drop(mgr);
+    let (mut d, _) = Daemon::start(bin, &data, &scratch.join("mnt-p7"), &[index_bytes])?;
+    for i in (0..n).filter(|_| dirty) {
+        let log = d.mnt.join(format!("t{i}-0/log"));
+        File::options()
+            .append(true)
+            .open(&log)
+            .and_then(|mut f| f.write_all(b"x\n"))
+            .map_err(|e| format!("{}: {e}", log.display()))?;
+    }
+    let s = d.terminate()?;
+    if !data.join(".kafka_cleanshutdown").exists() {
+        return Err(format!(
+            "P7: no clean-shutdown marker after SIGTERM ({n} partitions):\n{}",
+            d.log_tail()
+        ));
+    }
+    fs::remove_dir_all(&data).map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
 // ---- main -----------------------------------------------------------------------------------
 
 fn main() {
@@ -841,6 +952,9 @@ fn main() {
     }
     if p.wants("p6") {
         step("P6", p6(&p, &root, &mut rows));
+    }
+    if p.wants("p7") {
+        step("P7", p7(&p, &root, &mut rows));
     }
     println!("| id | commitfs | figure | baseline (same run) | ratio | target |");
     println!("|---|---|---|---|---|---|");

@@ -25,6 +25,7 @@ mod partition_disk;
 mod raw;
 mod ro_shrink;
 mod roll;
+mod shutdown;
 mod tools;
 mod torture_concurrency;
 mod torture_diskfull;

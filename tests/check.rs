@@ -260,3 +260,376 @@ fn repair_of_an_open_data_dir_changes_nothing() {
     mgr.close().unwrap();
     assert!(tmp.path().join(".kafka_cleanshutdown").exists());
 }
+
+// ---- Kafka's load rules -----------------------------------------------------
+//
+// What Kafka's loader does with a segment's index files, from its source
+// (`LogLoader.loadSegmentFiles` and `recoverLog`, `LogSegment.sanityCheck`,
+// `AbstractIndex`): after a clean shutdown, and below the recovery point
+// after an unclean one, both indexes are opened as they are (only a missing
+// offset index makes it rebuild them; a missing time index is created
+// empty); from the segment holding the recovery point on, after an unclean
+// one, they are rebuilt from the `.log`. Findings Kafka would act on are
+// problems (exit 1); what it loads as it is and reads right, notes (exit 0).
+
+fn notes_about(r: &commitfs::storage::check::CheckReport, file: &Path) -> Vec<String> {
+    r.notes
+        .iter()
+        .filter(|n| n.file == file)
+        .map(|n| n.what.clone())
+        .collect()
+}
+
+#[test]
+fn a_clean_data_dir_has_neither_problems_nor_notes() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_data_dir(tmp.path());
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    assert!(r.is_clean(), "{:?} {:?}", r.problems, r.notes);
+    let (code, out) = check(tmp.path(), &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(": 0 problems, 0 notes"), "{out}");
+}
+
+/// An empty offset index is one Kafka loads and looks up through (from the
+/// segment's start); an empty time index likewise. Both are notes, for the
+/// sealed segments and the active one alike, after a clean shutdown.
+#[test]
+fn empty_indexes_after_a_clean_shutdown_are_notes_for_every_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_data_dir(tmp.path());
+    let bases = first_segment_bases(tmp.path());
+    for &b in &[bases[0], bases[2]] {
+        fs::write(seg(tmp.path(), b, "index"), b"").unwrap();
+        fs::write(seg(tmp.path(), b, "timeindex"), b"").unwrap();
+    }
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    for &b in &[bases[0], bases[2]] {
+        let idx = notes_about(&r, &seg(tmp.path(), b, "index"));
+        assert_eq!(idx.len(), 1, "{idx:?}");
+        assert!(
+            idx[0].starts_with("0 entries where the index rule"),
+            "{idx:?}"
+        );
+        let tix = notes_about(&r, &seg(tmp.path(), b, "timeindex"));
+        assert_eq!(tix.len(), 1, "{tix:?}");
+        assert!(tix[0].starts_with("no entries, where"), "{tix:?}");
+    }
+    assert_eq!(r.notes.len(), 4, "{:?}", r.notes);
+    let (code, out) = check(tmp.path(), &["--repair"]);
+    assert_eq!(code, 0, "nothing to repair: {out}");
+    assert!(out.contains(": 0 problems, 4 notes"), "{out}");
+    assert!(!out.contains("Repair:"), "{out}");
+    // And it is read as Kafka would: every record through the empty indexes.
+    let mgr = LogManager::open(tmp.path(), config(), OpenOptions::default()).unwrap();
+    let log = mgr.partition("t-0").unwrap();
+    for o in [0, 505, 1499] {
+        assert_eq!(log.read(o).unwrap().value.unwrap().len(), 1500);
+    }
+    drop(log);
+    mgr.close().unwrap();
+}
+
+#[test]
+fn a_missing_offset_index_is_a_problem_a_missing_time_index_a_note() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_data_dir(tmp.path());
+    fs::remove_file(seg(tmp.path(), 0, "index")).unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    assert!(
+        r.problems[0].what.contains("Kafka rebuilds"),
+        "{:?}",
+        r.problems
+    );
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+
+    let tmp = tempfile::tempdir().unwrap();
+    make_data_dir(tmp.path());
+    let tix = seg(tmp.path(), 0, "timeindex");
+    fs::remove_file(&tix).unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(
+        notes_about(&r, &tix),
+        vec!["time index file is missing: Kafka creates it empty at load".to_string()]
+    );
+}
+
+/// A data dir as a crash leaves it: no marker, the recovery point inside
+/// the middle segment. Kafka rebuilds the indexes of the middle and last
+/// segments (the one holding the recovery point, and after), so what their
+/// indexes hold is a note; the first segment's are loaded as they are.
+#[test]
+fn after_an_unclean_shutdown_only_segments_below_the_recovery_point_keep_their_indexes() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_data_dir(tmp.path());
+    let bases = first_segment_bases(tmp.path());
+    fs::remove_file(tmp.path().join(".kafka_cleanshutdown")).unwrap();
+    fs::write(
+        tmp.path().join("recovery-point-offset-checkpoint"),
+        format!("0\n1\nt 0 {}\n", bases[1] + 5),
+    )
+    .unwrap();
+    let pointing_nowhere = |b: i64| {
+        let p = seg(tmp.path(), b, "index");
+        let mut bytes = fs::read(&p).unwrap();
+        bytes[4..8].copy_from_slice(&123u32.to_be_bytes());
+        fs::write(&p, bytes).unwrap();
+        p
+    };
+    let (first, middle, last) = (
+        pointing_nowhere(bases[0]),
+        pointing_nowhere(bases[1]),
+        pointing_nowhere(bases[2]),
+    );
+    // The active segment as a crash leaves it: its index still preallocated.
+    let mut active = fs::read(&last).unwrap();
+    active.extend_from_slice(&[0; 800]);
+    fs::write(&last, active).unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    let problems: Vec<&Path> = r.problems.iter().map(|p| p.file.as_path()).collect();
+    assert!(problems.iter().all(|f| *f == first), "{:?}", r.problems);
+    assert!(!problems.is_empty());
+    for rebuilt in [&middle, &last] {
+        let notes = notes_about(&r, rebuilt);
+        assert!(!notes.is_empty(), "{:?}", r.notes);
+        assert!(
+            notes.iter().all(|n| n.contains("rebuilt at load")),
+            "{notes:?}"
+        );
+    }
+    // The preallocated tail of the active index is what a crash leaves: not even a note.
+    assert!(
+        !r.notes.iter().any(|n| n.what.contains("zero-filled")),
+        "{:?}",
+        r.notes
+    );
+}
+
+/// After a clean shutdown the active segment's index is trimmed; one still
+/// preallocated (zero-filled past its entries) is read by Kafka as that
+/// many entries.
+#[test]
+fn an_untrimmed_index_after_a_clean_shutdown_is_a_problem() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_data_dir(tmp.path());
+    let bases = first_segment_bases(tmp.path());
+    let idx = seg(tmp.path(), bases[2], "index");
+    let mut bytes = fs::read(&idx).unwrap();
+    let entries = bytes.len() / 8;
+    bytes.extend_from_slice(&[0; 80]);
+    fs::write(&idx, bytes).unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    assert_eq!(r.problems[0].file, idx);
+    assert_eq!(r.problems[0].position, (entries * 8) as u64);
+    assert!(
+        r.problems[0].what.starts_with("10 zero-filled entries"),
+        "{:?}",
+        r.problems
+    );
+}
+
+/// Kafka's producer snapshot of a real partition (Kafka 3.8, from
+/// tests/fixtures/kafka/codecrafters-kafka-tester/foo-0): version 1 and a
+/// CRC-32C that Kafka computed.
+fn kafka_snapshot() -> Vec<u8> {
+    let p = [
+        env!("CARGO_MANIFEST_DIR"),
+        "tests/fixtures/kafka/codecrafters-kafka-tester/foo-0/00000000000000000003.snapshot",
+    ]
+    .iter()
+    .collect::<std::path::PathBuf>();
+    fs::read(p).unwrap()
+}
+
+#[test]
+fn a_producer_snapshot_with_a_bad_crc_or_version_is_a_problem_repair_removes() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_data_dir(tmp.path());
+    let snap = seg(tmp.path(), 0, "snapshot");
+    let good = kafka_snapshot();
+    fs::write(&snap, &good).unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    assert!(r.is_clean(), "Kafka's own snapshot: {:?}", r.problems);
+
+    // A producer id changed under the CRC (bytes 10.. are the first entry).
+    let mut bad_crc = good.clone();
+    bad_crc[17] ^= 1;
+    fs::write(&snap, &bad_crc).unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    assert_eq!(r.problems[0].file, snap);
+    let stored = u32::from_be_bytes(good[2..6].try_into().unwrap());
+    assert!(
+        r.problems[0].what.contains(&format!(
+            "Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored}. Computed crc: "
+        )),
+        "{:?}",
+        r.problems
+    );
+
+    let mut version_2 = good.clone();
+    version_2[1] = 2;
+    fs::write(&snap, &version_2).unwrap();
+    let (code, out) = check(tmp.path(), &["--repair"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("Snapshot contained an unknown file version 2"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("Repair: removed {}", snap.display())),
+        "{out}"
+    );
+    assert!(out.contains("After repair: clean"), "{out}");
+    assert!(!snap.exists());
+    // Nothing else was touched: no recovery was needed.
+    assert!(tmp.path().join(".kafka_cleanshutdown").exists());
+}
+
+/// One `.txnindex` entry as Kafka's `AbortedTxn` lays it out: version
+/// (int16), producer id, first offset, last offset, last stable offset.
+/// `AbortedTxn.version()` reads the first byte only (`buffer.get(0)`), so
+/// the version given here is that byte.
+fn aborted_txn(version: u8, pid: i64, first: i64, last: i64, lso: i64) -> Vec<u8> {
+    let mut b = vec![version, 0];
+    for v in [pid, first, last, lso] {
+        b.extend_from_slice(&v.to_be_bytes());
+    }
+    assert_eq!(b.len(), 34);
+    b
+}
+
+#[test]
+fn a_txnindex_of_an_unknown_version_or_below_its_segment_is_a_problem() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_data_dir(tmp.path());
+    let bases = first_segment_bases(tmp.path());
+    let b = bases[1];
+    let txn = seg(tmp.path(), b, "txnindex");
+    let good = aborted_txn(0, 7, b + 1, b + 3, b + 4);
+    fs::write(&txn, &good).unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    assert!(r.is_clean(), "{:?} {:?}", r.problems, r.notes);
+
+    // A partial entry at the end is not read: a note.
+    let mut partial = good.clone();
+    partial.extend_from_slice(&[0; 10]);
+    fs::write(&txn, &partial).unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(notes_about(&r, &txn).len(), 1, "{:?}", r.notes);
+    assert_eq!(r.notes[0].position, 34);
+
+    // An aborted transaction that ends below the segment, then one of version 1.
+    let mut bad = good.clone();
+    bad.extend(aborted_txn(0, 8, b - 10, b - 5, b - 4));
+    bad.extend(aborted_txn(1, 9, b + 5, b + 6, b + 7));
+    fs::write(&txn, &bad).unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    let found: Vec<(u64, &str)> = r
+        .problems
+        .iter()
+        .map(|p| (p.position, p.what.as_str()))
+        .collect();
+    assert_eq!(found.len(), 2, "{found:?}");
+    let abs = std::path::absolute(&txn).unwrap();
+    assert_eq!(found[0].0, 68);
+    assert!(
+        found[0].1.starts_with(&format!(
+            "Unexpected aborted transaction version 1 in transaction index {}, current version is 0",
+            abs.display()
+        )),
+        "{found:?}"
+    );
+    assert_eq!(found[1].0, 34);
+    assert!(
+        found[1].1.contains("below the segment's base offset"),
+        "{found:?}"
+    );
+}
+
+/// What Kafka's writer never leaves in a `.txnindex` and Kafka reads as it
+/// is, serving fetches through it: a problem, unless the load rebuilds the
+/// segment's indexes anyway (then a note).
+#[test]
+fn txnindex_entries_kafka_never_writes_are_problems_unless_rebuilt() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_data_dir(tmp.path());
+    let bases = first_segment_bases(tmp.path());
+    let b = bases[1];
+    let txn = seg(tmp.path(), b, "txnindex");
+    let mut bytes = aborted_txn(0, 7, b + 1, b + 3, b + 4);
+    bytes.extend(aborted_txn(0, 8, b + 9, b + 5, b + 10)); // ends before it begins
+    bytes.extend(aborted_txn(0, 9, b + 2, b + 4, b + 11)); // does not grow
+    bytes.extend(aborted_txn(0, 10, bases[2], bases[2], bases[2])); // past the segment
+    fs::write(&txn, &bytes).unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    let found: Vec<(u64, &str)> = r
+        .problems
+        .iter()
+        .map(|p| (p.position, p.what.as_str()))
+        .collect();
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(r.problems.iter().all(|p| p.file == txn), "{found:?}");
+    assert_eq!(found[0].0, 34);
+    assert!(found[0].1.contains("before it begins at"), "{found:?}");
+    assert_eq!(found[1].0, 68);
+    assert!(
+        found[1].1.contains("not after the entry before it"),
+        "{found:?}"
+    );
+    assert_eq!(found[2].0, 102);
+    assert!(
+        found[2].1.contains("past the segment's batches"),
+        "{found:?}"
+    );
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+
+    // After a crash with the recovery point at 0 every segment is
+    // recovered, its transaction index rebuilt: the same findings are notes.
+    fs::remove_file(tmp.path().join(".kafka_cleanshutdown")).unwrap();
+    fs::write(
+        tmp.path().join("recovery-point-offset-checkpoint"),
+        "0\n1\nt 0 0\n",
+    )
+    .unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    let notes = notes_about(&r, &txn);
+    assert_eq!(notes.len(), 3, "{notes:?}");
+    assert!(
+        notes.iter().all(|n| n.contains("rebuilt at load")),
+        "{notes:?}"
+    );
+}
+
+/// A partial entry at the end of the active segment's `.txnindex`: Kafka
+/// appends the next aborted transaction after it, out of step with every
+/// entry it reads from there on.
+#[test]
+fn a_partial_entry_at_the_end_of_the_active_txnindex_is_a_problem() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_data_dir(tmp.path());
+    let bases = first_segment_bases(tmp.path());
+    let b = bases[2];
+    let txn = seg(tmp.path(), b, "txnindex");
+    let mut bytes = aborted_txn(0, 7, b + 1, b + 3, b + 4);
+    bytes.extend_from_slice(&[0; 10]);
+    fs::write(&txn, &bytes).unwrap();
+    let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+    assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    assert_eq!(r.problems[0].file, txn);
+    assert_eq!(r.problems[0].position, 34);
+    assert!(
+        r.problems[0]
+            .what
+            .starts_with("size 44 is not a whole number of 34-byte entries: Kafka appends"),
+        "{:?}",
+        r.problems
+    );
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+}

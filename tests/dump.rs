@@ -309,30 +309,117 @@ fn fixture_compressed_and_legacy_entries() {
     let o = dump(&["--deep-iteration"], &[&path]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let l = lines(&o.stdout);
+    // Magic 1 entries as Kafka prints a legacy batch, then its message.
     assert_eq!(
-        l[2],
-        "offset: 0 position: 0 size: 72 magic: 1 legacy message format (magic 1) is not supported, skipped"
+        l[2..4],
+        [
+            "offset: 0 position: 0 CreateTime: 1633286796965 size: 72 magic: 1 compresscodec: none crc: 1123078385 isvalid: true",
+            "| offset: 0 CreateTime: 1633286796965 keySize: 5 valueSize: 33 isValid: true crc: 1123078385",
+        ]
     );
-    assert!(l[5].starts_with("offset: 3 position: 250 size: 106 magic: 1 "));
-    assert!(l[6].starts_with("baseOffset: 4 lastOffset: 4 count: 1 "));
-    assert!(l[6].contains(" position: 356 CreateTime: 1633286986079 size: 106 "));
-    assert!(l[7].starts_with("| offset: 4 CreateTime: 1633286986079 keySize: 5 valueSize: 33 "));
-    assert!(l[10].contains(" position: 568 ") && l[10].contains(" compresscodec: gzip "));
-    // Until decompression is wired in, one line says why; after, the record.
-    assert!(
-        l[11] == "| records could not be decoded: gzip compression not yet supported"
-            || l[11].starts_with("| offset: 6 CreateTime: 1633287000247 keySize: 5 valueSize: 33 "),
-        "{}",
-        l[11]
+    // A gzip wrapper: its own CRC on the batch line, the inner message's on the record's.
+    assert_eq!(
+        l[6..8],
+        [
+            "offset: 2 position: 143 CreateTime: 1633286831051 size: 107 magic: 1 compresscodec: gzip crc: 3553592831 isvalid: true",
+            "| offset: 2 CreateTime: 1633286831051 keySize: 5 valueSize: 33 isValid: true crc: 2125748918",
+        ]
     );
-    assert!(
-        l.last()
-            .unwrap()
-            .starts_with("offset: 19 position: 1517 size: 130 magic: 1 ")
+    assert!(l[10].starts_with("baseOffset: 4 lastOffset: 4 count: 1 "));
+    assert!(l[10].contains(" position: 356 CreateTime: 1633286986079 size: 106 "));
+    assert!(l[11].starts_with("| offset: 4 CreateTime: 1633286986079 keySize: 5 valueSize: 33 "));
+    assert!(l[14].contains(" position: 568 ") && l[14].contains(" compresscodec: gzip "));
+    assert!(l[15].starts_with("| offset: 6 CreateTime: 1633287000247 keySize: 5 valueSize: 33 "));
+    // The last wrapper holds two messages: offsets relative to the wrapper's, which is the last one's.
+    let n = l.len();
+    assert_eq!(
+        l[n - 3..],
+        [
+            "offset: 19 position: 1517 CreateTime: 1633374040837 size: 130 magic: 1 compresscodec: gzip crc: 3689980426 isvalid: true",
+            "| offset: 18 CreateTime: 1633374040551 keySize: 3 valueSize: 33 isValid: true crc: 2959239806",
+            "| offset: 19 CreateTime: 1633374040837 keySize: 5 valueSize: 33 isValid: true crc: 576835190",
+        ]
     );
     assert!(!o.stdout.contains("invalid bytes"));
-    // Undecodable batches count as covering their offsets: no false gaps.
     assert!(!o.stderr.contains("Non-consecutive"), "{}", o.stderr);
+}
+
+/// Magic 0 messages (kafka-python's vectors from a Kafka 0.11 broker): no
+/// timestamp type, timestamp -1; a damaged message is printed with
+/// isvalid false, as Kafka's `LegacyRecord.isValid` says.
+#[test]
+fn legacy_magic_0_messages_and_a_bad_crc() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("00000000000000000000.log");
+    let mut bytes = std::fs::read(fixture("kafka-python-tests/record_batch_data_v0.bin")).unwrap();
+    std::fs::write(&path, &bytes).unwrap();
+    let o = dump(&["--print-data-log"], &[&path]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        lines(&o.stdout)[2..6],
+        [
+            "offset: 0 position: 0 NoTimestampType: -1 size: 29 magic: 0 compresscodec: none crc: 4272954815 isvalid: true",
+            "| offset: 0 NoTimestampType: -1 keySize: -1 valueSize: 3 isValid: true crc: 4272954815 payload: 123",
+            "offset: 1 position: 29 NoTimestampType: -1 size: 26 magic: 0 compresscodec: none crc: 2035763424 isvalid: true",
+            "| offset: 1 NoTimestampType: -1 keySize: -1 valueSize: 0 isValid: true crc: 2035763424 payload: ",
+        ]
+    );
+    // The first message's value, under its CRC.
+    bytes[28] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let o = dump(&["--deep-iteration"], &[&path]);
+    assert_eq!(
+        lines(&o.stdout)[2..4],
+        [
+            "offset: 0 position: 0 NoTimestampType: -1 size: 29 magic: 0 compresscodec: none crc: 4272954815 isvalid: false",
+            "| offset: 0 NoTimestampType: -1 keySize: -1 valueSize: 3 isValid: false crc: 4272954815",
+        ]
+    );
+}
+
+/// A magic 1 wrapper with LogAppendTime: its messages take its timestamp.
+#[test]
+fn legacy_log_append_time_wrapper_gives_its_timestamp_to_its_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("00000000000000000000.log");
+    let src = std::fs::read(fixture("segmentio-kafka-go/v1c-v1c.records.bin")).unwrap();
+    // The first entry: offset, size, crc, magic, attributes (gzip), timestamp.
+    let size = i32::from_be_bytes(src[8..12].try_into().unwrap()) as usize;
+    let mut entry = src[..12 + size].to_vec();
+    entry[17] |= 0x08;
+    entry[18..26].copy_from_slice(&42i64.to_be_bytes());
+    let crc = crc32_ieee(&entry[16..]);
+    entry[12..16].copy_from_slice(&crc.to_be_bytes());
+    std::fs::write(&path, &entry).unwrap();
+    let o = dump(&["--deep-iteration"], &[&path]);
+    let l = lines(&o.stdout);
+    assert!(
+        l[2].contains(" LogAppendTime: 42 ") && l[2].ends_with(" isvalid: true"),
+        "{}",
+        l[2]
+    );
+    assert!(l.len() > 3, "{}", o.stdout);
+    for r in &l[3..] {
+        assert!(
+            r.starts_with("| offset: ") && r.contains(" LogAppendTime: 42 keySize: "),
+            "{r}"
+        );
+    }
+}
+
+fn crc32_ieee(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= b as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
 }
 
 #[test]
@@ -627,4 +714,236 @@ fn unreadable_files_exit_1_and_others_still_dump() {
         lines(&o.stderr),
         vec![format!("Ignoring unknown file {}", odd.display())]
     );
+}
+
+/// A header key that is not UTF-8: Kafka reads it with replacement
+/// characters (`Utils.utf8`) and prints every record of the batch.
+#[test]
+fn a_header_key_that_is_not_utf8_keeps_the_batch_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Vec::new();
+    let h: &[(&str, Option<&[u8]>)] = &[("zq", Some(b"1"))];
+    encode_batch(
+        &mut log,
+        0,
+        T,
+        &[
+            NewRecord {
+                key: Some(b"k1"),
+                value: Some(b"hello"),
+                headers: h,
+            },
+            NewRecord::value(b"world"),
+        ],
+    );
+    let at = log.windows(2).position(|w| w == b"zq").unwrap();
+    log[at] = 0xff;
+    fix_crc(&mut log);
+    let path = dir.path().join("00000000000000000000.log");
+    std::fs::write(&path, &log).unwrap();
+    let o = dump(&["--print-data-log"], &[&path]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let l = lines(&o.stdout);
+    assert!(l[2].ends_with(" isvalid: true"), "{}", l[2]);
+    assert_eq!(
+        l[3..],
+        [
+            format!(
+                "| offset: 0 CreateTime: {T} keySize: 2 valueSize: 5 sequence: -1 headerKeys: [\u{fffd}q] key: k1 payload: hello"
+            ),
+            format!(
+                "| offset: 1 CreateTime: {T} keySize: -1 valueSize: 5 sequence: -1 headerKeys: [] payload: world"
+            ),
+        ]
+    );
+}
+
+/// A batch whose attributes name a codec Kafka does not know (id 5): named
+/// on its line, its records said to be undecodable, and the batch after it
+/// dumped; not folded into "invalid bytes".
+#[test]
+fn a_batch_with_an_unknown_codec_is_named_and_the_walk_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, starts) = sample_log();
+    let first = starts[0]..starts[1];
+    log[first.start + 22] |= 5;
+    fix_crc(&mut log[first.clone()]);
+    let path = dir.path().join("00000000000000000000.log");
+    std::fs::write(&path, &log).unwrap();
+    let o = dump(&["--deep-iteration"], &[&path]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let l = lines(&o.stdout);
+    let crc = crc_of_raw(&log[first.clone()]);
+    assert_eq!(
+        l[2],
+        batch_line(0, 1, 2, 0, T, first.len(), crc)
+            .replace("compresscodec: none", "compresscodec: unknown(5)")
+    );
+    assert_eq!(
+        l[3],
+        "| records could not be decoded: unknown compression codec id 5"
+    );
+    assert!(l[4].starts_with("baseOffset: 2 lastOffset: 2 "), "{}", l[4]);
+    assert!(!o.stdout.contains("invalid bytes"), "{}", o.stdout);
+    assert!(!o.stderr.contains("Non-consecutive"), "{}", o.stderr);
+}
+
+fn crc_of_raw(batch: &[u8]) -> u32 {
+    u32::from_be_bytes(batch[17..21].try_into().unwrap())
+}
+
+// ---- Kafka's options ----------------------------------------------------------
+
+/// One batch: key "k", values 42 as an int32 and "ab".
+fn decoder_log(dir: &Path) -> PathBuf {
+    let mut log = Vec::new();
+    let four = 42i32.to_be_bytes();
+    encode_batch(
+        &mut log,
+        0,
+        T,
+        &[
+            NewRecord {
+                key: Some(b"k"),
+                value: Some(&four),
+                headers: &[],
+            },
+            NewRecord::value(b"ab"),
+        ],
+    );
+    let path = dir.join("00000000000000000000.log");
+    std::fs::write(&path, &log).unwrap();
+    path
+}
+
+/// `--key-decoder-class`/`--value-decoder-class` take Kafka's decoders under
+/// either name, and imply --print-data-log as Kafka's options do.
+#[test]
+fn decoder_classes_decode_and_imply_print_data_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = decoder_log(dir.path());
+    let o = dump(
+        &[
+            "--key-decoder-class",
+            "kafka.serializer.StringDecoder",
+            "--value-decoder-class",
+            "org.apache.kafka.tools.api.IntegerDecoder",
+        ],
+        &[&path],
+    );
+    let l = lines(&o.stdout);
+    assert!(
+        l[3].ends_with(" headerKeys: [] key: k payload: 42"),
+        "{}",
+        l[3]
+    );
+    // "ab" is too short for an int32: Kafka's decoder throws.
+    assert!(
+        o.stderr.contains("java.nio.BufferUnderflowException"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(o.code, 1);
+
+    let o = dump(
+        &["--value-decoder-class", "kafka.serializer.DefaultDecoder"],
+        &[&path],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let l = lines(&o.stdout);
+    let crc = format!("{:x}", crc32c_of(b"ab"));
+    assert!(l[4].ends_with(&format!(" payload: [B@{crc}")), "{}", l[4]);
+    // The key keeps the default StringDecoder.
+    assert!(l[3].contains(" key: k payload: [B@"), "{}", l[3]);
+
+    let o = dump(&["--key-decoder-class", "com.example.Mine"], &[&path]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.contains("no decoder class com.example.Mine"),
+        "{}",
+        o.stderr
+    );
+}
+
+fn crc32c_of(b: &[u8]) -> u32 {
+    // CRC-32C, bit by bit.
+    let mut crc = !0u32;
+    for &x in b {
+        crc ^= x as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// An index entry pointing at a batch larger than --max-message-size: Kafka's
+/// slice finds no batch there and its dump stops.
+#[test]
+fn max_message_size_stops_an_index_dump_at_a_larger_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, starts) = segment_100(dir.path());
+    let index = dir.path().join("00000000000000000100.index");
+    let (p1, p2) = (starts[1] as u32, starts[2] as u32);
+    std::fs::write(&index, index_bytes(&[(2, p1), (5, p2)], 0)).unwrap();
+    let o = dump(&[], &[&index]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(lines(&o.stdout).len(), 3);
+    // The last batch holds three records: larger than the second's one.
+    let small = starts[2] - starts[1];
+    let o = dump(&["--max-message-size", &small.to_string()], &[&index]);
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        lines(&o.stdout),
+        vec![
+            format!("Dumping {}", index.display()),
+            format!("offset: 102 position: {p1}"),
+        ]
+    );
+    assert!(
+        o.stderr
+            .contains(&format!("the batch at position {p2} is ")),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn dump_version_prints_the_version() {
+    let out = bounded::run(
+        Command::new(env!("CARGO_BIN_EXE_commitfs")).args(["dump", "--version"]),
+        "commitfs dump --version",
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(env!("CARGO_PKG_VERSION")), "{text}");
+}
+
+/// Help and the man page name every file kind dump reads.
+#[test]
+fn help_and_man_page_list_every_file_kind() {
+    for args in [&["dump", "--help"][..], &["help"][..], &["man", "dump"][..]] {
+        let out = bounded::run(
+            Command::new(env!("CARGO_BIN_EXE_commitfs")).args(args),
+            &format!("commitfs {args:?}"),
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout)
+            .replace("\\&", "")
+            .replace("\\-", "-");
+        for kind in [
+            ".log",
+            ".index",
+            ".timeindex",
+            ".snapshot",
+            ".txnindex",
+            ".checkpoint",
+        ] {
+            assert!(text.contains(kind), "{args:?} does not name {kind}: {text}");
+        }
+    }
 }

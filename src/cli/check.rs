@@ -23,8 +23,9 @@ pub struct CheckArgs {
     pub options: Vec<String>,
 }
 
-/// Exit codes: 0 clean, 1 problems found (repaired with `--repair`),
-/// 2 could not check, or problems remain after a repair.
+/// Exit codes: 0 no problems (notes only, or nothing), 1 problems found
+/// (repaired with `--repair`), 2 could not check, or problems remain after
+/// a repair.
 pub fn run(args: CheckArgs) -> i32 {
     let mut defaults = LogConfig::default();
     for opt in args.options.iter().flat_map(|o| o.split(',')) {
@@ -57,14 +58,19 @@ pub fn run(args: CheckArgs) -> i32 {
     for p in &report.problems {
         println!("{p}");
     }
+    for n in &report.notes {
+        println!("note: {n}");
+    }
     println!(
-        "Checked {} partitions, {} segments, {} batches: {} problems",
+        "Checked {} partitions, {} segments, {} batches: {} problems, {} notes",
         report.partitions,
         report.segments,
         report.batches,
-        report.problems.len()
+        report.problems.len(),
+        report.notes.len()
     );
-    if report.is_clean() {
+    // Notes are what Kafka loads as it is: nothing to repair.
+    if !report.has_problems() {
         return 0;
     }
     if !args.repair {
@@ -82,7 +88,7 @@ pub fn run(args: CheckArgs) -> i32 {
         }
     }
     match check_data_dir(&args.data_dir, &defaults, args.partition.as_deref()) {
-        Ok(after) if after.is_clean() => {
+        Ok(after) if !after.has_problems() => {
             println!("After repair: clean");
             1
         }

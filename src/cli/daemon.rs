@@ -268,8 +268,9 @@ pub enum Stop {
 pub struct Signals(libc::sigset_t);
 
 impl Signals {
-    /// Blocks them. Call before any thread exists (storage may start some),
-    /// so that every thread inherits the mask.
+    /// Blocks them in the calling thread. Call before any other thread
+    /// exists (storage may start some), so that every thread inherits the
+    /// mask; a thread started earlier (the log's) calls it itself.
     pub fn block() -> Signals {
         // SAFETY: sigset manipulation on a local set, then a mask change of
         // this thread with a valid set.

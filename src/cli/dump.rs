@@ -10,14 +10,16 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use commitfs::record::internal::InternalDecoder;
-use commitfs::record::{Batch, Record, control};
+use commitfs::record::{Batch, BatchHeader, Record, control};
 use commitfs::storage::index::{
     OFFSET_ENTRY, OffsetPosition, TimestampOffset, offset_entries, time_entries,
 };
 
 mod extra;
+mod legacy;
 mod walk;
 
+use extra::Parser;
 use walk::{
     Entry, SiblingLog, Walk, ascending, base_offset_of, file_name, find_by_last_offset, read,
 };
@@ -51,27 +53,68 @@ pub struct DumpArgs {
     /// Read at most this many bytes of each .log file: whole batches only.
     #[arg(long, value_name = "SIZE")]
     pub max_bytes: Option<u32>,
+    /// Size of the largest batch an .index entry may point at (Kafka's
+    /// default, 5 MiB): a larger one stops the index's dump, as it stops Kafka's.
+    #[arg(long, value_name = "SIZE", default_value_t = 5 * 1024 * 1024)]
+    pub max_message_size: u32,
+    /// Decode record keys with this class (implies --print-data-log):
+    /// org.apache.kafka.tools.api.StringDecoder (the default),
+    /// DefaultDecoder, IntegerDecoder or LongDecoder, or their
+    /// kafka.serializer names.
+    #[arg(long, value_name = "CLASS", num_args = 0..=1,
+          default_missing_value = "org.apache.kafka.tools.api.StringDecoder")]
+    pub key_decoder_class: Option<String>,
+    /// Decode record values with this class (implies --print-data-log);
+    /// the same classes as --key-decoder-class.
+    #[arg(long, value_name = "CLASS", num_args = 0..=1,
+          default_missing_value = "org.apache.kafka.tools.api.StringDecoder")]
+    pub value_decoder_class: Option<String>,
     /// Files to dump, comma-separated (kafka-dump-log's spelling).
     #[arg(long = "files", value_delimiter = ',', value_name = "FILES")]
     pub files_opt: Vec<PathBuf>,
-    /// .log, .index or .timeindex files.
+    /// .log, .index, .timeindex, .snapshot (producer state), .txnindex or KRaft .checkpoint files.
     #[arg(value_name = "FILE", required_unless_present = "files_opt")]
     pub files: Vec<PathBuf>,
 }
 
 pub fn run(args: DumpArgs) -> i32 {
     let stdout = io::stdout();
+    let class = |name: &Option<String>| {
+        let name = name
+            .as_deref()
+            .unwrap_or("org.apache.kafka.tools.api.StringDecoder");
+        extra::ClassDecoder::from_class(name).ok_or_else(|| {
+            format!(
+                "commitfs dump: no decoder class {name}: it takes one of {}",
+                extra::DECODER_CLASSES.join(", ")
+            )
+        })
+    };
     // Kafka checks the decoders in this order.
     let parser = if args.offsets_decoder {
-        Some(InternalDecoder::Offsets)
+        Parser::Internal(InternalDecoder::Offsets)
     } else if args.transaction_log_decoder {
-        Some(InternalDecoder::TransactionLog)
+        Parser::Internal(InternalDecoder::TransactionLog)
     } else if args.cluster_metadata_decoder {
-        Some(InternalDecoder::ClusterMetadata)
+        Parser::Internal(InternalDecoder::ClusterMetadata)
     } else {
-        None
+        match (
+            class(&args.key_decoder_class),
+            class(&args.value_decoder_class),
+        ) {
+            (Ok(key), Ok(value)) => Parser::Classes { key, value },
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("{e}");
+                return 2;
+            }
+        }
     };
-    let print_data = args.print_data_log || parser.is_some();
+    let print_data = args.print_data_log
+        || args.offsets_decoder
+        || args.transaction_log_decoder
+        || args.cluster_metadata_decoder
+        || args.key_decoder_class.is_some()
+        || args.value_decoder_class.is_some();
     let mut dump = Dump {
         deep: args.deep_iteration || print_data,
         print_data,
@@ -84,6 +127,7 @@ pub fn run(args: DumpArgs) -> i32 {
             .max_bytes
             .filter(|&m| m != i32::MAX as u32)
             .map(|m| m as usize),
+        max_message_size: args.max_message_size as usize,
         out: BufWriter::new(stdout.lock()),
         reports: Reports::default(),
         unreadable: false,
@@ -140,9 +184,10 @@ struct Dump<W: Write> {
     print_data: bool,
     verify_only: bool,
     sanity_only: bool,
-    parser: Option<InternalDecoder>,
+    parser: Parser,
     skip_metadata: bool,
     max_bytes: Option<usize>,
+    max_message_size: usize,
     out: W,
     reports: Reports,
     unreadable: bool,
@@ -202,18 +247,29 @@ impl<W: Write> Dump<W> {
                         self.records(path, &batch, &mut last_offset)?;
                     }
                 }
-                Entry::Legacy {
+                Entry::UnknownCodec {
                     position,
-                    magic,
-                    offset,
+                    codec,
+                    header,
                     size,
+                    crc_valid,
                 } => {
-                    writeln!(
-                        self.out,
-                        "offset: {offset} position: {position} size: {size} magic: {magic} \
-                         legacy message format (magic {magic}) is not supported, skipped"
-                    )?;
-                    last_offset = Some(offset);
+                    // Kafka's `CompressionType.forId` refuses the id: named
+                    // here, and the walk goes on past the batch.
+                    let name = codec_name(Err(codec));
+                    self.header_line(position, &header, size, &name, crc_valid)?;
+                    if self.deep {
+                        writeln!(
+                            self.out,
+                            "| records could not be decoded: unknown compression codec id {codec}"
+                        )?;
+                        last_offset = Some(header.last_offset());
+                    }
+                }
+                Entry::Legacy {
+                    position, bytes, ..
+                } => {
+                    self.legacy(path, bytes, position, &mut last_offset)?;
                 }
             }
         }
@@ -228,8 +284,108 @@ impl<W: Write> Dump<W> {
         Ok(())
     }
 
+    /// A magic 0 or 1 entry, as Kafka prints a legacy batch and, with deep
+    /// iteration, its messages (`AbstractLegacyRecordBatch`).
+    fn legacy(
+        &mut self,
+        path: &Path,
+        entry: &[u8],
+        position: usize,
+        last_offset: &mut Option<i64>,
+    ) -> io::Result<()> {
+        let m = match legacy::parse(entry) {
+            Ok(m) => m,
+            Err(e) => {
+                writeln!(
+                    self.out,
+                    "position: {position} legacy entry could not be read: {e}"
+                )?;
+                return Ok(());
+            }
+        };
+        writeln!(
+            self.out,
+            "offset: {} position: {position} {}: {} size: {} magic: {} compresscodec: {} crc: {} isvalid: {}",
+            m.offset,
+            m.timestamp_type(),
+            m.timestamp,
+            m.size,
+            m.magic,
+            codec_name(m.codec()),
+            m.crc,
+            m.valid
+        )?;
+        if !self.deep {
+            return Ok(());
+        }
+        let records = match legacy::records(&m) {
+            Ok(records) => records,
+            Err(e) => {
+                writeln!(self.out, "| records could not be decoded: {e}")?;
+                *last_offset = Some(m.offset);
+                return Ok(());
+            }
+        };
+        for r in &records {
+            if let Some(last) = *last_offset
+                && r.offset != last.wrapping_add(1)
+            {
+                push_report(&mut self.reports.non_consecutive, path, (last, r.offset));
+            }
+            *last_offset = Some(r.offset);
+            let mut prefix = "| ";
+            if !self.skip_metadata {
+                // A legacy record is its own batch: its CRC and whether it holds.
+                write!(
+                    self.out,
+                    "| offset: {} {}: {} keySize: {} valueSize: {} isValid: {} crc: {}",
+                    r.offset,
+                    m.timestamp_type(),
+                    r.timestamp,
+                    r.key_size(),
+                    r.value_size(),
+                    r.valid,
+                    r.crc
+                )?;
+                prefix = " ";
+            }
+            if self.print_data {
+                let record = Record {
+                    offset: r.offset,
+                    timestamp: r.timestamp,
+                    attributes: r.attributes,
+                    key: r.key.clone(),
+                    value: r.value.clone(),
+                    headers: Vec::new(),
+                    sequence: -1,
+                    size_in_bytes: r.size,
+                };
+                if let Err(e) = extra::write_contents(&mut self.out, self.parser, &record, prefix)?
+                {
+                    self.out.flush()?;
+                    eprintln!("{e}");
+                    self.unreadable = true;
+                }
+            }
+            writeln!(self.out)?;
+        }
+        Ok(())
+    }
+
     fn batch_line(&mut self, position: usize, batch: &Batch) -> io::Result<()> {
         let h = &batch.header;
+        let codec = h.compression().name();
+        self.header_line(position, h, batch.size(), codec, batch.is_valid())
+    }
+
+    fn header_line(
+        &mut self,
+        position: usize,
+        h: &BatchHeader,
+        size: usize,
+        codec: &str,
+        valid: bool,
+    ) -> io::Result<()> {
         let delete_horizon = if h.has_delete_horizon() {
             format!("OptionalLong[{}]", h.base_timestamp)
         } else {
@@ -255,11 +411,11 @@ impl<W: Write> Dump<W> {
             position,
             h.timestamp_type().name(),
             h.max_timestamp,
-            batch.size(),
+            size,
             h.magic,
-            h.compression().name(),
+            codec,
             h.crc,
-            batch.is_valid(),
+            valid,
         )
     }
 
@@ -269,7 +425,7 @@ impl<W: Write> Dump<W> {
         batch: &Batch,
         last_offset: &mut Option<i64>,
     ) -> io::Result<()> {
-        let records = match batch.records() {
+        let records = match batch.records_as_kafka_reads() {
             Ok(records) => records,
             Err(e) => {
                 writeln!(self.out, "| records could not be decoded: {e}")?;
@@ -338,7 +494,19 @@ impl<W: Write> Dump<W> {
             }
             if let Some(starts) = &starts {
                 // -1: no batch starts at that position.
-                let found = starts.get(&(position as usize)).copied().unwrap_or(-1);
+                let (found, size) = starts.get(&(position as usize)).copied().unwrap_or((-1, 0));
+                if size > self.max_message_size {
+                    // Kafka reads the batch through a slice of this size:
+                    // it finds none, and its dump stops on the exception.
+                    self.out.flush()?;
+                    eprintln!(
+                        "{}: the batch at position {position} is {size} bytes, more than --max-message-size {}: Kafka's dump stops here",
+                        path.display(),
+                        self.max_message_size
+                    );
+                    self.unreadable = true;
+                    return Ok(());
+                }
                 if found != offset {
                     push_report(&mut self.reports.index_mismatches, path, (offset, found));
                 }
@@ -492,6 +660,14 @@ impl From<io::Error> for DumpError {
 
 fn size_of(b: &Option<Vec<u8>>) -> i64 {
     b.as_ref().map_or(-1, |b| b.len() as i64)
+}
+
+/// `compressionType().name`, or the id Kafka does not know.
+fn codec_name(codec: Result<commitfs::record::Compression, u8>) -> String {
+    match codec {
+        Ok(c) => c.name().to_string(),
+        Err(id) => format!("unknown({id})"),
+    }
 }
 
 /// What `DumpLogSegments` prints for a control record: the end-transaction

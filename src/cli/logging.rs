@@ -113,6 +113,11 @@ pub fn init(file: Option<(PathBuf, LogSettings)>) {
         let _ = std::thread::Builder::new()
             .name("log-flush".into())
             .spawn(move || {
+                // Started before a daemon blocks the signals that end it:
+                // without blocking them here too, this thread would take a
+                // SIGTERM, or the daemon's own SIGUSR1, that arrived while
+                // the waiting thread was busy, and die of it mid-shutdown.
+                let _ = super::daemon::Signals::block();
                 loop {
                     std::thread::sleep(Duration::from_secs(1));
                     limited.flush_expired(Instant::now());

@@ -18,6 +18,7 @@ pub mod serve;
 #[command(
     name = "commitfs",
     version,
+    propagate_version = true,
     about = "Kafka partition logs as a FUSE filesystem"
 )]
 pub struct Cli {
@@ -32,7 +33,7 @@ pub enum Command {
     Mount(mount::MountArgs),
     /// Serve a data directory over the Kafka protocol, without mounting it.
     Serve(serve::ServeArgs),
-    /// Print the contents of .log, .index and .timeindex files, as kafka-dump-log does.
+    /// Print the contents of .log, .index, .timeindex, .snapshot, .txnindex and KRaft .checkpoint files, as kafka-dump-log does.
     Dump(dump::DumpArgs),
     /// Check every segment, index and checkpoint of an unmounted data directory.
     Check(check::CheckArgs),

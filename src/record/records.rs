@@ -164,6 +164,15 @@ impl<'a> Batch<'a> {
         decode_records(self, &section)
     }
 
+    /// The records as Kafka's reader takes them (`DefaultRecord.readFrom`):
+    /// a header key that is not UTF-8 is read with replacement characters
+    /// (`Utils.utf8`) instead of failing the batch. For tools that show
+    /// what Kafka shows; the broker's path keeps [`Batch::records`].
+    pub fn records_as_kafka_reads(&self) -> Result<Vec<Record>, RecordError> {
+        let section = self.uncompressed_section()?;
+        decode_records_with(self, &section, HeaderKeys::Lossy)
+    }
+
     /// The records section, decompressed when the batch is compressed.
     pub fn uncompressed_section(&self) -> Result<Cow<'a, [u8]>, RecordError> {
         let section = self.records_section();
@@ -195,6 +204,23 @@ const MIN_RECORD_SIZE: usize = 7;
 
 /// Decodes `count` records from an (uncompressed) records section.
 pub fn decode_records(batch: &Batch, section: &[u8]) -> Result<Vec<Record>, RecordError> {
+    decode_records_with(batch, section, HeaderKeys::Utf8)
+}
+
+/// How header keys that are not UTF-8 are taken.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum HeaderKeys {
+    /// Refused: the record is corrupt.
+    Utf8,
+    /// Read with U+FFFD for what is not UTF-8, as Kafka's `Utils.utf8`.
+    Lossy,
+}
+
+fn decode_records_with(
+    batch: &Batch,
+    section: &[u8],
+    keys: HeaderKeys,
+) -> Result<Vec<Record>, RecordError> {
     let h = &batch.header;
     let count = h.record_count as usize;
     // A garbled count must not make us allocate wildly.
@@ -202,7 +228,7 @@ pub fn decode_records(batch: &Batch, section: &[u8]) -> Result<Vec<Record>, Reco
     let mut pos = 0usize;
     for _ in 0..count {
         let body = next_record_body(h, section, &mut pos)?;
-        out.push(decode_body(h, body)?);
+        out.push(decode_body_with(h, body, keys)?);
     }
     if pos != section.len() {
         return Err(RecordError::Corrupt(format!(
@@ -274,6 +300,10 @@ fn next_record_body<'s>(
 }
 
 fn decode_body(h: &BatchHeader, body: &[u8]) -> Result<Record, RecordError> {
+    decode_body_with(h, body, HeaderKeys::Utf8)
+}
+
+fn decode_body_with(h: &BatchHeader, body: &[u8], keys: HeaderKeys) -> Result<Record, RecordError> {
     let mut p = 0usize;
     let attributes = *body
         .first()
@@ -293,8 +323,13 @@ fn decode_body(h: &BatchHeader, body: &[u8]) -> Result<Record, RecordError> {
     for _ in 0..header_count {
         let k = get_bytes(body, &mut p)?
             .ok_or_else(|| RecordError::Corrupt("null header key".into()))?;
-        let key = String::from_utf8(k)
-            .map_err(|_| RecordError::Corrupt("header key is not UTF-8".into()))?;
+        let key = match String::from_utf8(k) {
+            Ok(key) => key,
+            Err(e) if keys == HeaderKeys::Lossy => {
+                String::from_utf8_lossy(e.as_bytes()).into_owned()
+            }
+            Err(_) => return Err(RecordError::Corrupt("header key is not UTF-8".into())),
+        };
         let value = get_bytes(body, &mut p)?;
         headers.push(Header { key, value });
     }

@@ -1,6 +1,17 @@
 //! Offline consistency check of a data directory (`commitfs check`): reads
-//! every file and changes nothing. Each problem names a file, a position and
+//! every file and changes nothing. Each finding names a file, a position and
 //! what is wrong. `repair` then does what recovery would do.
+//!
+//! Index files are judged by what Kafka's loader does with them
+//! (`LogLoader.loadSegmentFiles`, `LogSegment.sanityCheck`, `recoverLog`):
+//! after a clean shutdown, and below the recovery point after an unclean
+//! one, they are opened as they are, and only a missing offset index makes
+//! it rebuild them; from the segment holding the recovery point on, after
+//! an unclean shutdown, they are rebuilt whatever they hold. A finding is a
+//! *problem* when Kafka would refuse the file, rebuild it, or read wrong
+//! through it; a *note* when Kafka loads it as it is and reads right
+//! through it, but its own writer would not have left it so, or when the
+//! load rebuilds it anyway.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -15,6 +26,7 @@ use super::index::{OFFSET_ENTRY, TIME_ENTRY, offset_entries, time_entries};
 use super::manager::{CLEAN_SHUTDOWN_FILE, DataDirLock, LogManager, OpenOptions};
 use super::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
 use super::partition::PROPERTIES_FILE;
+use crate::record::state_files::{ABORTED_TXN_SIZE, read_producer_snapshot, read_txn_index};
 use crate::record::{BatchHeader, RecordError};
 
 const CHUNK: usize = 8 * 1024 * 1024;
@@ -43,14 +55,24 @@ pub struct CheckReport {
     pub partitions: usize,
     pub segments: usize,
     pub batches: u64,
+    /// What Kafka would refuse, rebuild or read wrong: `repair` fixes these.
     pub problems: Vec<Problem>,
+    /// What Kafka loads as it is and reads right, but its writer would not
+    /// have left so, or what its load rebuilds anyway.
+    pub notes: Vec<Problem>,
     /// Partitions with at least one problem in their segments or indexes.
     damaged: BTreeMap<String, i64>,
 }
 
 impl CheckReport {
+    /// Nothing found at all: every file is as Kafka's own writer leaves it.
     pub fn is_clean(&self) -> bool {
-        self.problems.is_empty()
+        self.problems.is_empty() && self.notes.is_empty()
+    }
+
+    /// Whether Kafka would refuse, rebuild or read wrong anything found.
+    pub fn has_problems(&self) -> bool {
+        !self.problems.is_empty()
     }
 
     fn problem(&mut self, file: &Path, position: u64, what: impl Into<String>) {
@@ -59,6 +81,80 @@ impl CheckReport {
             position,
             what: what.into(),
         });
+    }
+
+    fn note(&mut self, file: &Path, position: u64, what: impl Into<String>) {
+        self.notes.push(Problem {
+            file: file.to_path_buf(),
+            position,
+            what: what.into(),
+        });
+    }
+}
+
+/// What Kafka's loader does with a segment's index files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Load {
+    /// Opened as they are: after a clean shutdown, or below the recovery
+    /// point after an unclean one.
+    AsTheyAre,
+    /// Rebuilt from the `.log` whatever they hold (`recoverLog`): after an
+    /// unclean shutdown, the segment that holds the recovery point and the
+    /// ones after it.
+    Rebuilt { recovery_point: i64 },
+}
+
+impl Load {
+    /// Kafka recovers `LogSegments.values(recoveryPoint, MAX)`: the
+    /// segments from the one whose base is the floor of the recovery point.
+    fn of_segment(clean: bool, recovery_point: i64, next_base: Option<i64>) -> Load {
+        if !clean && next_base.is_none_or(|next| next > recovery_point) {
+            Load::Rebuilt { recovery_point }
+        } else {
+            Load::AsTheyAre
+        }
+    }
+}
+
+/// Findings about one segment's index files, sorted by what the load does
+/// with them.
+struct IndexFindings<'r> {
+    report: &'r mut CheckReport,
+    load: Load,
+}
+
+impl IndexFindings<'_> {
+    /// Kafka would refuse it, rebuild it or read wrong through it.
+    fn wrong(&mut self, file: &Path, position: u64, what: impl Into<String>) {
+        match self.load {
+            Load::AsTheyAre => self.report.problem(file, position, what),
+            Load::Rebuilt { .. } => self.rebuilt(file, position, what.into()),
+        }
+    }
+
+    /// Kafka loads it as it is and reads right through it: `what` says so.
+    fn unlike_writer(&mut self, file: &Path, position: u64, what: impl Into<String>) {
+        match self.load {
+            Load::AsTheyAre => self.report.note(file, position, what),
+            Load::Rebuilt { .. } => self.rebuilt(file, position, what.into()),
+        }
+    }
+
+    fn rebuilt(&mut self, file: &Path, position: u64, what: String) {
+        let Load::Rebuilt { recovery_point } = self.load else {
+            return;
+        };
+        self.report.note(
+            file,
+            position,
+            format!(
+                "{what}; rebuilt at load (no clean shutdown, and the segment is not below the recovery point {recovery_point})"
+            ),
+        );
+    }
+
+    fn rebuilds_anyway(&self) -> bool {
+        matches!(self.load, Load::Rebuilt { .. })
     }
 }
 
@@ -86,9 +182,13 @@ pub fn check_data_dir(dir: &Path, defaults: &LogConfig, only: Option<&str>) -> R
     {
         report.problem(&dir.join(o), 0, "no such partition directory");
     }
+    let rules = LoadRules {
+        clean: dir.join(CLEAN_SHUTDOWN_FILE).exists(),
+        recovery_points: checkpoint::read(&dir.join(RECOVERY_POINT_FILE)),
+    };
     let mut log_ends = BTreeMap::new();
     for name in &names {
-        let end = check_partition(&dir.join(name), defaults, &mut report)?;
+        let end = check_partition(&dir.join(name), defaults, &rules, &mut report)?;
         log_ends.insert(name.clone(), end);
         report.partitions += 1;
     }
@@ -96,9 +196,17 @@ pub fn check_data_dir(dir: &Path, defaults: &LogConfig, only: Option<&str>) -> R
     Ok(report)
 }
 
+/// What decides how Kafka's loader takes the indexes of a data directory.
+struct LoadRules {
+    clean: bool,
+    /// Kafka starts from 0 for a partition the checkpoint does not list.
+    recovery_points: checkpoint::OffsetMap,
+}
+
 fn check_partition(
     pdir: &Path,
     defaults: &LogConfig,
+    rules: &LoadRules,
     report: &mut CheckReport,
 ) -> Result<(i64, i64)> {
     let name = pdir
@@ -127,6 +235,10 @@ fn check_partition(
         })
         .collect();
     bases.sort_unstable();
+    let recovery_point = parse_partition_name(&name)
+        .ok()
+        .and_then(|(t, p)| rules.recovery_points.get(&(t, p)).copied())
+        .unwrap_or(0);
     let first_base = bases.first().copied().unwrap_or(0);
     let mut expected_next: Option<i64> = None;
     let last = bases.len().saturating_sub(1);
@@ -136,11 +248,24 @@ fn check_partition(
         let problems_before = report.problems.len();
         let scan = scan_log(&log_path, base, &mut expected_next, report)?;
         report.batches += scan.batches.len() as u64;
-        check_indexes(pdir, base, &scan, &config, i == last, report)?;
+        let load = Load::of_segment(rules.clean, recovery_point, bases.get(i + 1).copied());
+        let mut findings = IndexFindings { report, load };
+        check_indexes(pdir, base, &scan, &config, i == last, &mut findings);
         if report.problems.len() > problems_before {
             report.damaged.entry(name.clone()).or_insert(base);
         }
+        // Neither is rebuilt by commitfs's recovery, so neither makes the
+        // partition one to recover.
+        let next = scan.batches.last().map(|(_, h)| h.next_offset());
+        let mut findings = IndexFindings { report, load };
+        check_txn_index(
+            &pdir.join(segment_file_name(base, "txnindex")),
+            (base, next),
+            i == last,
+            &mut findings,
+        );
     }
+    check_snapshots(pdir, report)?;
     Ok((first_base, expected_next.unwrap_or(first_base)))
 }
 
@@ -250,15 +375,28 @@ fn check_indexes(
     scan: &LogScan,
     config: &LogConfig,
     active: bool,
-    report: &mut CheckReport,
-) -> Result<()> {
+    findings: &mut IndexFindings,
+) {
     let interval = config.index_interval_bytes.max(0) as u64;
     let expected = expected_index(base, scan, interval);
     let index_path = pdir.join(segment_file_name(base, "index"));
-    check_offset_index(&index_path, base, scan, &expected, interval, active, report);
+    let segment = Segment {
+        base,
+        scan,
+        expected: &expected,
+        active,
+    };
+    check_offset_index(&index_path, &segment, interval, findings);
     let time_path = pdir.join(segment_file_name(base, "timeindex"));
-    check_time_index(&time_path, base, scan, &expected, active, report);
-    Ok(())
+    check_time_index(&time_path, &segment, findings);
+}
+
+/// A segment's valid batches, and what they give its indexes.
+struct Segment<'a> {
+    base: i64,
+    scan: &'a LogScan,
+    expected: &'a ExpectedIndex,
+    active: bool,
 }
 
 /// What Kafka's index rule gives for a segment's valid batches.
@@ -296,101 +434,85 @@ fn expected_index(base: i64, scan: &LogScan, interval: u64) -> ExpectedIndex {
     }
 }
 
-fn check_offset_index(
-    index_path: &Path,
-    base: i64,
-    scan: &LogScan,
-    expected: &ExpectedIndex,
-    interval: u64,
-    active: bool,
-    report: &mut CheckReport,
-) {
-    match fs::read(index_path) {
-        Err(_) => report.problem(index_path, 0, "offset index file is missing"),
-        Ok(bytes) => {
-            if bytes.len() % OFFSET_ENTRY != 0 {
-                report.problem(
-                    index_path,
-                    bytes.len() as u64,
-                    format!(
-                        "size {} is not a whole number of 8-byte entries",
-                        bytes.len()
-                    ),
-                );
-            }
-            let entries: Vec<(i64, u64)> = offset_entries(base, &bytes)
-                .map(|e| (e.offset, e.position as u64))
-                .collect();
-            let real = if active {
-                // The active index is preallocated: its entries end at the first zero one.
-                entries.iter().take_while(|e| e.1 != 0).count()
-            } else {
-                entries.len()
-            };
-            if active && entries[real..].iter().any(|e| *e != (base, 0)) {
-                report.problem(
-                    index_path,
-                    (real * OFFSET_ENTRY) as u64,
-                    "non-zero bytes after the last entry",
-                );
-            }
-            let entries = &entries[..real];
-            // A segment the cleaner wrote may be active again (recovery
-            // drops an empty last segment), its appends' entries after the
-            // cleaner's: both kinds fit the cleaner's rule.
-            if entries == &expected.offsets[..] || cleaner_index(entries, scan, interval) {
-                return;
-            }
-            report_index_entries(index_path, entries, scan, expected, interval, report);
-        }
+fn check_offset_index(path: &Path, seg: &Segment, interval: u64, f: &mut IndexFindings) {
+    let Ok(bytes) = fs::read(path) else {
+        // `LogSegment.sanityCheck` throws NoSuchFileException: the segment is recovered.
+        return f.wrong(
+            path,
+            0,
+            "offset index file is missing: Kafka rebuilds the segment's indexes at load",
+        );
+    };
+    if bytes.len() % OFFSET_ENTRY != 0 {
+        f.wrong(
+            path,
+            bytes.len() as u64,
+            format!(
+                "size {} is not a whole number of 8-byte entries (what `OffsetIndex.sanityCheck` rejects; commitfs's load rebuilds it)",
+                bytes.len()
+            ),
+        );
     }
-}
-
-/// The problems of offset index entries that fit neither rule: each entry
-/// that does not point at its batch, and where they leave the append rule.
-fn report_index_entries(
-    index_path: &Path,
-    entries: &[(i64, u64)],
-    scan: &LogScan,
-    expected: &ExpectedIndex,
-    interval: u64,
-    report: &mut CheckReport,
-) {
-    let positions: BTreeMap<u64, i64> = scan
+    let all: Vec<(i64, u64)> = offset_entries(seg.base, &bytes)
+        .map(|e| (e.offset, e.position as u64))
+        .collect();
+    // No entry is at position 0 (the first batch is never indexed): a zero
+    // entry starts the preallocated tail of an index not yet trimmed.
+    let real = real_entries(path, &all, (seg.base, 0), OFFSET_ENTRY, seg.active, f);
+    let entries = &all[..real];
+    // A segment the cleaner wrote may be active again (recovery drops an
+    // empty last segment), its appends' entries after the cleaner's: both
+    // kinds fit the cleaner's rule.
+    if entries == seg.expected.offsets
+        || (!entries.is_empty() && cleaner_index(entries, seg.scan, interval))
+    {
+        return;
+    }
+    let positions: BTreeMap<u64, i64> = seg
+        .scan
         .batches
         .iter()
         .map(|(p, h)| (*p, h.last_offset()))
         .collect();
+    let mut valid = true;
     for (i, &(offset, position)) in entries.iter().enumerate() {
         let at = (i * OFFSET_ENTRY) as u64;
-        match positions.get(&position) {
-            None => report.problem(
-                index_path,
-                at,
-                format!("entry (offset {offset}, position {position}) does not point at a batch in the log"),
+        let wrong = match positions.get(&position) {
+            None => Some(format!(
+                "entry (offset {offset}, position {position}) does not point at a batch in the log"
+            )),
+            Some(&last) if last != offset => Some(format!(
+                "entry offset {offset} but the batch at position {position} ends at offset {last}"
+            )),
+            _ if i > 0 && (offset <= entries[i - 1].0 || position <= entries[i - 1].1) => Some(
+                format!("entry (offset {offset}, position {position}) does not grow"),
             ),
-            Some(&last) if last != offset => report.problem(
-                index_path,
-                at,
-                format!("entry offset {offset} but the batch at position {position} ends at offset {last}"),
-            ),
-            _ => {}
+            _ => None,
+        };
+        if let Some(what) = wrong {
+            valid = false;
+            f.wrong(path, at, what);
         }
     }
-    let real = entries.len();
-    let first_diff = entries
-        .iter()
-        .zip(&expected.offsets)
-        .position(|(a, b)| a != b)
-        .unwrap_or(real.min(expected.offsets.len()));
-    report.problem(
-        index_path,
-        (first_diff * OFFSET_ENTRY) as u64,
-        format!(
+    if entries != seg.expected.offsets {
+        let first_diff = entries
+            .iter()
+            .zip(&seg.expected.offsets)
+            .position(|(a, b)| a != b)
+            .unwrap_or(real.min(seg.expected.offsets.len()));
+        let what = format!(
             "{real} entries where the index rule (index.interval.bytes={interval}) gives {}; first difference at entry {first_diff}",
-            expected.offsets.len()
-        ),
-    );
+            seg.expected.offsets.len()
+        );
+        let at = (first_diff * OFFSET_ENTRY) as u64;
+        if valid {
+            // Every entry leads a lookup to the right batch: a sparser index
+            // (an empty one too) only makes it scan further.
+            f.unlike_writer(path, at, format!("{what}; Kafka loads it as it is"));
+        } else {
+            f.wrong(path, at, what);
+        }
+    }
 }
 
 /// Whether `entries` are what Kafka's log cleaner writes for these
@@ -421,84 +543,261 @@ fn cleaner_index(entries: &[(i64, u64)], scan: &LogScan, interval: u64) -> bool 
     true
 }
 
-fn check_time_index(
-    time_path: &Path,
-    base: i64,
-    scan: &LogScan,
-    expected: &ExpectedIndex,
+/// How many of an index's entries come before the zero-filled tail that
+/// preallocation leaves in an active segment's index until it is trimmed
+/// (all of them in a sealed segment's). A tail that is not all zeros is
+/// wrong; an all-zero one is what a crash leaves, but after a clean
+/// shutdown Kafka takes its length for entries.
+fn real_entries<E: PartialEq + Copy>(
+    path: &Path,
+    entries: &[E],
+    zero: E,
+    entry_size: usize,
     active: bool,
-    report: &mut CheckReport,
+    f: &mut IndexFindings,
+) -> usize {
+    if !active {
+        return entries.len();
+    }
+    let real = entries.iter().take_while(|e| **e != zero).count();
+    let at = (real * entry_size) as u64;
+    if entries[real..].iter().any(|e| *e != zero) {
+        f.wrong(path, at, "non-zero bytes after the last entry");
+    } else if real < entries.len() && !f.rebuilds_anyway() {
+        f.wrong(
+            path,
+            at,
+            format!(
+                "{} zero-filled entries after the last one: an index not trimmed at a clean shutdown, which Kafka reads as entries",
+                entries.len() - real
+            ),
+        );
+    }
+    real
+}
+
+fn check_time_index(path: &Path, seg: &Segment, f: &mut IndexFindings) {
+    let (base, scan) = (seg.base, seg.scan);
+    let (max_ts, max_ts_offset) = (seg.expected.max_ts, seg.expected.max_ts_offset);
+    let Ok(bytes) = fs::read(path) else {
+        // `LogLoader.loadSegmentFiles`: created empty, and not rebuilt.
+        return f.unlike_writer(
+            path,
+            0,
+            "time index file is missing: Kafka creates it empty at load",
+        );
+    };
+    if bytes.len() % TIME_ENTRY != 0 {
+        f.wrong(
+            path,
+            bytes.len() as u64,
+            format!(
+                "size {} is not a whole number of 12-byte entries (what `TimeIndex.sanityCheck` rejects; commitfs's load rebuilds it)",
+                bytes.len()
+            ),
+        );
+    }
+    let all: Vec<(i64, i64)> = time_entries(base, &bytes)
+        .map(|e| (e.timestamp, e.offset))
+        .collect();
+    let real = real_entries(path, &all, (0, base), TIME_ENTRY, seg.active, f);
+    let entries = &all[..real];
+    if entries.is_empty() && max_ts >= 0 {
+        f.unlike_writer(
+            path,
+            0,
+            format!(
+                "no entries, where the segment's batches reach timestamp {max_ts}: Kafka loads it as it is, \
+                 finds times by scanning the segment, and takes the .log's modification time for its retention"
+            ),
+        );
+    }
+    check_time_entries(path, entries, scan, base, f);
+    // The entry written when the segment became inactive, or at the clean
+    // shutdown for the active one: Kafka's time retention takes the last
+    // entry for the segment's largest timestamp.
+    let sealed = !seg.active || !f.rebuilds_anyway();
+    if sealed
+        && max_ts >= 0
+        && !entries.is_empty()
+        && entries.last() != Some(&(max_ts, max_ts_offset))
+    {
+        f.wrong(
+            path,
+            bytes.len() as u64,
+            format!("the last entry is not the segment's largest timestamp {max_ts} at offset {max_ts_offset}"),
+        );
+    }
+}
+
+/// Each time index entry against its batch and the entry before.
+fn check_time_entries(
+    path: &Path,
+    entries: &[(i64, i64)],
+    scan: &LogScan,
+    base: i64,
+    f: &mut IndexFindings,
 ) {
-    let (max_ts, max_ts_offset) = (expected.max_ts, expected.max_ts_offset);
-    match fs::read(time_path) {
-        Err(_) => report.problem(time_path, 0, "time index file is missing"),
-        Ok(bytes) => {
-            if bytes.len() % TIME_ENTRY != 0 {
-                report.problem(
-                    time_path,
-                    bytes.len() as u64,
-                    format!(
-                        "size {} is not a whole number of 12-byte entries",
-                        bytes.len()
-                    ),
-                );
-            }
-            let entries: Vec<(i64, i64)> = time_entries(base, &bytes)
-                .map(|e| (e.timestamp, e.offset))
-                .collect();
-            let real = if active {
-                let mut n = 0;
-                while n < entries.len() && entries[n] != (0, base) {
-                    n += 1;
-                }
-                n
-            } else {
-                entries.len()
-            };
-            let next = scan.batches.last().map_or(base, |(_, h)| h.next_offset());
-            // Each entry is (max timestamp so far, last offset of the batch that
-            // holds it). Entries appear at index points and when a segment is
-            // closed, so reopened segments legitimately hold extra ones: check
-            // every entry against its batch rather than against one sequence.
-            let batch_max: BTreeMap<i64, i64> = scan
-                .batches
-                .iter()
-                .map(|(_, h)| (h.last_offset(), h.max_timestamp))
-                .collect();
-            for i in 0..real {
-                let (t, o) = entries[i];
-                let at = (i * TIME_ENTRY) as u64;
-                if o < base || o >= next.max(base + 1) {
-                    report.problem(
-                        time_path,
-                        at,
-                        format!("entry offset {o} is outside the segment [{base}, {next})"),
-                    );
-                } else if batch_max.get(&o) != Some(&t) {
-                    report.problem(
-                        time_path,
-                        at,
-                        format!("entry (timestamp {t}, offset {o}) does not match the batch ending at offset {o}"),
-                    );
-                }
-                if i > 0 && (t <= entries[i - 1].0 || o < entries[i - 1].1) {
-                    report.problem(
-                        time_path,
-                        at,
-                        format!("entry (timestamp {t}, offset {o}) does not grow"),
-                    );
-                }
-            }
-            // A sealed segment ends with the entry written when it became inactive.
-            if !active && max_ts >= 0 && entries.last() != Some(&(max_ts, max_ts_offset)) {
-                report.problem(
-                    time_path,
-                    bytes.len() as u64,
-                    format!("the last entry is not the segment's largest timestamp {max_ts} at offset {max_ts_offset}"),
-                );
-            }
+    let next = scan.batches.last().map_or(base, |(_, h)| h.next_offset());
+    // Each entry is (max timestamp so far, last offset of the batch that
+    // holds it). Entries appear at index points and when a segment is
+    // closed, so reopened segments legitimately hold extra ones: check
+    // every entry against its batch rather than against one sequence.
+    let batch_max: BTreeMap<i64, i64> = scan
+        .batches
+        .iter()
+        .map(|(_, h)| (h.last_offset(), h.max_timestamp))
+        .collect();
+    for (i, &(t, o)) in entries.iter().enumerate() {
+        let at = (i * TIME_ENTRY) as u64;
+        if o < base || o >= next.max(base + 1) {
+            f.wrong(
+                path,
+                at,
+                format!("entry offset {o} is outside the segment [{base}, {next})"),
+            );
+        } else if batch_max.get(&o) != Some(&t) {
+            f.wrong(
+                path,
+                at,
+                format!("entry (timestamp {t}, offset {o}) does not match the batch ending at offset {o}"),
+            );
+        }
+        if i > 0 && (t <= entries[i - 1].0 || o < entries[i - 1].1) {
+            f.wrong(
+                path,
+                at,
+                format!("entry (timestamp {t}, offset {o}) does not grow"),
+            );
         }
     }
+}
+
+/// A segment's `.txnindex`, as `TransactionIndex.sanityCheck` reads it at
+/// every load, whatever the shutdown: an entry of an unknown version stops
+/// the load of the log (Kafka's KafkaException is not one it recovers
+/// from), an aborted transaction ending below the segment makes Kafka
+/// recover the segment. Then what Kafka's writer (`TransactionIndex.append`,
+/// `AbortedTxn` from a completed transaction) never leaves, and Kafka reads
+/// as it is, answering fetches wrong through it unless the load rebuilds
+/// it: a transaction ending before it begins, last offsets that do not
+/// grow, one past the segment's batches; and a partial entry at the end of
+/// the active segment's index, after which Kafka appends the next aborted
+/// transaction (its channel starts at the file's end), so that every entry
+/// from there on is read out of step. A partial entry at the end of a sealed
+/// segment's index is only never read.
+fn check_txn_index(
+    path: &Path,
+    (base, next): (i64, Option<i64>),
+    active: bool,
+    f: &mut IndexFindings,
+) {
+    let Ok(bytes) = fs::read(path) else {
+        return;
+    };
+    let (entries, error) = read_txn_index(&bytes, &path.display().to_string());
+    if let Some(e) = error {
+        let at = (entries.len() * ABORTED_TXN_SIZE) as u64;
+        f.report
+            .problem(path, at, format!("{e}: Kafka cannot load the log"));
+    }
+    let mut prev_last: Option<i64> = None;
+    for (i, txn) in entries.iter().enumerate() {
+        let at = (i * ABORTED_TXN_SIZE) as u64;
+        let pid = txn.producer_id;
+        let (first, last) = (txn.first_offset, txn.last_offset);
+        if last < base {
+            f.report.problem(
+                path,
+                at,
+                format!(
+                    "aborted transaction of producer {pid} ends at offset {last}, below the segment's base offset {base}: Kafka's sanityCheck fails and the segment is recovered"
+                ),
+            );
+        } else if first > last {
+            f.wrong(
+                path,
+                at,
+                format!(
+                    "aborted transaction of producer {pid} ends at offset {last}, before it begins at {first}"
+                ),
+            );
+        } else if let Some(next) = next.filter(|n| last >= *n) {
+            f.wrong(
+                path,
+                at,
+                format!(
+                    "aborted transaction of producer {pid} ends at offset {last}, past the segment's batches (next offset {next})"
+                ),
+            );
+        } else if let Some(prev) = prev_last.filter(|p| last <= *p) {
+            f.wrong(
+                path,
+                at,
+                format!(
+                    "aborted transaction of producer {pid} ends at offset {last}, not after the entry before it ({prev})"
+                ),
+            );
+        }
+        prev_last = Some(last);
+    }
+    let partial = bytes.len() % ABORTED_TXN_SIZE;
+    if partial > 0 {
+        let at = (bytes.len() - partial) as u64;
+        let what = format!(
+            "size {} is not a whole number of {ABORTED_TXN_SIZE}-byte entries",
+            bytes.len()
+        );
+        if active {
+            f.wrong(
+                path,
+                at,
+                format!(
+                    "{what}: Kafka appends the next aborted transaction after the {partial} bytes, and reads every entry from there on out of step"
+                ),
+            );
+        } else {
+            f.unlike_writer(
+                path,
+                at,
+                format!(
+                    "{what}: Kafka does not read the {partial} bytes after the last whole entry"
+                ),
+            );
+        }
+    }
+}
+
+/// The producer snapshots (`ProducerStateManager.readSnapshot`): one of an
+/// unknown version, or whose CRC does not match, is deleted at load, and the
+/// producer state rebuilt from an older one or from the log.
+fn check_snapshots(pdir: &Path, report: &mut CheckReport) -> Result<()> {
+    let mut paths: Vec<PathBuf> = fs::read_dir(pdir)
+        .at(pdir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(parse_segment_file_name)
+                .is_some_and(|(_, suffix)| suffix == "snapshot")
+        })
+        .map(|e| e.path())
+        .collect();
+    paths.sort();
+    for path in paths {
+        let Ok(bytes) = fs::read(&path) else {
+            report.problem(&path, 0, "producer snapshot cannot be read");
+            continue;
+        };
+        if let Err(e) = read_producer_snapshot(&bytes) {
+            report.problem(
+                &path,
+                0,
+                format!("producer snapshot: {e}: Kafka deletes it at load"),
+            );
+        }
+    }
+    Ok(())
 }
 
 fn check_checkpoints(
@@ -546,19 +845,36 @@ pub struct RepairReport {
 
 /// Does what recovery would do for every damaged partition: recovery from
 /// the first damaged segment (truncating at the first bad batch, dropping
-/// later segments) and index rebuilds. Returns what it removed.
+/// later segments) and index rebuilds; and what the load does with a
+/// producer snapshot it cannot read: deletes it. Returns what it removed.
 pub fn repair_data_dir(
     dir: &Path,
     defaults: &LogConfig,
     report: &CheckReport,
 ) -> Result<RepairReport> {
     let mut out = RepairReport::default();
-    if report.damaged.is_empty() {
+    let snapshots: Vec<&Path> = report
+        .problems
+        .iter()
+        .map(|p| p.file.as_path())
+        .filter(|f| file_suffix(f) == Some("snapshot") && f.exists())
+        .collect();
+    if report.damaged.is_empty() && snapshots.is_empty() {
         return Ok(out);
     }
     // Held before anything is changed: a mounted directory is refused here,
     // whatever the caller checked before.
     let lock = DataDirLock::acquire(dir)?;
+    for f in snapshots {
+        disk::remove_file("repair.remove_snapshot", f).at(f)?;
+        out.actions.push(format!(
+            "removed {}, a producer snapshot Kafka would delete at load",
+            f.display()
+        ));
+    }
+    if report.damaged.is_empty() {
+        return Ok(out);
+    }
     let before = sizes(dir)?;
     // Make recovery start at the first damaged segment of each damaged partition,
     // and drop damaged index files so they are rebuilt from the log.
@@ -571,11 +887,7 @@ pub fn repair_data_dir(
     }
     checkpoint::write_atomically(&rp_path, checkpoint::format(&rps).as_bytes())?;
     for p in &report.problems {
-        if let Some(name) = p.file.file_name().and_then(|n| n.to_str())
-            && let Some((_, suffix)) = parse_segment_file_name(name)
-            && (suffix == "index" || suffix == "timeindex")
-            && p.file.exists()
-        {
+        if matches!(file_suffix(&p.file), Some("index" | "timeindex")) && p.file.exists() {
             disk::remove_file("repair.remove_index", &p.file).at(&p.file)?;
             out.actions.push(format!(
                 "removed {} to rebuild it from the log",
@@ -606,6 +918,12 @@ pub fn repair_data_dir(
         }
     }
     Ok(out)
+}
+
+/// The suffix of a segment-named file (`00000000000000000042.index`).
+fn file_suffix(path: &Path) -> Option<&str> {
+    let name = path.file_name()?.to_str()?;
+    parse_segment_file_name(name).map(|(_, suffix)| suffix)
 }
 
 fn sizes(dir: &Path) -> Result<BTreeMap<PathBuf, u64>> {

@@ -83,6 +83,7 @@ pub const SITES: &[&str] = &[
     // `check --repair` (check.rs).
     "repair.remove_index",
     "repair.remove_marker",
+    "repair.remove_snapshot",
     // A read, for the failure whose handling it tests: a segment's size
     // learned from the file (segment/mod.rs).
     "segment.size.stat",

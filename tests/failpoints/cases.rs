@@ -47,7 +47,8 @@ pub enum Op {
     Open,
     /// An open of a data dir that does not exist yet.
     OpenNew,
-    /// `check --repair` of a damaged index.
+    /// `check --repair` of a damaged index and a producer snapshot of an
+    /// unknown version.
     Repair,
 }
 
@@ -282,6 +283,7 @@ fn load_cases() -> Vec<Case> {
         case(&[("manager.marker.remove", E)], Open, OpenFails),
         case(&[("manager.marker.dir_fsync", E)], Open, OpenFails),
         case(&[("repair.remove_index", E)], Repair, RepairFails),
+        case(&[("repair.remove_snapshot", E)], Repair, RepairFails),
         case(&[("repair.remove_marker", E)], Repair, RepairFails),
         case(&[("atomic.rename", E)], Repair, RepairFails),
     ]

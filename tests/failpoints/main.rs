@@ -19,7 +19,8 @@
 //!
 //! The cases are in `cases.rs`; a test fails if a site has none. The
 //! named tests of particular failures are in `named.rs`; faults injected
-//! into a running daemon and seen at the shell, in `mount.rs`.
+//! into a running daemon and seen at the shell, in `mount.rs`; a shutdown
+//! on a disk whose syncs are slow, in `shutdown.rs`.
 mod cases;
 mod clean;
 #[allow(dead_code)]
@@ -30,11 +31,12 @@ mod kafka_support;
 mod matrix;
 mod mount;
 mod named;
+mod shutdown;
 
 use std::path::Path;
 
 use commitfs::record::NewRecord;
-use commitfs::storage::{LogConfig, LogManager, OpenOptions, PartitionLog};
+use commitfs::storage::{LogConfig, LogManager, OpenOptions, PartitionLog, StorageError};
 
 pub const VALUE_LEN: usize = 10_000;
 /// The failpoint action for an I/O error (EIO).
@@ -56,8 +58,21 @@ pub fn value(i: usize) -> Vec<u8> {
     v
 }
 
+/// Opens `dir`, waiting out a lock that a closed manager let go of but a
+/// child process still holds for a moment: `.lock` is held with flock,
+/// and a process that another test thread is spawning has a copy of every
+/// descriptor from its fork to its exec. A lock still held after 10 s is
+/// `Locked`.
 pub fn open(dir: &Path) -> commitfs::storage::Result<LogManager> {
-    LogManager::open(dir, config(), OpenOptions::default())
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match LogManager::open(dir, config(), OpenOptions::default()) {
+            Err(StorageError::Locked(_)) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            r => return r,
+        }
+    }
 }
 
 pub fn append_values(log: &PartitionLog, from: usize, n: usize) {

@@ -69,6 +69,10 @@ fn prepare(dir: &Path, op: Op) -> Vec<Vec<u8>> {
             let mut idx = fs::read(seg(0, "index")).unwrap();
             idx[4..8].copy_from_slice(&123u32.to_be_bytes());
             fs::write(seg(0, "index"), idx).unwrap();
+            if op == Op::Repair {
+                // A producer snapshot of an unknown version: repair removes it first.
+                fs::write(seg(0, "snapshot"), [0, 2, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+            }
         }
         Op::Stray => {
             fs::write(dir.join("t-0").join("junk.deleted"), b"x").unwrap();

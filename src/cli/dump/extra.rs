@@ -12,31 +12,110 @@ use commitfs::record::internal::InternalDecoder;
 use commitfs::record::state_files::{read_producer_snapshot, read_txn_index};
 use commitfs::storage::index::{OFFSET_ENTRY, OffsetPosition, TIME_ENTRY, TimestampOffset};
 
+/// How record keys and values are printed: one of the internal-topic
+/// decoders, or the `--key-decoder-class`/`--value-decoder-class` pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parser {
+    Internal(InternalDecoder),
+    Classes {
+        key: ClassDecoder,
+        value: ClassDecoder,
+    },
+}
+
+/// The decoder classes Kafka ships (`org.apache.kafka.tools.api`, and
+/// their deprecated `kafka.serializer` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassDecoder {
+    /// `StringDecoder`, the default: the bytes as UTF-8.
+    String,
+    /// `DefaultDecoder`: the bytes themselves, which Kafka prints as Java
+    /// prints an array (`[B@` and the array's identity hash, a number of
+    /// no meaning); printed as `[B@` and the bytes' CRC-32C in hex.
+    Default,
+    /// `IntegerDecoder`: a big-endian int32.
+    Integer,
+    /// `LongDecoder`: a big-endian int64.
+    Long,
+}
+
+/// The class names `--key-decoder-class`/`--value-decoder-class` take.
+pub const DECODER_CLASSES: &[&str] = &[
+    "org.apache.kafka.tools.api.StringDecoder",
+    "org.apache.kafka.tools.api.DefaultDecoder",
+    "org.apache.kafka.tools.api.IntegerDecoder",
+    "org.apache.kafka.tools.api.LongDecoder",
+    "kafka.serializer.StringDecoder",
+    "kafka.serializer.DefaultDecoder",
+    "kafka.serializer.IntegerDecoder",
+    "kafka.serializer.LongDecoder",
+];
+
+impl ClassDecoder {
+    pub fn from_class(name: &str) -> Option<ClassDecoder> {
+        let simple = name
+            .strip_prefix("org.apache.kafka.tools.api.")
+            .or_else(|| name.strip_prefix("kafka.serializer."))?;
+        Some(match simple {
+            "StringDecoder" => ClassDecoder::String,
+            "DefaultDecoder" => ClassDecoder::Default,
+            "IntegerDecoder" => ClassDecoder::Integer,
+            "LongDecoder" => ClassDecoder::Long,
+            _ => return None,
+        })
+    }
+
+    /// The decoded text, or the exception Kafka's decoder throws.
+    fn decode(self, b: &[u8]) -> Result<String, String> {
+        let underflow = || "java.nio.BufferUnderflowException".to_string();
+        Ok(match self {
+            ClassDecoder::String => String::from_utf8_lossy(b).into_owned(),
+            ClassDecoder::Default => format!("[B@{:x}", crc32c::crc32c(b)),
+            ClassDecoder::Integer => i32::from_be_bytes(
+                b.get(..4)
+                    .ok_or_else(underflow)?
+                    .try_into()
+                    .expect("4 bytes"),
+            )
+            .to_string(),
+            ClassDecoder::Long => i64::from_be_bytes(
+                b.get(..8)
+                    .ok_or_else(underflow)?
+                    .try_into()
+                    .expect("8 bytes"),
+            )
+            .to_string(),
+        })
+    }
+}
+
 /// Prints what `--print-data-log` adds to a record's line: ` key: K payload: P`.
 /// `prefix` is `"| "` when the record's metadata was skipped, else `" "`;
 /// Kafka 4.1 always writes the payload with a single space before it.
 /// Err(message) when Kafka's parser would have stopped the dump (a
-/// coordinator record without a key): the line is left without contents.
+/// coordinator record without a key, a number decoder given too few
+/// bytes): the line is left without contents.
 pub fn write_contents<W: Write>(
     out: &mut W,
-    parser: Option<InternalDecoder>,
+    parser: Parser,
     r: &Record,
     prefix: &str,
 ) -> io::Result<Result<(), String>> {
-    let (key, payload) = match parser {
-        // Kafka's default StringDecoder: the bytes as UTF-8.
-        None => (
-            r.key
-                .as_deref()
-                .map(|k| String::from_utf8_lossy(k).into_owned()),
-            r.value
-                .as_deref()
-                .map(|v| String::from_utf8_lossy(v).into_owned()),
-        ),
-        Some(d) => match d.parse(r.offset, r.key.as_deref(), r.value.as_deref()) {
-            Ok(p) => (p.key, p.payload),
-            Err(e) => return Ok(Err(e.to_string())),
-        },
+    let decoded = match parser {
+        Parser::Classes { key, value } => r
+            .key
+            .as_deref()
+            .map(|k| key.decode(k))
+            .transpose()
+            .and_then(|k| Ok((k, r.value.as_deref().map(|v| value.decode(v)).transpose()?))),
+        Parser::Internal(d) => d
+            .parse(r.offset, r.key.as_deref(), r.value.as_deref())
+            .map(|p| (p.key, p.payload))
+            .map_err(|e| e.to_string()),
+    };
+    let (key, payload) = match decoded {
+        Ok(kp) => kp,
+        Err(e) => return Ok(Err(e)),
     };
     if let Some(key) = key {
         write!(out, "{prefix}key: {key}")?;

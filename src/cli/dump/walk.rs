@@ -8,7 +8,7 @@ use std::io;
 use std::ops::Deref;
 use std::path::Path;
 
-use commitfs::record::{Batch, RecordError};
+use commitfs::record::{Batch, BatchHeader, Compression, RecordError, compute_crc};
 use commitfs::storage::batch_reader::{BatchReader, Step, Stop};
 
 use super::DumpError;
@@ -63,7 +63,7 @@ pub(super) fn read(path: &Path) -> io::Result<Contents> {
     }
 }
 
-/// One entry of a log: a v2 batch, or a legacy message (set) stepped over.
+/// One entry of a log: a v2 batch, or a legacy message (set).
 pub(super) enum Entry<'a> {
     Batch {
         position: usize,
@@ -71,16 +71,36 @@ pub(super) enum Entry<'a> {
     },
     Legacy {
         position: usize,
-        magic: i8,
         offset: i64,
+        /// The whole entry.
+        bytes: &'a [u8],
+    },
+    /// A v2 batch whose attributes name a codec Kafka does not know (5 to
+    /// 7): its header, read as if it named none, and whether its CRC holds.
+    UnknownCodec {
+        position: usize,
+        codec: u8,
+        header: BatchHeader,
         size: usize,
+        crc_valid: bool,
     },
 }
 
 impl Entry<'_> {
     pub(super) fn position(&self) -> usize {
         match self {
-            Entry::Batch { position, .. } | Entry::Legacy { position, .. } => *position,
+            Entry::Batch { position, .. }
+            | Entry::Legacy { position, .. }
+            | Entry::UnknownCodec { position, .. } => *position,
+        }
+    }
+
+    /// The entry's size in the log.
+    pub(super) fn size(&self) -> usize {
+        match self {
+            Entry::Batch { batch, .. } => batch.size(),
+            Entry::Legacy { bytes, .. } => bytes.len(),
+            Entry::UnknownCodec { size, .. } => *size,
         }
     }
 
@@ -89,18 +109,25 @@ impl Entry<'_> {
             Entry::Batch { batch, .. } => batch.header.last_offset(),
             // A legacy wrapper's offset is that of its last inner message.
             Entry::Legacy { offset, .. } => *offset,
+            Entry::UnknownCodec { header, .. } => header.last_offset(),
         }
     }
 
     /// The largest record timestamp, as Kafka computes it for its time index
-    /// check; the header's when the records cannot be decoded; None for legacy.
+    /// check; the header's when the records cannot be decoded; None for a
+    /// legacy entry that cannot be read.
     pub(super) fn max_timestamp(&self) -> Option<i64> {
         match self {
-            Entry::Batch { batch, .. } => Some(match batch.records() {
+            Entry::Batch { batch, .. } => Some(match batch.records_as_kafka_reads() {
                 Ok(records) => records.iter().map(|r| r.timestamp).fold(-1, i64::max),
                 Err(_) => batch.header.max_timestamp,
             }),
-            Entry::Legacy { .. } => None,
+            // A legacy entry's messages, as Kafka iterates them.
+            Entry::Legacy { bytes, .. } => super::legacy::parse(bytes)
+                .and_then(|m| super::legacy::records(&m))
+                .ok()
+                .map(|records| records.iter().map(|r| r.timestamp).fold(-1, i64::max)),
+            Entry::UnknownCodec { header, .. } => Some(header.max_timestamp),
         }
     }
 }
@@ -141,16 +168,26 @@ impl<'a> Iterator for Walk<'a> {
                 position,
                 error:
                     RecordError::UnsupportedMagic {
-                        magic,
-                        base_offset,
-                        size,
+                        base_offset, size, ..
                     },
             }) if size <= self.buf.len() - position as usize => {
                 self.reader.skip(size);
                 Entry::Legacy {
                     position: position as usize,
-                    magic,
                     offset: base_offset,
+                    bytes: &self.buf[position as usize..position as usize + size],
+                }
+            }
+            Step::Stop(Stop::Invalid { position, .. }) => {
+                let position = position as usize;
+                let (size, codec, header) = unknown_codec(&self.buf[position..])?;
+                self.reader.skip(size);
+                let bytes = &self.buf[position..position + size];
+                Entry::UnknownCodec {
+                    position,
+                    codec,
+                    crc_valid: compute_crc(bytes) == header.crc,
+                    header,
                     size,
                 }
             }
@@ -187,10 +224,10 @@ impl SiblingLog {
         Walk::new(&self.bytes).collect()
     }
 
-    /// Position of each entry → its last offset.
-    pub(super) fn batch_starts(&self) -> HashMap<usize, i64> {
+    /// Position of each entry → its last offset and size.
+    pub(super) fn batch_starts(&self) -> HashMap<usize, (i64, usize)> {
         Walk::new(&self.bytes)
-            .map(|e| (e.position(), e.last_offset()))
+            .map(|e| (e.position(), (e.last_offset(), e.size())))
             .collect()
     }
 }
@@ -214,4 +251,22 @@ pub(super) fn ascending(entries: &[Entry]) -> bool {
     entries
         .windows(2)
         .all(|w| w[0].last_offset() <= w[1].last_offset())
+}
+
+/// A whole v2 batch at the start of `buf` that fails to parse only because
+/// its attributes name an unknown codec: its size, the codec id, and its
+/// header read with the codec bits cleared.
+fn unknown_codec(buf: &[u8]) -> Option<(usize, u8, BatchHeader)> {
+    // baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes.
+    const ATTRIBUTES: usize = 8 + 4 + 4 + 1 + 4;
+    let length = i32::from_be_bytes(buf.get(8..12)?.try_into().ok()?);
+    let size = 12usize.checked_add(usize::try_from(length).ok()?)?;
+    let codec = buf.get(ATTRIBUTES + 1)? & 0x07;
+    if size > buf.len() || Compression::from_id(codec).is_ok() {
+        return None;
+    }
+    let mut patched = buf[..size].to_vec();
+    patched[ATTRIBUTES + 1] &= !0x07;
+    let header = BatchHeader::parse(&patched).ok()?;
+    Some((size, codec, header))
 }
