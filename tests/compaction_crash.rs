@@ -76,8 +76,10 @@ fn verify(dir: &Path, latest: &BTreeMap<String, String>, what: &str) {
     assert_eq!(&got, latest, "{what}: the latest value of every key");
     drop(log);
     mgr.close().unwrap();
+    // Notes are what Kafka loads as it is (a cleaned segment written in one
+    // chunk has an empty index, as Kafka's cleaner leaves it): not problems.
     let report = check_data_dir(dir, &LogConfig::default(), None).unwrap();
-    assert!(report.is_clean(), "{what}: {:?}", report.problems);
+    assert!(!report.has_problems(), "{what}: {:?}", report.problems);
 }
 
 /// When a kill comes: a moment after the pass began, after its cleaned

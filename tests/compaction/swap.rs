@@ -126,7 +126,7 @@ fn load(dir: &Path, forward: bool) -> Consumed {
     mgr.close().unwrap();
     let report =
         commitfs::storage::check::check_data_dir(dir, &LogConfig::default(), None).unwrap();
-    assert!(report.is_clean(), "{:?}", report.problems);
+    assert!(!report.has_problems(), "{:?}", report.problems);
     let left: Vec<String> = fs::read_dir(dir.join("t-0"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())

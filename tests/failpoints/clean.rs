@@ -242,7 +242,7 @@ fn run(faults: &[(&str, &str)], ends: Ends) -> String {
     drop(t);
     mgr.close().unwrap();
     let report = check_data_dir(dir, &config(), None).unwrap();
-    assert!(report.is_clean(), "{name}: {:?}", report.problems);
+    assert!(!report.has_problems(), "{name}: {:?}", report.problems);
     format!("{name} | {ends:?} | {errno}")
 }
 
