@@ -164,6 +164,19 @@ struct Reports {
     non_consecutive: Vec<(String, Vec<(i64, i64)>)>,
 }
 
+impl Reports {
+    /// Records `offset` as the next record's, reporting it (as
+    /// kafka-dump-log does) unless it follows the one before.
+    fn next_offset(&mut self, path: &Path, last_offset: &mut Option<i64>, offset: i64) {
+        if let Some(last) = *last_offset
+            && offset != last.wrapping_add(1)
+        {
+            push_report(&mut self.non_consecutive, path, (last, offset));
+        }
+        *last_offset = Some(offset);
+    }
+}
+
 fn push_report(list: &mut Vec<(String, Vec<(i64, i64)>)>, file: &Path, pair: (i64, i64)) {
     let name = absolute(file);
     match list.last_mut() {
@@ -327,12 +340,7 @@ impl<W: Write> Dump<W> {
             }
         };
         for r in &records {
-            if let Some(last) = *last_offset
-                && r.offset != last.wrapping_add(1)
-            {
-                push_report(&mut self.reports.non_consecutive, path, (last, r.offset));
-            }
-            *last_offset = Some(r.offset);
+            self.reports.next_offset(path, last_offset, r.offset);
             let mut prefix = "| ";
             if !self.skip_metadata {
                 // A legacy record is its own batch: its CRC and whether it holds.
@@ -436,12 +444,7 @@ impl<W: Write> Dump<W> {
         };
         let ts_name = batch.header.timestamp_type().name();
         for r in &records {
-            if let Some(last) = *last_offset
-                && r.offset != last.wrapping_add(1)
-            {
-                push_report(&mut self.reports.non_consecutive, path, (last, r.offset));
-            }
-            *last_offset = Some(r.offset);
+            self.reports.next_offset(path, last_offset, r.offset);
 
             let mut prefix = "| ";
             if !self.skip_metadata {

@@ -434,8 +434,25 @@ fn expected_index(base: i64, scan: &LogScan, interval: u64) -> ExpectedIndex {
     }
 }
 
+/// An index file's bytes (`None`: missing), its size checked against
+/// its entries' as Kafka's `<class>.sanityCheck` checks it.
+fn read_index(path: &Path, entry: usize, class: &str, f: &mut IndexFindings) -> Option<Vec<u8>> {
+    let bytes = fs::read(path).ok()?;
+    if bytes.len() % entry != 0 {
+        f.wrong(
+            path,
+            bytes.len() as u64,
+            format!(
+                "size {} is not a whole number of {entry}-byte entries (what `{class}.sanityCheck` rejects; commitfs's load rebuilds it)",
+                bytes.len()
+            ),
+        );
+    }
+    Some(bytes)
+}
+
 fn check_offset_index(path: &Path, seg: &Segment, interval: u64, f: &mut IndexFindings) {
-    let Ok(bytes) = fs::read(path) else {
+    let Some(bytes) = read_index(path, OFFSET_ENTRY, "OffsetIndex", f) else {
         // `LogSegment.sanityCheck` throws NoSuchFileException: the segment is recovered.
         return f.wrong(
             path,
@@ -443,16 +460,6 @@ fn check_offset_index(path: &Path, seg: &Segment, interval: u64, f: &mut IndexFi
             "offset index file is missing: Kafka rebuilds the segment's indexes at load",
         );
     };
-    if bytes.len() % OFFSET_ENTRY != 0 {
-        f.wrong(
-            path,
-            bytes.len() as u64,
-            format!(
-                "size {} is not a whole number of 8-byte entries (what `OffsetIndex.sanityCheck` rejects; commitfs's load rebuilds it)",
-                bytes.len()
-            ),
-        );
-    }
     let all: Vec<(i64, u64)> = offset_entries(seg.base, &bytes)
         .map(|e| (e.offset, e.position as u64))
         .collect();
@@ -579,7 +586,7 @@ fn real_entries<E: PartialEq + Copy>(
 fn check_time_index(path: &Path, seg: &Segment, f: &mut IndexFindings) {
     let (base, scan) = (seg.base, seg.scan);
     let (max_ts, max_ts_offset) = (seg.expected.max_ts, seg.expected.max_ts_offset);
-    let Ok(bytes) = fs::read(path) else {
+    let Some(bytes) = read_index(path, TIME_ENTRY, "TimeIndex", f) else {
         // `LogLoader.loadSegmentFiles`: created empty, and not rebuilt.
         return f.unlike_writer(
             path,
@@ -587,16 +594,6 @@ fn check_time_index(path: &Path, seg: &Segment, f: &mut IndexFindings) {
             "time index file is missing: Kafka creates it empty at load",
         );
     };
-    if bytes.len() % TIME_ENTRY != 0 {
-        f.wrong(
-            path,
-            bytes.len() as u64,
-            format!(
-                "size {} is not a whole number of 12-byte entries (what `TimeIndex.sanityCheck` rejects; commitfs's load rebuilds it)",
-                bytes.len()
-            ),
-        );
-    }
     let all: Vec<(i64, i64)> = time_entries(base, &bytes)
         .map(|e| (e.timestamp, e.offset))
         .collect();

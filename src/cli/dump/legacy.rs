@@ -99,7 +99,7 @@ pub(super) fn parse(buf: &[u8]) -> Result<Message, String> {
         attributes,
         timestamp,
         crc,
-        valid: m.len() + LOG_OVERHEAD >= overhead && crc32(&m[4..]) == crc,
+        valid: m.len() + LOG_OVERHEAD >= overhead && crc32fast::hash(&m[4..]) == crc,
         key,
         value,
         size: LOG_OVERHEAD + size as usize,
@@ -150,30 +150,4 @@ pub(super) fn records(wrapper: &Message) -> Result<Vec<Message>, String> {
         }
     }
     Ok(inner)
-}
-
-/// CRC-32 (IEEE 802.3), as `java.util.zip.CRC32`.
-fn crc32(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in data {
-        crc ^= b as u32;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn crc32_is_ieee() {
-        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
-    }
 }
