@@ -149,6 +149,11 @@ fn bash_completes_subcommands_and_o_keys() {
         ["retention.ms=", "retention.bytes="]
     );
     assert!(bash_complete(&s, "commitfs check -o allow").is_empty());
+    // dump's decoders of Kafka's internal topics.
+    assert_eq!(
+        bash_complete(&s, "commitfs dump --share"),
+        ["--share-group-state-decoder"]
+    );
 }
 
 #[test]

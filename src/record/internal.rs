@@ -1,8 +1,9 @@
 //! Kafka's internal records, decoded to the text `kafka-dump-log` prints for
 //! them (Kafka 4.1's `DumpLogSegments` decoders), and encoded back.
 //!
-//! - `__consumer_offsets` (`--offsets-decoder`) and `__transaction_state`
-//!   (`--transaction-log-decoder`) hold coordinator records: the key is an
+//! - `__consumer_offsets` (`--offsets-decoder`), `__transaction_state`
+//!   (`--transaction-log-decoder`) and `__share_group_state`
+//!   (`--share-group-state-decoder`) hold coordinator records: the key is an
 //!   int16 record type then the key message, the value an int16 version then
 //!   the value message, a null value a tombstone. Printed as
 //!   `key: {"type":"<type>","data":{...}} payload: {"version":"<version>","data":{...}}`,
@@ -19,7 +20,7 @@
 use super::schema::codec::{put_uvarint, read_uvarint};
 use super::schema::{
     Field, Message, SchemaError, StructValue, Value, decode, encode, group, group_share, metadata,
-    to_json, to_json_with, transaction,
+    share_state, to_json, to_json_with, transaction,
 };
 
 /// What kafka-dump-log prints after `key:` and `payload:` for one record.
@@ -51,6 +52,8 @@ pub enum InternalDecoder {
     TransactionLog,
     /// `--cluster-metadata-decoder`: `__cluster_metadata`.
     ClusterMetadata,
+    /// `--share-group-state-decoder`: `__share_group_state`.
+    ShareGroupState,
 }
 
 /// Kafka's refusal of a coordinator record without a key, which stops
@@ -64,12 +67,14 @@ pub struct MissingKey(pub i64);
 
 impl InternalDecoder {
     /// The decoder for a partition directory's topic (`__consumer_offsets`,
-    /// `__transaction_state`, `__cluster_metadata`), None for other topics.
+    /// `__transaction_state`, `__cluster_metadata`, `__share_group_state`),
+    /// None for other topics.
     pub fn for_topic(topic: &str) -> Option<InternalDecoder> {
         match topic {
             "__consumer_offsets" => Some(InternalDecoder::Offsets),
             "__transaction_state" => Some(InternalDecoder::TransactionLog),
             "__cluster_metadata" => Some(InternalDecoder::ClusterMetadata),
+            "__share_group_state" => Some(InternalDecoder::ShareGroupState),
             _ => None,
         }
     }
@@ -86,7 +91,9 @@ impl InternalDecoder {
                 key: None,
                 payload: Some(metadata_payload(offset, value)),
             }),
-            InternalDecoder::Offsets | InternalDecoder::TransactionLog => {
+            InternalDecoder::Offsets
+            | InternalDecoder::TransactionLog
+            | InternalDecoder::ShareGroupState => {
                 let key = key.ok_or(MissingKey(offset))?;
                 Ok(coordinator_record(self, offset, key, value))
             }
@@ -97,7 +104,8 @@ impl InternalDecoder {
 /// The decoded form of a record of an internal topic, for showing beside
 /// the record (the mount's `user.kafka.decoded` xattr): exactly the text
 /// kafka-dump-log ends the record's line with, `key: {...} payload: {...}`
-/// for `__consumer_offsets` and `__transaction_state`, `payload: {...}` for
+/// for `__consumer_offsets`, `__transaction_state` and
+/// `__share_group_state`, `payload: {...}` for
 /// `__cluster_metadata`. `topic` is the topic name (without the partition).
 /// None for any other topic, and for a coordinator record without a key.
 pub fn decode_internal_record(
@@ -182,6 +190,17 @@ pub fn transaction_schemas(record_type: i16) -> Option<(&'static Message, &'stat
     ))
 }
 
+/// The key and value schemas of a `__share_group_state` record type.
+pub fn share_state_schemas(record_type: i16) -> Option<(&'static Message, &'static Message)> {
+    use share_state::*;
+    [
+        (&SHARE_SNAPSHOT_KEY, &SHARE_SNAPSHOT_VALUE),
+        (&SHARE_UPDATE_KEY, &SHARE_UPDATE_VALUE),
+    ]
+    .into_iter()
+    .find(|(k, _)| k.api_key == record_type)
+}
+
 /// The schema of a `__cluster_metadata` record type.
 pub fn metadata_schema(record_type: i16) -> Option<&'static Message> {
     metadata::ALL
@@ -216,6 +235,7 @@ fn coordinator_record(
 ) -> Parsed {
     let schemas = match decoder {
         InternalDecoder::Offsets => group_schemas,
+        InternalDecoder::ShareGroupState => share_state_schemas,
         _ => transaction_schemas,
     };
     let failed = |msg: String| Parsed {
