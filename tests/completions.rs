@@ -154,6 +154,10 @@ fn bash_completes_subcommands_and_o_keys() {
         bash_complete(&s, "commitfs dump --share"),
         ["--share-group-state-decoder"]
     );
+    assert_eq!(
+        bash_complete(&s, "commitfs dump --remote"),
+        ["--remote-log-metadata-decoder"]
+    );
 }
 
 #[test]

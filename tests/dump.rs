@@ -965,6 +965,7 @@ fn help_and_man_page_name_every_decoder() {
             ("--transaction-log-decoder", "__transaction_state"),
             ("--cluster-metadata-decoder", "__cluster_metadata"),
             ("--share-group-state-decoder", "__share_group_state"),
+            ("--remote-log-metadata-decoder", "__remote_log_metadata"),
         ] {
             assert!(
                 text.contains(option),

@@ -13,10 +13,14 @@
 //! - `__cluster_metadata` (`--cluster-metadata-decoder`) values are an
 //!   unsigned-varint frame version (1), record type and version, then the
 //!   record. Printed as `payload: {"type":"TOPIC_RECORD","version":0,"data":{...}}`.
+//! - `__remote_log_metadata` (`--remote-log-metadata-decoder`) values are
+//!   framed the same way; printed as `payload: ` and the Java `toString()`
+//!   of what Kafka builds from them (see [`super::remote_log`]).
 //!
 //! What cannot be decoded is reported in Kafka's words
 //! (`Unknown record type 17 at offset 5, skipping.`, `Error at offset 5, skipping. ...`).
 
+use super::remote_log::remote_log_payload;
 use super::schema::codec::{put_uvarint, read_uvarint};
 use super::schema::{
     Field, Message, SchemaError, StructValue, Value, decode, encode, group, group_share, metadata,
@@ -54,6 +58,8 @@ pub enum InternalDecoder {
     ClusterMetadata,
     /// `--share-group-state-decoder`: `__share_group_state`.
     ShareGroupState,
+    /// `--remote-log-metadata-decoder`: `__remote_log_metadata`.
+    RemoteLogMetadata,
 }
 
 /// Kafka's refusal of a coordinator record without a key, which stops
@@ -67,14 +73,15 @@ pub struct MissingKey(pub i64);
 
 impl InternalDecoder {
     /// The decoder for a partition directory's topic (`__consumer_offsets`,
-    /// `__transaction_state`, `__cluster_metadata`, `__share_group_state`),
-    /// None for other topics.
+    /// `__transaction_state`, `__cluster_metadata`, `__share_group_state`,
+    /// `__remote_log_metadata`), None for other topics.
     pub fn for_topic(topic: &str) -> Option<InternalDecoder> {
         match topic {
             "__consumer_offsets" => Some(InternalDecoder::Offsets),
             "__transaction_state" => Some(InternalDecoder::TransactionLog),
             "__cluster_metadata" => Some(InternalDecoder::ClusterMetadata),
             "__share_group_state" => Some(InternalDecoder::ShareGroupState),
+            "__remote_log_metadata" => Some(InternalDecoder::RemoteLogMetadata),
             _ => None,
         }
     }
@@ -91,6 +98,10 @@ impl InternalDecoder {
                 key: None,
                 payload: Some(metadata_payload(offset, value)),
             }),
+            InternalDecoder::RemoteLogMetadata => Ok(Parsed {
+                key: None,
+                payload: Some(remote_log_payload(offset, value)),
+            }),
             InternalDecoder::Offsets
             | InternalDecoder::TransactionLog
             | InternalDecoder::ShareGroupState => {
@@ -105,8 +116,8 @@ impl InternalDecoder {
 /// the record (the mount's `user.kafka.decoded` xattr): exactly the text
 /// kafka-dump-log ends the record's line with, `key: {...} payload: {...}`
 /// for `__consumer_offsets`, `__transaction_state` and
-/// `__share_group_state`, `payload: {...}` for
-/// `__cluster_metadata`. `topic` is the topic name (without the partition).
+/// `__share_group_state`, `payload: {...}` for `__cluster_metadata` and
+/// `__remote_log_metadata`. `topic` is the topic name (without the partition).
 /// None for any other topic, and for a coordinator record without a key.
 pub fn decode_internal_record(
     topic: &str,
@@ -339,6 +350,22 @@ fn metadata_payload(offset: i64, value: Option<&[u8]>) -> String {
 }
 
 fn metadata_json(buf: &[u8]) -> Result<String, String> {
+    let (msg, version, v) = read_framed(buf, metadata_schema)?;
+    Ok(format!(
+        "{{\"type\":\"{}\",\"version\":{version},\"data\":{}}}",
+        metadata_type_name(msg),
+        to_json(&msg.body, version, &v)
+    ))
+}
+
+/// Kafka's `AbstractApiMessageSerde.read`, the framing of `__cluster_metadata`
+/// and `__remote_log_metadata` values: an unsigned-varint frame version (1),
+/// record type and version, then the record, which must end the buffer.
+/// `schema` finds the record type's message. Errors are worded as Kafka's.
+pub(crate) fn read_framed(
+    buf: &[u8],
+    schema: fn(i16) -> Option<&'static Message>,
+) -> Result<(&'static Message, i16, StructValue), String> {
     let mut pos = 0;
     let mut varint = |entity: &str| -> Result<i16, String> {
         let (v, n) =
@@ -360,7 +387,7 @@ fn metadata_json(buf: &[u8]) -> Result<String, String> {
     }
     let record_type = varint("type")?;
     let version = varint("version")?;
-    let msg = metadata_schema(record_type).ok_or_else(|| {
+    let msg = schema(record_type).ok_or_else(|| {
         format!(
             "org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {record_type}"
         )
@@ -373,11 +400,7 @@ fn metadata_json(buf: &[u8]) -> Result<String, String> {
             "Found {garbage} byte(s) of garbage after {record_type}"
         ));
     }
-    Ok(format!(
-        "{{\"type\":\"{}\",\"version\":{version},\"data\":{}}}",
-        metadata_type_name(msg),
-        to_json(&msg.body, version, &v)
-    ))
+    Ok((msg, version, v))
 }
 
 /// A coordinator record's key bytes: the int16 record type, then the key
