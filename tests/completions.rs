@@ -149,6 +149,15 @@ fn bash_completes_subcommands_and_o_keys() {
         ["retention.ms=", "retention.bytes="]
     );
     assert!(bash_complete(&s, "commitfs check -o allow").is_empty());
+    // dump's decoders of Kafka's internal topics.
+    assert_eq!(
+        bash_complete(&s, "commitfs dump --share"),
+        ["--share-group-state-decoder"]
+    );
+    assert_eq!(
+        bash_complete(&s, "commitfs dump --remote"),
+        ["--remote-log-metadata-decoder"]
+    );
 }
 
 #[test]

@@ -932,3 +932,34 @@ fn help_and_man_page_list_every_file_kind() {
         }
     }
 }
+
+/// `dump --help` and the man page name each of Kafka's internal-topic decoders.
+#[test]
+fn help_and_man_page_name_every_decoder() {
+    for args in [&["dump", "--help"][..], &["man", "dump"][..]] {
+        let out = bounded::run(
+            Command::new(env!("CARGO_BIN_EXE_commitfs")).args(args),
+            &format!("commitfs {args:?}"),
+        );
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout)
+            .replace("\\&", "")
+            .replace("\\-", "-");
+        for (option, topic) in [
+            ("--offsets-decoder", "__consumer_offsets"),
+            ("--transaction-log-decoder", "__transaction_state"),
+            ("--cluster-metadata-decoder", "__cluster_metadata"),
+            ("--share-group-state-decoder", "__share_group_state"),
+            ("--remote-log-metadata-decoder", "__remote_log_metadata"),
+        ] {
+            assert!(
+                text.contains(option),
+                "{args:?} does not name {option}: {text}"
+            );
+            assert!(
+                text.contains(topic),
+                "{args:?} does not name {topic}: {text}"
+            );
+        }
+    }
+}

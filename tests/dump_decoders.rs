@@ -329,3 +329,240 @@ fn transaction_log_decoder_as_kafkas_test_expects() {
         ]
     );
 }
+
+/// Bytes of Kafka's wire types, written here from the message specs
+/// (independently of the schema engine under test).
+#[derive(Default)]
+struct Wire(Vec<u8>);
+
+impl Wire {
+    fn i8(mut self, v: i8) -> Self {
+        self.0.push(v as u8);
+        self
+    }
+    fn i16(mut self, v: i16) -> Self {
+        self.0.extend(v.to_be_bytes());
+        self
+    }
+    fn i32(mut self, v: i32) -> Self {
+        self.0.extend(v.to_be_bytes());
+        self
+    }
+    fn i64(mut self, v: i64) -> Self {
+        self.0.extend(v.to_be_bytes());
+        self
+    }
+    fn raw(mut self, b: &[u8]) -> Self {
+        self.0.extend(b);
+        self
+    }
+    /// An unsigned varint (compact lengths, tag counts, tags, tag sizes).
+    fn uvarint(mut self, mut v: u32) -> Self {
+        while v >= 0x80 {
+            self.0.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.0.push(v as u8);
+        self
+    }
+    /// A flexible (compact) string: unsigned varint length + 1, then UTF-8.
+    fn compact_string(self, s: &str) -> Self {
+        self.uvarint(s.len() as u32 + 1).raw(s.as_bytes())
+    }
+    /// A non-flexible string: int16 length, then UTF-8.
+    fn string(self, s: &str) -> Self {
+        self.i16(s.len() as i16).raw(s.as_bytes())
+    }
+}
+
+/// `__share_group_state` records (the share coordinator's ShareSnapshot and
+/// ShareUpdate records), as `DumpLogSegments --share-group-state-decoder`
+/// (`ShareGroupStateMessageParser`) prints them: the key's record type and
+/// the value's version as strings, then each message's JSON.
+#[test]
+fn share_group_state_decoder_prints_snapshots_and_updates() {
+    let topic_id: Vec<u8> = (0u8..16).collect();
+    // ShareSnapshotKey / ShareUpdateKey: int16 record type, GroupId, TopicId, Partition.
+    let key = |record_type: i16| {
+        Wire::default()
+            .i16(record_type)
+            .string("share-group")
+            .raw(&topic_id)
+            .i32(3)
+            .0
+    };
+    // One StateBatch (flexible: ends with an empty tagged-field section).
+    let batch = |w: Wire, first: i64, last: i64, state: i8, count: i16| {
+        w.i64(first).i64(last).i8(state).i16(count).uvarint(0)
+    };
+    // ShareSnapshotValue v0: SnapshotEpoch, StateEpoch, LeaderEpoch,
+    // StartOffset, CreateTimestamp, WriteTimestamp, StateBatches; no tagged fields.
+    let snapshot = Wire::default()
+        .i16(0)
+        .i32(1)
+        .i32(2)
+        .i32(5)
+        .i64(100)
+        .i64(1_700_000_000_001)
+        .i64(1_700_000_000_002)
+        .uvarint(2 + 1);
+    let snapshot = batch(snapshot, 100, 109, 2, 1);
+    let snapshot = batch(snapshot, 110, 119, 0, 3).uvarint(0).0;
+    // ShareUpdateValue v0: SnapshotEpoch, LeaderEpoch, StartOffset,
+    // StateBatches, then tagged field 0 (DeliveryCompleteCount) = 4.
+    let update = Wire::default().i16(0).i32(1).i32(6).i64(110).uvarint(1 + 1);
+    let update = batch(update, 110, 112, 4, 2)
+        .uvarint(1)
+        .uvarint(0)
+        .uvarint(4)
+        .i32(4)
+        .0;
+    let dir = tempfile::tempdir().unwrap();
+    let records = [
+        (Some(key(0)), Some(snapshot)),
+        (Some(key(1)), Some(update)),
+        (Some(key(1)), None),
+        (
+            Some(Wire::default().i16(2).0),
+            Some(Wire::default().i16(0).0),
+        ),
+    ];
+    let path = segment(dir.path(), &records);
+    let (code, out, err) = dump(&["--share-group-state-decoder"], &[&path]);
+    assert_eq!(code, 0, "{err}");
+    let k = |t: &str| {
+        format!(
+            r#"key: {{"type":"{t}","data":{{"groupId":"share-group","topicId":"AAECAwQFBgcICQoLDA0ODw","partition":3}}}}"#
+        )
+    };
+    let want = [
+        format!(
+            r#"{} payload: {{"version":"0","data":{{"snapshotEpoch":1,"stateEpoch":2,"leaderEpoch":5,"startOffset":100,"createTimestamp":1700000000001,"writeTimestamp":1700000000002,"stateBatches":[{{"firstOffset":100,"lastOffset":109,"deliveryState":2,"deliveryCount":1}},{{"firstOffset":110,"lastOffset":119,"deliveryState":0,"deliveryCount":3}}]}}}}"#,
+            k("0")
+        ),
+        format!(
+            r#"{} payload: {{"version":"0","data":{{"snapshotEpoch":1,"leaderEpoch":6,"startOffset":110,"deliveryCompleteCount":4,"stateBatches":[{{"firstOffset":110,"lastOffset":112,"deliveryState":4,"deliveryCount":2}}]}}}}"#,
+            k("1")
+        ),
+        format!("{} payload: <DELETE>", k("1")),
+        "key: Unknown record type 2 at offset 3, skipping.".to_string(),
+    ];
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with('|')).collect();
+    assert_eq!(lines.len(), want.len(), "{out}");
+    for (i, ((line, w), (k, v))) in lines.iter().zip(&want).zip(&records).enumerate() {
+        assert_eq!(*line, record_line(i as i64, k.as_deref(), v.as_deref(), w));
+    }
+}
+
+/// `__remote_log_metadata` records, as `DumpLogSegments
+/// --remote-log-metadata-decoder` (`RemoteMetadataLogMessageParser`) prints
+/// them: no key, and the payload is the Java `toString()` of the object
+/// `RemoteLogMetadataSerde` makes of the value; what Kafka refuses is
+/// reported as `Error at offset N, skipping. <exception message>`.
+#[test]
+fn remote_log_metadata_decoder_prints_what_kafka_deserializes() {
+    let topic_id: Vec<u8> = (0u8..16).collect();
+    let segment_id: Vec<u8> = (16u8..32).collect();
+    // The value's frame: frame version 1, record type (apiKey), version 0.
+    let frame = |api_key: u32| Wire::default().uvarint(1).uvarint(api_key).uvarint(0);
+    // TopicIdPartitionEntry: Name, Id, Partition, no tagged fields.
+    let topic_partition = |w: Wire| w.compact_string("orders").raw(&topic_id).i32(2).uvarint(0);
+    // RemoteLogSegmentIdEntry: TopicIdPartition, Id, no tagged fields.
+    let segment_id_entry = |w: Wire| topic_partition(w).raw(&segment_id).uvarint(0);
+    // SegmentLeaderEpochs: a compact array of (LeaderEpoch, Offset).
+    let epochs = |w: Wire, entries: &[(i32, i64)]| {
+        entries
+            .iter()
+            .fold(w.uvarint(entries.len() as u32 + 1), |w, &(e, o)| {
+                w.i32(e).i64(o).uvarint(0)
+            })
+    };
+    // RemoteLogSegmentMetadataRecord (0): StartOffset, EndOffset, BrokerId,
+    // MaxTimestampMs, EventTimestampMs, SegmentLeaderEpochs (epoch 3 before
+    // 1), SegmentSizeInBytes, CustomMetadata (null), RemoteLogSegmentState,
+    // then tagged field 0, TxnIndexEmpty = true.
+    let metadata = |state: i8| {
+        let w = segment_id_entry(frame(0))
+            .i64(100)
+            .i64(199)
+            .i32(1)
+            .i64(1_700_000_000_100)
+            .i64(1_700_000_000_200);
+        epochs(w, &[(3, 150), (1, 100)])
+            .i32(4096)
+            .uvarint(0)
+            .i8(state)
+            .uvarint(1)
+            .uvarint(0)
+            .uvarint(1)
+            .i8(1)
+            .0
+    };
+    // RemoteLogSegmentMetadataUpdateRecord (1): BrokerId, EventTimestampMs,
+    // CustomMetadata (3 bytes), RemoteLogSegmentState 1.
+    let update = segment_id_entry(frame(1))
+        .i32(1)
+        .i64(1_700_000_000_300)
+        .uvarint(3 + 1)
+        .raw(b"rsm")
+        .i8(1)
+        .uvarint(0)
+        .0;
+    // RemotePartitionDeleteMetadataRecord (2): TopicIdPartition, BrokerId,
+    // EventTimestampMs, RemotePartitionDeleteState 0.
+    let delete = topic_partition(frame(2))
+        .i32(1)
+        .i64(1_700_000_000_400)
+        .i8(0)
+        .uvarint(0)
+        .0;
+    // RemoteLogSegmentMetadataSnapshotRecord (3): SegmentId, StartOffset,
+    // EndOffset, BrokerId, MaxTimestampMs, EventTimestampMs, epochs,
+    // SegmentSizeInBytes, CustomMetadata (null), RemoteLogSegmentState 3.
+    let w = frame(3)
+        .raw(&segment_id)
+        .i64(0)
+        .i64(99)
+        .i32(2)
+        .i64(1_700_000_000_010)
+        .i64(1_700_000_000_020);
+    let snapshot = epochs(w, &[(0, 0)]).i32(1024).uvarint(0).i8(3).uvarint(0).0;
+    let records = [
+        (None, Some(metadata(0))),
+        (None, Some(update)),
+        (None, Some(delete)),
+        (None, Some(snapshot)),
+        // A segment state Kafka does not know.
+        (None, Some(metadata(9))),
+        // A record type Kafka does not know.
+        (None, Some(frame(7).0)),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let path = segment(dir.path(), &records);
+    let (code, out, err) = dump(&["--remote-log-metadata-decoder"], &[&path]);
+    assert_eq!(code, 0, "{err}");
+    let tp = "AAECAwQFBgcICQoLDA0ODw:orders-2";
+    let seg = "EBESExQVFhcYGRobHB0eHw";
+    let want = [
+        format!(
+            "payload: RemoteLogSegmentMetadata{{remoteLogSegmentId=RemoteLogSegmentId{{topicIdPartition={tp}, id={seg}}}, startOffset=100, endOffset=199, brokerId=1, maxTimestampMs=1700000000100, eventTimestampMs=1700000000200, segmentLeaderEpochs={{1=100, 3=150}}, segmentSizeInBytes=4096, customMetadata=Optional.empty, state=COPY_SEGMENT_STARTED, txnIdxEmpty=true}}"
+        ),
+        format!(
+            "payload: RemoteLogSegmentMetadataUpdate{{remoteLogSegmentId=RemoteLogSegmentId{{topicIdPartition={tp}, id={seg}}}, customMetadata=Optional[CustomMetadata{{3 bytes}}], state=COPY_SEGMENT_FINISHED, eventTimestampMs=1700000000300, brokerId=1}}"
+        ),
+        format!(
+            "payload: RemotePartitionDeleteMetadata{{topicPartition={tp}, state=DELETE_PARTITION_MARKED, eventTimestampMs=1700000000400, brokerId=1}}"
+        ),
+        format!(
+            "payload: RemoteLogSegmentMetadataSnapshot{{segmentId={seg}, startOffset=0, endOffset=99, maxTimestampMs=1700000000010, segmentLeaderEpochs={{0=0}}, segmentSizeInBytes=1024, customMetadata=Optional.empty, state=DELETE_SEGMENT_FINISHED}}"
+        ),
+        "payload: Error at offset 4, skipping. state can not be null".to_string(),
+        "payload: Error at offset 5, skipping. org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id 7".to_string(),
+    ];
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with('|')).collect();
+    assert_eq!(lines.len(), want.len(), "{out}");
+    for (i, ((line, w), (k, v))) in lines.iter().zip(&want).zip(&records).enumerate() {
+        let k: &Option<Vec<u8>> = k;
+        assert_eq!(*line, record_line(i as i64, k.as_deref(), v.as_deref(), w));
+    }
+}

@@ -47,6 +47,13 @@ pub struct DumpArgs {
     /// Decode records as KRaft __cluster_metadata records (implies --print-data-log).
     #[arg(long)]
     pub cluster_metadata_decoder: bool,
+    /// Decode records as __remote_log_metadata records of Kafka's topic-based
+    /// remote log metadata manager (implies --print-data-log).
+    #[arg(long)]
+    pub remote_log_metadata_decoder: bool,
+    /// Decode records as __share_group_state records (implies --print-data-log).
+    #[arg(long)]
+    pub share_group_state_decoder: bool,
     /// Do not print each record's metadata (nor control records).
     #[arg(long)]
     pub skip_record_metadata: bool,
@@ -97,6 +104,10 @@ pub fn run(args: DumpArgs) -> i32 {
         Parser::Internal(InternalDecoder::TransactionLog)
     } else if args.cluster_metadata_decoder {
         Parser::Internal(InternalDecoder::ClusterMetadata)
+    } else if args.remote_log_metadata_decoder {
+        Parser::Internal(InternalDecoder::RemoteLogMetadata)
+    } else if args.share_group_state_decoder {
+        Parser::Internal(InternalDecoder::ShareGroupState)
     } else {
         match (
             class(&args.key_decoder_class),
@@ -113,6 +124,8 @@ pub fn run(args: DumpArgs) -> i32 {
         || args.offsets_decoder
         || args.transaction_log_decoder
         || args.cluster_metadata_decoder
+        || args.remote_log_metadata_decoder
+        || args.share_group_state_decoder
         || args.key_decoder_class.is_some()
         || args.value_decoder_class.is_some();
     let mut dump = Dump {

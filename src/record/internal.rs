@@ -1,8 +1,9 @@
 //! Kafka's internal records, decoded to the text `kafka-dump-log` prints for
 //! them (Kafka 4.1's `DumpLogSegments` decoders), and encoded back.
 //!
-//! - `__consumer_offsets` (`--offsets-decoder`) and `__transaction_state`
-//!   (`--transaction-log-decoder`) hold coordinator records: the key is an
+//! - `__consumer_offsets` (`--offsets-decoder`), `__transaction_state`
+//!   (`--transaction-log-decoder`) and `__share_group_state`
+//!   (`--share-group-state-decoder`) hold coordinator records: the key is an
 //!   int16 record type then the key message, the value an int16 version then
 //!   the value message, a null value a tombstone. Printed as
 //!   `key: {"type":"<type>","data":{...}} payload: {"version":"<version>","data":{...}}`,
@@ -12,14 +13,18 @@
 //! - `__cluster_metadata` (`--cluster-metadata-decoder`) values are an
 //!   unsigned-varint frame version (1), record type and version, then the
 //!   record. Printed as `payload: {"type":"TOPIC_RECORD","version":0,"data":{...}}`.
+//! - `__remote_log_metadata` (`--remote-log-metadata-decoder`) values are
+//!   framed the same way; printed as `payload: ` and the Java `toString()`
+//!   of what Kafka builds from them (see [`super::remote_log`]).
 //!
 //! What cannot be decoded is reported in Kafka's words
 //! (`Unknown record type 17 at offset 5, skipping.`, `Error at offset 5, skipping. ...`).
 
+use super::remote_log::remote_log_payload;
 use super::schema::codec::{put_uvarint, read_uvarint};
 use super::schema::{
     Field, Message, SchemaError, StructValue, Value, decode, encode, group, group_share, metadata,
-    to_json, to_json_with, transaction,
+    share_state, to_json, to_json_with, transaction,
 };
 
 /// What kafka-dump-log prints after `key:` and `payload:` for one record.
@@ -51,6 +56,10 @@ pub enum InternalDecoder {
     TransactionLog,
     /// `--cluster-metadata-decoder`: `__cluster_metadata`.
     ClusterMetadata,
+    /// `--share-group-state-decoder`: `__share_group_state`.
+    ShareGroupState,
+    /// `--remote-log-metadata-decoder`: `__remote_log_metadata`.
+    RemoteLogMetadata,
 }
 
 /// Kafka's refusal of a coordinator record without a key, which stops
@@ -64,12 +73,15 @@ pub struct MissingKey(pub i64);
 
 impl InternalDecoder {
     /// The decoder for a partition directory's topic (`__consumer_offsets`,
-    /// `__transaction_state`, `__cluster_metadata`), None for other topics.
+    /// `__transaction_state`, `__cluster_metadata`, `__share_group_state`,
+    /// `__remote_log_metadata`), None for other topics.
     pub fn for_topic(topic: &str) -> Option<InternalDecoder> {
         match topic {
             "__consumer_offsets" => Some(InternalDecoder::Offsets),
             "__transaction_state" => Some(InternalDecoder::TransactionLog),
             "__cluster_metadata" => Some(InternalDecoder::ClusterMetadata),
+            "__share_group_state" => Some(InternalDecoder::ShareGroupState),
+            "__remote_log_metadata" => Some(InternalDecoder::RemoteLogMetadata),
             _ => None,
         }
     }
@@ -86,7 +98,13 @@ impl InternalDecoder {
                 key: None,
                 payload: Some(metadata_payload(offset, value)),
             }),
-            InternalDecoder::Offsets | InternalDecoder::TransactionLog => {
+            InternalDecoder::RemoteLogMetadata => Ok(Parsed {
+                key: None,
+                payload: Some(remote_log_payload(offset, value)),
+            }),
+            InternalDecoder::Offsets
+            | InternalDecoder::TransactionLog
+            | InternalDecoder::ShareGroupState => {
                 let key = key.ok_or(MissingKey(offset))?;
                 Ok(coordinator_record(self, offset, key, value))
             }
@@ -97,8 +115,9 @@ impl InternalDecoder {
 /// The decoded form of a record of an internal topic, for showing beside
 /// the record (the mount's `user.kafka.decoded` xattr): exactly the text
 /// kafka-dump-log ends the record's line with, `key: {...} payload: {...}`
-/// for `__consumer_offsets` and `__transaction_state`, `payload: {...}` for
-/// `__cluster_metadata`. `topic` is the topic name (without the partition).
+/// for `__consumer_offsets`, `__transaction_state` and
+/// `__share_group_state`, `payload: {...}` for `__cluster_metadata` and
+/// `__remote_log_metadata`. `topic` is the topic name (without the partition).
 /// None for any other topic, and for a coordinator record without a key.
 pub fn decode_internal_record(
     topic: &str,
@@ -182,6 +201,17 @@ pub fn transaction_schemas(record_type: i16) -> Option<(&'static Message, &'stat
     ))
 }
 
+/// The key and value schemas of a `__share_group_state` record type.
+pub fn share_state_schemas(record_type: i16) -> Option<(&'static Message, &'static Message)> {
+    use share_state::*;
+    [
+        (&SHARE_SNAPSHOT_KEY, &SHARE_SNAPSHOT_VALUE),
+        (&SHARE_UPDATE_KEY, &SHARE_UPDATE_VALUE),
+    ]
+    .into_iter()
+    .find(|(k, _)| k.api_key == record_type)
+}
+
 /// The schema of a `__cluster_metadata` record type.
 pub fn metadata_schema(record_type: i16) -> Option<&'static Message> {
     metadata::ALL
@@ -216,6 +246,7 @@ fn coordinator_record(
 ) -> Parsed {
     let schemas = match decoder {
         InternalDecoder::Offsets => group_schemas,
+        InternalDecoder::ShareGroupState => share_state_schemas,
         _ => transaction_schemas,
     };
     let failed = |msg: String| Parsed {
@@ -319,6 +350,22 @@ fn metadata_payload(offset: i64, value: Option<&[u8]>) -> String {
 }
 
 fn metadata_json(buf: &[u8]) -> Result<String, String> {
+    let (msg, version, v) = read_framed(buf, metadata_schema)?;
+    Ok(format!(
+        "{{\"type\":\"{}\",\"version\":{version},\"data\":{}}}",
+        metadata_type_name(msg),
+        to_json(&msg.body, version, &v)
+    ))
+}
+
+/// Kafka's `AbstractApiMessageSerde.read`, the framing of `__cluster_metadata`
+/// and `__remote_log_metadata` values: an unsigned-varint frame version (1),
+/// record type and version, then the record, which must end the buffer.
+/// `schema` finds the record type's message. Errors are worded as Kafka's.
+pub(crate) fn read_framed(
+    buf: &[u8],
+    schema: fn(i16) -> Option<&'static Message>,
+) -> Result<(&'static Message, i16, StructValue), String> {
     let mut pos = 0;
     let mut varint = |entity: &str| -> Result<i16, String> {
         let (v, n) =
@@ -340,7 +387,7 @@ fn metadata_json(buf: &[u8]) -> Result<String, String> {
     }
     let record_type = varint("type")?;
     let version = varint("version")?;
-    let msg = metadata_schema(record_type).ok_or_else(|| {
+    let msg = schema(record_type).ok_or_else(|| {
         format!(
             "org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {record_type}"
         )
@@ -353,11 +400,7 @@ fn metadata_json(buf: &[u8]) -> Result<String, String> {
             "Found {garbage} byte(s) of garbage after {record_type}"
         ));
     }
-    Ok(format!(
-        "{{\"type\":\"{}\",\"version\":{version},\"data\":{}}}",
-        metadata_type_name(msg),
-        to_json(&msg.body, version, &v)
-    ))
+    Ok((msg, version, v))
 }
 
 /// A coordinator record's key bytes: the int16 record type, then the key

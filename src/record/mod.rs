@@ -4,7 +4,8 @@
 //! Also the records Kafka keeps in its internal topics and side files:
 //! [`schema`] (Kafka's message-schema model and the tables of its internal
 //! records), [`internal`] (`__consumer_offsets`, `__transaction_state`,
-//! `__cluster_metadata`), [`control`] (KRaft control records) and
+//! `__cluster_metadata`, `__share_group_state`), [`remote_log`]
+//! (`__remote_log_metadata`), [`control`] (KRaft control records) and
 //! [`state_files`] (producer snapshots, transaction indexes).
 
 pub mod batch;
@@ -13,6 +14,7 @@ pub mod control;
 pub mod internal;
 pub mod pack;
 pub mod records;
+pub mod remote_log;
 pub mod retain;
 pub mod schema;
 pub mod state_files;

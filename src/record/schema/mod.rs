@@ -7,7 +7,8 @@
 //!   byte-for-byte as Kafka's generated `read`/`write` methods do;
 //! - [`json`]: the JSON Kafka's generated `*JsonConverter.write` produces
 //!   (the form `kafka-dump-log` prints);
-//! - [`group`], [`transaction`], [`metadata`], [`raft`]: the schemas of
+//! - [`group`], [`transaction`], [`share_state`], [`metadata`],
+//!   [`remote_log`], [`raft`]: the schemas of
 //!   Kafka's internal records, each table citing its Kafka source file.
 //!
 //! The tables are transcribed from Apache Kafka's JSON specs (Apache-2.0).
@@ -19,6 +20,8 @@ pub mod group_share;
 pub mod json;
 pub mod metadata;
 pub mod raft;
+pub mod remote_log;
+pub mod share_state;
 pub mod transaction;
 
 pub use codec::{decode, encode};
