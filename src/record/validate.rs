@@ -24,11 +24,22 @@ const MAX_TIMESTAMP_OFFSET: usize = 35;
 const LOG_APPEND_TIME_FLAG: i16 = 0x8;
 
 /// What validating one produced batch found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ValidBatch {
     pub header: BatchHeader,
     /// Bytes the batch adds to the consumer stream (`value\n` per record).
     pub stream_bytes: u64,
+    /// The indexes of its records without a key, which a compacted topic
+    /// refuses (Kafka's `LogValidator.validateKey`); learned in the same
+    /// walk, so a compressed batch is inflated once.
+    pub keyless: Vec<i32>,
+}
+
+/// What walking a batch's records found.
+#[derive(Default)]
+struct Walked {
+    stream_bytes: u64,
+    keyless: Vec<i32>,
 }
 
 fn corrupt(why: impl Into<String>) -> RecordError {
@@ -77,7 +88,7 @@ pub fn validate_produced_batch(bytes: &[u8]) -> Result<ValidBatch, RecordError> 
         )));
     }
     let section = batch.records_section();
-    let stream_bytes = match h.compression() {
+    let walked = match h.compression() {
         Compression::None => walk_records(&h, section)?,
         codec => {
             let decoder = compression::stream(codec, section)?;
@@ -91,15 +102,16 @@ pub fn validate_produced_batch(bytes: &[u8]) -> Result<ValidBatch, RecordError> 
     };
     Ok(ValidBatch {
         header: h,
-        stream_bytes,
+        stream_bytes: walked.stream_bytes,
+        keyless: walked.keyless,
     })
 }
 
 /// Checks every record of an uncompressed records section without copying
-/// it, and returns the stream bytes (value length + 1 per record).
-fn walk_records(h: &BatchHeader, section: &[u8]) -> Result<u64, RecordError> {
+/// it: the stream bytes (value length + 1 per record), the keyless records.
+fn walk_records(h: &BatchHeader, section: &[u8]) -> Result<Walked, RecordError> {
     let mut pos = 0usize;
-    let mut stream = 0u64;
+    let mut walked = Walked::default();
     for expected_delta in 0..h.record_count {
         let length = get_varint(section, &mut pos)?;
         let end = usize::try_from(length)
@@ -109,8 +121,8 @@ fn walk_records(h: &BatchHeader, section: &[u8]) -> Result<u64, RecordError> {
             .ok_or_else(|| corrupt(format!("record length {length} runs past the batch end")))?;
         let body = &section[pos..end];
         pos = end;
-        let value_len = record_value_len(body, expected_delta)?;
-        stream += value_len + 1;
+        let (has_key, value_len) = record_fields(body, expected_delta)?;
+        walked.add(expected_delta, has_key, value_len);
     }
     if pos != section.len() {
         return Err(corrupt(format!(
@@ -119,7 +131,16 @@ fn walk_records(h: &BatchHeader, section: &[u8]) -> Result<u64, RecordError> {
             h.record_count
         )));
     }
-    Ok(stream)
+    Ok(walked)
+}
+
+impl Walked {
+    fn add(&mut self, index: i32, has_key: bool, value_len: u64) {
+        self.stream_bytes += value_len + 1;
+        if !has_key {
+            self.keyless.push(index);
+        }
+    }
 }
 
 /// An inflating records section, read a byte or a skip at a time, refused
@@ -203,12 +224,12 @@ impl<R: BufRead> Inflated<R> {
     }
 
     /// Steps over a varint-length-prefixed field of the record that ends at
-    /// `end`; returns its length (0 if null).
-    fn skip_field(&mut self, end: u64, nullable: bool) -> Result<u64, RecordError> {
+    /// `end`; returns its length (`None` if null).
+    fn skip_field(&mut self, end: u64, nullable: bool) -> Result<Option<u64>, RecordError> {
         let len = self.varint()?;
         if len < 0 {
             if nullable && len == -1 {
-                return Ok(0);
+                return Ok(None);
             }
             return Err(corrupt(format!("invalid field length {len}")));
         }
@@ -218,14 +239,14 @@ impl<R: BufRead> Inflated<R> {
             )));
         }
         self.skip(len as u64)?;
-        Ok(len as u64)
+        Ok(Some(len as u64))
     }
 }
 
 /// [`walk_records`] over an inflating section, holding no more of it than
 /// the reader's buffer.
-fn walk_inflated<R: BufRead>(h: &BatchHeader, s: &mut Inflated<R>) -> Result<u64, RecordError> {
-    let mut stream = 0u64;
+fn walk_inflated<R: BufRead>(h: &BatchHeader, s: &mut Inflated<R>) -> Result<Walked, RecordError> {
+    let mut walked = Walked::default();
     for expected_delta in 0..h.record_count {
         let length = s.varint()?;
         if length < 1 {
@@ -242,7 +263,7 @@ fn walk_inflated<R: BufRead>(h: &BatchHeader, s: &mut Inflated<R>) -> Result<u64
                 "inner record offset delta {delta} where {expected_delta} was expected"
             )));
         }
-        s.skip_field(end, true)?; // key
+        let key = s.skip_field(end, true)?;
         let value = s.skip_field(end, true)?;
         let headers = s.varint()?;
         if headers < 0 {
@@ -257,7 +278,7 @@ fn walk_inflated<R: BufRead>(h: &BatchHeader, s: &mut Inflated<R>) -> Result<u64
                 "record at offset delta {delta} does not end where its length says"
             )));
         }
-        stream += value + 1;
+        walked.add(delta, key.is_some(), value.unwrap_or(0));
     }
     if s.byte()?.is_some() {
         return Err(corrupt(format!(
@@ -265,11 +286,12 @@ fn walk_inflated<R: BufRead>(h: &BatchHeader, s: &mut Inflated<R>) -> Result<u64
             h.record_count
         )));
     }
-    Ok(stream)
+    Ok(walked)
 }
 
-/// Checks one record body; returns its value length (0 for a null value).
-fn record_value_len(body: &[u8], expected_delta: i32) -> Result<u64, RecordError> {
+/// Checks one record body; returns whether it has a key, and its value
+/// length (0 for a null value).
+fn record_fields(body: &[u8], expected_delta: i32) -> Result<(bool, u64), RecordError> {
     if body.is_empty() {
         return Err(corrupt("empty record"));
     }
@@ -281,7 +303,7 @@ fn record_value_len(body: &[u8], expected_delta: i32) -> Result<u64, RecordError
             "inner record offset delta {delta} where {expected_delta} was expected"
         )));
     }
-    skip_bytes(body, &mut p, true)?; // key
+    let key = skip_bytes(body, &mut p, true)?;
     let value = skip_bytes(body, &mut p, true)?;
     let headers = get_varint(body, &mut p)?;
     if headers < 0 {
@@ -297,15 +319,16 @@ fn record_value_len(body: &[u8], expected_delta: i32) -> Result<u64, RecordError
             body.len() - p
         )));
     }
-    Ok(value)
+    Ok((key.is_some(), value.unwrap_or(0)))
 }
 
-/// Steps over a varint-length-prefixed field; returns its length (0 if null).
-fn skip_bytes(buf: &[u8], pos: &mut usize, nullable: bool) -> Result<u64, RecordError> {
+/// Steps over a varint-length-prefixed field; returns its length (`None`
+/// if null).
+fn skip_bytes(buf: &[u8], pos: &mut usize, nullable: bool) -> Result<Option<u64>, RecordError> {
     let len = get_varint(buf, pos)?;
     if len < 0 {
         if nullable && len == -1 {
-            return Ok(0);
+            return Ok(None);
         }
         return Err(corrupt(format!("invalid field length {len}")));
     }
@@ -314,7 +337,7 @@ fn skip_bytes(buf: &[u8], pos: &mut usize, nullable: bool) -> Result<u64, Record
         .filter(|e| *e <= buf.len())
         .ok_or_else(|| corrupt(format!("field of {len} bytes runs past the record end")))?;
     *pos = end;
-    Ok(len as u64)
+    Ok(Some(len as u64))
 }
 
 /// Sets the fields a broker owns: `baseOffset` and `partitionLeaderEpoch`.
@@ -376,6 +399,8 @@ mod tests {
             let v = validate_produced_batch(&b).unwrap();
             assert_eq!(v.stream_bytes, 3 + 4, "{codec:?}");
             assert_eq!(v.header.record_count, 2);
+            // The first record has no key: a compacted topic refuses it.
+            assert_eq!(v.keyless, [0], "{codec:?}");
         }
     }
 

@@ -27,23 +27,6 @@ pub struct ProducedInfo {
     pub duplicate: bool,
 }
 
-/// Kafka's `LogValidator.validateKey` over one batch of a compacted
-/// partition: the index of each record without a key.
-fn keyless_records(batch: &[u8]) -> Result<Vec<i32>> {
-    let batch = crate::record::Batch::parse(batch)?;
-    let section = batch.uncompressed_section()?;
-    let mut keyless = Vec::new();
-    let mut i = 0;
-    crate::record::retain::for_each_record(&batch.header, &section, |r| {
-        if r.key.is_none() {
-            keyless.push(i);
-        }
-        i += 1;
-        true
-    })?;
-    Ok(keyless)
-}
-
 /// Splits `records` (a Produce request's bytes for one partition) into
 /// batches and validates each; sizes are checked against the configs, and
 /// for a compacted partition every record must have a key.
@@ -71,14 +54,12 @@ fn validate_all(
             });
         }
         let valid = validate_produced_batch(&records[pos..pos + size])?;
-        if config.cleanup_policy.compact() {
-            let keyless = keyless_records(&records[pos..pos + size])?;
-            if !keyless.is_empty() {
-                return Err(StorageError::KeylessRecords {
-                    partition: partition.to_string(),
-                    indexes: keyless,
-                });
-            }
+        // Kafka's `LogValidator.validateKey`, from the validation's walk.
+        if config.cleanup_policy.compact() && !valid.keyless.is_empty() {
+            return Err(StorageError::KeylessRecords {
+                partition: partition.to_string(),
+                indexes: valid.keyless,
+            });
         }
         out.push((pos, valid));
         pos += size;
