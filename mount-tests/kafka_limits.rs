@@ -42,15 +42,16 @@ impl Setup {
             _tmp: tmp,
         };
         // Without --foreground: the daemon logs to DATA/commitfs.log.
-        let out = Command::new(BIN)
-            .arg("mount")
-            .arg("-o")
-            .arg(format!("listeners=PLAINTEXT://127.0.0.1:0,{opts}"))
-            .arg(tmpfs.join("data"))
-            .arg(&mnt)
-            .env("RUST_LOG", "debug")
-            .output()
-            .expect("commitfs mount");
+        let out = crate::kafka_support::bounded::run(
+            Command::new(BIN)
+                .arg("mount")
+                .arg("-o")
+                .arg(format!("listeners=PLAINTEXT://127.0.0.1:0,{opts}"))
+                .arg(tmpfs.join("data"))
+                .arg(&mnt)
+                .env("RUST_LOG", "debug"),
+            "commitfs mount",
+        );
         assert!(
             out.status.success(),
             "mount failed: {}",

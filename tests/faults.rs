@@ -188,7 +188,7 @@ fn run(mnt: &Path, m: &MemBackend) {
         );
     }
     // Nothing of a refused append landed; the shell sees the log as it was.
-    let out = Command::new("cat").arg(&log).output().expect("cat");
+    let out = kafka_support::bounded::run(Command::new("cat").arg(&log), "cat of the log");
     assert_eq!(out.stdout, b"first\n");
 }
 

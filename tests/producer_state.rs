@@ -3,6 +3,9 @@
 //! Kafka's `.snapshot` files across a clean close, a crash, retention, and
 //! printed by `commitfs dump` as kafka-dump-log prints it.
 
+#[path = "support/bounded.rs"]
+mod bounded;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -177,11 +180,12 @@ fn dump_prints_our_snapshots_as_kafka_dump_log() {
     produce(&log, &batch(12, 1, 7, 2)).unwrap();
     mgr.close().unwrap();
     let snap = tmp.path().join("t-0/00000000000000000006.snapshot");
-    let out = Command::new(env!("CARGO_BIN_EXE_commitfs"))
-        .arg("dump")
-        .arg(&snap)
-        .output()
-        .unwrap();
+    let out = bounded::run(
+        Command::new(env!("CARGO_BIN_EXE_commitfs"))
+            .arg("dump")
+            .arg(&snap),
+        "commitfs dump of a snapshot",
+    );
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
