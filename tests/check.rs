@@ -633,3 +633,30 @@ fn a_partial_entry_at_the_end_of_the_active_txnindex_is_a_problem() {
     );
     assert!(r.notes.is_empty(), "{:?}", r.notes);
 }
+
+/// Kafka's indexes read a relative offset as a Java int
+/// (`AbstractIndex.toRelative`): a batch whose last offset is more than
+/// `Integer.MAX_VALUE` past its segment's base cannot be indexed there.
+#[test]
+fn a_relative_offset_past_a_java_int_is_a_problem() {
+    let what = "offset does not fit a relative offset";
+    for (past_base, fits) in [(i32::MAX as i64, true), (i32::MAX as i64 + 1, false)] {
+        let tmp = tempfile::tempdir().unwrap();
+        make_data_dir(tmp.path());
+        let active = *first_segment_bases(tmp.path()).last().unwrap();
+        let mut batch = Vec::new();
+        commitfs::record::encode_batch(
+            &mut batch,
+            active + past_base,
+            1_700_000_000_000,
+            &[NewRecord::value(b"far")],
+        );
+        let log = seg(tmp.path(), active, "log");
+        let mut bytes = fs::read(&log).unwrap();
+        bytes.extend_from_slice(&batch);
+        fs::write(&log, bytes).unwrap();
+        let r = check_data_dir(tmp.path(), &config(), None).unwrap();
+        let found = r.problems.iter().any(|p| p.file == log && p.what == what);
+        assert_eq!(found, !fits, "{past_base}: {:?}", r.problems);
+    }
+}

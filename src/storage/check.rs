@@ -358,7 +358,7 @@ fn check_batch_offsets(
             ),
         );
     }
-    if h.last_offset() - base > u32::MAX as i64 {
+    if h.last_offset() - base > i32::MAX as i64 {
         report.problem(path, pos, "offset does not fit a relative offset");
     }
     *expected_next = Some(h.next_offset());

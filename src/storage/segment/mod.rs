@@ -337,10 +337,11 @@ impl LogSegment {
         Ok(false)
     }
 
-    /// Whether `last_offset` still fits a u32 relative offset.
+    /// Whether `last_offset` still fits a relative offset: Kafka's indexes
+    /// read it as a Java int (`AbstractIndex.toRelative`).
     pub fn can_convert_to_relative(&self, last_offset: i64) -> bool {
         let rel = last_offset - self.base_offset;
-        (0..=u32::MAX as i64).contains(&rel)
+        (0..=i32::MAX as i64).contains(&rel)
     }
 
     /// Appends one encoded batch, unpublished. On a failed write the file is
