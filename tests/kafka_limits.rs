@@ -127,12 +127,8 @@ impl Daemon {
         };
         // SAFETY: a signal to our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let start = Instant::now();
-        while start.elapsed() < BOUND {
-            if let Ok(Some(status)) = child.try_wait() {
-                return status.success();
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Some(status) = kafka_support::bounded::wait_within(&mut child, BOUND) {
+            return status.success();
         }
         let _ = child.kill();
         let _ = child.wait();

@@ -300,12 +300,8 @@ impl Server {
         };
         // SAFETY: a signal to our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(20) {
-            if let Ok(Some(status)) = child.try_wait() {
-                return status.success();
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Some(status) = bounded::wait_within(&mut child, Duration::from_secs(20)) {
+            return status.success();
         }
         let _ = child.kill();
         let _ = child.wait();
