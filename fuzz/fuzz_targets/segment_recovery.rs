@@ -41,10 +41,10 @@ fn accepted(frame: &[u8], min: i64) -> Option<i64> {
     }
     let base = i64::from_be_bytes(frame[0..8].try_into().unwrap());
     let last = base + i64::from(i32::from_be_bytes(frame[23..27].try_into().unwrap()));
-    // A relative offset commitfs's index holds: its rule (u32), the one its
-    // roll keeps to. Kafka's index holds up to Int.MaxValue, and its
-    // recovery splits a segment past that rather than cutting it.
-    if base < min || !(0..=u32::MAX as i64).contains(&last) {
+    // A relative offset an index holds: Kafka's rule (Int.MaxValue), the one
+    // commitfs's roll keeps to. Kafka's recovery splits a segment past that
+    // rather than cutting it.
+    if base < min || !(0..=i32::MAX as i64).contains(&last) {
         return None;
     }
     Some(last + 1)
