@@ -30,19 +30,39 @@ pub fn varint_size(value: i32) -> usize {
 }
 
 /// Reads a zig-zag varint at `*pos`, advancing it.
+#[inline]
 pub fn get_varint(buf: &[u8], pos: &mut usize) -> Result<i32, RecordError> {
     let v = read_raw(buf, pos, 5)?;
     let decoded = ((v >> 1) as i64) ^ -((v & 1) as i64);
-    i32::try_from(decoded).map_err(|_| RecordError::Corrupt("varint out of 32-bit range".into()))
+    i32::try_from(decoded).map_err(|_| out_of_range())
+}
+
+#[cold]
+fn out_of_range() -> RecordError {
+    RecordError::Corrupt("varint out of 32-bit range".into())
 }
 
 /// Reads a zig-zag varlong at `*pos`, advancing it.
+#[inline]
 pub fn get_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, RecordError> {
     let v = read_raw(buf, pos, 10)?;
     Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
 }
 
+/// A record's fields are mostly one-byte varints (deltas, attributes,
+/// short keys' lengths): they take the inlined path; the rest the loop.
+#[inline]
 fn read_raw(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64, RecordError> {
+    if let Some(&b) = buf.get(*pos)
+        && b < 0x80
+    {
+        *pos += 1;
+        return Ok(b as u64);
+    }
+    read_raw_long(buf, pos, max_bytes)
+}
+
+fn read_raw_long(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64, RecordError> {
     let mut value: u64 = 0;
     for i in 0..max_bytes {
         let Some(&b) = buf.get(*pos) else {

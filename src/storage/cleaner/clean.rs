@@ -17,7 +17,7 @@ use super::CleanerConfig;
 use super::cleaned::{Chunk, CleanedSegment, remove_cleaned};
 use super::filter::{FilterContext, Filtered, filter_batch};
 use super::manager::{LogToClean, log_segments};
-use super::offset_map::OffsetMap;
+use super::offset_map::{KeyHash, OffsetMap};
 use super::stats::CleanerStats;
 use super::throttle::Throttler;
 use super::txn::{TxnTracker, collect_aborted, control_type};
@@ -40,6 +40,8 @@ pub(crate) struct Cleaner<'a> {
     /// and is restored after each segment.
     read_size: usize,
     buf: Vec<u8>,
+    /// A batch's keys, hashed: digest, offset, the record's place in the batch.
+    keyed: Vec<(KeyHash, i64, u64)>,
 }
 
 /// The segments of one pass's groups: size, offset index and time index
@@ -109,6 +111,7 @@ impl<'a> Cleaner<'a> {
             check_done,
             read_size: config.io_buffer_per_thread(),
             buf: Vec::new(),
+            keyed: Vec::new(),
         }
     }
 
@@ -251,21 +254,32 @@ impl<'a> Cleaner<'a> {
                 stats.map_messages_read += h.record_count as u64;
             } else {
                 let section = batch.uncompressed_section()?;
+                // The batch's keys are hashed and their slots asked for
+                // first; the puts then follow in the records' order.
                 let map = &mut *self.map;
-                let mut read = 0u64;
+                let keyed = &mut self.keyed;
+                keyed.clear();
+                let mut records = 0u64;
                 for_each_record(&h, &section, |r| {
                     if let Some(key) = r.key
                         && r.offset >= start
                     {
-                        if map.size() >= max_entries {
-                            full = true;
-                            return false;
-                        }
-                        map.put(key, r.offset);
+                        let hash = map.hash(key);
+                        map.prefetch(&hash);
+                        keyed.push((hash, r.offset, records));
                     }
-                    read += 1;
+                    records += 1;
                     true
                 })?;
+                let mut read = records;
+                for (hash, offset, at) in keyed.iter() {
+                    if map.size() >= max_entries {
+                        full = true;
+                        read = *at;
+                        break;
+                    }
+                    map.put_hashed(hash, *offset);
+                }
                 stats.map_messages_read += read;
                 if full {
                     break;

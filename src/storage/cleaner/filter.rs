@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::offset_map::OffsetMap;
+use super::offset_map::{KeyHash, OffsetMap};
 use super::txn::{TxnTracker, control_type};
 use crate::record::retain::{RecordView, empty_header, for_each_record, rebuild_batch};
 use crate::record::{Batch, BatchHeader};
@@ -120,7 +120,7 @@ fn batch_retention(
 pub(super) fn filter_batch(
     batch: &Batch,
     ctx: &FilterContext,
-    map: &mut OffsetMap,
+    map: &OffsetMap,
     txn: &mut TxnTracker,
     out: &mut Vec<u8>,
     res: &mut Filtered,
@@ -132,18 +132,38 @@ pub(super) fn filter_batch(
         return Ok(());
     }
     let section = batch.uncompressed_section()?;
+    let mut records: Vec<RecordView> =
+        Vec::with_capacity(h.record_count.clamp(0, 1 << 16) as usize);
+    for_each_record(h, &section, |r| {
+        records.push(r);
+        true
+    })?;
+    let latest = map.latest_offset();
+    let looked_up = |r: &RecordView| !discard_records && !h.is_control() && r.offset <= latest;
+    // Every key looked up is hashed and its slot asked for before the
+    // first lookup, so that the batch's cache misses overlap.
+    let hashes: Vec<KeyHash> = records
+        .iter()
+        .filter(|r| looked_up(r))
+        .filter_map(|r| r.key)
+        .map(|key| {
+            let hash = map.hash(key);
+            map.prefetch(&hash);
+            hash
+        })
+        .collect();
+    let mut hashes = hashes.iter();
     let mut kept: Vec<RecordView> = Vec::new();
     let (mut dropped, mut tombstones) = (false, false);
-    let latest = map.latest_offset();
-    for_each_record(h, &section, |r| {
+    for r in records {
         res.messages_read += 1;
         let keep = if discard_records {
             false
         } else if h.is_control() || r.offset > latest {
             true
-        } else if let Some(key) = r.key {
+        } else if let Some(hash) = r.key.and_then(|_| hashes.next()) {
             let retain_deletes = !h.has_delete_horizon() || ctx.now < h.base_timestamp;
-            r.offset >= map.get(key) && (!r.is_tombstone || retain_deletes)
+            r.offset >= map.get_hashed(hash) && (!r.is_tombstone || retain_deletes)
         } else {
             res.invalid += 1;
             false
@@ -154,8 +174,7 @@ pub(super) fn filter_batch(
         } else {
             dropped = true;
         }
-        true
-    })?;
+    }
     if !kept.is_empty() {
         let set_horizon = (tombstones || marker_for_empty_txn) && !h.has_delete_horizon();
         write_retained(batch, &kept, dropped, set_horizon, ctx, out, res)

@@ -1,24 +1,40 @@
 //! Kafka's `SkimpyOffsetMap`: key hash → latest offset, in one buffer of
-//! fixed 24-byte slots (the key's MD5, then the offset), open addressing,
-//! no deletion. Its memory is what `log.cleaner.dedupe.buffer.size` gives
-//! a cleaner thread, whatever the number of keys: a dirty section with
-//! more keys than fit is cleaned in several passes.
+//! fixed 24-byte slots (a 16-byte hash of the key, then the offset), open
+//! addressing, no deletion. Its memory is what
+//! `log.cleaner.dedupe.buffer.size` gives a cleaner thread, whatever the
+//! number of keys: a dirty section with more keys than fit is cleaned in
+//! several passes.
 //!
-//! Two keys with the same MD5 are one key, as in Kafka: the cleaner would
-//! then keep only the later of them. Kafka accepts that risk; so do we.
+//! The hash is not Kafka's MD5 but a 128-bit SipHash-1-3 under a key drawn
+//! at random for each map. The digest never leaves the map: the slot
+//! count, the probe sequence over the digest's bytes and so which records
+//! a pass keeps are Kafka's. MD5 took a quarter of a pass on short keys,
+//! six times SipHash's cost; and where anyone can compute an MD5 (and
+//! craft two keys that share one, so that a pass drops the older key's
+//! latest value), the keyed hash cannot be predicted from outside. Two keys
+//! with the same hash are still one key, as in Kafka, with the same odds.
 //!
 //! The buffer is an anonymous mapping: untouched pages cost no memory until
 //! a pass uses them, and a clear writes zeros over what was used, as Kafka's
 //! does (giving the pages back would have every pass fault them in again,
 //! which cost more than the zeros). It asks for huge pages: a probe lands
 //! anywhere in the buffer, and with 4 KiB pages most probes missed the TLB
-//! as well as the cache (a pass took up to half again as long).
+//! as well as the cache (a pass took up to half again as long). Callers
+//! hash a batch's keys first and [`OffsetMap::prefetch`] their slots, so
+//! the cache misses of a batch overlap instead of following one another.
 
-use md5::{Digest, Md5};
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+
 use memmap2::{Advice, MmapMut};
+use siphasher::sip128::SipHasher13;
 
-/// MD5's digest length, `CleanerConfig.HASH_ALGORITHM`.
+/// The digest's length: MD5's, `CleanerConfig.HASH_ALGORITHM`, so the slot
+/// size and count are Kafka's.
 const HASH_SIZE: usize = 16;
+
+/// A key's digest in the map.
+pub type KeyHash = [u8; HASH_SIZE];
 /// A slot: the hash, then the offset as a big-endian int64.
 pub const BYTES_PER_ENTRY: usize = HASH_SIZE + 8;
 
@@ -29,7 +45,7 @@ pub struct OffsetMap {
     /// The last offset put or declared read (`updateLatestOffset`), -1 when
     /// nothing was.
     latest_offset: i64,
-    hasher: Md5,
+    hasher: SipHasher13,
 }
 
 /// Kafka's `Utils.abs`: `Integer.MIN_VALUE` maps to 0.
@@ -49,7 +65,7 @@ impl OffsetMap {
             slots: memory / BYTES_PER_ENTRY,
             entries: 0,
             latest_offset: -1,
-            hasher: Md5::new(),
+            hasher: random_hasher(),
         }
     }
 
@@ -84,15 +100,39 @@ impl OffsetMap {
         self.latest_offset = -1;
     }
 
-    fn hash(&mut self, key: &[u8]) -> [u8; HASH_SIZE] {
-        self.hasher.update(key);
-        self.hasher.finalize_reset().into()
+    /// The digest of `key`, for [`Self::put_hashed`] and [`Self::get_hashed`].
+    #[inline]
+    pub fn hash(&self, key: &[u8]) -> KeyHash {
+        let h = self.hasher.hash(key);
+        ((h.h1 as u128) << 64 | h.h2 as u128).to_be_bytes()
+    }
+
+    /// Starts loading the slot of `hash`'s first probe into the cache,
+    /// where most lookups end. Only a hint.
+    pub fn prefetch(&self, hash: &KeyHash) {
+        if self.slots == 0 {
+            return;
+        }
+        let pos = self.position_of(hash, 0);
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            let base = self.bytes.as_ptr();
+            // A slot may straddle two cache lines: both are asked for.
+            for at in [pos, pos + BYTES_PER_ENTRY - 1] {
+                // SAFETY: a prefetch never faults, and `at` is inside the
+                // buffer (`pos` is a slot's start, below `slots * 24`).
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(base.add(at).cast()) };
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = pos;
     }
 
     /// Kafka's `positionOf`: attempts 0..12 read overlapping 4-byte windows
     /// of the hash, later ones step on linearly from the last window (the
     /// step is added before the absolute value, as Java's int arithmetic does).
-    fn position_of(&self, hash: &[u8; HASH_SIZE], attempt: usize) -> usize {
+    fn position_of(&self, hash: &KeyHash, attempt: usize) -> usize {
         let at = attempt.min(HASH_SIZE - 4);
         let window = i32::from_be_bytes(hash[at..at + 4].try_into().unwrap_or_default());
         let step = attempt.saturating_sub(HASH_SIZE - 4) as i32;
@@ -101,51 +141,70 @@ impl OffsetMap {
     }
 
     /// Kafka's test: three longs of zero.
+    #[inline]
     fn is_empty(&self, pos: usize) -> bool {
         let word =
             |at: usize| u64::from_ne_bytes(self.bytes[at..at + 8].try_into().unwrap_or_default());
         word(pos) | word(pos + 8) | word(pos + 16) == 0
     }
 
+    /// Whether the slot at `pos` holds `hash`.
+    #[inline]
+    fn holds(&self, pos: usize, hash: &KeyHash) -> bool {
+        let slot: [u8; HASH_SIZE] = self.bytes[pos..pos + HASH_SIZE]
+            .try_into()
+            .unwrap_or_default();
+        u128::from_ne_bytes(slot) == u128::from_ne_bytes(*hash)
+    }
+
     /// Records `offset` as the latest of `key`. Panics, as Kafka throws, on
     /// a new key when every slot is taken: the cleaner stops well before,
     /// at `log.cleaner.io.buffer.load.factor`.
     pub fn put(&mut self, key: &[u8], offset: i64) {
+        let hash = self.hash(key);
+        self.put_hashed(&hash, offset);
+    }
+
+    /// [`Self::put`] of a key already hashed.
+    pub fn put_hashed(&mut self, hash: &KeyHash, offset: i64) {
         assert!(
             self.entries < self.slots,
             "Attempted to add a new entry to a full offset map, entries: {}, slots: {}",
             self.entries,
             self.slots
         );
-        let hash = self.hash(key);
         let mut attempt = 0;
-        let mut pos = self.position_of(&hash, attempt);
+        let mut pos = self.position_of(hash, attempt);
         while !self.is_empty(pos) {
-            if self.bytes[pos..pos + HASH_SIZE] == hash {
+            if self.holds(pos, hash) {
                 self.bytes[pos + HASH_SIZE..pos + BYTES_PER_ENTRY]
                     .copy_from_slice(&offset.to_be_bytes());
                 self.latest_offset = offset;
                 return;
             }
             attempt += 1;
-            pos = self.position_of(&hash, attempt);
+            pos = self.position_of(hash, attempt);
         }
-        self.bytes[pos..pos + HASH_SIZE].copy_from_slice(&hash);
+        self.bytes[pos..pos + HASH_SIZE].copy_from_slice(hash);
         self.bytes[pos + HASH_SIZE..pos + BYTES_PER_ENTRY].copy_from_slice(&offset.to_be_bytes());
         self.latest_offset = offset;
         self.entries += 1;
     }
 
     /// The latest offset of `key`, or -1 when it is not in the map.
-    pub fn get(&mut self, key: &[u8]) -> i64 {
-        let hash = self.hash(key);
+    pub fn get(&self, key: &[u8]) -> i64 {
+        self.get_hashed(&self.hash(key))
+    }
+
+    /// [`Self::get`] of a key already hashed.
+    pub fn get_hashed(&self, hash: &KeyHash) -> i64 {
         let max_attempts = self.slots + HASH_SIZE - 4;
         for attempt in 0..max_attempts {
-            let pos = self.position_of(&hash, attempt);
+            let pos = self.position_of(hash, attempt);
             if self.is_empty(pos) {
                 return -1;
             }
-            if self.bytes[pos..pos + HASH_SIZE] == hash {
+            if self.holds(pos, hash) {
                 let off = &self.bytes[pos + HASH_SIZE..pos + BYTES_PER_ENTRY];
                 return i64::from_be_bytes(off.try_into().unwrap_or_default());
             }
@@ -153,13 +212,19 @@ impl OffsetMap {
         -1
     }
 
-    /// Where the first probe of `key` lands, in slots: for tests against
-    /// Kafka's probe sequence.
+    /// Where a probe of `hash` lands, in slots: for tests against Kafka's
+    /// probe sequence.
     #[cfg(test)]
-    fn probe_slot(&mut self, key: &[u8], attempt: usize) -> usize {
-        let hash = self.hash(key);
-        self.position_of(&hash, attempt) / BYTES_PER_ENTRY
+    fn probe_slot(&self, hash: &KeyHash, attempt: usize) -> usize {
+        self.position_of(hash, attempt) / BYTES_PER_ENTRY
     }
+}
+
+/// A SipHash under a key nobody outside this process knows: `RandomState`'s
+/// keys come from the operating system's random source.
+fn random_hasher() -> SipHasher13 {
+    let state = RandomState::new();
+    SipHasher13::new_with_keys(state.hash_one(0u8), state.hash_one(1u8))
 }
 
 #[cfg(test)]
@@ -168,12 +233,14 @@ mod tests {
 
     /// The note's vector B.7: MD5("key-1") and its probe slots at Kafka's
     /// default capacity (128 MiB / 24 = 5,592,405 slots), worked out by
-    /// hand from `SkimpyOffsetMap.positionOf`.
+    /// hand from `SkimpyOffsetMap.positionOf`. The map hashes otherwise,
+    /// but walks a digest's bytes as Kafka does.
     #[test]
     fn probe_positions_are_kafkas() {
+        use md5::{Digest, Md5};
         let mut m = OffsetMap::new(0);
         m.slots = 5_592_405;
-        let hash = m.hash(b"key-1");
+        let hash: KeyHash = Md5::digest(b"key-1").into();
         let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(hex, "21af6b8b5e2244835679bbdbe0ab03a6");
         for (attempt, slot) in [
@@ -183,8 +250,22 @@ mod tests {
             (13, 5_569_656),
             (14, 5_569_655),
         ] {
-            assert_eq!(m.probe_slot(b"key-1", attempt), slot, "attempt {attempt}");
+            assert_eq!(m.probe_slot(&hash, attempt), slot, "attempt {attempt}");
         }
+    }
+
+    /// Each map draws its own key: the digests of one key differ between
+    /// maps, so nobody can compute them ahead, and each map still finds
+    /// its keys by its own digests.
+    #[test]
+    fn each_map_hashes_under_its_own_key() {
+        let (mut a, mut b) = (OffsetMap::new(24 * 16), OffsetMap::new(24 * 16));
+        assert_ne!(a.hash(b"key-1"), b.hash(b"key-1"));
+        assert_eq!(a.hash(b"key-1"), a.hash(b"key-1"));
+        a.put(b"key-1", 7);
+        b.put_hashed(&b.hash(b"key-1"), 9);
+        assert_eq!((a.get(b"key-1"), b.get(b"key-1")), (7, 9));
+        assert_eq!(a.get_hashed(&b.hash(b"key-1")), -1);
     }
 
     #[test]
