@@ -49,15 +49,21 @@ pub fn get_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, RecordError> {
     Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
 }
 
-/// A record's fields are mostly one-byte varints (deltas, attributes,
-/// short keys' lengths): they take the inlined path; the rest the loop.
+/// A record's fields are mostly varints of one or two bytes (deltas,
+/// attributes, the lengths of short keys, values and records): they take
+/// the inlined paths; the rest the loop.
 #[inline]
 fn read_raw(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<u64, RecordError> {
-    if let Some(&b) = buf.get(*pos)
-        && b < 0x80
-    {
-        *pos += 1;
-        return Ok(b as u64);
+    match buf.get(*pos..*pos + 2) {
+        Some(&[b0, _]) if b0 < 0x80 => {
+            *pos += 1;
+            return Ok(b0 as u64);
+        }
+        Some(&[b0, b1]) if b1 < 0x80 => {
+            *pos += 2;
+            return Ok((b0 & 0x7f) as u64 | (b1 as u64) << 7);
+        }
+        _ => {}
     }
     read_raw_long(buf, pos, max_bytes)
 }
@@ -139,6 +145,23 @@ mod tests {
             prop_assert_eq!(buf.len(), varint_size(v));
             let mut pos = 0;
             prop_assert_eq!(get_varint(&buf, &mut pos).unwrap(), v);
+        }
+
+        /// Values of one and two bytes, followed by more bytes or not (the
+        /// inlined paths look at two bytes at once), and from an offset.
+        #[test]
+        fn short_varints_among_other_bytes(
+            v in -9000i64..9000,
+            before in proptest::collection::vec(any::<u8>(), 0..3),
+            after in proptest::collection::vec(any::<u8>(), 0..3),
+        ) {
+            let mut buf = before.clone();
+            put_varlong(&mut buf, v);
+            let end = buf.len();
+            buf.extend_from_slice(&after);
+            let mut pos = before.len();
+            prop_assert_eq!(get_varlong(&buf, &mut pos).unwrap(), v);
+            prop_assert_eq!(pos, end);
         }
     }
 }
