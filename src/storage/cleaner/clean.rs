@@ -6,10 +6,14 @@
 //! Reads go through a buffer of `log.cleaner.io.buffer.size / threads / 2`
 //! bytes at a time, as Kafka's do: what the buffer holds of whole batches is
 //! one chunk, and the batches a chunk keeps are appended to the cleaned
-//! segment at once (so its index is Kafka's). No lock is held while the
-//! segments are read and written; only the swap takes the writer lock.
+//! segment at once (so its index is Kafka's). The reads, CRC checks and
+//! key hashes run on a reader thread a few chunks ahead (`read_ahead.rs`);
+//! this thread puts into the map, looks up, filters and writes. No lock is
+//! held while the segments are read and written; only the swap takes the
+//! writer lock.
 
 use std::sync::Arc;
+use std::sync::mpsc::{channel, sync_channel};
 
 use log::info;
 
@@ -17,13 +21,12 @@ use super::CleanerConfig;
 use super::cleaned::{Chunk, CleanedSegment, remove_cleaned};
 use super::filter::{FilterContext, Filtered, filter_batch};
 use super::manager::{LogToClean, log_segments};
-use super::offset_map::{KeyHash, OffsetMap};
+use super::offset_map::OffsetMap;
+use super::read_ahead::{CleanChunk, DirtyReader, Mapped, MappedChunk, SegmentReader};
 use super::stats::CleanerStats;
 use super::throttle::Throttler;
-use super::txn::{TxnTracker, collect_aborted, control_type};
-use crate::record::retain::for_each_record;
-use crate::record::{Batch, BatchIter, peek_frame};
-use crate::storage::batch_reader::read_full_at;
+use super::txn::{TxnTracker, collect_aborted};
+use crate::record::BatchIter;
 use crate::storage::error::{IoContext, Result, StorageError};
 use crate::storage::partition::PartitionLog;
 use crate::storage::segment::LogSegment;
@@ -36,12 +39,6 @@ pub(crate) struct Cleaner<'a> {
     pub throttler: &'a Throttler,
     /// Fails when the pass must stop (the partition is deleted, the cleaner stops).
     pub check_done: &'a dyn Fn() -> Result<()>,
-    /// The read buffer's size now; it grows for a batch larger than it,
-    /// and is restored after each segment.
-    read_size: usize,
-    buf: Vec<u8>,
-    /// A batch's keys, hashed: digest, offset, the record's place in the batch.
-    keyed: Vec<(KeyHash, i64, u64)>,
 }
 
 /// The segments of one pass's groups: size, offset index and time index
@@ -109,9 +106,6 @@ impl<'a> Cleaner<'a> {
             config,
             throttler,
             check_done,
-            read_size: config.io_buffer_per_thread(),
-            buf: Vec::new(),
-            keyed: Vec::new(),
         }
     }
 
@@ -159,7 +153,8 @@ impl<'a> Cleaner<'a> {
         Ok((end, stats))
     }
 
-    /// Kafka's `buildOffsetMap` over `[start, end)`.
+    /// Kafka's `buildOffsetMap` over `[start, end)`: a reader thread reads
+    /// and hashes ahead ([`DirtyReader`]); this one puts.
     fn build_offset_map(
         &mut self,
         log: &PartitionLog,
@@ -180,165 +175,52 @@ impl<'a> Cleaner<'a> {
         txn.add_aborted(collect_aborted(&segs, log.log_start_offset(), start, end)?);
         let max_entries =
             (self.map.slots() as f64 * self.config.dedupe_buffer_load_factor) as usize;
-        for (i, seg) in dirty.iter().enumerate() {
-            (self.check_done)()?;
-            let next = dirty.get(i + 1).map_or(end, |s| s.base_offset);
-            let full = self.map_segment(log, seg, start, next, max_entries, &mut txn, stats)?;
-            if full {
-                break;
+        let reader = DirtyReader {
+            id: self.id,
+            segs: dirty,
+            start,
+            end,
+            txn,
+            hasher: self.map.hasher(),
+            throttler: self.throttler,
+            config: self.config,
+            max_message: log.config().max_message_bytes,
+        };
+        let (tx, rx) = sync_channel(16);
+        std::thread::scope(|scope| {
+            let thread = std::thread::Builder::new()
+                .name(format!("cleaner-{}-reader", self.id))
+                .spawn_scoped(scope, move || reader.run(tx))
+                .at(log.dir())?;
+            let mut put = || -> Result<()> {
+                for mapped in rx.iter() {
+                    (self.check_done)()?;
+                    match mapped? {
+                        Mapped::Chunk(chunk) => {
+                            if put_chunk(self.map, &chunk, max_entries, stats) {
+                                return Ok(());
+                            }
+                        }
+                        Mapped::SegmentEnd { next_segment_start } => {
+                            self.map.update_latest_offset(next_segment_start - 1)
+                        }
+                    }
+                }
+                Ok(())
+            };
+            let built = put();
+            // A reader blocked on a full channel gets an error and stops.
+            drop(rx);
+            match thread.join() {
+                Ok(()) => built,
+                Err(_) => Err(panicked(log)),
             }
-        }
+        })?;
         info!(
             "Cleaner {}: Offset map for log {} complete.",
             self.id,
             log.name()
         );
-        Ok(())
-    }
-
-    /// Kafka's `buildOffsetMapForSegment`: whether the map filled.
-    #[allow(clippy::too_many_arguments)]
-    fn map_segment(
-        &mut self,
-        log: &PartitionLog,
-        seg: &LogSegment,
-        start: i64,
-        next_segment_start: i64,
-        max_entries: usize,
-        txn: &mut TxnTracker,
-        stats: &mut CleanerStats,
-    ) -> Result<bool> {
-        let mut position = seg.lookup(start)?.position as u64;
-        let size = seg.size()?;
-        let max_message = log.config().max_message_bytes;
-        while position < size {
-            (self.check_done)()?;
-            let (valid, full) = self.map_chunk(seg, position, start, max_entries, txn, stats)?;
-            if full {
-                return Ok(true);
-            }
-            position += valid;
-            stats.map_bytes_read += valid;
-            if valid == 0 {
-                self.grow(seg, position, max_message)?;
-            }
-        }
-        self.map.update_latest_offset(next_segment_start - 1);
-        self.read_size = self.config.io_buffer_per_thread();
-        Ok(false)
-    }
-
-    /// One chunk of [`Self::map_segment`]: its whole batches' bytes, and
-    /// whether the map filled in it.
-    fn map_chunk(
-        &mut self,
-        seg: &LogSegment,
-        position: u64,
-        start: i64,
-        max_entries: usize,
-        txn: &mut TxnTracker,
-        stats: &mut CleanerStats,
-    ) -> Result<(u64, bool)> {
-        let n = self.read_chunk(seg, position)?;
-        self.throttler.maybe_throttle(n as u64);
-        let buf = std::mem::take(&mut self.buf);
-        let mut valid = 0u64;
-        let mut full = false;
-        for item in BatchIter::new(&buf[..n]) {
-            let Ok((_, batch)) = item else { break };
-            let h = batch.header;
-            if h.is_control() {
-                txn.on_control_batch_read(&h, control_type(&batch)?);
-                stats.map_messages_read += 1;
-            } else if txn.on_batch_read(&h) {
-                stats.map_messages_read += h.record_count as u64;
-            } else {
-                let section = batch.uncompressed_section()?;
-                // The batch's keys are hashed and their slots asked for
-                // first; the puts then follow in the records' order.
-                let map = &mut *self.map;
-                let keyed = &mut self.keyed;
-                keyed.clear();
-                let mut records = 0u64;
-                for_each_record(&h, &section, |r| {
-                    if let Some(key) = r.key
-                        && r.offset >= start
-                    {
-                        let hash = map.hash(key);
-                        map.prefetch(&hash);
-                        keyed.push((hash, r.offset, records));
-                    }
-                    records += 1;
-                    true
-                })?;
-                let mut read = records;
-                for (hash, offset, at) in keyed.iter() {
-                    if map.size() >= max_entries {
-                        full = true;
-                        read = *at;
-                        break;
-                    }
-                    map.put_hashed(hash, *offset);
-                }
-                stats.map_messages_read += read;
-                if full {
-                    break;
-                }
-            }
-            if h.last_offset() >= start {
-                self.map.update_latest_offset(h.last_offset());
-            }
-            valid += batch.size() as u64;
-        }
-        self.buf = buf;
-        Ok((valid, full))
-    }
-
-    /// Reads the chunk at `position` into the buffer; returns its length.
-    fn read_chunk(&mut self, seg: &LogSegment, position: u64) -> Result<usize> {
-        let size = seg.size()?;
-        let want = (size - position).min(self.read_size as u64) as usize;
-        self.buf.resize(want, 0);
-        let n = read_full_at(seg.log_file()?, &mut self.buf, position).at(seg.path())?;
-        Ok(n)
-    }
-
-    /// Kafka's `growBuffersOrFail`: a batch larger than the buffer doubles
-    /// it, up to the largest batch the log may hold.
-    fn grow(&mut self, seg: &LogSegment, position: u64, max_message: i32) -> Result<()> {
-        let cap = self.read_size;
-        let max_message = max_message.max(0) as usize;
-        let corrupt = |reason: String| StorageError::Corrupt {
-            path: seg.path().to_path_buf(),
-            position,
-            reason,
-        };
-        let max_size = if cap >= max_message {
-            let declared = peek_frame(&self.buf)
-                .map_err(|e| corrupt(format!("Could not determine next batch size: {e}")))?
-                .size;
-            let left = seg.size()? - position;
-            if declared as u64 > left {
-                return Err(corrupt(format!(
-                    "Log segment may be corrupt, batch size {declared} > {left} bytes left in segment"
-                )));
-            }
-            declared
-        } else {
-            max_message
-        };
-        let max_buffer = max_size.max(self.config.max_message_size.max(0) as usize);
-        if cap >= max_buffer {
-            return Err(corrupt(format!(
-                "This log contains a message larger than maximum allowable size of {max_buffer}."
-            )));
-        }
-        let new = (cap * 2).min(max_buffer);
-        info!(
-            "Cleaner {}: Growing cleaner I/O buffers from {cap} bytes to {new} bytes.",
-            self.id
-        );
-        self.read_size = new;
         Ok(())
     }
 
@@ -437,7 +319,8 @@ impl<'a> Cleaner<'a> {
         Ok(())
     }
 
-    /// Kafka's `cleanInto`: one source segment, chunk by chunk.
+    /// Kafka's `cleanInto`: one source segment, chunk by chunk, read and
+    /// hashed ahead by a [`SegmentReader`].
     fn clean_into(
         &mut self,
         seg: &LogSegment,
@@ -447,63 +330,118 @@ impl<'a> Cleaner<'a> {
         txn: &mut TxnTracker,
         stats: &mut CleanerStats,
     ) -> Result<()> {
-        let size = seg.size()?;
-        let mut position = 0u64;
-        let mut out = Vec::new();
-        while position < size {
-            (self.check_done)()?;
-            let n = self.read_chunk(seg, position)?;
-            self.throttler.maybe_throttle(n as u64);
-            out.clear();
-            let mut res = Filtered::new();
-            let buf = std::mem::take(&mut self.buf);
-            let filtered =
-                self.filter_chunk(&buf[..n], seg, position, ctx, txn, &mut out, &mut res);
-            self.buf = buf;
-            filtered?;
-            stats.messages_read += res.messages_read;
-            stats.bytes_read += res.bytes_read;
-            stats.messages_written += res.messages_retained;
-            stats.bytes_written += res.bytes_retained;
-            stats.invalid_messages_read += res.invalid;
-            position += res.bytes_read;
-            if !out.is_empty() {
-                let chunk = Chunk {
-                    bytes_len: out.len(),
-                    max_offset: res.max_offset,
-                    max_timestamp: res.max_timestamp,
-                    offset_of_max_timestamp: res.offset_of_max_timestamp,
-                };
-                dest.append(&out, &chunk)?;
-                self.throttler.maybe_throttle(out.len() as u64);
+        let map: &OffsetMap = self.map;
+        let reader = SegmentReader {
+            id: self.id,
+            seg,
+            hasher: map.hasher(),
+            latest: map.latest_offset(),
+            throttler: self.throttler,
+            config: self.config,
+            max_message,
+        };
+        let (tx, rx) = sync_channel(16);
+        let (used_tx, used_rx) = channel();
+        std::thread::scope(|scope| {
+            let thread = std::thread::Builder::new()
+                .name(format!("cleaner-{}-reader", self.id))
+                .spawn_scoped(scope, move || reader.run(tx, used_rx))
+                .at(seg.path())?;
+            let mut out = Vec::new();
+            let mut filter = || -> Result<()> {
+                for chunk in rx.iter() {
+                    (self.check_done)()?;
+                    let chunk = chunk?;
+                    out.clear();
+                    let mut res = Filtered::new();
+                    filter_chunk(map, &chunk, ctx, txn, &mut out, &mut res)?;
+                    let _ = used_tx.send(chunk.bytes);
+                    stats.messages_read += res.messages_read;
+                    stats.bytes_read += res.bytes_read;
+                    stats.messages_written += res.messages_retained;
+                    stats.bytes_written += res.bytes_retained;
+                    stats.invalid_messages_read += res.invalid;
+                    if !out.is_empty() {
+                        let written = Chunk {
+                            bytes_len: out.len(),
+                            max_offset: res.max_offset,
+                            max_timestamp: res.max_timestamp,
+                            offset_of_max_timestamp: res.offset_of_max_timestamp,
+                        };
+                        dest.append(&out, &written)?;
+                        self.throttler.maybe_throttle(out.len() as u64);
+                    }
+                }
+                Ok(())
+            };
+            let cleaned = filter();
+            // A reader blocked on a full channel gets an error and stops.
+            drop(rx);
+            match thread.join() {
+                Ok(()) => cleaned,
+                Err(_) => Err(StorageError::Corrupt {
+                    path: seg.path().to_path_buf(),
+                    position: 0,
+                    reason: "the pass's reader panicked".to_string(),
+                }),
             }
-            if n > 0 && res.bytes_read == 0 {
-                self.grow(seg, position, max_message)?;
-            }
-        }
-        self.read_size = self.config.io_buffer_per_thread();
-        Ok(())
+        })
     }
+}
 
-    /// The whole batches of one chunk through the filter.
-    #[allow(clippy::too_many_arguments)]
-    fn filter_chunk(
-        &mut self,
-        bytes: &[u8],
-        seg: &LogSegment,
-        position: u64,
-        ctx: &FilterContext,
-        txn: &mut TxnTracker,
-        out: &mut Vec<u8>,
-        res: &mut Filtered,
-    ) -> Result<()> {
-        for item in BatchIter::new(bytes) {
-            let Ok((at, batch)) = item else { break };
-            check_crc(&batch, seg, position + at as u64)?;
-            filter_batch(&batch, ctx, self.map, txn, out, res)?;
-        }
-        Ok(())
+/// The whole batches of one chunk through the filter.
+fn filter_chunk(
+    map: &OffsetMap,
+    chunk: &CleanChunk,
+    ctx: &FilterContext,
+    txn: &mut TxnTracker,
+    out: &mut Vec<u8>,
+    res: &mut Filtered,
+) -> Result<()> {
+    let batches = BatchIter::new(&chunk.bytes[..chunk.len]).map_while(|item| item.ok());
+    for ((_, batch), at) in batches.zip(chunk.starts.windows(2)) {
+        let hashes = &chunk.hashes[at[0]..at[1]];
+        filter_batch(&batch, ctx, map, hashes, txn, out, res)?;
     }
+    Ok(())
+}
+
+/// Puts one chunk's keys into the map in order, as Kafka's
+/// `buildOffsetMapForSegment` does; whether the map filled (the rest of the
+/// chunk is then left to the next pass). Each slot is asked for a few keys
+/// ahead of its put, so that the cache misses overlap.
+fn put_chunk(
+    map: &mut OffsetMap,
+    chunk: &MappedChunk,
+    max_entries: usize,
+    stats: &mut CleanerStats,
+) -> bool {
+    const AHEAD: usize = 16;
+    let keyed = &chunk.keyed;
+    for k in keyed.iter().take(AHEAD) {
+        map.prefetch(&k.hash);
+    }
+    let mut i = 0;
+    for batch in &chunk.batches {
+        while i < batch.keyed_end {
+            if let Some(ahead) = keyed.get(i + AHEAD) {
+                map.prefetch(&ahead.hash);
+            }
+            let k = &keyed[i];
+            if map.size() >= max_entries {
+                stats.map_messages_read += k.at;
+                return true;
+            }
+            map.put_hashed(&k.hash, k.offset);
+            i += 1;
+        }
+        stats.map_messages_read += batch.records;
+        if let Some(last) = batch.last_offset {
+            map.update_latest_offset(last);
+        }
+    }
+    stats.map_bytes_read += chunk.valid;
+    false
 }
 
 /// What a pass that panicked answers.
@@ -513,16 +451,6 @@ pub(super) fn panicked(log: &PartitionLog) -> StorageError {
         position: 0,
         reason: "the pass panicked".to_string(),
     }
-}
-
-/// A batch whose CRC does not match is not copied on: the pass stops, and
-/// the partition is left as it is (Kafka's cleaner does not look).
-fn check_crc(batch: &Batch, seg: &LogSegment, position: u64) -> Result<()> {
-    batch.verify_crc().map_err(|e| StorageError::Corrupt {
-        path: seg.path().to_path_buf(),
-        position,
-        reason: e.to_string(),
-    })
 }
 
 fn sizes_of(seg: &Arc<LogSegment>) -> Result<SegmentSizes> {

@@ -116,11 +116,14 @@ fn batch_retention(
     Ok((retention, discard_records, can_discard && h.is_control()))
 }
 
-/// Filters one batch into `out`, counting it in `res`.
+/// Filters one batch into `out`, counting it in `res`. `hashes` holds the
+/// hash of each of the batch's keys, in order, as the map hashes them
+/// (a key missing from it is hashed here).
 pub(super) fn filter_batch(
     batch: &Batch,
     ctx: &FilterContext,
     map: &OffsetMap,
+    hashes: &[Option<KeyHash>],
     txn: &mut TxnTracker,
     out: &mut Vec<u8>,
     res: &mut Filtered,
@@ -132,38 +135,35 @@ pub(super) fn filter_batch(
         return Ok(());
     }
     let section = batch.uncompressed_section()?;
-    let mut records: Vec<RecordView> =
-        Vec::with_capacity(h.record_count.clamp(0, 1 << 16) as usize);
-    for_each_record(h, &section, |r| {
-        records.push(r);
-        true
-    })?;
     let latest = map.latest_offset();
-    let looked_up = |r: &RecordView| !discard_records && !h.is_control() && r.offset <= latest;
-    // Every key looked up is hashed and its slot asked for before the
-    // first lookup, so that the batch's cache misses overlap.
-    let hashes: Vec<KeyHash> = records
-        .iter()
-        .filter(|r| looked_up(r))
-        .filter_map(|r| r.key)
-        .map(|key| {
-            let hash = map.hash(key);
-            map.prefetch(&hash);
-            hash
-        })
-        .collect();
+    // Every slot is asked for before the first lookup, so that the batch's
+    // cache misses overlap.
+    if !discard_records && !h.is_control() {
+        for hash in hashes.iter().flatten() {
+            map.prefetch(hash);
+        }
+    }
     let mut hashes = hashes.iter();
     let mut kept: Vec<RecordView> = Vec::new();
     let (mut dropped, mut tombstones) = (false, false);
-    for r in records {
+    for_each_record(h, &section, |r| {
         res.messages_read += 1;
+        // One entry per data record with a key, looked up or not.
+        let hash = match r.key {
+            Some(key) if !h.is_control() => hashes
+                .next()
+                .copied()
+                .flatten()
+                .or_else(|| (r.offset <= latest).then(|| map.hash(key))),
+            _ => None,
+        };
         let keep = if discard_records {
             false
         } else if h.is_control() || r.offset > latest {
             true
-        } else if let Some(hash) = r.key.and_then(|_| hashes.next()) {
+        } else if let Some(hash) = hash {
             let retain_deletes = !h.has_delete_horizon() || ctx.now < h.base_timestamp;
-            r.offset >= map.get_hashed(hash) && (!r.is_tombstone || retain_deletes)
+            r.offset >= map.get_hashed(&hash) && (!r.is_tombstone || retain_deletes)
         } else {
             res.invalid += 1;
             false
@@ -174,7 +174,8 @@ pub(super) fn filter_batch(
         } else {
             dropped = true;
         }
-    }
+        true
+    })?;
     if !kept.is_empty() {
         let set_horizon = (tombstones || marker_for_empty_txn) && !h.has_delete_horizon();
         write_retained(batch, &kept, dropped, set_horizon, ctx, out, res)

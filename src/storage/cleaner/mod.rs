@@ -8,6 +8,8 @@
 //! - `offset_map.rs` (`SkimpyOffsetMap`): key hash → latest offset, in a
 //!   fixed buffer;
 //! - `clean.rs` (`Cleaner`): one pass: the map, the groups, the copy, the swap;
+//! - `read_ahead.rs`: the map's dirty section read and hashed on a thread
+//!   of its own, ahead of the puts;
 //! - `filter.rs`, `txn.rs`: what a batch and a record keep;
 //! - `cleaned.rs`: the `.cleaned` files a group is written to;
 //! - `stats.rs`, `throttle.rs`: the summary each pass logs; the I/O limit.
@@ -29,6 +31,7 @@ mod config;
 mod filter;
 mod manager;
 mod offset_map;
+mod read_ahead;
 mod stats;
 #[cfg(test)]
 mod tests;

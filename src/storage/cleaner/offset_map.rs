@@ -35,6 +35,19 @@ const HASH_SIZE: usize = 16;
 
 /// A key's digest in the map.
 pub type KeyHash = [u8; HASH_SIZE];
+
+/// The map's hash of keys, which a thread reading ahead of the map takes
+/// along (it is the map's key, copied).
+#[derive(Clone, Copy)]
+pub struct KeyHasher(SipHasher13);
+
+impl KeyHasher {
+    #[inline]
+    pub fn hash(&self, key: &[u8]) -> KeyHash {
+        let h = self.0.hash(key);
+        ((h.h1 as u128) << 64 | h.h2 as u128).to_be_bytes()
+    }
+}
 /// A slot: the hash, then the offset as a big-endian int64.
 pub const BYTES_PER_ENTRY: usize = HASH_SIZE + 8;
 
@@ -45,7 +58,7 @@ pub struct OffsetMap {
     /// The last offset put or declared read (`updateLatestOffset`), -1 when
     /// nothing was.
     latest_offset: i64,
-    hasher: SipHasher13,
+    hasher: KeyHasher,
 }
 
 /// Kafka's `Utils.abs`: `Integer.MIN_VALUE` maps to 0.
@@ -103,8 +116,11 @@ impl OffsetMap {
     /// The digest of `key`, for [`Self::put_hashed`] and [`Self::get_hashed`].
     #[inline]
     pub fn hash(&self, key: &[u8]) -> KeyHash {
-        let h = self.hasher.hash(key);
-        ((h.h1 as u128) << 64 | h.h2 as u128).to_be_bytes()
+        self.hasher.hash(key)
+    }
+
+    pub fn hasher(&self) -> KeyHasher {
+        self.hasher
     }
 
     /// Starts loading the slot of `hash`'s first probe into the cache,
@@ -222,9 +238,12 @@ impl OffsetMap {
 
 /// A SipHash under a key nobody outside this process knows: `RandomState`'s
 /// keys come from the operating system's random source.
-fn random_hasher() -> SipHasher13 {
+fn random_hasher() -> KeyHasher {
     let state = RandomState::new();
-    SipHasher13::new_with_keys(state.hash_one(0u8), state.hash_one(1u8))
+    KeyHasher(SipHasher13::new_with_keys(
+        state.hash_one(0u8),
+        state.hash_one(1u8),
+    ))
 }
 
 #[cfg(test)]

@@ -1,0 +1,344 @@
+//! The reading half of a pass, on a thread of its own beside the cleaner
+//! thread: segments chunk by chunk (`log.cleaner.io.buffer.size / threads
+//! / 2` bytes, grown for a larger batch as Kafka's `growBuffersOrFail`
+//! does), each record's key hashed.
+//!
+//! - [`DirtyReader`], for Kafka's `buildOffsetMap`: the dirty section's
+//!   batches through the transaction rules, each key with its offset. The
+//!   cleaner thread puts them into the map in the records' order.
+//! - [`SegmentReader`], for `cleanInto`: a segment's chunks, their CRCs
+//!   checked, with their keys' hashes. The cleaner thread looks them up,
+//!   filters each chunk and writes what it keeps.
+//!
+//! Reading, checking and hashing took as long as the rest; one after the
+//! other, they made a pass twice as long. A pass now takes two cores for
+//! as long as it runs. A compressed batch is inflated on both threads.
+//!
+//! A channel holds two chunks, so a reader is never more than that ahead.
+//! When the map fills, or the pass stops, the cleaner thread drops its end
+//! and the reader stops at its next send.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender};
+
+use log::info;
+
+use super::CleanerConfig;
+use super::offset_map::{KeyHash, KeyHasher};
+use super::throttle::Throttler;
+use super::txn::{TxnTracker, control_type};
+use crate::record::retain::for_each_record;
+use crate::record::{BatchIter, peek_frame};
+use crate::storage::batch_reader::read_full_at;
+use crate::storage::error::{IoContext, Result, StorageError};
+use crate::storage::segment::LogSegment;
+
+/// What the reader sends, in log order.
+pub(super) enum Mapped {
+    Chunk(MappedChunk),
+    /// A segment read to its end: the map's latest offset is then the one
+    /// before the next segment's base (or the section's end).
+    SegmentEnd {
+        next_segment_start: i64,
+    },
+}
+
+/// One chunk's whole batches, read.
+#[derive(Default)]
+pub(super) struct MappedChunk {
+    /// Every record at or past the section's start with a key, in order.
+    pub keyed: Vec<Keyed>,
+    pub batches: Vec<MappedBatch>,
+    /// Bytes of the chunk's whole batches.
+    pub valid: u64,
+}
+
+pub(super) struct Keyed {
+    pub hash: KeyHash,
+    pub offset: i64,
+    /// The record's place in its batch: the records read before it, had
+    /// the map filled there.
+    pub at: u64,
+}
+
+pub(super) struct MappedBatch {
+    /// One past the batch's last entry in [`MappedChunk::keyed`].
+    pub keyed_end: usize,
+    /// Records the batch counts as read (a marker counts one).
+    pub records: u64,
+    /// The batch's last offset, when it is at or past the section's start.
+    pub last_offset: Option<i64>,
+}
+
+/// The dirty section `[start, end)` of one log, to read.
+pub(super) struct DirtyReader<'a> {
+    pub id: usize,
+    pub segs: Vec<Arc<LogSegment>>,
+    pub start: i64,
+    pub end: i64,
+    pub txn: TxnTracker,
+    pub hasher: KeyHasher,
+    pub throttler: &'a Throttler,
+    pub config: &'a CleanerConfig,
+    /// The log's `max.message.bytes`.
+    pub max_message: i32,
+}
+
+impl DirtyReader<'_> {
+    /// Reads the whole section into `tx`; an error ends it, sent as the last item.
+    pub fn run(mut self, tx: SyncSender<Result<Mapped>>) {
+        if let Err(e) = self.read_all(&tx) {
+            let _ = tx.send(Err(e));
+        }
+    }
+
+    fn read_all(&mut self, tx: &SyncSender<Result<Mapped>>) -> Result<()> {
+        let mut buf = Vec::new();
+        for (i, seg) in self.segs.iter().enumerate() {
+            let next_segment_start = self.segs.get(i + 1).map_or(self.end, |s| s.base_offset);
+            let mut position = seg.lookup(self.start)?.position as u64;
+            let size = seg.size()?;
+            let mut read_size = self.config.io_buffer_per_thread();
+            while position < size {
+                let n = read_chunk(seg, position, read_size, &mut buf)?;
+                self.throttler.maybe_throttle(n as u64);
+                let chunk = map_chunk(&buf[..n], self.start, &mut self.txn, &self.hasher)?;
+                let valid = chunk.valid;
+                if tx.send(Ok(Mapped::Chunk(chunk))).is_err() {
+                    return Ok(());
+                }
+                position += valid;
+                if valid == 0 {
+                    read_size = grown(
+                        self.id,
+                        &buf[..n],
+                        read_size,
+                        seg,
+                        position,
+                        self.max_message,
+                        self.config,
+                    )?;
+                }
+            }
+            if tx
+                .send(Ok(Mapped::SegmentEnd { next_segment_start }))
+                .is_err()
+            {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The whole batches of one chunk: what Kafka's `buildOffsetMapForSegment`
+/// puts of each, but the puts.
+fn map_chunk(
+    bytes: &[u8],
+    start: i64,
+    txn: &mut TxnTracker,
+    hasher: &KeyHasher,
+) -> Result<MappedChunk> {
+    let mut chunk = MappedChunk::default();
+    for item in BatchIter::new(bytes) {
+        let Ok((_, batch)) = item else { break };
+        let h = batch.header;
+        let records = if h.is_control() {
+            txn.on_control_batch_read(&h, control_type(&batch)?);
+            1
+        } else if txn.on_batch_read(&h) {
+            h.record_count.max(0) as u64
+        } else {
+            let section = batch.uncompressed_section()?;
+            let keyed = &mut chunk.keyed;
+            let mut at = 0u64;
+            for_each_record(&h, &section, |r| {
+                if let Some(key) = r.key
+                    && r.offset >= start
+                {
+                    keyed.push(Keyed {
+                        hash: hasher.hash(key),
+                        offset: r.offset,
+                        at,
+                    });
+                }
+                at += 1;
+                true
+            })?;
+            at
+        };
+        chunk.batches.push(MappedBatch {
+            keyed_end: chunk.keyed.len(),
+            records,
+            last_offset: (h.last_offset() >= start).then(|| h.last_offset()),
+        });
+        chunk.valid += batch.size() as u64;
+    }
+    Ok(chunk)
+}
+
+/// Reads up to `read_size` bytes of `seg` at `position` into `buf`; returns
+/// how many.
+fn read_chunk(
+    seg: &LogSegment,
+    position: u64,
+    read_size: usize,
+    buf: &mut Vec<u8>,
+) -> Result<usize> {
+    let size = seg.size()?;
+    let want = (size - position).min(read_size as u64) as usize;
+    buf.resize(want, 0);
+    let n = read_full_at(seg.log_file()?, buf, position).at(seg.path())?;
+    Ok(n)
+}
+
+/// Kafka's `growBuffersOrFail`: a batch larger than the buffer (`chunk`
+/// holds none whole) doubles it, up to the largest batch the log may hold.
+/// Returns the new read size.
+fn grown(
+    id: usize,
+    chunk: &[u8],
+    cap: usize,
+    seg: &LogSegment,
+    position: u64,
+    max_message: i32,
+    config: &CleanerConfig,
+) -> Result<usize> {
+    let max_message = max_message.max(0) as usize;
+    let corrupt = |reason: String| StorageError::Corrupt {
+        path: seg.path().to_path_buf(),
+        position,
+        reason,
+    };
+    let max_size = if cap >= max_message {
+        let declared = peek_frame(chunk)
+            .map_err(|e| corrupt(format!("Could not determine next batch size: {e}")))?
+            .size;
+        let left = seg.size()? - position;
+        if declared as u64 > left {
+            return Err(corrupt(format!(
+                "Log segment may be corrupt, batch size {declared} > {left} bytes left in segment"
+            )));
+        }
+        declared
+    } else {
+        max_message
+    };
+    let max_buffer = max_size.max(config.max_message_size.max(0) as usize);
+    if cap >= max_buffer {
+        return Err(corrupt(format!(
+            "This log contains a message larger than maximum allowable size of {max_buffer}."
+        )));
+    }
+    let new = (cap * 2).min(max_buffer);
+    info!("Cleaner {id}: Growing cleaner I/O buffers from {cap} bytes to {new} bytes.");
+    Ok(new)
+}
+
+/// One chunk of a segment to clean: its bytes (whole batches first, CRCs
+/// checked), and its data records' keys hashed.
+pub(super) struct CleanChunk {
+    pub bytes: Vec<u8>,
+    /// The chunk's length that was read (`bytes` may hold more: a buffer
+    /// used again).
+    pub len: usize,
+    /// For every record with a key of every data batch, in order, its
+    /// key's hash (`None` past the map's latest offset: not looked up).
+    pub hashes: Vec<Option<KeyHash>>,
+    /// Where each whole batch's entries start in `hashes`, and the end.
+    pub starts: Vec<usize>,
+}
+
+/// A segment to clean, read and hashed ahead of Kafka's `cleanInto` on a
+/// thread of its own.
+pub(super) struct SegmentReader<'a> {
+    pub id: usize,
+    pub seg: &'a LogSegment,
+    pub hasher: KeyHasher,
+    /// The map's latest offset: records past it are kept without a lookup.
+    pub latest: i64,
+    pub throttler: &'a Throttler,
+    pub config: &'a CleanerConfig,
+    pub max_message: i32,
+}
+
+impl SegmentReader<'_> {
+    /// Reads the whole segment into `tx`, taking buffers back from `used`;
+    /// an error ends it, sent as the last item.
+    pub fn run(self, tx: SyncSender<Result<CleanChunk>>, used: Receiver<Vec<u8>>) {
+        if let Err(e) = self.read_all(&tx, &used) {
+            let _ = tx.send(Err(e));
+        }
+    }
+
+    fn read_all(
+        &self,
+        tx: &SyncSender<Result<CleanChunk>>,
+        used: &Receiver<Vec<u8>>,
+    ) -> Result<()> {
+        let seg = self.seg;
+        let size = seg.size()?;
+        let mut position = 0u64;
+        let mut read_size = self.config.io_buffer_per_thread();
+        while position < size {
+            let mut bytes = used.try_recv().unwrap_or_default();
+            let len = read_chunk(seg, position, read_size, &mut bytes)?;
+            self.throttler.maybe_throttle(len as u64);
+            let mut chunk = CleanChunk {
+                bytes,
+                len,
+                hashes: Vec::new(),
+                starts: Vec::new(),
+            };
+            let valid = self.hash_chunk(&mut chunk, position)?;
+            if valid == 0 {
+                read_size = grown(
+                    self.id,
+                    &chunk.bytes[..len],
+                    read_size,
+                    seg,
+                    position,
+                    self.max_message,
+                    self.config,
+                )?;
+            }
+            if tx.send(Ok(chunk)).is_err() {
+                return Ok(());
+            }
+            position += valid;
+        }
+        Ok(())
+    }
+
+    /// Checks each whole batch's CRC and hashes its records' keys; returns
+    /// the whole batches' length.
+    fn hash_chunk(&self, chunk: &mut CleanChunk, position: u64) -> Result<u64> {
+        let mut valid = 0u64;
+        for item in BatchIter::new(&chunk.bytes[..chunk.len]) {
+            let Ok((at, batch)) = item else { break };
+            // A batch whose CRC does not match is not copied on: the pass
+            // stops, and the partition is left as it is (Kafka's cleaner
+            // does not look).
+            batch.verify_crc().map_err(|e| StorageError::Corrupt {
+                path: self.seg.path().to_path_buf(),
+                position: position + at as u64,
+                reason: e.to_string(),
+            })?;
+            chunk.starts.push(chunk.hashes.len());
+            let h = batch.header;
+            if !h.is_control() {
+                let section = batch.uncompressed_section()?;
+                let hashes = &mut chunk.hashes;
+                for_each_record(&h, &section, |r| {
+                    if let Some(key) = r.key {
+                        hashes.push((r.offset <= self.latest).then(|| self.hasher.hash(key)));
+                    }
+                    true
+                })?;
+            }
+            valid += batch.size() as u64;
+        }
+        chunk.starts.push(chunk.hashes.len());
+        Ok(valid)
+    }
+}
