@@ -62,6 +62,8 @@ pub enum ErrorKind {
     Unsupported,
     /// Locked by another process, or in use.
     Busy,
+    /// A consumer group that still has members (Kafka's `NON_EMPTY_GROUP`).
+    NotEmpty,
     /// A limit this daemon is configured with would be passed (the
     /// partitions it holds, `max.broker.partitions`).
     LimitReached,
@@ -127,6 +129,7 @@ impl ErrorKind {
         ErrorKind::PermissionDenied,
         ErrorKind::Unsupported,
         ErrorKind::Busy,
+        ErrorKind::NotEmpty,
         ErrorKind::LimitReached,
         ErrorKind::NoSpace,
         ErrorKind::QuotaExceeded,
@@ -178,18 +181,19 @@ mod tests {
                 ErrorKind::PermissionDenied => 17,
                 ErrorKind::Unsupported => 18,
                 ErrorKind::Busy => 19,
-                ErrorKind::LimitReached => 20,
-                ErrorKind::NoSpace => 21,
-                ErrorKind::QuotaExceeded => 22,
-                ErrorKind::FileTooLarge => 23,
-                ErrorKind::TooManyOpenFiles => 24,
-                ErrorKind::Io => 25,
-                ErrorKind::Corrupt => 26,
-                ErrorKind::Offline => 27,
-                ErrorKind::TimedOut => 28,
+                ErrorKind::NotEmpty => 20,
+                ErrorKind::LimitReached => 21,
+                ErrorKind::NoSpace => 22,
+                ErrorKind::QuotaExceeded => 23,
+                ErrorKind::FileTooLarge => 24,
+                ErrorKind::TooManyOpenFiles => 25,
+                ErrorKind::Io => 26,
+                ErrorKind::Corrupt => 27,
+                ErrorKind::Offline => 28,
+                ErrorKind::TimedOut => 29,
             }
         }
         let seen: Vec<usize> = ErrorKind::ALL.iter().map(|k| index(*k)).collect();
-        assert_eq!(seen, (0..=28).collect::<Vec<_>>());
+        assert_eq!(seen, (0..=29).collect::<Vec<_>>());
     }
 }

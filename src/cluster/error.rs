@@ -101,6 +101,7 @@ pub fn kind_of(code: Code) -> ErrorKind {
         | Code::TimedOutQueue => ErrorKind::TimedOut,
         Code::KafkaStorageError => ErrorKind::Io,
         Code::ReassignmentInProgress | Code::ConcurrentTransactions => ErrorKind::Busy,
+        Code::NonEmptyGroup => ErrorKind::NotEmpty,
         Code::OutOfOrderSequenceNumber => ErrorKind::OutOfOrderSequence,
         Code::InvalidProducerEpoch | Code::ProducerFenced => ErrorKind::InvalidProducerEpoch,
         Code::BadMessage | Code::BadCompression | Code::InvalidMessage => ErrorKind::Corrupt,

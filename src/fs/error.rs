@@ -104,6 +104,7 @@ pub fn errno_of(kind: ErrorKind) -> i32 {
         ErrorKind::PermissionDenied => libc::EACCES,
         ErrorKind::Unsupported | ErrorKind::TransactionsNotServed => libc::EOPNOTSUPP,
         ErrorKind::Busy => libc::EBUSY,
+        ErrorKind::NotEmpty => libc::ENOTEMPTY,
         ErrorKind::NoSpace => libc::ENOSPC,
         // A count the operator set, as a quota is: the disk may have room.
         ErrorKind::QuotaExceeded | ErrorKind::LimitReached => libc::EDQUOT,

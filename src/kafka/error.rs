@@ -105,6 +105,7 @@ fn stored(kind: ErrorKind) -> ResponseError {
             ResponseError::TopicAuthorizationFailed
         }
         ErrorKind::Unsupported => ResponseError::UnsupportedVersion,
+        ErrorKind::NotEmpty => ResponseError::NonEmptyGroup,
         // Kafka has no code of its own for a broker's partition limit
         // (KIP-578's RESOURCE_LIMIT_REACHED was never added); a creation a
         // policy refuses is POLICY_VIOLATION, which clients report as such.
