@@ -26,7 +26,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
 
+use super::groups::Groups;
 use super::line_format::LineFormat;
+use super::mem_groups::MemGroups;
 use super::{
     AppendError, Appended, Backend, BackendError, BackendResult, ErrorKind, IO_SIZE, Landed,
     LogControl, Offsets, Partition, RecordEntry, StatFs, Status,
@@ -156,6 +158,7 @@ impl Shared {
 pub struct MemBackend {
     shared: Arc<Shared>,
     partitions: RwLock<BTreeMap<String, Arc<MemPartition>>>,
+    groups: MemGroups,
 }
 
 impl Default for MemBackend {
@@ -177,15 +180,23 @@ impl MemBackend {
 
     /// With `defaults` as every new partition's configs.
     pub fn with(defaults: LogConfig, log_control: bool) -> MemBackend {
+        let shared = Arc::new(Shared {
+            faults: Arc::default(),
+            read_only: AtomicBool::new(false),
+            log_control,
+            defaults,
+        });
+        let s = shared.clone();
         MemBackend {
-            shared: Arc::new(Shared {
-                faults: Arc::default(),
-                read_only: AtomicBool::new(false),
-                log_control,
-                defaults,
-            }),
+            groups: MemGroups::new(Arc::new(move || s.read_only.load(Ordering::Relaxed))),
+            shared,
             partitions: RwLock::default(),
         }
+    }
+
+    /// The consumer groups, for a test to join, leave and commit.
+    pub fn group_model(&self) -> &MemGroups {
+        &self.groups
     }
 
     /// The faults armed on this backend.
@@ -269,6 +280,10 @@ fn not_found(name: &str) -> BackendError {
 impl Backend for MemBackend {
     fn read_only(&self) -> bool {
         self.shared.read_only.load(Ordering::Relaxed)
+    }
+
+    fn groups(&self) -> Option<&dyn Groups> {
+        Some(&self.groups)
     }
 
     fn partition_names(&self) -> BackendResult<Vec<String>> {

@@ -10,17 +10,20 @@
 //!
 //! What only some backends can do is a capability, offered or not, and
 //! checked by the compiler: [`Partition::raw_files`] (segment and index
-//! files), [`Partition::log_control`] (`roll`, `flush`) and
-//! [`Backend::root_files`] (a data directory's own files). A backend that
+//! files), [`Partition::log_control`] (`roll`, `flush`),
+//! [`Backend::root_files`] (a data directory's own files) and
+//! [`Backend::groups`] (consumer groups). A backend that
 //! lacks one implements nothing for it, and the tree leaves those nodes out.
 //!
 //! Errors are [`BackendError`]s: an [`ErrorKind`] from the project's one
 //! vocabulary, and the message the log shows. The tree turns the kind into
 //! an errno in one table (`fs::error`).
 
+pub mod groups;
 pub mod line_format;
 pub mod local;
 pub mod mem;
+pub mod mem_groups;
 
 use std::fs::File;
 use std::sync::Arc;
@@ -54,6 +57,10 @@ pub trait Backend: Send + Sync {
     /// Files shown beside the partitions (a Kafka data directory's own
     /// files, on a read-only local mount), where the backend has them.
     fn root_files(&self) -> Option<&dyn RootFiles> {
+        None
+    }
+    /// Consumer groups (`groups/`), where the backend can see a coordinator's.
+    fn groups(&self) -> Option<&dyn groups::Groups> {
         None
     }
 }
