@@ -9,7 +9,7 @@ use log::info;
 use super::error::{FsError, FsResult};
 use super::handle::{Handle, OpenFile};
 use super::inode;
-use super::node::{NodeKey, SPECIAL_NAMES};
+use super::node::{GROUPS, NodeKey, SPECIAL_NAMES};
 use super::tree::{Attr, NodeType, Tree};
 
 /// Takes directory entries until its buffer is full.
@@ -119,6 +119,9 @@ impl Tree {
                     .into_iter()
                     .map(|n| (NodeKey::Partition(inode::name(&n)), n))
                     .collect();
+                if self.has_groups() {
+                    out.push((NodeKey::GroupsDir, GROUPS.to_string()));
+                }
                 let files = self.root_files()?;
                 out.extend(
                     files
@@ -156,6 +159,9 @@ impl Tree {
                     .map(|c| (NodeKey::Config(p.clone(), c), c.to_string()))
                     .collect()
             }
+            NodeKey::GroupsDir | NodeKey::Group(_) | NodeKey::GroupOffsetsDir(_) => {
+                return self.group_listing(key);
+            }
             _ => return Err(FsError::quiet(libc::ENOTDIR)),
         })
     }
@@ -180,6 +186,9 @@ impl Tree {
                 "partitions live in the root only",
             ));
         }
+        if name == GROUPS && self.has_groups() {
+            return Err(FsError::quiet(libc::EEXIST));
+        }
         self.check_writable(format_args!("mkdir of {name}"))?;
         self.check_not_kafka_owned(name, format_args!("mkdir of {name}"))?;
         self.backend
@@ -196,6 +205,18 @@ impl Tree {
     /// Deletes partition `name` with all its records.
     pub fn rmdir(&self, parent: u64, name: &OsStr) -> FsResult<()> {
         let pkey = self.key(parent)?;
+        if pkey == NodeKey::GroupsDir {
+            let name = name.to_str().ok_or(FsError::quiet(libc::ENOENT))?;
+            self.group_child(&pkey, name)?;
+            return self.rmdir_group(name);
+        }
+        if pkey == NodeKey::Root && name == GROUPS && self.has_groups() {
+            return Err(FsError::refuse(
+                libc::EPERM,
+                "rmdir of groups",
+                "groups/ is the coordinator's: its groups are removed one by one",
+            ));
+        }
         if pkey != NodeKey::Root {
             return Err(self.refuse_change("rmdir", parent, name, true));
         }

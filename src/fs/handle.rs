@@ -48,6 +48,12 @@ pub enum Handle {
         /// What a read on the same handle returns.
         snapshot: Vec<u8>,
     },
+    /// `groups/<G>/offsets/<p>`: reads the offset committed at open, writes reset it.
+    GroupOffset {
+        group: Arc<str>,
+        partition: Arc<str>,
+        snapshot: Vec<u8>,
+    },
 }
 
 pub struct OpenFile {

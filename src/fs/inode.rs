@@ -193,11 +193,20 @@ impl InodeTable {
     /// later under the same name gets new numbers and stale handles of the old
     /// one resolve to nothing.
     pub fn forget_partition(&self, name: &str) {
+        self.forget_where(|k| k.partition().is_some_and(|p| &**p == name));
+    }
+
+    /// The nodes of a deleted group, as [`Self::forget_partition`].
+    pub fn forget_group(&self, name: &str) {
+        self.forget_where(|k| k.group().is_some_and(|g| &**g == name));
+    }
+
+    fn forget_where(&self, gone: impl Fn(&NodeKey) -> bool) {
         let mut inner = self.inner.write();
         let gone: Vec<u64> = inner
             .by_ino
             .iter()
-            .filter(|(_, s)| s.key.partition().is_some_and(|p| &**p == name))
+            .filter(|(_, s)| gone(&s.key))
             .map(|(ino, _)| *ino)
             .collect();
         for ino in gone {

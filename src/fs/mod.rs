@@ -8,6 +8,8 @@
 //! - [`lines`]: where a write to `log` becomes records;
 //! - [`control`]: `roll`, `flush`, `delete-records` and `config/<name>`;
 //! - [`xattr`]: a record's attributes on `offset/N`;
+//! - [`groups`]: `groups/`, consumer groups where the backend offers them;
+//!   [`group_tables`]: their tables as `kafka-consumer-groups.sh` prints them;
 //! - [`node`], [`inode`], [`handle`]: node kinds and names, inode numbers,
 //!   per-open-file state;
 //! - [`error`]: the one error type; every errno is chosen there;
@@ -21,6 +23,8 @@ pub mod control;
 pub mod dir;
 pub mod error;
 pub mod fuse;
+pub mod group_tables;
+pub mod groups;
 pub mod handle;
 pub mod inode;
 pub mod lines;

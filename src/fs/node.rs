@@ -23,6 +23,35 @@ pub enum NodeKey {
     Status(Arc<str>),
     ConfigDir(Arc<str>),
     Config(Arc<str>, &'static str),
+    /// `groups/`: the consumer groups, where the backend offers them.
+    GroupsDir,
+    Group(Arc<str>),
+    /// `groups/<G>/describe`, `members`, `state`.
+    GroupFile(Arc<str>, GroupFile),
+    /// `groups/<G>/offsets/`.
+    GroupOffsetsDir(Arc<str>),
+    /// `groups/<G>/offsets/<topic>-<p>`: the group and the partition's name.
+    GroupOffset(Arc<str>, Arc<str>),
+}
+
+/// The tables of a group, as `kafka-consumer-groups.sh --describe` prints them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GroupFile {
+    Describe,
+    Members,
+    State,
+}
+
+impl GroupFile {
+    pub const ALL: [GroupFile; 3] = [GroupFile::Describe, GroupFile::Members, GroupFile::State];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupFile::Describe => "describe",
+            GroupFile::Members => "members",
+            GroupFile::State => "state",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -54,6 +83,10 @@ pub const STATUS: &str = "status";
 pub const TIME: &str = "time";
 pub const DELETE_RECORDS: &str = "delete-records";
 pub const COMPACT: &str = "compact";
+/// The root's directory of consumer groups: never a partition's name,
+/// which ends in `-<number>`.
+pub const GROUPS: &str = "groups";
+pub const GROUP_OFFSETS: &str = "offsets";
 
 /// The generated entries of a partition directory, listed after its raw files.
 pub const SPECIAL_NAMES: &[&str] = &[
@@ -72,7 +105,13 @@ impl NodeKey {
     /// The partition this node lives in, if any.
     pub fn partition(&self) -> Option<&Arc<str>> {
         match self {
-            NodeKey::Root | NodeKey::RootFile(_) => None,
+            NodeKey::Root
+            | NodeKey::RootFile(_)
+            | NodeKey::GroupsDir
+            | NodeKey::Group(_)
+            | NodeKey::GroupFile(..)
+            | NodeKey::GroupOffsetsDir(_)
+            | NodeKey::GroupOffset(..) => None,
             NodeKey::Partition(p)
             | NodeKey::Raw(p, _)
             | NodeKey::Log(p)
@@ -95,7 +134,21 @@ impl NodeKey {
                 | NodeKey::OffsetDir(_)
                 | NodeKey::TimeDir(_)
                 | NodeKey::ConfigDir(_)
+                | NodeKey::GroupsDir
+                | NodeKey::Group(_)
+                | NodeKey::GroupOffsetsDir(_)
         )
+    }
+
+    /// The group this node belongs to, if any.
+    pub fn group(&self) -> Option<&Arc<str>> {
+        match self {
+            NodeKey::Group(g)
+            | NodeKey::GroupFile(g, _)
+            | NodeKey::GroupOffsetsDir(g)
+            | NodeKey::GroupOffset(g, _) => Some(g),
+            _ => None,
+        }
     }
 
     /// The special child `name` of partition `p`, if `name` is one.
@@ -131,6 +184,11 @@ impl NodeKey {
             NodeKey::Status(p) => format!("{p}/{STATUS}"),
             NodeKey::ConfigDir(p) => format!("{p}/{CONFIG}"),
             NodeKey::Config(p, n) => format!("{p}/{CONFIG}/{n}"),
+            NodeKey::GroupsDir => GROUPS.to_string(),
+            NodeKey::Group(g) => format!("{GROUPS}/{g}"),
+            NodeKey::GroupFile(g, f) => format!("{GROUPS}/{g}/{}", f.name()),
+            NodeKey::GroupOffsetsDir(g) => format!("{GROUPS}/{g}/{GROUP_OFFSETS}"),
+            NodeKey::GroupOffset(g, p) => format!("{GROUPS}/{g}/{GROUP_OFFSETS}/{p}"),
         }
     }
 
@@ -139,7 +197,7 @@ impl NodeKey {
     pub fn writable(&self) -> bool {
         matches!(
             self,
-            NodeKey::Log(_) | NodeKey::Control(..) | NodeKey::Config(..)
+            NodeKey::Log(_) | NodeKey::Control(..) | NodeKey::Config(..) | NodeKey::GroupOffset(..)
         )
     }
 

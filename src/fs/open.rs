@@ -77,6 +77,27 @@ impl Tree {
                 self.handles.insert(OpenFile { handle, key }),
             ));
         }
+        match &key {
+            NodeKey::GroupFile(..) => {
+                let (bytes, _) = self.group_file(&key)?;
+                let handle = Handle::Snapshot(bytes);
+                return Ok(Opened::direct(
+                    self.handles.insert(OpenFile { key, handle }),
+                ));
+            }
+            NodeKey::GroupOffset(g, p) => {
+                let (snapshot, _) = self.group_file(&key)?;
+                let handle = Handle::GroupOffset {
+                    group: g.clone(),
+                    partition: p.clone(),
+                    snapshot,
+                };
+                return Ok(Opened::direct(
+                    self.handles.insert(OpenFile { key, handle }),
+                ));
+            }
+            _ => {}
+        }
         let p = key.partition().ok_or(FsError::quiet(libc::EISDIR))?.clone();
         let part = self.partition(&p)?;
         if let NodeKey::Raw(_, name) = &key {
@@ -214,7 +235,9 @@ impl Tree {
             let f = self.handles.get(fh).ok_or(FsError::quiet(libc::EBADF))?;
             let f = f.lock();
             let source = match &f.handle {
-                Handle::Snapshot(b) | Handle::Config { snapshot: b, .. } => {
+                Handle::Snapshot(b)
+                | Handle::Config { snapshot: b, .. }
+                | Handle::GroupOffset { snapshot: b, .. } => {
                     let start = (offset as usize).min(b.len());
                     let end = start.saturating_add(size).min(b.len());
                     out[..end - start].copy_from_slice(&b[start..end]);
@@ -279,6 +302,9 @@ impl Tree {
             Handle::Config {
                 partition, name, ..
             } => control::set_config(&**partition, name, data, &path)?,
+            Handle::GroupOffset {
+                group, partition, ..
+            } => self.reset_group_offset(group, partition, data, &path)?,
             Handle::Snapshot(_) | Handle::Raw { .. } | Handle::RootFile(_) | Handle::Dir(_) => {
                 return Err(FsError::refuse(
                     libc::EBADF,

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::error::{FsError, FsResult};
 use super::handle::HandleTable;
 use super::inode::{self, InodeTable, ROOT_INO};
-use super::node::{Control, NodeKey, parse_offset_name};
+use super::node::{Control, GROUPS, NodeKey, parse_offset_name};
 use super::passthrough::Passthrough;
 use crate::backend::{Backend, ErrorKind, FileInfo, IO_SIZE, LineFormat, Partition, line_format};
 
@@ -284,6 +284,9 @@ impl Tree {
         let enoent = || FsError::quiet(libc::ENOENT);
         match parent {
             NodeKey::Root => {
+                if name == GROUPS && self.has_groups() {
+                    return Ok(NodeKey::GroupsDir);
+                }
                 if self.partition(name).is_ok() {
                     return Ok(NodeKey::Partition(inode::name(name)));
                 }
@@ -323,6 +326,9 @@ impl Tree {
                 .find(|c| *c == name)
                 .map(|c| NodeKey::Config(p.clone(), c))
                 .ok_or_else(enoent),
+            NodeKey::GroupsDir | NodeKey::Group(_) | NodeKey::GroupOffsetsDir(_) => {
+                self.group_child(parent, name)
+            }
             _ => Err(FsError::quiet(libc::ENOTDIR)),
         }
     }
@@ -353,6 +359,15 @@ impl Tree {
                 NodeKey::RootFile(name) => {
                     let f = self.root_file(name)?;
                     (attr(f.size, f.mtime), TTL)
+                }
+                NodeKey::GroupFile(..) | NodeKey::GroupOffset(..) => {
+                    let (bytes, mtime) = self.group_file(key)?;
+                    (attr(bytes.len() as u64, mtime), TTL)
+                }
+                // A group comes and goes with its members and commits.
+                NodeKey::Group(_) | NodeKey::GroupOffsetsDir(_) => {
+                    self.group_listing(key)?;
+                    (attr(0, self.started), TTL)
                 }
                 _ => (attr(0, self.started), TTL),
             });
@@ -394,7 +409,13 @@ impl Tree {
                 (attr(len, self.started), TTL)
             }
             // Answered above: `key.partition()` is `None` exactly for these.
-            NodeKey::Root | NodeKey::RootFile(_) => unreachable!("root nodes have no partition"),
+            NodeKey::Root
+            | NodeKey::RootFile(_)
+            | NodeKey::GroupsDir
+            | NodeKey::Group(_)
+            | NodeKey::GroupFile(..)
+            | NodeKey::GroupOffsetsDir(_)
+            | NodeKey::GroupOffset(..) => unreachable!("root and group nodes have no partition"),
         })
     }
 
@@ -403,17 +424,24 @@ impl Tree {
     /// writable, and nothing on a read-only mount.
     pub(super) fn mode(&self, key: &NodeKey) -> (NodeType, u16) {
         let (kind, perm) = match key {
-            NodeKey::Root | NodeKey::Partition(_) | NodeKey::ConfigDir(_) => {
-                (NodeType::Directory, 0o755)
+            NodeKey::Root
+            | NodeKey::Partition(_)
+            | NodeKey::ConfigDir(_)
+            | NodeKey::GroupsDir
+            | NodeKey::Group(_) => (NodeType::Directory, 0o755),
+            NodeKey::OffsetDir(_) | NodeKey::TimeDir(_) | NodeKey::GroupOffsetsDir(_) => {
+                (NodeType::Directory, 0o555)
             }
-            NodeKey::OffsetDir(_) | NodeKey::TimeDir(_) => (NodeType::Directory, 0o555),
-            NodeKey::Log(_) | NodeKey::Config(..) => (NodeType::RegularFile, 0o644),
+            NodeKey::Log(_) | NodeKey::Config(..) | NodeKey::GroupOffset(..) => {
+                (NodeType::RegularFile, 0o644)
+            }
             NodeKey::Control(..) => (NodeType::RegularFile, 0o200),
             NodeKey::RootFile(_)
             | NodeKey::Raw(..)
             | NodeKey::Time(..)
             | NodeKey::Offset(..)
-            | NodeKey::Status(_) => (NodeType::RegularFile, 0o444),
+            | NodeKey::Status(_)
+            | NodeKey::GroupFile(..) => (NodeType::RegularFile, 0o444),
         };
         let owned = key
             .partition()
@@ -452,7 +480,12 @@ impl Tree {
 
     pub(super) fn parent_ino(&self, key: &NodeKey) -> u64 {
         match key {
-            NodeKey::Root | NodeKey::Partition(_) => ROOT_INO,
+            NodeKey::Root | NodeKey::Partition(_) | NodeKey::GroupsDir => ROOT_INO,
+            NodeKey::Group(_) => self.inodes.ino(&NodeKey::GroupsDir),
+            NodeKey::GroupFile(g, _) | NodeKey::GroupOffsetsDir(g) => {
+                self.inodes.ino(&NodeKey::Group(g.clone()))
+            }
+            NodeKey::GroupOffset(g, _) => self.inodes.ino(&NodeKey::GroupOffsetsDir(g.clone())),
             other => other.partition().map_or(ROOT_INO, |p| {
                 self.inodes.ino(&NodeKey::Partition(p.clone()))
             }),

@@ -1,5 +1,6 @@
 //! Extended attributes: a record's timestamp, key and headers on `offset/N`,
-//! and in Kafka's internal topics the record decoded. Nothing else has any,
+//! and in Kafka's internal topics the record decoded; a commit's metadata,
+//! leader epoch and time on a group's offsets file. Nothing else has any,
 //! and none can be set: they are derived from records.
 
 use std::ffi::OsStr;
@@ -56,6 +57,9 @@ impl Tree {
     /// Extended attributes of a node: only `offset/N` has any.
     fn xattrs(&self, ino: u64) -> FsResult<Vec<(String, Vec<u8>)>> {
         let key = self.key(ino)?;
+        if let NodeKey::GroupOffset(g, p) = &key {
+            return self.group_offset_xattrs(g, p);
+        }
         let NodeKey::Offset(p, n) = &key else {
             return Ok(Vec::new());
         };

@@ -56,12 +56,15 @@ type Positions = BTreeMap<i64, u64>;
 
 impl<S: System> Harness<S> {
     pub fn compare(&mut self) {
-        let want: Vec<(String, NodeType)> = self
+        let mut want: Vec<(String, NodeType)> = self
             .model
             .partitions
             .keys()
             .map(|n| (n.clone(), DIR))
             .collect();
+        if self.sys.profile().groups {
+            want.push(("groups".to_string(), DIR));
+        }
         self.compare_dir(ROOT, ROOT, &want, "the root");
         let names: Vec<String> = self.model.partitions.keys().cloned().collect();
         for name in names {

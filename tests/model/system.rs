@@ -38,6 +38,9 @@ pub struct Profile {
     /// directory lists and validates them: a cluster lists its brokers'
     /// configs (another table), and the mock cluster serves none.
     pub configs: bool,
+    /// `groups/` (the `Groups` capability); the model holds no groups, so
+    /// the directory is only listed (`tests/groups.rs` drives it).
+    pub groups: bool,
 }
 
 pub trait System {
@@ -117,6 +120,7 @@ impl System for LocalSystem {
             compaction: true,
             times: true,
             configs: true,
+            groups: false,
         }
     }
 
@@ -217,6 +221,7 @@ impl System for MemSystem {
             compaction: false,
             times: true,
             configs: true,
+            groups: true,
         }
     }
 
