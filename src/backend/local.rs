@@ -8,6 +8,7 @@ use std::fs::File;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use super::groups::Groups;
 use super::{
     AppendError, Appended, Backend, BackendError, BackendResult, Compaction, ErrorKind, FileInfo,
     LineFormat, LogControl, Offsets, Partition, RawFiles, RecordEntry, RootFiles, StatFs, Status,
@@ -86,6 +87,8 @@ pub struct LocalBackend {
     manager: Arc<LogManager>,
     /// The line format of a partition that has none of its own (`-o`).
     line_format: LineFormat,
+    /// The group coordinator over this directory's `__consumer_offsets`.
+    groups: Option<Arc<dyn Groups>>,
 }
 
 impl LocalBackend {
@@ -93,7 +96,14 @@ impl LocalBackend {
         LocalBackend {
             manager,
             line_format: LineFormat::default(),
+            groups: None,
         }
+    }
+
+    /// Shows `groups` in `groups/`: the daemon's coordinator.
+    pub fn with_groups(mut self, groups: Arc<dyn Groups>) -> Self {
+        self.groups = Some(groups);
+        self
     }
 
     /// The line format partitions have unless they set their own.
@@ -146,6 +156,10 @@ impl Backend for LocalBackend {
 
     /// A read-only mount shows the data directory's own files (a broker's
     /// checkpoints); a read-write one is the daemon's own business.
+    fn groups(&self) -> Option<&dyn Groups> {
+        self.groups.as_deref()
+    }
+
     fn root_files(&self) -> Option<&dyn RootFiles> {
         self.manager.read_only().then_some(self as &dyn RootFiles)
     }

@@ -10,6 +10,8 @@ use commitfs::backend::Backend;
 use commitfs::backend::local::LocalBackend;
 use commitfs::fs::CommitFs;
 use commitfs::kafka::KafkaServer;
+use commitfs::kafka::group::admin::CoordinatorGroups;
+use commitfs::kafka::group::coordinator::Coordinator;
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use log::{error, info, warn};
 
@@ -320,8 +322,22 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     // Bound before the mount, so a listener that cannot bind fails the mount
     // with nothing to undo but the storage.
     let mut kafka = KafkaServer::start(manager.clone(), d.kafka.clone()).map_err(close)?;
-    let backend =
-        Arc::new(LocalBackend::new(manager.clone()).with_line_format(d.line_format.clone()));
+    // Without a listener the coordinator is the tree's alone: groups/
+    // shows what __consumer_offsets holds, and resets and deletes write
+    // there as the listener's coordinator would.
+    let groups: Arc<dyn commitfs::backend::groups::Groups> = match &kafka {
+        Some(k) => Arc::new(k.groups()),
+        None => Arc::new(CoordinatorGroups::new(
+            Arc::new(Coordinator::new(manager.clone(), d.kafka.groups.clone())),
+            manager.clone(),
+            None,
+        )),
+    };
+    let backend = Arc::new(
+        LocalBackend::new(manager.clone())
+            .with_line_format(d.line_format.clone())
+            .with_groups(groups),
+    );
     let session = SessionSpec {
         threads: args.threads,
         options: fuse,

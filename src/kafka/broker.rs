@@ -17,7 +17,7 @@ pub struct Broker {
     pub advertised: Endpoint,
     pub cluster_id: String,
     /// The group coordinator (every group's: there is one broker).
-    pub groups: Coordinator,
+    pub groups: Arc<Coordinator>,
     /// InitProducerId's ids, unique across restarts.
     pub producer_ids: ProducerIds,
     stopping: AtomicBool,
@@ -28,7 +28,7 @@ impl Broker {
     /// from `__consumer_offsets` here.
     pub fn new(mgr: Arc<LogManager>, config: ListenerConfig, advertised: Endpoint) -> Broker {
         let cluster_id = cluster_id(&mgr);
-        let groups = Coordinator::new(mgr.clone(), config.groups.clone());
+        let groups = Arc::new(Coordinator::new(mgr.clone(), config.groups.clone()));
         let producer_ids = ProducerIds::new(mgr.dir(), mgr.read_only());
         Broker {
             groups,

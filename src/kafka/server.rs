@@ -213,6 +213,17 @@ impl KafkaServer {
         Ok(Some(server))
     }
 
+    /// The group coordinator, as the tree's `groups/` shows it.
+    pub fn groups(&self) -> super::group::admin::CoordinatorGroups {
+        let b = &self.shared.broker;
+        let id = crate::backend::groups::Coordinator {
+            id: b.node_id(),
+            host: b.advertised.host.clone(),
+            port: b.advertised.port as i32,
+        };
+        super::group::admin::CoordinatorGroups::new(b.groups.clone(), b.mgr.clone(), Some(id))
+    }
+
     /// The addresses actually bound.
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
         self.addrs.clone()

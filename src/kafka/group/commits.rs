@@ -175,6 +175,37 @@ impl Coordinator {
         })
     }
 
+    /// The group's committed offsets as they were committed (the tree shows
+    /// their times); `None` where the group has none.
+    pub fn committed(&self, group: &str) -> Result<Vec<OffsetCommit>, ResponseError> {
+        if let Some(e) = self.unavailable("OffsetFetch", group) {
+            return Err(e);
+        }
+        let inner = self.inner.lock();
+        Ok(inner
+            .offsets
+            .get(group)
+            .map(|o| o.values().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    /// Groups that have committed offsets.
+    pub fn groups_with_offsets(&self) -> Vec<String> {
+        let inner = self.inner.lock();
+        inner
+            .offsets
+            .iter()
+            .filter(|(_, o)| !o.is_empty())
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
+
+    /// Whether `group` has committed offsets.
+    pub fn has_offsets(&self, group: &str) -> bool {
+        let inner = self.inner.lock();
+        inner.offsets.get(group).is_some_and(|o| !o.is_empty())
+    }
+
     /// Every group, as DescribeGroups sees it; timers run first.
     pub fn list(&self) -> Vec<Described> {
         let mut inner = self.inner.lock();

@@ -18,6 +18,7 @@
 //! transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 //! which clients take as fatal, with a log line saying why.
 
+pub mod admin;
 pub mod api;
 pub mod cleanup;
 pub mod commits;

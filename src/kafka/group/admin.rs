@@ -1,0 +1,211 @@
+//! The coordinator as the tree's `groups/` sees it: the backend seam's
+//! [`Groups`] over this daemon's own coordinator, so that a commit by a
+//! client shows in `groups/` at once and a reset there is what the next
+//! consumer of the group fetches. The answers are the ones Kafka's admin
+//! client gets: a reset is an OffsetCommit outside any generation, allowed
+//! only while the group is `Empty`, as `kafka-consumer-groups.sh` checks.
+
+use std::sync::Arc;
+
+use bytes::Buf;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::ConsumerProtocolAssignment;
+use kafka_protocol::protocol::Decodable;
+use log::info;
+
+use super::commits::{CommitArgs, Described};
+use super::coordinator::Coordinator;
+use crate::backend::groups::{
+    Committed, Coordinator as CoordinatorId, GroupDescription, Groups, Member, Reset,
+    TopicPartition,
+};
+use crate::backend::{BackendError, BackendResult, ErrorKind};
+use crate::storage::LogManager;
+
+/// The coordinator's groups, with who the coordinator is.
+pub struct CoordinatorGroups {
+    coordinator: Arc<Coordinator>,
+    mgr: Arc<LogManager>,
+    id: Option<CoordinatorId>,
+}
+
+impl CoordinatorGroups {
+    /// `id`: the broker as Metadata advertises it (none without a listener).
+    pub fn new(
+        coordinator: Arc<Coordinator>,
+        mgr: Arc<LogManager>,
+        id: Option<CoordinatorId>,
+    ) -> CoordinatorGroups {
+        CoordinatorGroups {
+            coordinator,
+            mgr,
+            id,
+        }
+    }
+}
+
+/// A coordinator's refusal in the project's words.
+fn refused(what: &str, code: ResponseError) -> BackendError {
+    let kind = match code {
+        ResponseError::GroupIdNotFound => ErrorKind::NotFound,
+        ResponseError::NonEmptyGroup => ErrorKind::NotEmpty,
+        ResponseError::GroupAuthorizationFailed => ErrorKind::ReadOnly,
+        ResponseError::UnknownTopicOrPartition => ErrorKind::NotFound,
+        ResponseError::RebalanceInProgress
+        | ResponseError::UnknownMemberId
+        | ResponseError::IllegalGeneration => ErrorKind::Busy,
+        ResponseError::OffsetMetadataTooLarge | ResponseError::InvalidCommitOffsetSize => {
+            ErrorKind::Invalid
+        }
+        // A partition of `__consumer_offsets` that failed to load: its
+        // groups cannot be known.
+        ResponseError::NotCoordinator | ResponseError::CoordinatorNotAvailable => {
+            ErrorKind::Offline
+        }
+        _ => ErrorKind::Io,
+    };
+    BackendError::new(kind, format!("{what}: the coordinator answered {code:?}"))
+}
+
+/// A consumer's assignment (`ConsumerProtocolAssignment`, its version
+/// first); empty when it is not a consumer's or does not decode.
+fn assignment(bytes: &[u8]) -> Vec<TopicPartition> {
+    let mut buf = bytes;
+    if buf.len() < 2 {
+        return Vec::new();
+    }
+    let version = buf.get_i16();
+    let Ok(a) = ConsumerProtocolAssignment::decode(&mut buf, version.clamp(0, 3)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<TopicPartition> = a
+        .assigned_partitions
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| TopicPartition {
+                topic: t.topic.to_string(),
+                partition: *p,
+            })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+impl CoordinatorGroups {
+    fn description(&self, d: Described) -> GroupDescription {
+        let consumer = d.protocol_type == "consumer";
+        GroupDescription {
+            state: d.state.to_string(),
+            assignor: d.protocol,
+            coordinator: self.id.clone(),
+            members: d
+                .members
+                .into_iter()
+                .map(|(member_id, client_id, host, _, asg)| Member {
+                    member_id,
+                    group_instance_id: None,
+                    client_id,
+                    host,
+                    assignment: if consumer {
+                        assignment(&asg)
+                    } else {
+                        Vec::new()
+                    },
+                })
+                .collect(),
+            protocol_type: d.protocol_type,
+        }
+    }
+}
+
+impl Groups for CoordinatorGroups {
+    fn list(&self) -> BackendResult<Vec<String>> {
+        let mut names: Vec<String> = self
+            .coordinator
+            .list()
+            .into_iter()
+            .map(|d| d.group)
+            .collect();
+        names.extend(self.coordinator.groups_with_offsets());
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    fn describe(&self, group: &str) -> BackendResult<GroupDescription> {
+        let what = || format!("DescribeGroups of group {group}");
+        match self.coordinator.describe(group) {
+            Ok(Some(d)) => Ok(self.description(d)),
+            // A group with offsets only is Empty, as Kafka loads one.
+            Ok(None) if self.coordinator.has_offsets(group) => Ok(GroupDescription {
+                state: "Empty".into(),
+                coordinator: self.id.clone(),
+                ..GroupDescription::default()
+            }),
+            Ok(None) => Err(refused(&what(), ResponseError::GroupIdNotFound)),
+            Err(e) => Err(refused(&what(), e)),
+        }
+    }
+
+    fn committed(&self, group: &str) -> BackendResult<Vec<Committed>> {
+        let commits = self
+            .coordinator
+            .committed(group)
+            .map_err(|e| refused(&format!("OffsetFetch of group {group}"), e))?;
+        Ok(commits
+            .into_iter()
+            .map(|c| Committed {
+                partition: TopicPartition {
+                    topic: c.topic,
+                    partition: c.partition,
+                },
+                offset: c.offset,
+                leader_epoch: (c.leader_epoch >= 0).then_some(c.leader_epoch),
+                metadata: c.metadata,
+                commit_timestamp: Some(c.commit_timestamp),
+            })
+            .collect())
+    }
+
+    fn reset(&self, group: &str, offsets: &[Reset]) -> BackendResult<()> {
+        let what = format!("reset of the offsets of group {group}");
+        if let Ok(Some(d)) = self.coordinator.describe(group)
+            && d.state != "Empty"
+        {
+            info!("{what} refused: the group is {}", d.state);
+            return Err(BackendError::new(
+                ErrorKind::Busy,
+                format!(
+                    "Assignments can only be reset if the group '{group}' is inactive, but the current state is {}.",
+                    d.state
+                ),
+            ));
+        }
+        let parts = offsets
+            .iter()
+            .map(|r| CommitArgs {
+                topic: r.partition.topic.clone(),
+                partition: r.partition.partition,
+                offset: r.offset,
+                leader_epoch: -1,
+                metadata: String::new(),
+            })
+            .collect();
+        let mgr = &self.mgr;
+        let exists = |t: &str, p: i32| p >= 0 && mgr.partition(&format!("{t}-{p}")).is_some();
+        let answers = self.coordinator.commit(group, -1, "", -1, parts, &exists);
+        match answers.into_iter().flatten().next() {
+            None => Ok(()),
+            Some(code) => Err(refused(&what, code)),
+        }
+    }
+
+    fn delete(&self, group: &str) -> BackendResult<()> {
+        let answers = self.coordinator.delete_groups(&[group.to_string()]);
+        match answers.into_iter().flatten().next() {
+            None => Ok(()),
+            Some(code) => Err(refused(&format!("DeleteGroups of group {group}"), code)),
+        }
+    }
+}
