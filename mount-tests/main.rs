@@ -16,6 +16,7 @@ mod control;
 mod crash;
 mod errors;
 mod fstab;
+mod groups;
 mod kafka;
 mod kafka_limits;
 mod kafka_listener;
