@@ -325,3 +325,146 @@ fn describe_is_the_tools_table() {
     let i = ino(&t, "groups/g/describe").unwrap();
     assert_eq!(t.getattr(i).unwrap().0.size, describe.len() as u64);
 }
+
+fn fixture_bytes(name: &str) -> Vec<u8> {
+    std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/kafka/konsumer-offsets")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// A read-only mount of a directory whose `__consumer_offsets` holds a
+/// Kafka cluster's own records (`tests/fixtures/kafka/konsumer-offsets`).
+fn broker_directory(records: &[(&str, bool)]) -> (tempfile::TempDir, Tree) {
+    use commitfs::backend::local::LocalBackend;
+    use commitfs::kafka::group::admin::CoordinatorGroups;
+    use commitfs::kafka::group::coordinator::{Coordinator, GroupSettings};
+    use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = LogManager::open(tmp.path(), LogConfig::default(), OpenOptions::default()).unwrap();
+    for name in ["t01-0", "t01-1", "t01-2", "__consumer_offsets-0"] {
+        mgr.create_partition(name).unwrap();
+    }
+    let log = mgr.partition("__consumer_offsets-0").unwrap();
+    for (name, tombstone) in records {
+        let key = fixture_bytes(&format!("{name}.key"));
+        let value = fixture_bytes(&format!("{name}.payload"));
+        log.append(&[NewRecord {
+            key: Some(&key),
+            value: (!tombstone).then_some(&value[..]),
+            headers: &[],
+        }])
+        .unwrap();
+    }
+    drop(log);
+    mgr.close().unwrap();
+    let ro = OpenOptions {
+        read_only: true,
+        ..Default::default()
+    };
+    let mgr = Arc::new(LogManager::open(tmp.path(), LogConfig::default(), ro).unwrap());
+    let coordinator = Arc::new(Coordinator::new(mgr.clone(), GroupSettings::default()));
+    let groups = Arc::new(CoordinatorGroups::new(coordinator, mgr.clone(), None));
+    let tree = Tree::new(Arc::new(LocalBackend::new(mgr).with_groups(groups)));
+    (tmp, tree)
+}
+
+/// What `dump --offsets-decoder` prints of a fixture record's value.
+fn decoded(name: &str) -> String {
+    commitfs::record::internal::decode_internal_record(
+        "__consumer_offsets",
+        0,
+        Some(&fixture_bytes(&format!("{name}.key"))),
+        Some(&fixture_bytes(&format!("{name}.payload"))),
+    )
+    .unwrap()
+}
+
+/// A field of the decoded JSON text, as it is printed.
+fn field(json: &str, name: &str) -> String {
+    let at = json
+        .find(&format!("\"{name}\":"))
+        .unwrap_or_else(|| panic!("{name} in {json}"));
+    let rest = &json[at + name.len() + 3..];
+    let end = rest.find([',', '}']).unwrap();
+    rest[..end].trim_matches('"').to_string()
+}
+
+/// What a broker loads from its `__consumer_offsets`: the latest commit
+/// of each partition, a group whose only commit a tombstone deleted gone,
+/// a group's metadata with its member and assignment.
+#[test]
+fn a_read_only_broker_directory_shows_what_the_broker_loads() {
+    let (_tmp, t) = broker_directory(&[
+        ("offset_commit-01", false),
+        ("offset_commit-03", false),
+        ("group_metadata-01", false),
+        ("offset_commit-05", false),
+        // The only partition the other group committed, deleted.
+        ("offset_commit-01", true),
+    ]);
+    let g = "kafkesc-devcluster-group-id";
+    assert_eq!(ls(&t, "groups"), [g]);
+    assert_eq!(ls(&t, &format!("groups/{g}/offsets")), ["t01-0"]);
+    let commit = decoded("offset_commit-05");
+    let offset = field(&commit, "offset");
+    assert_eq!(
+        read(&t, &format!("groups/{g}/offsets/t01-0")).unwrap(),
+        format!("{offset}\n")
+    );
+    let i = ino(&t, &format!("groups/{g}/offsets/t01-0")).unwrap();
+    let x = |n: &str| {
+        t.getxattr(i, OsStr::new(n))
+            .map(|v| String::from_utf8(v).unwrap())
+    };
+    assert_eq!(
+        x("user.kafka.commit_timestamp").unwrap(),
+        field(&commit, "commitTimestamp")
+    );
+    assert_eq!(
+        x("user.kafka.metadata").unwrap(),
+        field(&commit, "metadata")
+    );
+    // leaderEpoch -1: none.
+    assert_eq!(field(&commit, "leaderEpoch"), "-1");
+    assert_eq!(
+        x("user.kafka.leader_epoch").map_err(|e| e.errno),
+        Err(libc::ENODATA)
+    );
+
+    let metadata = decoded("group_metadata-01");
+    let member = field(&metadata, "memberId");
+    let host = field(&metadata, "clientHost");
+    let client = field(&metadata, "clientId");
+    let members = read(&t, &format!("groups/{g}/members")).unwrap();
+    let row: Vec<&str> = members.lines().nth(2).unwrap().split_whitespace().collect();
+    assert_eq!(row, [g, &member, &host, &client, "3"]);
+    let state = read(&t, &format!("groups/{g}/state")).unwrap();
+    let row: Vec<&str> = state.lines().nth(2).unwrap().split_whitespace().collect();
+    assert_eq!(row, [g, "-", &field(&metadata, "protocol"), "Stable", "1"]);
+    // The member's three partitions in the tool's order (Java's HashMap
+    // buckets of TopicPartition("t01", p): 4, 5 and 7), the log end
+    // offsets of this directory's empty partitions.
+    let describe = read(&t, &format!("groups/{g}/describe")).unwrap();
+    let rows: Vec<Vec<&str>> = describe
+        .lines()
+        .skip(2)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let lag = format!("-{offset}");
+    assert_eq!(
+        rows,
+        [
+            vec![g, "t01", "1", "-", "0", "-", &member, &host, &client],
+            vec![g, "t01", "2", "-", "0", "-", &member, &host, &client],
+            vec![g, "t01", "0", &offset, "0", &lag, &member, &host, &client],
+        ]
+    );
+    // Read-only: nothing changes.
+    assert_eq!(
+        write(&t, &format!("groups/{g}/offsets/t01-0"), "0"),
+        Err(libc::EROFS)
+    );
+}
