@@ -6,7 +6,7 @@ use crate::mount;
 fn append_then_read() {
     let m = mount!();
     m.ok("mkdir t-0");
-    assert_eq!(m.ok("ls"), "t-0\n");
+    assert_eq!(m.ok("ls"), "groups\nt-0\n");
     m.ok("printf 'a\\nb\\nc\\n' >> t-0/log");
     m.ok("echo hello >> t-0/log");
     // `>` is taken as `>>`: the truncate that precedes the write changes nothing.
@@ -101,9 +101,9 @@ fn rmdir_deletes_and_mkdir_recreates() {
     let m = mount!();
     m.ok("mkdir t-0 u-0");
     m.ok("echo a >> t-0/log");
-    assert_eq!(m.ok("ls"), "t-0\nu-0\n");
+    assert_eq!(m.ok("ls"), "groups\nt-0\nu-0\n");
     m.ok("rmdir t-0");
-    assert_eq!(m.ok("ls"), "u-0\n");
+    assert_eq!(m.ok("ls"), "groups\nu-0\n");
     assert!(!m.data.join("t-0").exists());
     m.ok("mkdir t-0");
     assert_eq!(m.status("t-0", "log_end_offset"), 0);

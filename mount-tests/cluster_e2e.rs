@@ -212,7 +212,7 @@ fn cluster_mount_over_our_listener_end_to_end() {
     let scratch = tempfile::tempdir().unwrap();
     // mkdir through B: CreateTopics on the listener; A sees the partition.
     b.ok("mkdir t-0");
-    assert_eq!(a.ok("ls"), "t-0\n");
+    assert_eq!(a.ok("ls"), "groups\nt-0\n");
     // B's writes, read through A and by kafka-python.
     let from_b = awkward_lines("b");
     let file = scratch.path().join("from_b");

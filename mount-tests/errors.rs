@@ -17,7 +17,7 @@ fn error_table() {
     m.fails("mkdir bad_name", "Invalid argument");
     m.fails("mkdir t-01", "Invalid argument");
     m.fails("mkdir t-0", "File exists");
-    assert_eq!(m.ok("ls"), "t-0\n");
+    assert_eq!(m.ok("ls"), "groups\nt-0\n");
 
     // Writes to segment files, status and offset/N: EACCES.
     m.fails(&format!("echo x >> {seg}"), "Permission denied");

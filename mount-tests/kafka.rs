@@ -263,6 +263,7 @@ fn kafka_fixtures_through_a_read_only_mount() {
 
     let root = m.ok("ls");
     let mut expect_root: Vec<String> = parts.iter().map(|(n, _)| n.clone()).collect();
+    expect_root.push("groups".into());
     expect_root.push("meta.properties".into());
     expect_root.push("recovery-point-offset-checkpoint".into());
     expect_root.sort();

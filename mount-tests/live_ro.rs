@@ -248,7 +248,8 @@ fn partitions_appear_and_go() {
     let root = w.root.clone();
     let mut u = KafkaWriter::create(&root, "u", 7, 4096);
     u.append(4);
-    let files = "log-start-offset-checkpoint\nmeta.properties\nrecovery-point-offset-checkpoint\n";
+    let files =
+        "groups\nlog-start-offset-checkpoint\nmeta.properties\nrecovery-point-offset-checkpoint\n";
     wait_output(&m, "ls", &format!("{files}t-0\nu-7\n"));
     wait_output(&m, "cat u-7/log", &stream(0, 4));
     // Kafka deletes a partition: its directory is renamed, then removed.
