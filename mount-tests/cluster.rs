@@ -40,7 +40,9 @@ fn cluster_mount_from_the_shell() {
     }
     let m = mock();
     let mut b = Mount::cluster(&m.bootstrap_servers(), &["request.timeout.ms=3000"]);
-    assert_eq!(b.ok("ls"), "t-0\nt-1\n");
+    assert_eq!(b.ok("ls"), "groups\nt-0\nt-1\n");
+    // The mock cluster answers no ListGroups (librdkafka's mock broker).
+    b.fails("ls groups", "Operation not supported");
     assert_eq!(
         b.ok("ls t-0"),
         "config\ndelete-records\nlog\noffset\nstatus\ntime\n"

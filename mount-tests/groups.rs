@@ -6,6 +6,10 @@
 //! confluent-kafka consumer of the group starts; then rmdir deletes the
 //! group, which kafka-python's admin client no longer lists.
 //!
+//! The same groups through a cluster mount of that listener (librdkafka's
+//! admin API) read byte for byte as through the local mount, and change
+//! as they do.
+//!
 //! Waits are for states, each bounded; nothing asserts on timing.
 
 use std::collections::BTreeMap;
@@ -318,4 +322,55 @@ fn groups_of_the_listeners_coordinator() {
     m.ok("rmdir groups/g");
     assert_eq!(m.ok("ls groups"), "");
     assert_eq!(run_python(&py, LIST_GROUPS, &[&addr]).trim(), "[]");
+}
+
+#[test]
+fn groups_through_a_cluster_mount_are_the_coordinators() {
+    if !crate::harness::fuse_or_skip() {
+        return;
+    }
+    let Some(py) = require(python()) else { return };
+    let (a, addr) = mount_with_listener(&[]);
+    let work = tempfile::tempdir().unwrap();
+    let work = work.path();
+    a.ok("mkdir t-0 t-1 && seq 0 9 >> t-0/log && seq 0 3 >> t-1/log");
+    let b = Mount::cluster(&addr, &["request.timeout.ms=10000"]);
+    assert_eq!(b.ok("ls groups"), "");
+    let consumer = Consumer::start(
+        &py,
+        KAFKA_PYTHON,
+        &[&addr, "py", work.to_str().unwrap(), "14"],
+        "py",
+        work,
+    );
+    let mut consumer = consumer;
+    consumer.wait("its 14 records committed", |s| {
+        is(s, "count", "14") && is(s, "committed.0", "10") && is(s, "committed.1", "4")
+    });
+    assert_eq!(b.ok("ls groups"), "g\n");
+    assert_eq!(b.ok("ls groups/g/offsets"), "t-0\nt-1\n");
+    for file in ["describe", "members", "state", "offsets/t-0", "offsets/t-1"] {
+        let path = format!("groups/g/{file}");
+        assert_eq!(
+            b.ok(&format!("cat {path}")),
+            a.ok(&format!("cat {path}")),
+            "{path}"
+        );
+    }
+    b.fails(
+        "env echo 0 > groups/g/offsets/t-0",
+        "Device or resource busy",
+    );
+    b.fails("rmdir groups/g", "Directory not empty");
+    consumer.stop(work);
+    wait_for_file(&b, "groups/g/state", "Empty", |t| t.contains(" Empty "));
+    b.ok("echo 2 > groups/g/offsets/t-0 && echo latest > groups/g/offsets/t-1");
+    assert_eq!(
+        a.ok("cat groups/g/offsets/t-0 groups/g/offsets/t-1"),
+        "2\n4\n"
+    );
+    assert_eq!(b.ok("cat groups/g/describe"), a.ok("cat groups/g/describe"));
+    b.ok("rmdir groups/g");
+    assert_eq!(a.ok("ls groups"), "");
+    assert_eq!(b.ok("ls groups"), "");
 }

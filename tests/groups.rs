@@ -340,7 +340,7 @@ fn fixture_bytes(name: &str) -> Vec<u8> {
 fn broker_directory(records: &[(&str, bool)]) -> (tempfile::TempDir, Tree) {
     use commitfs::backend::local::LocalBackend;
     use commitfs::kafka::group::admin::CoordinatorGroups;
-    use commitfs::kafka::group::coordinator::{Coordinator, GroupSettings};
+    use commitfs::kafka::group::coordinator::GroupSettings;
     use commitfs::storage::{LogConfig, LogManager, OpenOptions};
     let tmp = tempfile::tempdir().unwrap();
     let mgr = LogManager::open(tmp.path(), LogConfig::default(), OpenOptions::default()).unwrap();
@@ -365,8 +365,10 @@ fn broker_directory(records: &[(&str, bool)]) -> (tempfile::TempDir, Tree) {
         ..Default::default()
     };
     let mgr = Arc::new(LogManager::open(tmp.path(), LogConfig::default(), ro).unwrap());
-    let coordinator = Arc::new(Coordinator::new(mgr.clone(), GroupSettings::default()));
-    let groups = Arc::new(CoordinatorGroups::new(coordinator, mgr.clone(), None));
+    let groups = Arc::new(CoordinatorGroups::standalone(
+        mgr.clone(),
+        GroupSettings::default(),
+    ));
     let tree = Tree::new(Arc::new(LocalBackend::new(mgr).with_groups(groups)));
     (tmp, tree)
 }

@@ -11,7 +11,6 @@ use commitfs::backend::local::LocalBackend;
 use commitfs::fs::CommitFs;
 use commitfs::kafka::KafkaServer;
 use commitfs::kafka::group::admin::CoordinatorGroups;
-use commitfs::kafka::group::coordinator::Coordinator;
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use log::{error, info, warn};
 
@@ -327,10 +326,9 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     // there as the listener's coordinator would.
     let groups: Arc<dyn commitfs::backend::groups::Groups> = match &kafka {
         Some(k) => Arc::new(k.groups()),
-        None => Arc::new(CoordinatorGroups::new(
-            Arc::new(Coordinator::new(manager.clone(), d.kafka.groups.clone())),
+        None => Arc::new(CoordinatorGroups::standalone(
             manager.clone(),
-            None,
+            d.kafka.groups.clone(),
         )),
     };
     let backend = Arc::new(

@@ -100,6 +100,14 @@ impl Admin {
         Admin { client, timeout }
     }
 
+    pub(super) fn client(&self) -> &AdminClient<DefaultClientContext> {
+        &self.client
+    }
+
+    pub(super) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     fn options(&self) -> AdminOptions {
         AdminOptions::new()
             .request_timeout(Some(self.timeout))
@@ -212,7 +220,7 @@ fn one_result(what: &str, results: Vec<Result<String, (String, Code)>>) -> Backe
 }
 
 /// Owns a librdkafka object and destroys it on every path out.
-struct Owned<T>(*mut T, unsafe extern "C" fn(*mut T));
+pub(super) struct Owned<T>(pub *mut T, pub unsafe extern "C" fn(*mut T));
 
 impl<T> Drop for Owned<T> {
     fn drop(&mut self) {
@@ -224,7 +232,7 @@ impl<T> Drop for Owned<T> {
     }
 }
 
-fn c_text(p: *const std::os::raw::c_char) -> String {
+pub(super) fn c_text(p: *const std::os::raw::c_char) -> String {
     if p.is_null() {
         return String::new();
     }

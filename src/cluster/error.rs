@@ -61,9 +61,10 @@ fn client_code(e: &KafkaError) -> Option<Code> {
 /// may work when tried again. Refusals of bad input are EINVAL, as locally.
 pub fn kind_of(code: Code) -> ErrorKind {
     match code {
-        Code::UnknownTopicOrPartition | Code::UnknownTopic | Code::UnknownPartition => {
-            ErrorKind::NotFound
-        }
+        Code::UnknownTopicOrPartition
+        | Code::UnknownTopic
+        | Code::UnknownPartition
+        | Code::GroupIdNotFound => ErrorKind::NotFound,
         Code::OffsetOutOfRange => ErrorKind::OffsetOutOfRange {
             offset: -1,
             log_start: -1,

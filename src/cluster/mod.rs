@@ -8,7 +8,8 @@
 //! - [`config`]: the mount's options and the client properties passed through;
 //! - [`error`]: client and broker codes mapped to the seam's error kinds;
 //! - [`admin`]: Metadata and the admin requests (topics, partitions,
-//!   DeleteRecords, configs);
+//!   DeleteRecords, configs); [`groups`]: consumer groups through the
+//!   admin API (`groups/`);
 //! - [`produce`]: the idempotent producer and a write's wait for its acks;
 //! - [`fetch`]: consumers assigned by hand, watermarks, lookups by time;
 //! - [`cache`]: fetched records, bounded by `cache.bytes`;
@@ -23,6 +24,7 @@ pub mod cache;
 pub mod config;
 pub mod error;
 pub mod fetch;
+pub mod groups;
 pub mod partition;
 pub mod produce;
 pub mod stream;
@@ -132,6 +134,7 @@ fn parse_name(name: &str) -> Option<(&str, i32)> {
 
 pub struct ClusterBackend {
     shared: Arc<Shared>,
+    groups: groups::ClusterGroups,
     /// Partitions seen, by name, with the time the catalog was last
     /// refreshed; names the cluster lacks, with when it said so.
     catalog: Mutex<Catalog>,
@@ -178,17 +181,19 @@ impl ClusterBackend {
             .find(|(k, _)| k == "message.max.bytes")
             .and_then(|(_, v)| v.parse().ok())
             .unwrap_or(DEFAULT_MESSAGE_MAX_BYTES);
+        let shared = Arc::new(Shared {
+            cache: Cache::new(opts.cache_bytes),
+            admin: Admin::new(admin_client, timeout),
+            opts,
+            producer,
+            fetcher,
+            max_message_bytes,
+            indexed: Mutex::default(),
+            parts: RwLock::default(),
+        });
         Ok(ClusterBackend {
-            shared: Arc::new(Shared {
-                cache: Cache::new(opts.cache_bytes),
-                admin: Admin::new(admin_client, timeout),
-                opts,
-                producer,
-                fetcher,
-                max_message_bytes,
-                indexed: Mutex::default(),
-                parts: RwLock::default(),
-            }),
+            groups: groups::ClusterGroups::new(shared.clone()),
+            shared,
             catalog: Mutex::default(),
         })
     }
@@ -306,6 +311,10 @@ fn no_such(name: &str) -> BackendError {
 impl Backend for ClusterBackend {
     fn read_only(&self) -> bool {
         self.shared.opts.read_only
+    }
+
+    fn groups(&self) -> Option<&dyn crate::backend::groups::Groups> {
+        Some(&self.groups)
     }
 
     fn partition_names(&self) -> BackendResult<Vec<String>> {

@@ -145,7 +145,7 @@ impl System for ClusterSystem {
             compaction: false,
             times: self.full(),
             configs: false,
-            groups: false,
+            groups: true,
         }
     }
 

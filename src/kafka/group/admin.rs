@@ -5,7 +5,7 @@
 //! client gets: a reset is an OffsetCommit outside any generation, allowed
 //! only while the group is `Empty`, as `kafka-consumer-groups.sh` checks.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Buf;
 use kafka_protocol::ResponseError;
@@ -14,7 +14,7 @@ use kafka_protocol::protocol::Decodable;
 use log::info;
 
 use super::commits::{CommitArgs, Described};
-use super::coordinator::Coordinator;
+use super::coordinator::{Coordinator, GroupSettings};
 use crate::backend::groups::{
     Committed, Coordinator as CoordinatorId, GroupDescription, Groups, Member, Reset,
     TopicPartition,
@@ -24,23 +24,43 @@ use crate::storage::LogManager;
 
 /// The coordinator's groups, with who the coordinator is.
 pub struct CoordinatorGroups {
-    coordinator: Arc<Coordinator>,
+    coordinator: OnceLock<Arc<Coordinator>>,
+    settings: GroupSettings,
     mgr: Arc<LogManager>,
     id: Option<CoordinatorId>,
 }
 
 impl CoordinatorGroups {
-    /// `id`: the broker as Metadata advertises it (none without a listener).
+    /// The listener's coordinator; `id`: the broker as Metadata advertises it.
     pub fn new(
         coordinator: Arc<Coordinator>,
         mgr: Arc<LogManager>,
         id: Option<CoordinatorId>,
     ) -> CoordinatorGroups {
         CoordinatorGroups {
-            coordinator,
+            settings: coordinator.settings.clone(),
+            coordinator: OnceLock::from(coordinator),
             mgr,
             id,
         }
+    }
+
+    /// A coordinator of the tree's own, over `mgr`'s `__consumer_offsets`,
+    /// started at the first look at `groups/`: starting one reads the
+    /// topic and makes it compacted, as Kafka's coordinator does, which a
+    /// mount whose groups nobody looks at must not do to a directory.
+    pub fn standalone(mgr: Arc<LogManager>, settings: GroupSettings) -> CoordinatorGroups {
+        CoordinatorGroups {
+            coordinator: OnceLock::new(),
+            settings,
+            mgr,
+            id: None,
+        }
+    }
+
+    fn coordinator(&self) -> &Coordinator {
+        self.coordinator
+            .get_or_init(|| Arc::new(Coordinator::new(self.mgr.clone(), self.settings.clone())))
     }
 }
 
@@ -122,12 +142,12 @@ impl CoordinatorGroups {
 impl Groups for CoordinatorGroups {
     fn list(&self) -> BackendResult<Vec<String>> {
         let mut names: Vec<String> = self
-            .coordinator
+            .coordinator()
             .list()
             .into_iter()
             .map(|d| d.group)
             .collect();
-        names.extend(self.coordinator.groups_with_offsets());
+        names.extend(self.coordinator().groups_with_offsets());
         names.sort();
         names.dedup();
         Ok(names)
@@ -135,10 +155,10 @@ impl Groups for CoordinatorGroups {
 
     fn describe(&self, group: &str) -> BackendResult<GroupDescription> {
         let what = || format!("DescribeGroups of group {group}");
-        match self.coordinator.describe(group) {
+        match self.coordinator().describe(group) {
             Ok(Some(d)) => Ok(self.description(d)),
             // A group with offsets only is Empty, as Kafka loads one.
-            Ok(None) if self.coordinator.has_offsets(group) => Ok(GroupDescription {
+            Ok(None) if self.coordinator().has_offsets(group) => Ok(GroupDescription {
                 state: "Empty".into(),
                 coordinator: self.id.clone(),
                 ..GroupDescription::default()
@@ -150,7 +170,7 @@ impl Groups for CoordinatorGroups {
 
     fn committed(&self, group: &str) -> BackendResult<Vec<Committed>> {
         let commits = self
-            .coordinator
+            .coordinator()
             .committed(group)
             .map_err(|e| refused(&format!("OffsetFetch of group {group}"), e))?;
         Ok(commits
@@ -170,7 +190,7 @@ impl Groups for CoordinatorGroups {
 
     fn reset(&self, group: &str, offsets: &[Reset]) -> BackendResult<()> {
         let what = format!("reset of the offsets of group {group}");
-        if let Ok(Some(d)) = self.coordinator.describe(group)
+        if let Ok(Some(d)) = self.coordinator().describe(group)
             && d.state != "Empty"
         {
             info!("{what} refused: the group is {}", d.state);
@@ -194,7 +214,7 @@ impl Groups for CoordinatorGroups {
             .collect();
         let mgr = &self.mgr;
         let exists = |t: &str, p: i32| p >= 0 && mgr.partition(&format!("{t}-{p}")).is_some();
-        let answers = self.coordinator.commit(group, -1, "", -1, parts, &exists);
+        let answers = self.coordinator().commit(group, -1, "", -1, parts, &exists);
         match answers.into_iter().flatten().next() {
             None => Ok(()),
             Some(code) => Err(refused(&what, code)),
@@ -202,7 +222,7 @@ impl Groups for CoordinatorGroups {
     }
 
     fn delete(&self, group: &str) -> BackendResult<()> {
-        let answers = self.coordinator.delete_groups(&[group.to_string()]);
+        let answers = self.coordinator().delete_groups(&[group.to_string()]);
         match answers.into_iter().flatten().next() {
             None => Ok(()),
             Some(code) => Err(refused(&format!("DeleteGroups of group {group}"), code)),
