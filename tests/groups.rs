@@ -470,3 +470,45 @@ fn a_read_only_broker_directory_shows_what_the_broker_loads() {
         Err(libc::EROFS)
     );
 }
+
+/// A group deleted behind the tree's back (a client's DeleteGroups) is
+/// gone for the inodes the kernel kept too.
+#[test]
+fn a_group_deleted_elsewhere_is_gone_from_kept_inodes() {
+    use commitfs::backend::local::LocalBackend;
+    use commitfs::kafka::group::admin::CoordinatorGroups;
+    use commitfs::kafka::group::coordinator::GroupSettings;
+    use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = Arc::new(
+        LogManager::open(tmp.path(), LogConfig::default(), OpenOptions::default()).unwrap(),
+    );
+    mgr.create_partition("t-0").unwrap();
+    let groups = Arc::new(CoordinatorGroups::standalone(
+        mgr.clone(),
+        GroupSettings::default(),
+    ));
+    let t = Tree::new(Arc::new(
+        LocalBackend::new(mgr.clone()).with_groups(groups.clone()),
+    ));
+    groups
+        .reset(
+            "g",
+            &[commitfs::backend::groups::Reset {
+                partition: tp("t", 0),
+                offset: 0,
+            }],
+        )
+        .unwrap();
+    let g = ino(&t, "groups/g").unwrap();
+    let offsets = ino(&t, "groups/g/offsets").unwrap();
+    assert_eq!(read(&t, "groups/g/offsets/t-0").unwrap(), "0\n");
+    groups.delete("g").unwrap();
+    for i in [g, offsets] {
+        assert_eq!(
+            t.getattr(i).map(|_| ()).map_err(|e| e.errno),
+            Err(libc::ENOENT)
+        );
+    }
+    mgr.close().unwrap();
+}

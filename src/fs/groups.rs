@@ -88,6 +88,15 @@ impl Tree {
         Ok(names.into_iter().filter(|g| is_file_name(g)).collect())
     }
 
+    /// ENOENT unless the coordinator knows `group` (it may have been
+    /// deleted since the kernel looked it up).
+    pub(super) fn check_group(&self, group: &str) -> FsResult<()> {
+        self.groups()?
+            .describe(group)
+            .map(|_| ())
+            .map_err(|e| Self::group_error(format!("describing group {group}"), &e))
+    }
+
     fn committed(&self, group: &str) -> FsResult<Vec<Committed>> {
         self.groups()?
             .committed(group)
@@ -135,7 +144,7 @@ impl Tree {
                 .map(|g| (NodeKey::Group(inode::name(&g)), g))
                 .collect(),
             NodeKey::Group(g) => {
-                self.committed(g)?;
+                self.check_group(g)?;
                 let mut out: Vec<_> = GroupFile::ALL
                     .into_iter()
                     .map(|f| (NodeKey::GroupFile(g.clone(), f), f.name().to_string()))
@@ -143,13 +152,15 @@ impl Tree {
                 out.push((NodeKey::GroupOffsetsDir(g.clone()), GROUP_OFFSETS.into()));
                 out
             }
-            NodeKey::GroupOffsetsDir(g) => self
-                .committed(g)?
-                .into_iter()
-                .map(|c| c.partition.name())
-                .filter(|n| is_file_name(n))
-                .map(|n| (NodeKey::GroupOffset(g.clone(), inode::name(&n)), n))
-                .collect(),
+            NodeKey::GroupOffsetsDir(g) => {
+                self.check_group(g)?;
+                self.committed(g)?
+                    .into_iter()
+                    .map(|c| c.partition.name())
+                    .filter(|n| is_file_name(n))
+                    .map(|n| (NodeKey::GroupOffset(g.clone(), inode::name(&n)), n))
+                    .collect()
+            }
             _ => return Err(FsError::quiet(libc::ENOTDIR)),
         })
     }
@@ -176,6 +187,7 @@ impl Tree {
                 Ok((text.into_bytes(), now))
             }
             NodeKey::GroupOffset(g, p) => {
+                self.check_group(g)?;
                 let committed = self.committed(g)?;
                 match committed.iter().find(|c| c.partition.name() == **p) {
                     Some(c) => Ok((
