@@ -31,6 +31,7 @@ mod model {
     pub mod cluster;
     pub mod compare;
     pub mod configs;
+    pub mod groups;
     pub mod harness;
     pub mod ops;
     pub mod probes;

@@ -70,6 +70,7 @@ impl<S: System> Harness<S> {
         for name in names {
             self.compare_partition(&name);
         }
+        self.compare_groups();
     }
 
     /// A directory's entries through one directory stream, as the kernel

@@ -48,6 +48,8 @@ pub struct Harness<S: System> {
     pub chunk: u32,
     /// Step number and operation, for failure messages.
     pub step: String,
+    /// The consumer groups (`model/groups.rs`).
+    pub groups: super::groups::Groups,
 }
 
 impl<S: System> Harness<S> {
@@ -65,6 +67,7 @@ impl<S: System> Harness<S> {
             readdir_limit,
             chunk,
             step: String::new(),
+            groups: Default::default(),
         }
     }
 
@@ -147,6 +150,13 @@ impl<S: System> Harness<S> {
                 let part = self.part_name(*part);
                 self.probe(&part, probe);
             }
+            Op::GroupCommit {
+                group,
+                part,
+                offset,
+            } => self.group_commit(*group, *part, *offset),
+            Op::GroupReset { group, part, arg } => self.group_reset(*group, *part, *arg),
+            Op::GroupDelete { group } => self.group_delete(*group),
             _ => self.apply_to_handle(op),
         }
     }

@@ -238,6 +238,22 @@ pub enum Op {
         part: u8,
         probe: Probe,
     },
+    /// A client of a group commits an offset (`model/groups.rs`).
+    GroupCommit {
+        group: u8,
+        part: u8,
+        offset: u8,
+    },
+    /// `echo value > groups/<G>/offsets/<p>`.
+    GroupReset {
+        group: u8,
+        part: u8,
+        arg: super::groups::ResetArg,
+    },
+    /// `rmdir groups/<G>`.
+    GroupDelete {
+        group: u8,
+    },
 }
 
 fn byte() -> impl Strategy<Value = u8> {
@@ -404,6 +420,27 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Remount),
         1 => Just(Op::Crash),
         3 => (any::<u8>(), probe()).prop_map(|(part, probe)| Op::Probe { part, probe }),
+        2 => (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(group, part, offset)| {
+            Op::GroupCommit {
+                group,
+                part,
+                offset,
+            }
+        }),
+        2 => (any::<u8>(), any::<u8>(), reset_arg())
+            .prop_map(|(group, part, arg)| Op::GroupReset { group, part, arg }),
+        1 => any::<u8>().prop_map(|group| Op::GroupDelete { group }),
+    ]
+}
+
+fn reset_arg() -> impl Strategy<Value = super::groups::ResetArg> {
+    use super::groups::ResetArg;
+    prop_oneof![
+        4 => any::<u8>().prop_map(ResetArg::Offset),
+        1 => any::<u8>().prop_map(ResetArg::Past),
+        1 => Just(ResetArg::Earliest),
+        1 => Just(ResetArg::Latest),
+        1 => any::<u8>().prop_map(ResetArg::Garbage),
     ]
 }
 

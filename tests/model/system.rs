@@ -65,6 +65,16 @@ pub trait System {
     fn premade(&self) -> Vec<String> {
         Vec::new()
     }
+    /// A client of `group` commits `offset` for `partition`, as a
+    /// consumer's OffsetCommit would; false where the system cannot (the
+    /// model's group operations are then skipped).
+    fn commit(&self, _group: &str, _partition: &str, _offset: i64) -> bool {
+        false
+    }
+    /// Whether [`System::commit`] works here.
+    fn commits(&self) -> bool {
+        false
+    }
     /// What to print beside a mismatch (a server's log).
     fn diagnostics(&self) -> String {
         String::new()
@@ -238,6 +248,28 @@ impl System for MemSystem {
     /// Retention is a data directory's scheduler's; memory keeps all.
     fn retention_tick(&mut self, _now_ms: i64) -> bool {
         false
+    }
+
+    fn commit(&self, group: &str, partition: &str, offset: i64) -> bool {
+        let (topic, p) = partition.rsplit_once('-').expect("a partition name");
+        self.backend.group_model().commit(
+            group,
+            commitfs::backend::groups::Committed {
+                partition: commitfs::backend::groups::TopicPartition {
+                    topic: topic.into(),
+                    partition: p.parse().expect("a partition number"),
+                },
+                offset,
+                leader_epoch: None,
+                metadata: String::new(),
+                commit_timestamp: None,
+            },
+        );
+        true
+    }
+
+    fn commits(&self) -> bool {
+        true
     }
 }
 
