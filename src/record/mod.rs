@@ -6,7 +6,8 @@
 //! records), [`internal`] (`__consumer_offsets`, `__transaction_state`,
 //! `__cluster_metadata`, `__share_group_state`), [`remote_log`]
 //! (`__remote_log_metadata`), [`control`] (KRaft control records),
-//! [`end_txn_marker`] (transaction markers) and
+//! [`end_txn_marker`] (transaction markers), [`txn_log`] (`__transaction_state`
+//! records as the coordinator writes them) and
 //! [`state_files`] (producer snapshots, transaction indexes).
 
 pub mod batch;
@@ -20,6 +21,7 @@ pub mod remote_log;
 pub mod retain;
 pub mod schema;
 pub mod state_files;
+pub mod txn_log;
 pub mod validate;
 pub mod values;
 pub mod varint;
