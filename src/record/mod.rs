@@ -5,12 +5,15 @@
 //! [`schema`] (Kafka's message-schema model and the tables of its internal
 //! records), [`internal`] (`__consumer_offsets`, `__transaction_state`,
 //! `__cluster_metadata`, `__share_group_state`), [`remote_log`]
-//! (`__remote_log_metadata`), [`control`] (KRaft control records) and
+//! (`__remote_log_metadata`), [`control`] (KRaft control records),
+//! [`end_txn_marker`] (transaction markers), [`txn_log`] (`__transaction_state`
+//! records as the coordinator writes them) and
 //! [`state_files`] (producer snapshots, transaction indexes).
 
 pub mod batch;
 pub mod compression;
 pub mod control;
+pub mod end_txn_marker;
 pub mod internal;
 pub mod pack;
 pub mod records;
@@ -18,6 +21,7 @@ pub mod remote_log;
 pub mod retain;
 pub mod schema;
 pub mod state_files;
+pub mod txn_log;
 pub mod validate;
 pub mod values;
 pub mod varint;

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use log::{info, warn};
 
 use super::records::{Stored, parse, partition_for};
+use crate::record::end_txn_marker::{COMMIT, control_type_of};
 use crate::record::{Batch, BatchIter, NewRecord};
 use crate::storage::{LogManager, PartitionLog, StorageError};
 
@@ -230,12 +231,11 @@ impl Reading {
             )
         })?;
         if h.is_control() {
-            // A control record's key: version, then 0 for ABORT, 1 for COMMIT.
             let kind = records
                 .first()
-                .and_then(|r| r.key.as_deref()?.get(2..4).map(|k| [k[0], k[1]]));
+                .and_then(|r| control_type_of(r.key.as_deref()?).ok());
             let done = self.pending.remove(&h.producer_id).unwrap_or_default();
-            if kind.map(i16::from_be_bytes) == Some(1) {
+            if kind == Some(COMMIT) {
                 self.out.extend(done);
             }
             return Ok(());

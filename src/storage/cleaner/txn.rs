@@ -106,8 +106,7 @@ pub(super) fn control_type(batch: &crate::record::Batch) -> Result<Option<i16>> 
     crate::record::retain::for_each_record(&batch.header, &section, |r| {
         kind = r
             .key
-            .filter(|k| k.len() >= 4)
-            .map(|k| i16::from_be_bytes([k[2], k[3]]));
+            .and_then(|k| crate::record::end_txn_marker::control_type_of(k).ok());
         false
     })?;
     Ok(kind)
