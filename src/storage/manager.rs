@@ -608,6 +608,17 @@ impl DataDirLock {
     }
 }
 
+impl Drop for DataDirLock {
+    /// Unlocks before the descriptor closes. A flock belongs to the open
+    /// file, not to one descriptor: a child process forked by another
+    /// thread holds a copy until it execs, and while it does, closing ours
+    /// alone leaves the directory locked (a remount in that window found it
+    /// `Locked`). Unlocking through any copy releases it for all.
+    fn drop(&mut self) {
+        let _ = disk::flock(&self.file, libc::LOCK_UN);
+    }
+}
+
 /// Says who holds the lock, for whoever finds the directory in use (Kafka
 /// never reads `.lock`'s content).
 fn write_holder(f: &File, note: &str) -> std::io::Result<()> {
@@ -635,5 +646,33 @@ pub fn is_locked(dir: &Path) -> bool {
         false
     } else {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+
+    /// A copy of the lock's descriptor (what a child forked by another
+    /// thread holds until it execs) does not keep the directory locked once
+    /// the holder lets go.
+    #[test]
+    fn a_copied_descriptor_does_not_keep_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = DataDirLock::acquire(dir.path()).unwrap();
+        assert!(matches!(
+            DataDirLock::acquire(dir.path()),
+            Err(StorageError::Locked(_))
+        ));
+        // SAFETY: dup of a descriptor this test owns; closed below.
+        let copy = unsafe { libc::dup(lock.file.as_raw_fd()) };
+        assert!(copy >= 0);
+        drop(lock);
+        let again = DataDirLock::acquire(dir.path());
+        // SAFETY: the copy made above, closed once.
+        unsafe { libc::close(copy) };
+        again.unwrap();
     }
 }
