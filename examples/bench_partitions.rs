@@ -299,8 +299,8 @@ fn metadata(addr: &str, want: usize) -> Res<()> {
 /// `ls -f` of the mount's root; checks every partition is listed.
 fn ls(mnt: &Path, want: usize) -> Res<()> {
     let n = run("ls", &["-f", &s(mnt)])?.lines().count();
-    // `ls -f` lists `.` and `..` too.
-    match n == want + 2 {
+    // `ls -f` lists `.`, `..` and `groups` too.
+    match n == want + 3 {
         true => Ok(()),
         false => Err(format!("ls listed {n} names, not {want} partitions")),
     }
