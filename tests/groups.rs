@@ -512,3 +512,62 @@ fn a_group_deleted_elsewhere_is_gone_from_kept_inodes() {
     }
     mgr.close().unwrap();
 }
+
+/// A read-only mount of a directory a broker keeps writing: `groups/`
+/// follows its commits (within the tree's follow interval), as `status`
+/// follows its appends.
+#[test]
+fn a_read_only_mount_follows_new_commits() {
+    use commitfs::backend::local::LocalBackend;
+    use commitfs::kafka::group::admin::CoordinatorGroups;
+    use commitfs::kafka::group::coordinator::GroupSettings;
+    use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let writer =
+        LogManager::open(tmp.path(), LogConfig::default(), OpenOptions::default()).unwrap();
+    for name in ["t01-0", "__consumer_offsets-0"] {
+        writer.create_partition(name).unwrap();
+    }
+    let offsets = writer.partition("__consumer_offsets-0").unwrap();
+    let append = |name: &str| {
+        let (k, v) = (
+            fixture_bytes(&format!("{name}.key")),
+            fixture_bytes(&format!("{name}.payload")),
+        );
+        offsets
+            .append(&[NewRecord {
+                key: Some(&k),
+                value: Some(&v),
+                headers: &[],
+            }])
+            .unwrap();
+        offsets.flush().unwrap();
+    };
+    append("offset_commit-03");
+    let ro = OpenOptions {
+        read_only: true,
+        ..Default::default()
+    };
+    let mgr = Arc::new(LogManager::open(tmp.path(), LogConfig::default(), ro).unwrap());
+    let groups = Arc::new(CoordinatorGroups::standalone(
+        mgr.clone(),
+        GroupSettings::default(),
+    ));
+    let t = Tree::new(Arc::new(LocalBackend::new(mgr).with_groups(groups)));
+    let file = "groups/kafkesc-devcluster-group-id/offsets/t01-0";
+    let first = field(&decoded("offset_commit-03"), "offset");
+    assert_eq!(read(&t, file).unwrap(), format!("{first}\n"));
+    append("offset_commit-05");
+    let later = field(&decoded("offset_commit-05"), "offset");
+    assert_ne!(first, later);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while read(&t, file).unwrap() != format!("{later}\n") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the later commit never showed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    drop(offsets);
+    writer.close().unwrap();
+}

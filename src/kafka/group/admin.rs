@@ -5,13 +5,15 @@
 //! client gets: a reset is an OffsetCommit outside any generation, allowed
 //! only while the group is `Empty`, as `kafka-consumer-groups.sh` checks.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Buf;
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::ConsumerProtocolAssignment;
 use kafka_protocol::protocol::Decodable;
 use log::info;
+use parking_lot::Mutex;
 
 use super::commits::{CommitArgs, Described};
 use super::coordinator::{Coordinator, GroupSettings};
@@ -24,11 +26,31 @@ use crate::storage::LogManager;
 
 /// The coordinator's groups, with who the coordinator is.
 pub struct CoordinatorGroups {
-    coordinator: OnceLock<Arc<Coordinator>>,
+    source: Source,
     settings: GroupSettings,
     mgr: Arc<LogManager>,
     id: Option<CoordinatorId>,
 }
+
+enum Source {
+    /// The listener's, which every client's request goes through.
+    Listener(Arc<Coordinator>),
+    /// The tree's own: none until `groups/` is first looked at.
+    Own(Mutex<Option<Loaded>>),
+}
+
+/// The tree's own coordinator, and the log end offsets of
+/// `__consumer_offsets` it was loaded at.
+struct Loaded {
+    coordinator: Arc<Coordinator>,
+    ends: Vec<(String, i64)>,
+    checked: Instant,
+}
+
+/// How often a read-only mount looks for records a broker appended to
+/// `__consumer_offsets` since the coordinator was loaded (the tree's
+/// `FOLLOW_TTL`).
+const FOLLOW: Duration = Duration::from_secs(1);
 
 impl CoordinatorGroups {
     /// The listener's coordinator; `id`: the broker as Metadata advertises it.
@@ -39,7 +61,7 @@ impl CoordinatorGroups {
     ) -> CoordinatorGroups {
         CoordinatorGroups {
             settings: coordinator.settings.clone(),
-            coordinator: OnceLock::from(coordinator),
+            source: Source::Listener(coordinator),
             mgr,
             id,
         }
@@ -48,19 +70,57 @@ impl CoordinatorGroups {
     /// A coordinator of the tree's own, over `mgr`'s `__consumer_offsets`,
     /// started at the first look at `groups/`: starting one reads the
     /// topic and makes it compacted, as Kafka's coordinator does, which a
-    /// mount whose groups nobody looks at must not do to a directory.
+    /// mount whose groups nobody looks at must not do to a directory. On a
+    /// read-only directory (a broker's, perhaps running) it is loaded again
+    /// when the topic has grown, at most once a second, so that `groups/`
+    /// follows the broker's commits as `status` follows its appends.
     pub fn standalone(mgr: Arc<LogManager>, settings: GroupSettings) -> CoordinatorGroups {
         CoordinatorGroups {
-            coordinator: OnceLock::new(),
+            source: Source::Own(Mutex::new(None)),
             settings,
             mgr,
             id: None,
         }
     }
 
-    fn coordinator(&self) -> &Coordinator {
-        self.coordinator
-            .get_or_init(|| Arc::new(Coordinator::new(self.mgr.clone(), self.settings.clone())))
+    fn coordinator(&self) -> Arc<Coordinator> {
+        let own = match &self.source {
+            Source::Listener(c) => return c.clone(),
+            Source::Own(own) => own,
+        };
+        let mut own = own.lock();
+        if let Some(l) = own.as_mut() {
+            if !self.mgr.read_only() || l.checked.elapsed() < FOLLOW {
+                return l.coordinator.clone();
+            }
+            let ends = self.offsets_ends();
+            l.checked = Instant::now();
+            if ends == l.ends {
+                return l.coordinator.clone();
+            }
+        }
+        let ends = self.offsets_ends();
+        let coordinator = Arc::new(Coordinator::new(self.mgr.clone(), self.settings.clone()));
+        *own = Some(Loaded {
+            coordinator: coordinator.clone(),
+            ends,
+            checked: Instant::now(),
+        });
+        coordinator
+    }
+
+    /// The log end offset of each partition of `__consumer_offsets`, each
+    /// brought up to what its directory holds now (on a read-only mount,
+    /// asking the manager for a partition follows it).
+    fn offsets_ends(&self) -> Vec<(String, i64)> {
+        let prefix = format!("{}-", super::offsets::OFFSETS_TOPIC);
+        self.mgr
+            .partitions()
+            .iter()
+            .filter(|p| p.name().starts_with(&prefix))
+            .filter_map(|p| self.mgr.partition(p.name()))
+            .map(|p| (p.name().to_string(), p.log_end_offset()))
+            .collect()
     }
 }
 
