@@ -64,6 +64,7 @@ fn errno_named(name: &str) -> i32 {
         "EPERM" => libc::EPERM,
         "EACCES" => libc::EACCES,
         "EBUSY" => libc::EBUSY,
+        "ENOTEMPTY" => libc::ENOTEMPTY,
         "ENOSPC" => libc::ENOSPC,
         "EDQUOT" => libc::EDQUOT,
         "EMFILE" => libc::EMFILE,
