@@ -335,12 +335,27 @@ fn fixture_bytes(name: &str) -> Vec<u8> {
     .unwrap()
 }
 
-/// A read-only mount of a directory whose `__consumer_offsets` holds a
-/// Kafka cluster's own records (`tests/fixtures/kafka/konsumer-offsets`).
-fn broker_directory(records: &[(&str, bool)]) -> (tempfile::TempDir, Tree) {
+/// A read-only mount of `dir`, its groups from the tree's own coordinator.
+fn read_only_tree(dir: &std::path::Path) -> Tree {
     use commitfs::backend::local::LocalBackend;
     use commitfs::kafka::group::admin::CoordinatorGroups;
     use commitfs::kafka::group::coordinator::GroupSettings;
+    use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+    let ro = OpenOptions {
+        read_only: true,
+        ..Default::default()
+    };
+    let mgr = Arc::new(LogManager::open(dir, LogConfig::default(), ro).unwrap());
+    let groups = Arc::new(CoordinatorGroups::standalone(
+        mgr.clone(),
+        GroupSettings::default(),
+    ));
+    Tree::new(Arc::new(LocalBackend::new(mgr).with_groups(groups)))
+}
+
+/// A read-only mount of a directory whose `__consumer_offsets` holds a
+/// Kafka cluster's own records (`tests/fixtures/kafka/konsumer-offsets`).
+fn broker_directory(records: &[(&str, bool)]) -> (tempfile::TempDir, Tree) {
     use commitfs::storage::{LogConfig, LogManager, OpenOptions};
     let tmp = tempfile::tempdir().unwrap();
     let mgr = LogManager::open(tmp.path(), LogConfig::default(), OpenOptions::default()).unwrap();
@@ -360,16 +375,7 @@ fn broker_directory(records: &[(&str, bool)]) -> (tempfile::TempDir, Tree) {
     }
     drop(log);
     mgr.close().unwrap();
-    let ro = OpenOptions {
-        read_only: true,
-        ..Default::default()
-    };
-    let mgr = Arc::new(LogManager::open(tmp.path(), LogConfig::default(), ro).unwrap());
-    let groups = Arc::new(CoordinatorGroups::standalone(
-        mgr.clone(),
-        GroupSettings::default(),
-    ));
-    let tree = Tree::new(Arc::new(LocalBackend::new(mgr).with_groups(groups)));
+    let tree = read_only_tree(tmp.path());
     (tmp, tree)
 }
 
@@ -518,9 +524,6 @@ fn a_group_deleted_elsewhere_is_gone_from_kept_inodes() {
 /// follows its appends.
 #[test]
 fn a_read_only_mount_follows_new_commits() {
-    use commitfs::backend::local::LocalBackend;
-    use commitfs::kafka::group::admin::CoordinatorGroups;
-    use commitfs::kafka::group::coordinator::GroupSettings;
     use commitfs::storage::{LogConfig, LogManager, OpenOptions};
     let tmp = tempfile::tempdir().unwrap();
     let writer =
@@ -544,16 +547,7 @@ fn a_read_only_mount_follows_new_commits() {
         offsets.flush().unwrap();
     };
     append("offset_commit-03");
-    let ro = OpenOptions {
-        read_only: true,
-        ..Default::default()
-    };
-    let mgr = Arc::new(LogManager::open(tmp.path(), LogConfig::default(), ro).unwrap());
-    let groups = Arc::new(CoordinatorGroups::standalone(
-        mgr.clone(),
-        GroupSettings::default(),
-    ));
-    let t = Tree::new(Arc::new(LocalBackend::new(mgr).with_groups(groups)));
+    let t = read_only_tree(tmp.path());
     let file = "groups/kafkesc-devcluster-group-id/offsets/t01-0";
     let first = field(&decoded("offset_commit-03"), "offset");
     assert_eq!(read(&t, file).unwrap(), format!("{first}\n"));
