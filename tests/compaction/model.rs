@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 
 use commitfs::record::NewRecord;
+use commitfs::storage::cleaner::Sharing;
 
 use super::decode::decode_dir;
 use super::{open_with, put};
@@ -249,12 +250,16 @@ fn expected(m: &Model) -> Vec<(i64, i64, bool, Vec<MRec>)> {
         .collect()
 }
 
-fn run(ops: Vec<Op>, slots: usize, retention_zero: bool) {
+fn run(ops: Vec<Op>, slots: usize, retention_zero: bool, sharing: Sharing, io_buffer: usize) {
     let tmp = tempfile::tempdir().unwrap();
     let mut cleaner = super::cleaner_config();
     cleaner
         .set("log.cleaner.dedupe.buffer.size", &(slots * 24).to_string())
         .unwrap();
+    cleaner
+        .set("log.cleaner.io.buffer.size", &io_buffer.to_string())
+        .unwrap();
+    cleaner.sharing = sharing;
     let mut model = Model::new((slots as f64 * 0.9) as usize, retention_zero);
     let mut mgr = open_with(tmp.path(), cleaner.clone());
     let mut log = super::compacted(&mgr, "t-0");
@@ -339,7 +344,16 @@ proptest! {
         ops in prop::collection::vec(op(), 1..40),
         slots in prop_oneof![Just(3usize), Just(5), Just(1000)],
         retention_zero in any::<bool>(),
+        // Which thread filters which chunk, over chunks of a batch or two
+        // (grown for a larger one) and over whole segments.
+        sharing in prop_oneof![
+            Just(Sharing::WhenBehind),
+            Just(Sharing::CleanerThread),
+            Just(Sharing::Reader),
+            Just(Sharing::Alternate),
+        ],
+        io_buffer in prop_oneof![Just(256usize), Just(524_288)],
     ) {
-        run(ops, slots, retention_zero);
+        run(ops, slots, retention_zero, sharing, io_buffer);
     }
 }

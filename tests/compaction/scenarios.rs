@@ -18,9 +18,14 @@ use kafka_protocol::records::{
 use super::decode::decode_dir;
 use super::{compacted, open_with, put};
 
-/// Kafka's `makeCleaner(capacity)`: a map of `capacity` slots, load factor 0.75.
+/// Kafka's `makeCleaner(capacity)`: a map of `capacity` slots, load factor
+/// 0.75. Reads of 256 bytes make chunks of a batch or a few, and a pass's
+/// two threads take turns filtering them, so Kafka's cases judge both
+/// threads' filtering and the order their chunks come out in.
 fn cleaner(capacity: usize) -> commitfs::storage::cleaner::CleanerConfig {
     let mut c = super::cleaner_config();
+    c.set("log.cleaner.io.buffer.size", "512").unwrap();
+    c.sharing = commitfs::storage::cleaner::Sharing::Alternate;
     c.set(
         "log.cleaner.dedupe.buffer.size",
         &(capacity * 24).to_string(),

@@ -6,9 +6,10 @@
 //! Reads go through a buffer of `log.cleaner.io.buffer.size / threads / 2`
 //! bytes at a time, as Kafka's do: what the buffer holds of whole batches is
 //! one chunk, and the batches a chunk keeps are appended to the cleaned
-//! segment at once (so its index is Kafka's). The reads, CRC checks and
-//! key hashes run on a reader thread a few chunks ahead (`read_ahead.rs`);
-//! this thread puts into the map, looks up, filters and writes. No lock is
+//! segment at once (so its index is Kafka's). The reads, CRC checks,
+//! batch verdicts and key hashes run on a reader thread a few chunks ahead
+//! (`read_ahead.rs`); this thread puts into the map, and filters the chunks
+//! the reader does not (see `Sharing`) and writes them all. No lock is
 //! held while the segments are read and written; only the swap takes the
 //! writer lock.
 
@@ -19,14 +20,13 @@ use log::info;
 
 use super::CleanerConfig;
 use super::cleaned::{Chunk, CleanedSegment, remove_cleaned};
-use super::filter::{FilterContext, Filtered, filter_batch};
+use super::filter::{FilterContext, Filtered, filter_chunk};
 use super::manager::{LogToClean, log_segments};
 use super::offset_map::OffsetMap;
-use super::read_ahead::{CleanChunk, DirtyReader, Mapped, MappedChunk, SegmentReader};
+use super::read_ahead::{Cleaned, DirtyReader, Mapped, MappedChunk, SegmentReader};
 use super::stats::CleanerStats;
 use super::throttle::Throttler;
 use super::txn::{TxnTracker, collect_aborted};
-use crate::record::BatchIter;
 use crate::storage::error::{IoContext, Result, StorageError};
 use crate::storage::partition::PartitionLog;
 use crate::storage::segment::LogSegment;
@@ -319,8 +319,9 @@ impl<'a> Cleaner<'a> {
         Ok(())
     }
 
-    /// Kafka's `cleanInto`: one source segment, chunk by chunk, read and
-    /// hashed ahead by a [`SegmentReader`].
+    /// Kafka's `cleanInto`: one source segment, chunk by chunk, read,
+    /// judged and hashed ahead by a [`SegmentReader`], filtered by
+    /// whichever thread [`Sharing`](super::Sharing) says, and written here in order.
     fn clean_into(
         &mut self,
         seg: &LogSegment,
@@ -334,8 +335,9 @@ impl<'a> Cleaner<'a> {
         let reader = SegmentReader {
             id: self.id,
             seg,
-            hasher: map.hasher(),
-            latest: map.latest_offset(),
+            map,
+            ctx,
+            txn,
             throttler: self.throttler,
             config: self.config,
             max_message,
@@ -349,27 +351,20 @@ impl<'a> Cleaner<'a> {
                 .at(seg.path())?;
             let mut out = Vec::new();
             let mut filter = || -> Result<()> {
-                for chunk in rx.iter() {
+                for cleaned in rx.iter() {
                     (self.check_done)()?;
-                    let chunk = chunk?;
-                    out.clear();
-                    let mut res = Filtered::new();
-                    filter_chunk(map, &chunk, ctx, txn, &mut out, &mut res)?;
-                    let _ = used_tx.send(chunk.bytes);
-                    stats.messages_read += res.messages_read;
-                    stats.bytes_read += res.bytes_read;
-                    stats.messages_written += res.messages_retained;
-                    stats.bytes_written += res.bytes_retained;
-                    stats.invalid_messages_read += res.invalid;
-                    if !out.is_empty() {
-                        let written = Chunk {
-                            bytes_len: out.len(),
-                            max_offset: res.max_offset,
-                            max_timestamp: res.max_timestamp,
-                            offset_of_max_timestamp: res.offset_of_max_timestamp,
-                        };
-                        dest.append(&out, &written)?;
-                        self.throttler.maybe_throttle(out.len() as u64);
+                    match cleaned? {
+                        Cleaned::Read(chunk) => {
+                            out.clear();
+                            let mut res = Filtered::new();
+                            filter_chunk(map, &chunk, ctx, &mut out, &mut res)?;
+                            let _ = used_tx.send(chunk.bytes);
+                            self.write(dest, &out, &res, stats)?;
+                        }
+                        Cleaned::Filtered { out, res } => {
+                            self.write(dest, &out, &res, stats)?;
+                            let _ = used_tx.send(out);
+                        }
                     }
                 }
                 Ok(())
@@ -387,23 +382,32 @@ impl<'a> Cleaner<'a> {
             }
         })
     }
-}
 
-/// The whole batches of one chunk through the filter.
-fn filter_chunk(
-    map: &OffsetMap,
-    chunk: &CleanChunk,
-    ctx: &FilterContext,
-    txn: &mut TxnTracker,
-    out: &mut Vec<u8>,
-    res: &mut Filtered,
-) -> Result<()> {
-    let batches = BatchIter::new(&chunk.bytes[..chunk.len]).map_while(|item| item.ok());
-    for ((_, batch), at) in batches.zip(chunk.starts.windows(2)) {
-        let hashes = &chunk.hashes[at[0]..at[1]];
-        filter_batch(&batch, ctx, map, hashes, txn, out, res)?;
+    /// One filtered chunk appended to the cleaned segment, and counted.
+    fn write(
+        &self,
+        dest: &mut CleanedSegment,
+        out: &[u8],
+        res: &Filtered,
+        stats: &mut CleanerStats,
+    ) -> Result<()> {
+        stats.messages_read += res.messages_read;
+        stats.bytes_read += res.bytes_read;
+        stats.messages_written += res.messages_retained;
+        stats.bytes_written += res.bytes_retained;
+        stats.invalid_messages_read += res.invalid;
+        if !out.is_empty() {
+            let written = Chunk {
+                bytes_len: out.len(),
+                max_offset: res.max_offset,
+                max_timestamp: res.max_timestamp,
+                offset_of_max_timestamp: res.offset_of_max_timestamp,
+            };
+            dest.append(out, &written)?;
+            self.throttler.maybe_throttle(out.len() as u64);
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Puts one chunk's keys into the map in order, as Kafka's

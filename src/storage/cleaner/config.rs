@@ -7,6 +7,7 @@
 //! are in `storage::config`; their broker synonyms (`log.cleanup.policy`,
 //! `log.cleaner.min.cleanable.ratio`, ...) set those topic defaults.
 
+use super::read_ahead::Sharing;
 use crate::storage::config::{ConfigError, invalid, java_double, parse_int, parse_long};
 
 /// Kafka's `KafkaConfig` check: each thread's share of the dedupe buffer
@@ -32,6 +33,9 @@ pub struct CleanerConfig {
     pub backoff_ms: i64,
     /// `message.max.bytes`: how far the I/O buffers may grow.
     pub max_message_size: i32,
+    /// Not Kafka's: which of a pass's two threads filters a segment's
+    /// chunks. Tests pin it; the default suits a daemon.
+    pub sharing: Sharing,
 }
 
 impl Default for CleanerConfig {
@@ -45,6 +49,7 @@ impl Default for CleanerConfig {
             io_max_bytes_per_second: f64::MAX,
             backoff_ms: 15_000,
             max_message_size: 1024 * 1024 + 12,
+            sharing: Sharing::default(),
         }
     }
 }

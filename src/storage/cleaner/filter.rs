@@ -9,9 +9,10 @@
 use std::collections::HashMap;
 
 use super::offset_map::{KeyHash, OffsetMap};
+use super::read_ahead::CleanChunk;
 use super::txn::{TxnTracker, control_type};
 use crate::record::retain::{RecordView, empty_header, for_each_record, rebuild_batch};
-use crate::record::{Batch, BatchHeader};
+use crate::record::{Batch, BatchHeader, BatchIter};
 use crate::storage::error::Result;
 
 /// A producer's last batch as producer state knows it (Kafka's `LastRecord`).
@@ -32,7 +33,7 @@ pub(super) struct FilterContext<'a> {
 
 /// Kafka's `BatchRetention`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Retention {
+pub(super) enum Retention {
     Delete,
     RetainEmpty,
     DeleteEmpty,
@@ -84,13 +85,32 @@ fn is_last_of_producer(h: &BatchHeader, producers: &HashMap<i64, LastRecord>) ->
         })
 }
 
+/// What [`batch_verdict`] decided of one batch, in log order, before its
+/// records are filtered (by either thread of a pass).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Verdict {
+    pub retention: Retention,
+    /// Every record goes (an aborted transaction's, or a marker past its horizon).
+    pub discard_records: bool,
+    /// A marker whose transaction left nothing behind: it gets a delete horizon.
+    pub marker_for_empty_txn: bool,
+}
+
+impl Verdict {
+    /// Whether the batch's keys are looked up in the map.
+    pub fn looks_up(&self, h: &BatchHeader) -> bool {
+        self.retention != Retention::Delete && !self.discard_records && !h.is_control()
+    }
+}
+
 /// Kafka's `checkBatchRetention`: what the batch may lose, whether its
 /// records all go, and whether it is a marker of a transaction left empty.
-fn batch_retention(
+/// It moves the transaction state on, so it runs once per batch, in order.
+pub(super) fn batch_verdict(
     batch: &Batch,
     ctx: &FilterContext,
     txn: &mut TxnTracker,
-) -> Result<(Retention, bool, bool)> {
+) -> Result<Verdict> {
     let h = &batch.header;
     let can_discard = if h.is_control() {
         txn.on_control_batch_read(h, control_type(batch)?)
@@ -113,23 +133,48 @@ fn batch_retention(
     } else {
         Retention::DeleteEmpty
     };
-    Ok((retention, discard_records, can_discard && h.is_control()))
+    Ok(Verdict {
+        retention,
+        discard_records,
+        marker_for_empty_txn: can_discard && h.is_control(),
+    })
+}
+
+/// The whole batches of one chunk through the filter into `out`.
+pub(super) fn filter_chunk(
+    map: &OffsetMap,
+    chunk: &CleanChunk,
+    ctx: &FilterContext,
+    out: &mut Vec<u8>,
+    res: &mut Filtered,
+) -> Result<()> {
+    let batches = BatchIter::new(&chunk.bytes[..chunk.len]).map_while(|item| item.ok());
+    for (((_, batch), at), verdict) in batches.zip(chunk.starts.windows(2)).zip(&chunk.verdicts) {
+        let hashes = &chunk.hashes[at[0]..at[1]];
+        filter_batch(&batch, *verdict, ctx, map, hashes, out, res)?;
+    }
+    Ok(())
 }
 
 /// Filters one batch into `out`, counting it in `res`. `hashes` holds the
-/// hash of each of the batch's keys, in order, as the map hashes them
-/// (a key missing from it is hashed here).
-pub(super) fn filter_batch(
+/// hash of each key the batch looks up (a record with a key at or below
+/// the map's latest offset), in order, as the map hashes them (one
+/// missing is hashed here).
+fn filter_batch(
     batch: &Batch,
+    verdict: Verdict,
     ctx: &FilterContext,
     map: &OffsetMap,
-    hashes: &[Option<KeyHash>],
-    txn: &mut TxnTracker,
+    hashes: &[KeyHash],
     out: &mut Vec<u8>,
     res: &mut Filtered,
 ) -> Result<()> {
     let h = &batch.header;
-    let (retention, discard_records, marker_for_empty_txn) = batch_retention(batch, ctx, txn)?;
+    let Verdict {
+        retention,
+        discard_records,
+        marker_for_empty_txn,
+    } = verdict;
     res.bytes_read += batch.size() as u64;
     if retention == Retention::Delete {
         return Ok(());
@@ -138,8 +183,8 @@ pub(super) fn filter_batch(
     let latest = map.latest_offset();
     // Every slot is asked for before the first lookup, so that the batch's
     // cache misses overlap.
-    if !discard_records && !h.is_control() {
-        for hash in hashes.iter().flatten() {
+    if verdict.looks_up(h) {
+        for hash in hashes {
             map.prefetch(hash);
         }
     }
@@ -148,20 +193,12 @@ pub(super) fn filter_batch(
     let (mut dropped, mut tombstones) = (false, false);
     for_each_record(h, &section, |r| {
         res.messages_read += 1;
-        // One entry per data record with a key, looked up or not.
-        let hash = match r.key {
-            Some(key) if !h.is_control() => hashes
-                .next()
-                .copied()
-                .flatten()
-                .or_else(|| (r.offset <= latest).then(|| map.hash(key))),
-            _ => None,
-        };
         let keep = if discard_records {
             false
         } else if h.is_control() || r.offset > latest {
             true
-        } else if let Some(hash) = hash {
+        } else if let Some(key) = r.key {
+            let hash = hashes.next().copied().unwrap_or_else(|| map.hash(key));
             let retain_deletes = !h.has_delete_horizon() || ctx.now < h.base_timestamp;
             r.offset >= map.get_hashed(&hash) && (!r.is_tombstone || retain_deletes)
         } else {

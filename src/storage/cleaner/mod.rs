@@ -41,6 +41,7 @@ mod txn;
 pub use config::{CLEANER_CONFIG_NAMES, CleanerConfig, TOPIC_SYNONYMS};
 pub(crate) use filter::LastRecord;
 pub use offset_map::OffsetMap;
+pub use read_ahead::Sharing;
 pub use stats::CleanerStats;
 
 use clean::Cleaner;

@@ -7,24 +7,32 @@
 //!   batches through the transaction rules, each key with its offset. The
 //!   cleaner thread puts them into the map in the records' order.
 //! - [`SegmentReader`], for `cleanInto`: a segment's chunks, their CRCs
-//!   checked, with their keys' hashes. The cleaner thread looks them up,
-//!   filters each chunk and writes what it keeps.
+//!   checked, each batch judged in order (its retention, the transaction
+//!   rules: Kafka's `checkBatchRetention`), the keys it looks up hashed.
+//!   Filtering a chunk then needs only the chunk and the map, so either
+//!   thread may do it ([`Sharing`]); the cleaner thread writes the chunks
+//!   in log order.
 //!
 //! Reading, checking and hashing took as long as the rest; one after the
 //! other, they made a pass twice as long. A pass now takes two cores for
-//! as long as it runs. A compressed batch is inflated on both threads.
+//! as long as it runs. While the map is built, the puts must follow the
+//! records' order and stay on the cleaner thread; while segments are
+//! cleaned, the reader also filters a chunk whenever the cleaner thread
+//! has fallen behind, so neither core waits for the other. A compressed
+//! batch is inflated on both threads.
 //!
-//! A channel holds two chunks, so a reader is never more than that ahead.
+//! A channel holds 16 chunks, so a reader is never more than that ahead.
 //! When the map fills, or the pass stops, the cleaner thread drops its end
 //! and the reader stops at its next send.
 
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
 use log::info;
 
 use super::CleanerConfig;
-use super::offset_map::{KeyHash, KeyHasher};
+use super::filter::{FilterContext, Filtered, Verdict, batch_verdict, filter_chunk};
+use super::offset_map::{KeyHash, KeyHasher, OffsetMap};
 use super::throttle::Throttler;
 use super::txn::{TxnTracker, control_type};
 use crate::record::retain::for_each_record;
@@ -236,27 +244,58 @@ fn grown(
 }
 
 /// One chunk of a segment to clean: its bytes (whole batches first, CRCs
-/// checked), and its data records' keys hashed.
+/// checked), each batch's verdict, and the keys it looks up hashed.
 pub(super) struct CleanChunk {
     pub bytes: Vec<u8>,
     /// The chunk's length that was read (`bytes` may hold more: a buffer
     /// used again).
     pub len: usize,
-    /// For every record with a key of every data batch, in order, its
-    /// key's hash (`None` past the map's latest offset: not looked up).
-    pub hashes: Vec<Option<KeyHash>>,
+    /// Each whole batch's verdict, in order.
+    pub verdicts: Vec<Verdict>,
+    /// The hash of every key a batch looks up, in order (see
+    /// [`Verdict::looks_up`]; a record past the map's latest offset is kept
+    /// without one).
+    pub hashes: Vec<KeyHash>,
     /// Where each whole batch's entries start in `hashes`, and the end.
     pub starts: Vec<usize>,
 }
 
-/// A segment to clean, read and hashed ahead of Kafka's `cleanInto` on a
-/// thread of its own.
+/// A chunk as the reader sends it, in log order: to filter, or filtered
+/// by the reader itself.
+pub(super) enum Cleaned {
+    Read(CleanChunk),
+    Filtered { out: Vec<u8>, res: Filtered },
+}
+
+/// Which thread of a pass filters a segment's chunks. Filtering is most
+/// of a pass's work past the map, and it needs nothing but the chunk, its
+/// verdicts and the map, so either thread may do it; the cleaner thread
+/// then writes the chunks in order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sharing {
+    /// The reader filters a chunk when the cleaner thread is behind (the
+    /// channel is full), and hands it over otherwise: both cores stay busy
+    /// whichever thread's work is the larger.
+    #[default]
+    WhenBehind,
+    /// The cleaner thread filters every chunk.
+    CleanerThread,
+    /// The reader filters every chunk.
+    Reader,
+    /// Every other chunk each, to test that chunks filtered by either
+    /// thread come out in order.
+    Alternate,
+}
+
+/// A segment to clean, read, checked, judged and hashed ahead of Kafka's
+/// `cleanInto` on a thread of its own.
 pub(super) struct SegmentReader<'a> {
     pub id: usize,
     pub seg: &'a LogSegment,
-    pub hasher: KeyHasher,
-    /// The map's latest offset: records past it are kept without a lookup.
-    pub latest: i64,
+    pub map: &'a OffsetMap,
+    pub ctx: &'a FilterContext<'a>,
+    /// The pass's transaction state: the reader judges each batch in order.
+    pub txn: &'a mut TxnTracker,
     pub throttler: &'a Throttler,
     pub config: &'a CleanerConfig,
     pub max_message: i32,
@@ -265,32 +304,36 @@ pub(super) struct SegmentReader<'a> {
 impl SegmentReader<'_> {
     /// Reads the whole segment into `tx`, taking buffers back from `used`;
     /// an error ends it, sent as the last item.
-    pub fn run(self, tx: SyncSender<Result<CleanChunk>>, used: Receiver<Vec<u8>>) {
+    pub fn run(mut self, tx: SyncSender<Result<Cleaned>>, used: Receiver<Vec<u8>>) {
         if let Err(e) = self.read_all(&tx, &used) {
             let _ = tx.send(Err(e));
         }
     }
 
     fn read_all(
-        &self,
-        tx: &SyncSender<Result<CleanChunk>>,
+        &mut self,
+        tx: &SyncSender<Result<Cleaned>>,
         used: &Receiver<Vec<u8>>,
     ) -> Result<()> {
         let seg = self.seg;
         let size = seg.size()?;
         let mut position = 0u64;
         let mut read_size = self.config.io_buffer_per_thread();
+        // Buffers this thread is done with, before the cleaner thread's.
+        let mut spare: Vec<Vec<u8>> = Vec::new();
+        let mut n = 0u64;
         while position < size {
-            let mut bytes = used.try_recv().unwrap_or_default();
+            let mut bytes = take_buffer(&mut spare, used);
             let len = read_chunk(seg, position, read_size, &mut bytes)?;
             self.throttler.maybe_throttle(len as u64);
             let mut chunk = CleanChunk {
                 bytes,
                 len,
+                verdicts: Vec::new(),
                 hashes: Vec::new(),
                 starts: Vec::new(),
             };
-            let valid = self.hash_chunk(&mut chunk, position)?;
+            let valid = self.scan_chunk(&mut chunk, position)?;
             if valid == 0 {
                 read_size = grown(
                     self.id,
@@ -302,18 +345,46 @@ impl SegmentReader<'_> {
                     self.config,
                 )?;
             }
-            if tx.send(Ok(chunk)).is_err() {
+            position += valid;
+            let here = match self.config.sharing {
+                Sharing::WhenBehind => None,
+                Sharing::CleanerThread => Some(false),
+                Sharing::Reader => Some(true),
+                Sharing::Alternate => Some(n % 2 == 1),
+            };
+            n += 1;
+            let chunk = match here {
+                Some(true) => chunk,
+                Some(false) => {
+                    if tx.send(Ok(Cleaned::Read(chunk))).is_err() {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                None => match tx.try_send(Ok(Cleaned::Read(chunk))) {
+                    Ok(()) => continue,
+                    Err(TrySendError::Full(Ok(Cleaned::Read(chunk)))) => chunk,
+                    // The cleaner thread stopped.
+                    Err(_) => return Ok(()),
+                },
+            };
+            let mut out = take_buffer(&mut spare, used);
+            out.clear();
+            let mut res = Filtered::new();
+            filter_chunk(self.map, &chunk, self.ctx, &mut out, &mut res)?;
+            spare.push(chunk.bytes);
+            if tx.send(Ok(Cleaned::Filtered { out, res })).is_err() {
                 return Ok(());
             }
-            position += valid;
         }
         Ok(())
     }
 
-    /// Checks each whole batch's CRC and hashes its records' keys; returns
-    /// the whole batches' length.
-    fn hash_chunk(&self, chunk: &mut CleanChunk, position: u64) -> Result<u64> {
+    /// Checks each whole batch's CRC, judges it and hashes the keys it
+    /// looks up; returns the whole batches' length.
+    fn scan_chunk(&mut self, chunk: &mut CleanChunk, position: u64) -> Result<u64> {
         let mut valid = 0u64;
+        let latest = self.map.latest_offset();
         for item in BatchIter::new(&chunk.bytes[..chunk.len]) {
             let Ok((at, batch)) = item else { break };
             // A batch whose CRC does not match is not copied on: the pass
@@ -324,14 +395,19 @@ impl SegmentReader<'_> {
                 position: position + at as u64,
                 reason: e.to_string(),
             })?;
+            let verdict = batch_verdict(&batch, self.ctx, self.txn)?;
+            chunk.verdicts.push(verdict);
             chunk.starts.push(chunk.hashes.len());
             let h = batch.header;
-            if !h.is_control() {
+            if verdict.looks_up(&h) && h.base_offset <= latest {
                 let section = batch.uncompressed_section()?;
                 let hashes = &mut chunk.hashes;
+                let map = self.map;
                 for_each_record(&h, &section, |r| {
-                    if let Some(key) = r.key {
-                        hashes.push((r.offset <= self.latest).then(|| self.hasher.hash(key)));
+                    if let Some(key) = r.key
+                        && r.offset <= latest
+                    {
+                        hashes.push(map.hash(key));
                     }
                     true
                 })?;
@@ -341,4 +417,13 @@ impl SegmentReader<'_> {
         chunk.starts.push(chunk.hashes.len());
         Ok(valid)
     }
+}
+
+/// A buffer to read or filter into: one this thread is done with, else one
+/// the cleaner thread gave back, else a new one.
+fn take_buffer(spare: &mut Vec<Vec<u8>>, used: &Receiver<Vec<u8>>) -> Vec<u8> {
+    spare
+        .pop()
+        .or_else(|| used.try_recv().ok())
+        .unwrap_or_default()
 }
