@@ -16,6 +16,7 @@
 //! | `COMMITFS_BENCH_BYTES` | 1G (4M) | bytes of records in the partition |
 //! | `COMMITFS_BENCH_KEYS` | 1000000 (10000) | distinct keys |
 //! | `COMMITFS_BENCH_DEDUPE` | 128M | `log.cleaner.dedupe.buffer.size` |
+//! | `COMMITFS_BENCH_TRIALS` | 5 (1) | trials, each a `cp` and a pass of each kind |
 //! | `COMMITFS_BENCH_DIR` | `$TMPDIR` | where the scratch data dir goes (a tmpfs) |
 //!
 //! The pass runs in a child process of its own (`bench_compaction clean
@@ -29,7 +30,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use commitfs::record::NewRecord;
-use commitfs::storage::cleaner::CleanerConfig;
+use commitfs::storage::cleaner::{CleanerConfig, Sharing};
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 
 const RECORD: usize = 100;
@@ -48,8 +49,11 @@ fn size(var: &str, default: u64, quick: u64) -> u64 {
     num.parse::<u64>().expect("a size") * mult
 }
 
-fn open(dir: &Path, dedupe: u64) -> LogManager {
-    let mut cleaner = CleanerConfig::default();
+fn open(dir: &Path, dedupe: u64, sharing: Sharing) -> LogManager {
+    let mut cleaner = CleanerConfig {
+        sharing,
+        ..CleanerConfig::default()
+    };
     cleaner.set("log.cleaner.threads", "0").unwrap();
     cleaner
         .set("log.cleaner.dedupe.buffer.size", &dedupe.to_string())
@@ -68,7 +72,7 @@ fn open(dir: &Path, dedupe: u64) -> LogManager {
 /// Appends `bytes` of 100-byte records over `keys` keys, 100 per batch,
 /// each key in turn; rolls so every record is cleanable. Returns how many.
 fn fill(dir: &Path, bytes: u64, keys: u64, dedupe: u64) -> u64 {
-    let mgr = open(dir, dedupe);
+    let mgr = open(dir, dedupe, Sharing::default());
     let log = mgr.create_partition("t-0").unwrap();
     let n = bytes / RECORD as u64;
     // A record of a 10-byte key and a 72-byte value is 100 bytes in a batch
@@ -144,12 +148,12 @@ fn cp_time(part: &Path, scratch: &Path) -> Duration {
 }
 
 /// The child: one pass over `t-0`, then its figures and peak RSS.
-fn clean(dir: &Path, dedupe: u64) {
+fn clean(dir: &Path, dedupe: u64, sharing: Sharing) {
     // The cleaner's summary on stderr, with COMMITFS_BENCH_LOG=1.
     if env::var("COMMITFS_BENCH_LOG").is_ok() {
         env_logger::Builder::new().parse_filters("info").init();
     }
-    let mgr = open(dir, dedupe);
+    let mgr = open(dir, dedupe, sharing);
     // A cleaner's first pass faults its dedupe buffer in (a new key's probe
     // lands anywhere in it, so every page is touched), which Kafka pays
     // when a cleaner thread starts. The small partition's pass pays it
@@ -190,7 +194,11 @@ fn main() {
     let args: Vec<String> = env::args().collect();
     let dedupe = size("COMMITFS_BENCH_DEDUPE", 128 << 20, 128 << 20);
     if args.get(1).map(String::as_str) == Some("clean") {
-        clean(Path::new(&args[2]), dedupe);
+        let sharing = match args[3].as_str() {
+            "alone" => Sharing::CleanerThread,
+            _ => Sharing::WhenBehind,
+        };
+        clean(Path::new(&args[2]), dedupe, sharing);
         return;
     }
     let bytes = size("COMMITFS_BENCH_BYTES", 1 << 30, 4 << 20);
@@ -209,7 +217,11 @@ fn main() {
     // copies into pages the tmpfs has yet to allocate, so each trial's
     // `cp` is the best of three.
     let quick = env::var("COMMITFS_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
-    let trials = if quick { 1 } else { 3 };
+    let trials = if quick {
+        1
+    } else {
+        size("COMMITFS_BENCH_TRIALS", 5, 1) as usize
+    };
     let mut rows = Vec::new();
     let mut last = None;
     for _ in 0..trials {
@@ -218,32 +230,42 @@ fn main() {
             .min()
             .unwrap()
             .as_secs_f64();
-        let trial = tmp.path().join("trial");
-        let st = Command::new("cp")
-            .arg("-a")
-            .arg(&data)
-            .arg(&trial)
-            .status()
-            .unwrap();
-        assert!(st.success());
-        let out = Command::new(&args[0])
-            .arg("clean")
-            .arg(&trial)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::fs::remove_dir_all(&trial).unwrap();
-        let text = String::from_utf8(out.stdout).unwrap();
-        let f: Vec<f64> = text
-            .split_whitespace()
-            .map(|x| x.parse().unwrap())
-            .collect();
-        rows.push((cp, f));
-        last = Some(out.stderr);
+        // Each trial runs a pass of each kind, the filtering shared by
+        // the pass's two threads and left to the cleaner thread alone, so
+        // that both meet the same machine.
+        let mut passes = Vec::new();
+        for sharing in ["shared", "alone"] {
+            let trial = tmp.path().join("trial");
+            let st = Command::new("cp")
+                .arg("-a")
+                .arg(&data)
+                .arg(&trial)
+                .status()
+                .unwrap();
+            assert!(st.success());
+            let out = Command::new(&args[0])
+                .arg("clean")
+                .arg(&trial)
+                .arg(sharing)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::fs::remove_dir_all(&trial).unwrap();
+            let text = String::from_utf8(out.stdout).unwrap();
+            let f: Vec<f64> = text
+                .split_whitespace()
+                .map(|x| x.parse().unwrap())
+                .collect();
+            passes.push(f);
+            if sharing == "shared" {
+                last = Some(out.stderr);
+            }
+        }
+        rows.push((cp, passes));
     }
     // The last pass's own summary (COMMITFS_BENCH_LOG=1): where its time went.
     for line in String::from_utf8_lossy(&last.unwrap_or_default()).lines() {
@@ -258,27 +280,34 @@ fn main() {
         filled.as_secs_f64()
     );
     println!(
-        "| trial | `cp` of the segment files (best of 3) | a fresh cleaner's first pass: 10,000 records, faults in the {} MiB buffer | pass (`clean_now`) | pass ÷ cp | CPU time of the child (both passes) |",
+        "| trial | `cp` of the segment files (best of 3) | a fresh cleaner's first pass: 10,000 records, faults in the {} MiB buffer | pass, filtering shared by its two threads | ÷ cp | pass, the cleaner thread filtering alone | ÷ cp | CPU time of the shared pass's child (both passes) |",
         dedupe >> 20
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for (i, (cp, f)) in rows.iter().enumerate() {
+        let (shared, alone) = (&f[0], &f[1]);
         println!(
-            "| {} | {cp:.3} s | {:.3} s | {:.3} s | {:.2}× | {:.3} s |",
+            "| {} | {cp:.3} s | {:.3} s | {:.3} s | {:.2}× | {:.3} s | {:.2}× | {:.3} s |",
             i + 1,
-            f[0],
-            f[1],
-            f[1] / cp,
-            f[2]
+            shared[0],
+            shared[1],
+            shared[1] / cp,
+            alone[1],
+            alone[1] / cp,
+            shared[2]
         );
     }
-    let mut ratios: Vec<f64> = rows.iter().map(|(cp, f)| f[1] / cp).collect();
-    ratios.sort_by(f64::total_cmp);
-    println!(
-        "| **median** | | | | **{:.2}×** | |\n",
+    let median = |k: usize| {
+        let mut ratios: Vec<f64> = rows.iter().map(|(cp, f)| f[k][1] / cp).collect();
+        ratios.sort_by(f64::total_cmp);
         ratios[ratios.len() / 2]
+    };
+    println!(
+        "| **median** | | | | **{:.2}×** | | **{:.2}×** | |\n",
+        median(0),
+        median(1)
     );
-    let f = &rows[rows.len() - 1].1;
+    let f = &rows[rows.len() - 1].1[0];
     let (read, written, bytes_written, rss) = (f[4], f[5], f[6], f[7]);
     println!("| the last pass | |\n|---|---|");
     println!("| messages read → kept | {read} → {written} |");
