@@ -41,6 +41,12 @@ pub const SITES: &[&str] = &[
     "index.push",
     "index.install",
     "index.discard",
+    // A segment's `.txnindex` (index/txn.rs).
+    "txnindex.append.open",
+    "txnindex.append.write",
+    "txnindex.append.cut",
+    "txnindex.truncate",
+    "txnindex.flush",
     // A partition's directory (local_log/).
     "partition.create.mkdir",
     "partition.create.cleanup",
@@ -296,7 +302,8 @@ pub(crate) fn flock(f: &File, op: libc::c_int) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    /// The storage sources, but for this file.
+    /// The storage sources, but for this file and test modules of their
+    /// own (`tests.rs`, as a `#[cfg(test)]` section is left out below).
     fn sources() -> Vec<(String, String)> {
         fn walk(dir: &Path, out: &mut Vec<(String, String)>) {
             for e in fs::read_dir(dir).unwrap() {
@@ -305,6 +312,7 @@ mod tests {
                     walk(&p, out);
                 } else if p.extension().is_some_and(|x| x == "rs")
                     && !p.ends_with("storage/disk.rs")
+                    && !p.ends_with("tests.rs")
                 {
                     out.push((p.display().to_string(), fs::read_to_string(&p).unwrap()));
                 }

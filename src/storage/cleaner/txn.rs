@@ -10,11 +10,10 @@
 //! the same, so its logs are cleaned as Kafka would clean them.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::path::Path;
 
 use crate::record::BatchHeader;
-use crate::record::state_files::{AbortedTxn, read_txn_index};
-use crate::storage::error::{IoContext, Result, StorageError};
+use crate::record::state_files::AbortedTxn;
+use crate::storage::error::Result;
 use crate::storage::segment::LogSegment;
 
 /// ABORT and COMMIT, the control record types that end a transaction.
@@ -128,34 +127,11 @@ pub(super) fn collect_aborted(
         .unwrap_or(0);
     let mut out = Vec::new();
     for seg in &segments[first..] {
-        let path = seg.path().with_extension("txnindex");
-        let Some(bytes) = read_if_exists(&path)? else {
-            continue;
-        };
-        let (txns, bad) = read_txn_index(&bytes, &path.display().to_string());
-        if let Some(why) = bad {
-            return Err(StorageError::Corrupt {
-                path,
-                position: 0,
-                reason: why,
-            });
-        }
-        for t in txns {
-            if t.last_offset >= log_start && t.first_offset < upper {
-                out.push(t);
-            }
-            if t.last_stable_offset >= upper {
-                return Ok(out);
-            }
+        let found = seg.txn_index().collect_aborted(log_start, upper)?;
+        out.extend(found.aborted);
+        if found.complete {
+            break;
         }
     }
     Ok(out)
-}
-
-fn read_if_exists(path: &Path) -> Result<Option<Vec<u8>>> {
-    match std::fs::read(path) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).at(path),
-    }
 }

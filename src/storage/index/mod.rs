@@ -16,9 +16,11 @@ use std::path::Path;
 use super::error::Result;
 
 mod file;
+mod txn;
 
 pub use file::ALLOCATION_STEP;
 use file::IndexFile;
+pub(crate) use txn::TransactionIndex;
 
 pub const OFFSET_ENTRY: usize = 8;
 pub const TIME_ENTRY: usize = 12;

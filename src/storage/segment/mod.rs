@@ -16,7 +16,7 @@ use super::batch_reader::BatchReader;
 use super::disk;
 use super::error::{IoContext, Result, StorageError};
 use super::health::Health;
-use super::index::{OffsetIndex, TimeIndex};
+use super::index::{OffsetIndex, TimeIndex, TransactionIndex};
 use super::names::segment_file_name;
 use crate::record::BatchHeader;
 
@@ -63,6 +63,7 @@ pub struct SegmentSnapshot {
     write_pos: u64,
     offset_entries: usize,
     time_entries: usize,
+    txn_entries: usize,
     state: AppendState,
     active: bool,
 }
@@ -103,6 +104,8 @@ pub struct LogSegment {
     /// Bytes that have been fsynced.
     flushed_size: AtomicU64,
     indexes: LazyIndex,
+    /// The `.txnindex`, made at its first entry.
+    txn_index: TransactionIndex,
     state: Mutex<AppendState>,
     settings: IndexSettings,
     writable: bool,
@@ -131,6 +134,9 @@ impl LogSegment {
     }
     pub fn path(&self) -> &Path {
         &self.log_path
+    }
+    pub(crate) fn txn_index(&self) -> &TransactionIndex {
+        &self.txn_index
     }
 
     /// Creates a new, empty, active segment with its (sparse) indexes.
@@ -207,6 +213,7 @@ impl LogSegment {
     ) -> Self {
         LogSegment {
             base_offset,
+            txn_index: TransactionIndex::new(base_offset, &log_path, writable),
             log_path,
             log: log.map(OnceLock::from).unwrap_or_default(),
             size: AtomicU64::new(size),
@@ -398,6 +405,7 @@ impl LogSegment {
             write_pos,
             offset_entries: ix.offset.entries(),
             time_entries: ix.time.entries(),
+            txn_entries: self.txn_index.len()?,
             state: *self.state.lock(),
             active: self.is_active(),
         })
@@ -418,6 +426,7 @@ impl LogSegment {
         }
         ix.offset.truncate_entries(snap.offset_entries);
         ix.time.truncate_entries(snap.time_entries);
+        self.txn_index.rollback(snap.txn_entries)?;
         *self.state.lock() = snap.state;
         Ok(())
     }
@@ -475,6 +484,7 @@ impl LogSegment {
             ix.offset.flush()?;
             ix.time.flush()?;
         }
+        self.txn_index.flush()?;
         self.flushed_size.store(written, Ordering::Release);
         Ok(true)
     }
@@ -590,9 +600,9 @@ impl LogSegment {
                 _ => {}
             }
         }
-        let txn = self.log_path.with_extension("txnindex");
-        match disk::remove_file("segment.delete.remove_txnindex", &txn) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StorageError::io(&txn, e)),
+        let txn = self.txn_index.path();
+        match disk::remove_file("segment.delete.remove_txnindex", txn) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StorageError::io(txn, e)),
             _ => Ok(()),
         }
     }
