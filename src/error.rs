@@ -51,6 +51,12 @@ pub enum ErrorKind {
     InvalidProducerEpoch,
     /// A transactional batch, and transactions are not served.
     TransactionsNotServed,
+    /// A producer's plain batch while its transaction is open (Kafka's
+    /// `InvalidTxnStateException`).
+    InvalidTxnState,
+    /// A transaction marker from a coordinator older than the last one
+    /// (`TransactionCoordinatorFencedException`).
+    CoordinatorFenced,
     /// Nothing may be written: the mount or data directory is read-only.
     ReadOnly,
     /// A change the backend's rules forbid (a cluster cannot remove one
@@ -124,6 +130,8 @@ impl ErrorKind {
         ErrorKind::OutOfOrderSequence,
         ErrorKind::InvalidProducerEpoch,
         ErrorKind::TransactionsNotServed,
+        ErrorKind::InvalidTxnState,
+        ErrorKind::CoordinatorFenced,
         ErrorKind::ReadOnly,
         ErrorKind::NotPermitted,
         ErrorKind::PermissionDenied,
@@ -176,24 +184,26 @@ mod tests {
                 ErrorKind::OutOfOrderSequence => 12,
                 ErrorKind::InvalidProducerEpoch => 13,
                 ErrorKind::TransactionsNotServed => 14,
-                ErrorKind::ReadOnly => 15,
-                ErrorKind::NotPermitted => 16,
-                ErrorKind::PermissionDenied => 17,
-                ErrorKind::Unsupported => 18,
-                ErrorKind::Busy => 19,
-                ErrorKind::NotEmpty => 20,
-                ErrorKind::LimitReached => 21,
-                ErrorKind::NoSpace => 22,
-                ErrorKind::QuotaExceeded => 23,
-                ErrorKind::FileTooLarge => 24,
-                ErrorKind::TooManyOpenFiles => 25,
-                ErrorKind::Io => 26,
-                ErrorKind::Corrupt => 27,
-                ErrorKind::Offline => 28,
-                ErrorKind::TimedOut => 29,
+                ErrorKind::InvalidTxnState => 15,
+                ErrorKind::CoordinatorFenced => 16,
+                ErrorKind::ReadOnly => 17,
+                ErrorKind::NotPermitted => 18,
+                ErrorKind::PermissionDenied => 19,
+                ErrorKind::Unsupported => 20,
+                ErrorKind::Busy => 21,
+                ErrorKind::NotEmpty => 22,
+                ErrorKind::LimitReached => 23,
+                ErrorKind::NoSpace => 24,
+                ErrorKind::QuotaExceeded => 25,
+                ErrorKind::FileTooLarge => 26,
+                ErrorKind::TooManyOpenFiles => 27,
+                ErrorKind::Io => 28,
+                ErrorKind::Corrupt => 29,
+                ErrorKind::Offline => 30,
+                ErrorKind::TimedOut => 31,
             }
         }
         let seen: Vec<usize> = ErrorKind::ALL.iter().map(|k| index(*k)).collect();
-        assert_eq!(seen, (0..=29).collect::<Vec<_>>());
+        assert_eq!(seen, (0..=31).collect::<Vec<_>>());
     }
 }

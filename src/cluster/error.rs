@@ -105,6 +105,8 @@ pub fn kind_of(code: Code) -> ErrorKind {
         Code::NonEmptyGroup => ErrorKind::NotEmpty,
         Code::OutOfOrderSequenceNumber => ErrorKind::OutOfOrderSequence,
         Code::InvalidProducerEpoch | Code::ProducerFenced => ErrorKind::InvalidProducerEpoch,
+        Code::InvalidTransactionalState => ErrorKind::InvalidTxnState,
+        Code::TransactionCoordinatorFenced => ErrorKind::CoordinatorFenced,
         Code::BadMessage | Code::BadCompression | Code::InvalidMessage => ErrorKind::Corrupt,
         // Transport failures, all brokers down, no leader, not enough
         // replicas, a purged or fenced producer: the machine failed.

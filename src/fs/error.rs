@@ -96,7 +96,9 @@ pub fn errno_of(kind: ErrorKind) -> i32 {
         | ErrorKind::KeyRequired
         | ErrorKind::Invalid
         | ErrorKind::OutOfOrderSequence
-        | ErrorKind::InvalidProducerEpoch => libc::EINVAL,
+        | ErrorKind::InvalidProducerEpoch
+        | ErrorKind::InvalidTxnState
+        | ErrorKind::CoordinatorFenced => libc::EINVAL,
         ErrorKind::RecordTooLarge => libc::EMSGSIZE,
         ErrorKind::BatchTooLarge | ErrorKind::FileTooLarge => libc::EFBIG,
         ErrorKind::ReadOnly => libc::EROFS,

@@ -99,6 +99,8 @@ fn stored(kind: ErrorKind) -> ResponseError {
         ErrorKind::OutOfOrderSequence => ResponseError::OutOfOrderSequenceNumber,
         ErrorKind::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
         ErrorKind::TransactionsNotServed => ResponseError::TransactionalIdAuthorizationFailed,
+        ErrorKind::InvalidTxnState => ResponseError::InvalidTxnState,
+        ErrorKind::CoordinatorFenced => ResponseError::TransactionCoordinatorFenced,
         // Not ours to write: the answer Kafka gives a client it will not let
         // write, so clients stop instead of retrying.
         ErrorKind::ReadOnly | ErrorKind::PermissionDenied | ErrorKind::NotPermitted => {

@@ -212,6 +212,8 @@ impl StorageError {
                 P::OutOfOrderSequence => ErrorKind::OutOfOrderSequence,
                 P::InvalidProducerEpoch => ErrorKind::InvalidProducerEpoch,
                 P::Transactional => ErrorKind::TransactionsNotServed,
+                P::InvalidTxnState => ErrorKind::InvalidTxnState,
+                P::CoordinatorFenced => ErrorKind::CoordinatorFenced,
             },
         }
     }

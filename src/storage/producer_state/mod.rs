@@ -13,6 +13,14 @@
 //! those are *staged*, and become committed only once the append is
 //! published, so an append that fails leaves no trace here. A duplicate is
 //! looked for in the committed state only, as Kafka does.
+//!
+//! Transactions (Kafka's `ProducerAppendInfo.appendDataBatch` and
+//! `appendEndTxnMarker`, `ProducerStateManager.ongoingTxns`): a producer's
+//! first transactional batch opens its transaction at that batch's offset;
+//! its COMMIT or ABORT marker closes it and, when the transaction held
+//! data, completes it ([`CompletedTxn`]). The open transactions, by first
+//! offset, give the partition's first unstable offset, below which a
+//! `read_committed` reader may read.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -37,6 +45,46 @@ pub enum ProducerRefusal {
     InvalidProducerEpoch,
     /// A transactional batch: transactions are not served.
     Transactional,
+    /// A plain batch of a producer whose transaction is open (Kafka's
+    /// `InvalidTxnStateException`).
+    InvalidTxnState,
+    /// A marker from a coordinator older than the one that last wrote one
+    /// for the producer (`TransactionCoordinatorFencedException`).
+    CoordinatorFenced,
+}
+
+/// Who writes a batch (Kafka's `AppendOrigin`): a client's batches are
+/// checked in full; the transaction coordinator's (markers, transactional
+/// offset commits) have no sequence to check; a batch read back from the
+/// log (a load) is checked for nothing, only applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    Client,
+    Coordinator,
+    Replication,
+}
+
+/// A transaction that held data, ended by the marker at `last_offset`
+/// (Kafka's `CompletedTxn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompletedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub aborted: bool,
+}
+
+/// An end-of-transaction marker, as producer state reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Marker {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub coordinator_epoch: i32,
+    pub commit: bool,
+    /// The marker batch's offset.
+    pub offset: i64,
+    /// Its record's timestamp.
+    pub timestamp: i64,
 }
 
 /// One of the retained batches (`BatchMetadata`).
@@ -64,6 +112,8 @@ pub struct Producer {
     pub batches: VecDeque<BatchMeta>,
     pub coordinator_epoch: i32,
     pub last_timestamp: i64,
+    /// The first offset of its open transaction.
+    pub current_txn_first_offset: Option<i64>,
 }
 
 impl Producer {
@@ -73,7 +123,27 @@ impl Producer {
             batches: VecDeque::new(),
             coordinator_epoch: -1,
             last_timestamp: -1,
+            current_txn_first_offset: None,
         }
+    }
+
+    /// `ProducerStateEntry.update(epoch, coordinatorEpoch, timestamp)`, as
+    /// a marker leaves the producer: its transaction closed, a new epoch
+    /// (a fenced or timed-out abort bumps it) forgetting the old batches.
+    fn end_txn(&mut self, epoch: i16, coordinator_epoch: i32, timestamp: i64) {
+        if self.epoch != epoch {
+            self.batches.clear();
+            self.epoch = epoch;
+        }
+        self.coordinator_epoch = coordinator_epoch;
+        self.current_txn_first_offset = None;
+        self.last_timestamp = timestamp;
+    }
+
+    /// `isProducerExpired`: an open transaction keeps a producer.
+    fn expired(&self, now_ms: i64) -> bool {
+        self.current_txn_first_offset.is_none()
+            && now_ms - self.last_timestamp >= PRODUCER_ID_EXPIRATION_MS
     }
 
     fn last_seq(&self) -> Option<i32> {
@@ -96,14 +166,59 @@ impl Producer {
 
 /// A batch as producer state sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Staged {
-    producer_id: i64,
-    epoch: i16,
-    meta: BatchMeta,
+enum Staged {
+    Data {
+        producer_id: i64,
+        epoch: i16,
+        meta: BatchMeta,
+        /// The batch opens its producer's transaction.
+        opens_txn: bool,
+    },
+    Marker {
+        marker: Marker,
+        completed: Option<CompletedTxn>,
+    },
+}
+
+impl Staged {
+    fn producer_id(&self) -> i64 {
+        match self {
+            Staged::Data { producer_id, .. } => *producer_id,
+            Staged::Marker { marker, .. } => marker.producer_id,
+        }
+    }
+
+    /// The staged item's effect on its producer.
+    fn apply_to(&self, p: &mut Producer) {
+        match *self {
+            Staged::Data {
+                epoch,
+                meta,
+                opens_txn,
+                ..
+            } => {
+                p.add(epoch, meta);
+                if opens_txn {
+                    p.current_txn_first_offset = Some(meta.first_offset());
+                }
+            }
+            Staged::Marker { marker, .. } => {
+                p.end_txn(marker.epoch, marker.coordinator_epoch, marker.timestamp)
+            }
+        }
+    }
+
+    /// Its last offset, for a snapshot that holds what is below an offset.
+    fn last_offset(&self) -> i64 {
+        match self {
+            Staged::Data { meta, .. } => meta.last_offset,
+            Staged::Marker { marker, .. } => marker.offset,
+        }
+    }
 }
 
 fn staged_of(h: &BatchHeader, base_offset: i64) -> Staged {
-    Staged {
+    Staged::Data {
         producer_id: h.producer_id,
         epoch: h.producer_epoch,
         meta: BatchMeta {
@@ -112,6 +227,7 @@ fn staged_of(h: &BatchHeader, base_offset: i64) -> Staged {
             offset_delta: h.last_offset_delta,
             timestamp: h.max_timestamp,
         },
+        opens_txn: false,
     }
 }
 
@@ -119,6 +235,8 @@ fn staged_of(h: &BatchHeader, base_offset: i64) -> Staged {
 #[derive(Clone, Debug, Default)]
 pub struct ProducerStates {
     producers: BTreeMap<i64, Producer>,
+    /// Open transactions: first offset → producer (`ongoingTxns`).
+    ongoing: BTreeMap<i64, i64>,
     staged: Vec<Staged>,
     /// Whether the partition keeps producer state: it has `.snapshot` files
     /// (or had an idempotent batch since it was loaded). A partition only
@@ -142,13 +260,18 @@ impl ProducerStates {
             ..ProducerStates::default()
         };
         for e in entries {
-            if now_ms - e.timestamp >= PRODUCER_ID_EXPIRATION_MS {
-                continue;
-            }
             let mut p = Producer::empty();
             p.epoch = e.epoch;
             p.coordinator_epoch = e.coordinator_epoch;
             p.last_timestamp = e.timestamp;
+            p.current_txn_first_offset =
+                (e.current_txn_first_offset >= 0).then_some(e.current_txn_first_offset);
+            if p.expired(now_ms) {
+                continue;
+            }
+            if let Some(first) = p.current_txn_first_offset {
+                s.ongoing.insert(first, e.producer_id);
+            }
             if e.last_offset >= 0 {
                 p.batches.push_back(BatchMeta {
                     last_seq: e.last_sequence,
@@ -167,11 +290,12 @@ impl ProducerStates {
     /// with its last batch, in producer id order.
     pub fn snapshot_entries(&self, offset: i64) -> Vec<ProducerEntry> {
         let mut producers = self.producers.clone();
-        for s in self.staged.iter().filter(|s| s.meta.last_offset < offset) {
-            producers
-                .entry(s.producer_id)
-                .or_insert_with(Producer::empty)
-                .add(s.epoch, s.meta);
+        for s in self.staged.iter().filter(|s| s.last_offset() < offset) {
+            s.apply_to(
+                producers
+                    .entry(s.producer_id())
+                    .or_insert_with(Producer::empty),
+            );
         }
         producers
             .iter()
@@ -185,7 +309,7 @@ impl ProducerStates {
                     offset_delta: last.map_or(0, |b| b.offset_delta),
                     timestamp: p.last_timestamp,
                     coordinator_epoch: p.coordinator_epoch,
-                    current_txn_first_offset: -1,
+                    current_txn_first_offset: p.current_txn_first_offset.unwrap_or(-1),
                 }
             })
             .collect()
@@ -226,32 +350,120 @@ impl ProducerStates {
     }
 
     fn apply(&mut self, s: Staged) {
-        self.producers
-            .entry(s.producer_id)
-            .or_insert_with(Producer::empty)
-            .add(s.epoch, s.meta);
-    }
-
-    /// A batch read back from the log at load (Kafka's replication origin:
-    /// no checks, the batch is in the log).
-    pub fn replay(&mut self, h: &BatchHeader) {
-        if h.producer_id >= 0 && !h.is_control() {
-            self.apply(staged_of(h, h.base_offset));
+        let p = self
+            .producers
+            .entry(s.producer_id())
+            .or_insert_with(Producer::empty);
+        let open_before = p.current_txn_first_offset;
+        s.apply_to(p);
+        match s {
+            Staged::Data {
+                opens_txn, meta, ..
+            } if opens_txn => {
+                self.ongoing.insert(meta.first_offset(), s.producer_id());
+            }
+            Staged::Marker { .. } => {
+                if let Some(first) = open_before {
+                    self.ongoing.remove(&first);
+                }
+            }
+            Staged::Data { .. } => {}
         }
     }
 
+    /// A data batch read back from the log at load (Kafka's replication
+    /// origin: no checks, the batch is in the log).
+    pub fn replay(&mut self, h: &BatchHeader) {
+        if h.producer_id >= 0 && !h.is_control() {
+            let mut staged = staged_of(h, h.base_offset);
+            if let Staged::Data { opens_txn, .. } = &mut staged {
+                *opens_txn = h.is_transactional()
+                    && self
+                        .producers
+                        .get(&h.producer_id)
+                        .is_none_or(|p| p.current_txn_first_offset.is_none());
+            }
+            self.apply(staged);
+        }
+    }
+
+    /// A marker read back from the log at load: the transaction it
+    /// completes, if it held data (the index entry of an abort is
+    /// rebuilt from it).
+    pub fn replay_marker(&mut self, marker: Marker) -> Option<CompletedTxn> {
+        let completed = self.completed_by(&marker);
+        self.apply(Staged::Marker { marker, completed });
+        completed
+    }
+
     /// Forgets producers whose last batch is older than the expiration
-    /// (`removeExpiredProducers`). Returns how many went.
+    /// and that have no transaction open (`removeExpiredProducers`).
+    /// Returns how many went.
     pub fn expire(&mut self, now_ms: i64) -> usize {
         let before = self.producers.len();
-        self.producers
-            .retain(|_, p| now_ms - p.last_timestamp < PRODUCER_ID_EXPIRATION_MS);
+        self.producers.retain(|_, p| !p.expired(now_ms));
         before - self.producers.len()
+    }
+
+    /// The first offset of the oldest open transaction: a `read_committed`
+    /// reader may read only below it (`firstUnstableOffset`).
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.ongoing.keys().next().copied()
+    }
+
+    /// The open transactions, as (first offset, producer id), oldest first.
+    pub fn open_transactions(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.ongoing.iter().map(|(first, pid)| (*first, *pid))
+    }
+
+    /// The transactions the staged markers complete, each with the last
+    /// stable offset its `.txnindex` entry records (Kafka's
+    /// `lastStableOffset(completedTxn)`): the first offset of the oldest
+    /// transaction of another producer still open once the staged batches
+    /// before it are applied, or the offset after the marker.
+    pub fn staged_completions(&self) -> Vec<(CompletedTxn, i64)> {
+        let mut ongoing = self.ongoing.clone();
+        let mut open: BTreeMap<i64, Option<i64>> = BTreeMap::new();
+        let mut out = Vec::new();
+        for s in &self.staged {
+            let pid = s.producer_id();
+            let current = *open.entry(pid).or_insert_with(|| {
+                self.producers
+                    .get(&pid)
+                    .and_then(|p| p.current_txn_first_offset)
+            });
+            match *s {
+                Staged::Data {
+                    opens_txn: true,
+                    meta,
+                    ..
+                } => {
+                    ongoing.insert(meta.first_offset(), pid);
+                    open.insert(pid, Some(meta.first_offset()));
+                }
+                Staged::Data { .. } => {}
+                Staged::Marker { completed, .. } => {
+                    if let Some(c) = completed {
+                        let lso = ongoing
+                            .iter()
+                            .find(|(_, p)| **p != c.producer_id)
+                            .map_or(c.last_offset + 1, |(first, _)| *first);
+                        out.push((c, lso));
+                    }
+                    if let Some(first) = current {
+                        ongoing.remove(&first);
+                    }
+                    open.insert(pid, None);
+                }
+            }
+        }
+        out
     }
 
     /// Checks a client's batch about to be stored at `base_offset`, and
     /// stages it when it is to be appended. Batches without a producer id
-    /// need no state.
+    /// need no state. A transactional batch is refused: the listener does
+    /// not serve transactions yet.
     pub fn check(
         &mut self,
         h: &BatchHeader,
@@ -266,19 +478,113 @@ impl ProducerStates {
                 ),
             ));
         }
+        self.check_batch(h, base_offset, Origin::Client)
+    }
+
+    /// Kafka's `ProducerAppendInfo.appendDataBatch` for a batch from
+    /// `origin` about to be stored at `base_offset`: the epoch, the
+    /// sequence (a client's only), and the transaction rules; staged when
+    /// it is to be appended.
+    pub fn check_batch(
+        &mut self,
+        h: &BatchHeader,
+        base_offset: i64,
+        origin: Origin,
+    ) -> Result<Checked, (ProducerRefusal, String)> {
         if h.producer_id < 0 {
             return Ok(Checked::Append);
         }
-        if let Some(d) = self.duplicate(h) {
+        if origin == Origin::Client
+            && let Some(d) = self.duplicate(h)
+        {
             return Ok(Checked::Duplicate {
                 first_offset: d.first_offset(),
                 last_offset: d.last_offset,
             });
         }
-        let staged = staged_of(h, base_offset);
-        self.check_sequence(h, base_offset)?;
+        let mut staged = staged_of(h, base_offset);
+        self.check_epoch(h.producer_id, h.producer_epoch, base_offset, origin)?;
+        if origin == Origin::Client {
+            self.check_sequence(h, base_offset)?;
+        }
+        let open = self.updated(h.producer_id).current_txn_first_offset;
+        match (open, h.is_transactional()) {
+            (Some(_), false) => {
+                return Err((
+                    ProducerRefusal::InvalidTxnState,
+                    format!(
+                        "Expected transactional write from producer {} at offset {base_offset}",
+                        h.producer_id
+                    ),
+                ));
+            }
+            (None, true) => {
+                if let Staged::Data { opens_txn, .. } = &mut staged {
+                    *opens_txn = true;
+                }
+            }
+            _ => {}
+        }
         self.staged.push(staged);
         Ok(Checked::Append)
+    }
+
+    /// Kafka's `appendEndTxnMarker`: the marker's epoch and coordinator
+    /// epoch checked (a coordinator's marker; one read back is only
+    /// applied), staged, and the transaction it completes, if it held data.
+    pub fn check_marker(
+        &mut self,
+        marker: Marker,
+        origin: Origin,
+    ) -> Result<Option<CompletedTxn>, (ProducerRefusal, String)> {
+        let id = marker.producer_id;
+        self.check_epoch(id, marker.epoch, marker.offset, origin)?;
+        let current = self.updated(id).coordinator_epoch;
+        if current > marker.coordinator_epoch && origin != Origin::Replication {
+            return Err((
+                ProducerRefusal::CoordinatorFenced,
+                format!(
+                    "Invalid coordinator epoch for producerId {id} at offset {}: {} (zombie), {current} (current)",
+                    marker.offset, marker.coordinator_epoch
+                ),
+            ));
+        }
+        let completed = self.completed_by(&marker);
+        self.staged.push(Staged::Marker { marker, completed });
+        Ok(completed)
+    }
+
+    /// The transaction `marker` completes: its producer's open one, if any
+    /// (a marker of a transaction that wrote nothing here completes none).
+    fn completed_by(&self, marker: &Marker) -> Option<CompletedTxn> {
+        let first = self.updated(marker.producer_id).current_txn_first_offset?;
+        Some(CompletedTxn {
+            producer_id: marker.producer_id,
+            first_offset: first,
+            last_offset: marker.offset,
+            aborted: !marker.commit,
+        })
+    }
+
+    /// `checkProducerEpoch`: an older epoch than the producer's is refused
+    /// (read back from the log, it is applied all the same).
+    fn check_epoch(
+        &self,
+        id: i64,
+        epoch: i16,
+        offset: i64,
+        origin: Origin,
+    ) -> Result<(), (ProducerRefusal, String)> {
+        let current = self.updated(id).epoch;
+        if epoch < current && origin != Origin::Replication {
+            return Err((
+                ProducerRefusal::InvalidProducerEpoch,
+                format!(
+                    "epoch of producer {id} at offset {offset} is {epoch}, which is smaller than the last seen epoch {current}"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// `ProducerStateEntry.findDuplicateBatch` on the committed state.
@@ -302,8 +608,8 @@ impl ProducerStates {
             .get(&id)
             .cloned()
             .unwrap_or_else(Producer::empty);
-        for s in self.staged.iter().filter(|s| s.producer_id == id) {
-            p.add(s.epoch, s.meta);
+        for s in self.staged.iter().filter(|s| s.producer_id() == id) {
+            s.apply_to(&mut p);
         }
         p
     }
@@ -321,15 +627,6 @@ impl ProducerStates {
         let current_epoch = current.map_or(NO_EPOCH, |p| p.epoch);
         let updated = self.updated(id);
         let (epoch, first) = (h.producer_epoch, h.base_sequence);
-        if epoch < updated.epoch {
-            return Err((
-                ProducerRefusal::InvalidProducerEpoch,
-                format!(
-                    "epoch of producer {id} at offset {offset} is {epoch}, which is smaller than the last seen epoch {}",
-                    updated.epoch
-                ),
-            ));
-        }
         let out_of_order = |expected: String| {
             Err((
                 ProducerRefusal::OutOfOrderSequence,
@@ -481,5 +778,381 @@ mod tests {
         let mut h = batch(3, 0, 0, 1);
         h.attributes |= 0x10;
         assert_eq!(append(&mut s, &h, 0), Err(ProducerRefusal::Transactional));
+    }
+
+    /// Kafka's `ProducerStateManagerTest` cases of transactions.
+    mod txn {
+        use super::*;
+
+        const PID: i64 = 1;
+
+        /// `appendEntry`: one record at `offset`, committed at once.
+        fn data(
+            s: &mut ProducerStates,
+            pid: i64,
+            epoch: i16,
+            seq: i32,
+            offset: i64,
+            transactional: bool,
+            origin: Origin,
+        ) -> Result<Checked, ProducerRefusal> {
+            let mut h = batch(pid, epoch, seq, 1);
+            h.base_offset = offset;
+            if transactional {
+                h.attributes |= 0x10;
+            }
+            let r = s.check_batch(&h, offset, origin).map_err(|(r, _)| r);
+            s.commit_staged();
+            r
+        }
+
+        fn client(
+            s: &mut ProducerStates,
+            pid: i64,
+            epoch: i16,
+            seq: i32,
+            offset: i64,
+            transactional: bool,
+        ) -> Result<Checked, ProducerRefusal> {
+            data(s, pid, epoch, seq, offset, transactional, Origin::Client)
+        }
+
+        fn marker(pid: i64, epoch: i16, commit: bool, offset: i64, coordinator: i32) -> Marker {
+            Marker {
+                producer_id: pid,
+                epoch,
+                coordinator_epoch: coordinator,
+                commit,
+                offset,
+                timestamp: 1_000,
+            }
+        }
+
+        /// `appendEndTxnMarker`, committed at once.
+        fn end(s: &mut ProducerStates, m: Marker) -> Result<Option<CompletedTxn>, ProducerRefusal> {
+            let r = s.check_marker(m, Origin::Coordinator).map_err(|(r, _)| r);
+            s.commit_staged();
+            r
+        }
+
+        fn open_txn(s: &ProducerStates, pid: i64) -> Option<i64> {
+            s.producer(pid).unwrap().current_txn_first_offset
+        }
+
+        #[test]
+        fn append_txn_marker_with_no_producer_state() {
+            let mut s = ProducerStates::default();
+            assert_eq!(end(&mut s, marker(PID, 2, true, 27, 0)), Ok(None));
+            let p = s.producer(PID).unwrap();
+            assert_eq!((p.epoch, p.last_seq()), (2, None));
+            // Fencing works when the marker is all that is left.
+            assert_eq!(
+                client(&mut s, PID, 0, 0, 4, false),
+                Err(ProducerRefusal::InvalidProducerEpoch)
+            );
+            assert_eq!(
+                client(&mut s, PID, 2, 17, 4, false),
+                Err(ProducerRefusal::OutOfOrderSequence)
+            );
+            assert_eq!(client(&mut s, PID, 2, 0, 39, false), Ok(Checked::Append));
+            assert_eq!(s.producer(PID).unwrap().last_seq(), Some(0));
+        }
+
+        #[test]
+        fn a_control_record_bumps_the_producer_epoch() {
+            let mut s = ProducerStates::default();
+            client(&mut s, PID, 0, 0, 0, false).unwrap();
+            assert_eq!(end(&mut s, marker(PID, 1, false, 1, 0)), Ok(None));
+            let p = s.producer(PID).unwrap();
+            assert_eq!(
+                (p.epoch, p.current_txn_first_offset, p.last_seq()),
+                (1, None, None)
+            );
+            assert_eq!(client(&mut s, PID, 1, 0, 2, false), Ok(Checked::Append));
+        }
+
+        #[test]
+        fn out_of_sequence_after_a_control_record_epoch_bump() {
+            let mut s = ProducerStates::default();
+            client(&mut s, PID, 0, 0, 0, true).unwrap();
+            client(&mut s, PID, 0, 1, 1, true).unwrap();
+            assert!(end(&mut s, marker(PID, 1, false, 2, 0)).unwrap().is_some());
+            assert_eq!(
+                client(&mut s, PID, 1, 2, 3, true),
+                Err(ProducerRefusal::OutOfOrderSequence)
+            );
+            assert_eq!(
+                client(&mut s, PID, 2, 2, 3, true),
+                Err(ProducerRefusal::OutOfOrderSequence)
+            );
+            assert_eq!(client(&mut s, PID, 1, 0, 3, true), Ok(Checked::Append));
+            assert_eq!(s.producer(PID).unwrap().last_seq(), Some(0));
+        }
+
+        #[test]
+        fn a_plain_append_while_a_transaction_is_open_is_refused() {
+            let mut s = ProducerStates::default();
+            client(&mut s, PID, 0, 0, 0, true).unwrap();
+            assert_eq!(
+                client(&mut s, PID, 0, 1, 1, false),
+                Err(ProducerRefusal::InvalidTxnState)
+            );
+            // Nothing of the refused batch stays.
+            assert_eq!(s.producer(PID).unwrap().last_seq(), Some(0));
+        }
+
+        #[test]
+        fn a_snapshot_keeps_an_unfinished_transaction_open() {
+            let mut s = ProducerStates::default();
+            client(&mut s, PID, 0, 0, 0, true).unwrap();
+            client(&mut s, PID, 0, 1, 1, true).unwrap();
+            let entries = s.snapshot_entries(3);
+            assert_eq!(entries[0].current_txn_first_offset, 0);
+            let mut back = ProducerStates::from_snapshot(&entries, 1_000);
+            let p = back.producer(PID).unwrap();
+            assert_eq!(p.batches.back().unwrap().first_offset(), 1);
+            assert_eq!(p.last_seq(), Some(1));
+            assert_eq!(p.current_txn_first_offset, Some(0));
+            assert_eq!(back.first_unstable_offset(), Some(0));
+            assert_eq!(client(&mut back, PID, 0, 2, 2, true), Ok(Checked::Append));
+            assert_eq!(
+                back.check_marker(marker(PID, 0, false, 3, 0), Origin::Coordinator),
+                Ok(Some(CompletedTxn {
+                    producer_id: PID,
+                    first_offset: 0,
+                    last_offset: 3,
+                    aborted: true
+                }))
+            );
+        }
+
+        #[test]
+        fn a_snapshot_of_a_finished_or_empty_transaction_holds_none() {
+            let mut s = ProducerStates::default();
+            client(&mut s, PID, 0, 0, 0, true).unwrap();
+            client(&mut s, PID, 0, 1, 1, true).unwrap();
+            end(&mut s, marker(PID, 0, false, 2, 0)).unwrap();
+            let back = ProducerStates::from_snapshot(&s.snapshot_entries(3), 1_000);
+            let p = back.producer(PID).unwrap();
+            assert_eq!((p.last_seq(), p.current_txn_first_offset), (Some(1), None));
+            assert_eq!(back.first_unstable_offset(), None);
+
+            let mut s = ProducerStates::default();
+            let mut m = marker(PID, 0, false, 0, 0);
+            m.timestamp = 777;
+            end(&mut s, m).unwrap();
+            let back = ProducerStates::from_snapshot(&s.snapshot_entries(1), 777);
+            let p = back.producer(PID).unwrap();
+            assert_eq!((p.last_timestamp, p.current_txn_first_offset), (777, None));
+        }
+
+        #[test]
+        fn a_fencing_abort_marker_closes_the_transaction_and_keeps_the_epoch() {
+            let mut s = ProducerStates::default();
+            client(&mut s, PID, 0, 0, 0, true).unwrap();
+            assert!(end(&mut s, marker(PID, 1, false, 1, 0)).unwrap().is_some());
+            let p = s.producer(PID).unwrap();
+            assert_eq!((p.current_txn_first_offset, p.batches.len()), (None, 0));
+            assert_eq!(s.expire(1_000), 0);
+            assert!(s.producer(PID).is_some());
+        }
+
+        #[test]
+        fn first_unstable_offset() {
+            let mut s = ProducerStates::default();
+            assert_eq!(s.first_unstable_offset(), None);
+            client(&mut s, PID, 5, 0, 99, true).unwrap();
+            assert_eq!(s.first_unstable_offset(), Some(99));
+            client(&mut s, 2, 5, 0, 105, true).unwrap();
+            assert_eq!(s.first_unstable_offset(), Some(99));
+            end(&mut s, marker(PID, 5, true, 109, 0)).unwrap();
+            assert_eq!(s.first_unstable_offset(), Some(105));
+            end(&mut s, marker(2, 5, false, 112, 0)).unwrap();
+            assert_eq!(s.first_unstable_offset(), None);
+        }
+
+        #[test]
+        fn producers_with_open_transactions_do_not_expire() {
+            let mut s = ProducerStates::default();
+            client(&mut s, PID, 5, 0, 99, true).unwrap();
+            client(&mut s, 2, 5, 0, 100, false).unwrap();
+            assert_eq!(s.expire(1_000 + PRODUCER_ID_EXPIRATION_MS + 1), 1);
+            assert!(s.producer(PID).is_some());
+            assert_eq!(s.first_unstable_offset(), Some(99));
+            // Nor do they leave a snapshot when it is loaded late.
+            let back = ProducerStates::from_snapshot(
+                &s.snapshot_entries(101),
+                1_000 + 2 * PRODUCER_ID_EXPIRATION_MS,
+            );
+            assert_eq!(back.first_unstable_offset(), Some(99));
+        }
+
+        #[test]
+        fn a_coordinators_batches_have_no_sequence_to_check() {
+            let mut s = ProducerStates::default();
+            for offset in [99, 100] {
+                assert_eq!(
+                    data(&mut s, PID, 0, -1, offset, true, Origin::Coordinator),
+                    Ok(Checked::Append)
+                );
+            }
+        }
+
+        #[test]
+        fn a_marker_of_an_older_epoch_is_refused() {
+            let mut s = ProducerStates::default();
+            client(&mut s, PID, 5, 0, 99, true).unwrap();
+            assert_eq!(
+                end(&mut s, marker(PID, 3, true, 100, 0)),
+                Err(ProducerRefusal::InvalidProducerEpoch)
+            );
+            // Read back from the log, it is applied all the same.
+            assert!(
+                s.replay_marker(marker(PID, 3, true, 100, 0)).is_some(),
+                "the open transaction completes"
+            );
+        }
+
+        #[test]
+        fn coordinator_fencing() {
+            let mut s = ProducerStates::default();
+            client(&mut s, PID, 5, 0, 99, true).unwrap();
+            end(&mut s, marker(PID, 5, true, 100, 1)).unwrap();
+            assert_eq!(s.producer(PID).unwrap().coordinator_epoch, 1);
+            assert_eq!(end(&mut s, marker(PID, 5, true, 101, 1)), Ok(None));
+            assert_eq!(end(&mut s, marker(PID, 5, true, 102, 2)), Ok(None));
+            assert_eq!(
+                end(&mut s, marker(PID, 5, true, 103, 1)),
+                Err(ProducerRefusal::CoordinatorFenced)
+            );
+            // And after a load from a snapshot.
+            let mut back = ProducerStates::from_snapshot(&s.snapshot_entries(103), 1_000);
+            assert_eq!(
+                end(&mut back, marker(PID, 5, true, 103, 1)),
+                Err(ProducerRefusal::CoordinatorFenced)
+            );
+        }
+
+        #[test]
+        fn last_stable_offset_of_a_completed_transaction() {
+            let mut s = ProducerStates::default();
+            let (p1, p2, p3) = (PID, PID + 1, PID + 2);
+            let start1 = 992_342;
+            let (start2, start3) = (start1 + 25, start1 + 57);
+            for (pid, start) in [(p1, start1), (p2, start2), (p3, start3)] {
+                client(&mut s, pid, 0, 0, start, true).unwrap();
+            }
+            let last1 = start3 + 15;
+            s.check_marker(marker(p1, 0, true, last1, 0), Origin::Coordinator)
+                .unwrap();
+            let done = |s: &ProducerStates| s.staged_completions();
+            let c1 = CompletedTxn {
+                producer_id: p1,
+                first_offset: start1,
+                last_offset: last1,
+                aborted: false,
+            };
+            assert_eq!(done(&s), vec![(c1, start2)]);
+            s.commit_staged();
+            assert_eq!(s.first_unstable_offset(), Some(start2));
+            let last3 = last1 + 20;
+            s.check_marker(marker(p3, 0, true, last3, 0), Origin::Coordinator)
+                .unwrap();
+            assert_eq!(done(&s)[0].1, start2);
+            s.commit_staged();
+            assert_eq!(s.first_unstable_offset(), Some(start2));
+            let last2 = last3 + 78;
+            s.check_marker(marker(p2, 0, true, last2, 0), Origin::Coordinator)
+                .unwrap();
+            assert_eq!(done(&s)[0].1, last2 + 1);
+            s.commit_staged();
+            assert_eq!(s.first_unstable_offset(), None);
+        }
+
+        #[test]
+        fn empty_transactions_complete_nothing() {
+            let mut s = ProducerStates::default();
+            let mut seq = 0;
+            let mut stage = |s: &mut ProducerStates, first: i64, last: i64| {
+                for offset in first..=last {
+                    let mut h = batch(PID, 0, seq, 1);
+                    h.attributes |= 0x10;
+                    s.check_batch(&h, offset, Origin::Client).unwrap();
+                    seq += 1;
+                }
+            };
+            stage(&mut s, 16, 20);
+            s.commit_staged();
+            assert_eq!(s.first_unstable_offset(), Some(16));
+            // One append: the open transaction committed, empty ones, one
+            // that holds data and aborts, and one left open.
+            let m = |commit, offset| marker(PID, 0, commit, offset, 0);
+            let first = s.check_marker(m(true, 21), Origin::Coordinator).unwrap();
+            assert_eq!(
+                first,
+                Some(CompletedTxn {
+                    producer_id: PID,
+                    first_offset: 16,
+                    last_offset: 21,
+                    aborted: false
+                })
+            );
+            assert_eq!(s.check_marker(m(true, 22), Origin::Coordinator), Ok(None));
+            assert_eq!(s.check_marker(m(false, 23), Origin::Coordinator), Ok(None));
+            stage(&mut s, 24, 27);
+            let second = s.check_marker(m(false, 28), Origin::Coordinator).unwrap();
+            assert_eq!(
+                second.map(|c| (c.first_offset, c.aborted)),
+                Some((24, true))
+            );
+            assert_eq!(s.check_marker(m(false, 29), Origin::Coordinator), Ok(None));
+            stage(&mut s, 30, 31);
+            let done = s.staged_completions();
+            assert_eq!(
+                done.iter()
+                    .map(|(c, lso)| (c.first_offset, *lso))
+                    .collect::<Vec<_>>(),
+                vec![(16, 22), (24, 29)]
+            );
+            s.commit_staged();
+            assert_eq!(s.first_unstable_offset(), Some(30));
+            assert_eq!(open_txn(&s, PID), Some(30));
+            assert_eq!(s.open_transactions().collect::<Vec<_>>(), vec![(30, PID)]);
+        }
+
+        #[test]
+        fn a_discarded_append_leaves_no_transaction() {
+            let mut s = ProducerStates::default();
+            let mut h = batch(PID, 0, 0, 1);
+            h.attributes |= 0x10;
+            s.check_batch(&h, 5, Origin::Client).unwrap();
+            s.discard_staged();
+            assert_eq!(s.first_unstable_offset(), None);
+            assert!(s.producer(PID).is_none());
+        }
+
+        #[test]
+        fn replay_opens_and_completes_transactions() {
+            let mut s = ProducerStates::default();
+            let mut h = batch(PID, 0, 0, 2);
+            h.attributes |= 0x10;
+            h.base_offset = 10;
+            s.replay(&h);
+            h.base_offset = 12;
+            h.base_sequence = 2;
+            s.replay(&h);
+            assert_eq!(s.first_unstable_offset(), Some(10));
+            assert_eq!(
+                s.replay_marker(marker(PID, 0, false, 14, 0)),
+                Some(CompletedTxn {
+                    producer_id: PID,
+                    first_offset: 10,
+                    last_offset: 14,
+                    aborted: true
+                })
+            );
+            assert_eq!(s.first_unstable_offset(), None);
+            assert_eq!(s.replay_marker(marker(PID, 0, false, 15, 0)), None);
+        }
     }
 }
