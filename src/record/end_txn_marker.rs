@@ -143,6 +143,17 @@ pub fn read_marker(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<EndTxnMar
     })
 }
 
+/// The marker a control batch holds (Kafka's `ProducerAppendInfo.append`
+/// reads its first record): none when the batch is empty (the cleaner left
+/// only its header); Kafka's message when its record is not a marker.
+pub fn marker_of_batch(batch: &crate::record::Batch) -> Result<Option<EndTxnMarker>, String> {
+    let records = batch.records().map_err(|e| e.to_string())?;
+    records
+        .first()
+        .map(|r| read_marker(r.key.as_deref(), r.value.as_deref()))
+        .transpose()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,10 +236,21 @@ mod tests {
                 coordinator_epoch: 9
             })
         );
-        // Our own batch reader agrees on the header.
+        // Our own batch reader agrees on the header, and on the marker.
         let batch = Batch::parse(&bytes).unwrap();
         assert!(batch.header.is_control() && batch.header.is_transactional());
         batch.verify_crc().unwrap();
+        assert_eq!(
+            marker_of_batch(&batch),
+            Ok(Some(EndTxnMarker {
+                kind: MarkerType::Commit,
+                coordinator_epoch: 9
+            }))
+        );
+        // The cleaner's bare header of it holds none.
+        let mut empty = Vec::new();
+        crate::record::retain::empty_header(&batch.header, &mut empty);
+        assert_eq!(marker_of_batch(&Batch::parse(&empty).unwrap()), Ok(None));
     }
 
     /// What Kafka refuses, in its words; a newer version is read as 0.

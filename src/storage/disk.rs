@@ -44,7 +44,6 @@ pub const SITES: &[&str] = &[
     // A segment's `.txnindex` (index/txn.rs).
     "txnindex.append.open",
     "txnindex.append.write",
-    "txnindex.append.cut",
     "txnindex.truncate",
     "txnindex.flush",
     // A partition's directory (local_log/).

@@ -24,14 +24,7 @@ use crate::record::state_files::{ABORTED_TXN_SIZE, AbortedTxn, read_txn_index};
 use crate::storage::disk;
 use crate::storage::error::{IoContext, Result, StorageError};
 
-// The append path and recovery of transactional logs (issue 21, next
-// slice) are the callers of `append`, `reset`, `truncate_to` and
-// `sanity_check`; until they land only the cleaner and the segment's
-// flush and undo use this index.
-#[allow(dead_code)]
 pub(crate) struct TransactionIndex {
-    /// The segment's base offset (Kafka's `startOffset`).
-    base: i64,
     path: PathBuf,
     /// The entries, once read (writable segments only).
     cache: Option<Mutex<Option<Vec<AbortedTxn>>>>,
@@ -49,12 +42,10 @@ pub(crate) struct TxnSearch {
     pub complete: bool,
 }
 
-#[allow(dead_code)]
 impl TransactionIndex {
-    /// The index of the segment at `base` whose `.log` is `log_path`. No I/O.
-    pub fn new(base: i64, log_path: &Path, writable: bool) -> TransactionIndex {
+    /// The index of the segment whose `.log` is `log_path`. No I/O.
+    pub fn new(log_path: &Path, writable: bool) -> TransactionIndex {
         TransactionIndex {
-            base,
             path: log_path.with_extension("txnindex"),
             cache: writable.then(|| Mutex::new(None)),
             dirty: AtomicBool::new(false),
@@ -99,6 +90,7 @@ impl TransactionIndex {
     }
 
     /// Every entry (Kafka's `allAbortedTxns`).
+    #[cfg(test)]
     pub fn all(&self) -> Result<Vec<AbortedTxn>> {
         self.with_entries(|e| Ok(e.clone()))
     }
@@ -121,32 +113,14 @@ impl TransactionIndex {
                     ),
                 });
             }
+            // Past the whole entries: a torn one (shorter than an entry)
+            // is written over, and the file ends with the new entry.
             let at = (entries.len() * ABORTED_TXN_SIZE) as u64;
             let file = disk::open_or_create("txnindex.append.open", &self.path).at(&self.path)?;
             disk::write_all_at("txnindex.append.write", &file, &txn.to_bytes(), at)
                 .at(&self.path)?;
-            let end = at + ABORTED_TXN_SIZE as u64;
-            if file.metadata().at(&self.path)?.len() > end {
-                disk::set_len("txnindex.append.cut", &file, end).at(&self.path)?;
-            }
             entries.push(txn);
             self.dirty.store(true, Ordering::Release);
-            Ok(())
-        })
-    }
-
-    /// Drops the entries of transactions that end at or past `offset`
-    /// (Kafka's `truncateTo`): the log is cut there.
-    pub fn truncate_to(&self, offset: i64) -> Result<()> {
-        self.with_entries(|entries| {
-            let keep = entries
-                .iter()
-                .position(|t| t.last_offset >= offset)
-                .unwrap_or(entries.len());
-            if keep < entries.len() {
-                self.cut(keep)?;
-                entries.truncate(keep);
-            }
             Ok(())
         })
     }
@@ -204,25 +178,6 @@ impl TransactionIndex {
         })
     }
 
-    /// Kafka's `sanityCheck`: no entry ends below the segment's base.
-    pub fn sanity_check(&self) -> Result<()> {
-        self.with_entries(|entries| {
-            match entries.iter().position(|t| t.last_offset < self.base) {
-                Some(i) => Err(StorageError::Corrupt {
-                    path: self.path.clone(),
-                    position: (i * ABORTED_TXN_SIZE) as u64,
-                    reason: format!(
-                        "Last offset of aborted transaction {} in index {} is less than start offset {}",
-                        kafka_text(&entries[i]),
-                        self.path.display(),
-                        self.base
-                    ),
-                }),
-                None => Ok(()),
-            }
-        })
-    }
-
     /// Entries held, for an append's undo.
     pub fn len(&self) -> Result<usize> {
         self.with_entries(|e| Ok(e.len()))
@@ -238,15 +193,6 @@ impl TransactionIndex {
             Ok(())
         })
     }
-}
-
-/// Kafka's `AbortedTxn.toString`.
-#[allow(dead_code)]
-fn kafka_text(t: &AbortedTxn) -> String {
-    format!(
-        "AbortedTxn(version={}, producerId={}, firstOffset={}, lastOffset={}, lastStableOffset={})",
-        t.version, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset
-    )
 }
 
 #[cfg(test)]

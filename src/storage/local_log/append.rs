@@ -17,6 +17,7 @@ use log::{error, warn};
 use super::roll::RollContext;
 use super::{LocalLog, LogWriter};
 use crate::record::BatchHeader;
+use crate::record::state_files::AbortedTxn;
 use crate::storage::config::LogConfig;
 use crate::storage::error::{Result, StorageError};
 use crate::storage::producer_state::ProducerStateManager;
@@ -105,6 +106,7 @@ impl LogWriter<'_> {
         // and then reported failed.
         let result = self
             .write_batches(batches, &headers, &roll, &mut written)
+            .and_then(|()| index_aborted(producers, &written))
             .and_then(|()| match written.flush_due {
                 true => self.log.sync_segments(None),
                 false => Ok(()),
@@ -215,6 +217,34 @@ impl LogWriter<'_> {
             .log_end_offset
             .store(written.next_offset, Ordering::Release);
     }
+}
+
+/// Kafka's `segment.updateTxnIndex` for each transaction the append's
+/// markers abort: an entry in the `.txnindex` of the segment the marker
+/// went to, with the last stable offset producer state gives it. Before
+/// the publish, so the undo of a failed append removes it again.
+fn index_aborted(producers: &ProducerStateManager, written: &Written) -> Result<()> {
+    for (txn, last_stable_offset) in producers.staged_completions() {
+        if !txn.aborted {
+            continue;
+        }
+        let Some(seg) = written
+            .segments
+            .iter()
+            .rev()
+            .find(|s| s.base_offset <= txn.last_offset)
+        else {
+            continue;
+        };
+        seg.txn_index().append(AbortedTxn {
+            version: 0,
+            producer_id: txn.producer_id,
+            first_offset: txn.first_offset,
+            last_offset: txn.last_offset,
+            last_stable_offset,
+        })?;
+    }
+    Ok(())
 }
 
 impl LocalLog {

@@ -204,6 +204,10 @@ impl LocalLog {
     pub fn segment_bases(&self) -> Vec<i64> {
         self.segments.bases()
     }
+    /// The segment holding `offset` (the first one, below it) and those after.
+    pub fn segments_from(&self, offset: i64) -> Vec<Arc<LogSegment>> {
+        self.segments.from(offset)
+    }
     pub fn first_segment_base(&self) -> Option<i64> {
         self.segments.first_base()
     }

@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use super::LocalLog;
+use crate::record::end_txn_marker::{EndTxnMarker, marker_of_batch};
 use crate::record::values::record_end;
-use crate::record::{BatchHeader, Record, TimestampType, decode_record_at};
-use crate::storage::batch_reader::BatchReader;
+use crate::record::{BatchHeader, BatchIter, Record, TimestampType, decode_record_at};
+use crate::storage::batch_reader::{BatchReader, read_full_at};
 use crate::storage::error::{Result, StorageError};
 use crate::storage::segment::ReadBatch;
 
@@ -174,22 +175,63 @@ impl LocalLog {
         Ok(max)
     }
 
-    /// Hands `f` the header of each batch from the one holding `from` up to
-    /// the log end, in order, reading no batch body.
-    pub fn walk_batch_headers(&self, from: i64, mut f: impl FnMut(&BatchHeader)) -> Result<()> {
+    /// [`LocalLog::walk_batch_headers`], with the marker of each control
+    /// batch read from its record (none for an empty one), as producer
+    /// state replays a log at load. A marker that does not decode stops
+    /// the walk as corrupt.
+    pub fn walk_batches_and_markers(
+        &self,
+        from: i64,
+        mut f: impl FnMut(&BatchHeader, Option<EndTxnMarker>),
+    ) -> Result<()> {
         let end = self.log_end_offset();
         for seg in self.segments.from(from) {
             let file = seg.log_file()?;
             let size = seg.size()?;
             let mut walk = BatchReader::new(file, seg.path(), 0, size, WALK_CHUNK);
-            walk.for_each_header(|_, h| {
+            let mut failed = None;
+            walk.for_each_header(|position, h| {
                 if h.base_offset >= end {
                     return false;
                 }
-                f(h);
-                true
+                if !h.is_control() {
+                    f(h, None);
+                    return true;
+                }
+                match read_marker_at(file, position, h) {
+                    Ok(marker) => {
+                        f(h, marker);
+                        true
+                    }
+                    Err(reason) => {
+                        failed = Some(StorageError::Corrupt {
+                            path: seg.path().to_path_buf(),
+                            position,
+                            reason,
+                        });
+                        false
+                    }
+                }
             })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
         }
         Ok(())
     }
+}
+
+/// The marker of the control batch `h` at `position` of `file`.
+fn read_marker_at(
+    file: &std::fs::File,
+    position: u64,
+    h: &BatchHeader,
+) -> std::result::Result<Option<EndTxnMarker>, String> {
+    let mut buf = vec![0u8; h.size()];
+    let n = read_full_at(file, &mut buf, position).map_err(|e| e.to_string())?;
+    let (_, batch) = BatchIter::new(&buf[..n])
+        .next()
+        .ok_or_else(|| "a control batch cut short".to_string())?
+        .map_err(|e| e.to_string())?;
+    marker_of_batch(&batch)
 }

@@ -8,6 +8,8 @@
 //! batches in its stream tally, and after the publish, still under the
 //! lock, it commits producer state, so that the next append sees both.
 
+use std::sync::atomic::Ordering;
+
 use super::PartitionLog;
 use super::encoded::{ENCODED, Encoded};
 use crate::record::{NewRecord, batch_size};
@@ -92,8 +94,15 @@ impl PartitionLog {
             }
         };
         self.count_appended(&written, enc);
+        // A transaction the append opens is unstable before a reader can
+        // see its batches; one it ends becomes stable only once its marker
+        // is published (`txn.rs`).
+        if let Some(first) = self.producers.staged_txn_start() {
+            self.first_unstable.fetch_min(first, Ordering::AcqRel);
+        }
         w.publish(&written);
         self.producers.commit();
+        self.publish_first_unstable();
         drop(w);
         self.appends.notify();
         self.local.after_publish(&written);

@@ -90,6 +90,20 @@ impl Encoded {
         }
     }
 
+    /// One control batch (an end-of-transaction marker), whole but for its
+    /// base offset; it adds nothing to the consumer stream.
+    pub fn control(&mut self, batch: &[u8]) {
+        self.buf.clear();
+        self.buf.extend_from_slice(batch);
+        self.batches.clear();
+        self.batches.push(EncodedBatch {
+            range: 0..batch.len(),
+            first: 0,
+            records: 1,
+            stream_bytes: 0,
+        });
+    }
+
     fn set_log_append_time(&mut self, now: i64) {
         for b in &self.batches {
             set_log_append_time(&mut self.buf[b.range.clone()], now);

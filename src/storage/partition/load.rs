@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 use super::config::PartitionConfig;
 use super::{LoadContext, PartitionLog};
+use crate::record::state_files::AbortedTxn;
 use crate::storage::error::Result;
 use crate::storage::health::Health;
 use crate::storage::local_log::{LocalLog, LogId};
+use crate::storage::producer_state::CompletedTxn;
 use crate::storage::stream::Stream;
 
 impl PartitionLog {
@@ -51,22 +53,82 @@ impl PartitionLog {
         // Stream lengths of segments that recovery may have changed are recomputed.
         let stream = Stream::load(dir, loaded.recovered_from);
         let log = Self::new_arc(local, ctx, config, log_start, stream, health.clone());
-        log.load_producer_state(&loaded.names)?;
+        log.load_producer_state(&loaded.names, loaded.recovered_from)?;
         Ok(log)
     }
 
     /// The producer state at load: the latest good snapshot at or below the
     /// log end, then the batches after it, their headers walked by the local
     /// log straight into producer state's replay.
-    fn load_producer_state(&self, names: &[String]) -> Result<()> {
+    fn load_producer_state(&self, names: &[String], recovered_from: Option<i64>) -> Result<()> {
+        let completed = self.replay_producer_state(names, recovered_from)?;
+        // Without a replay (a partition that never had a producer id, so
+        // no snapshot) nothing is known to rebuild them from: they stay.
+        if let (Some(from), Some(completed)) = (recovered_from, completed) {
+            self.rebuild_txn_indexes(from, &completed)?;
+        }
+        self.publish_first_unstable();
+        Ok(())
+    }
+
+    /// Producer state from its snapshot and the batches after it; the
+    /// transactions the replayed markers complete, with their last stable
+    /// offsets. After a recovery from `recovered_from`, the snapshot is
+    /// one at or below it, so that every marker of the recovered segments
+    /// is replayed.
+    fn replay_producer_state(
+        &self,
+        names: &[String],
+        recovered_from: Option<i64>,
+    ) -> Result<Option<Vec<(CompletedTxn, i64)>>> {
         let bases = self.local.segment_bases();
-        let Some(from) = self.producers.load(names, &bases, self.log_end_offset())? else {
-            return Ok(());
+        let at_most = recovered_from.unwrap_or(i64::MAX);
+        let Some(from) = self
+            .producers
+            .load(names, &bases, self.log_end_offset(), at_most)?
+        else {
+            return Ok(None);
         };
+        let mut completed = Vec::new();
         let mut replay = self.producers.replay(from);
         self.local
-            .walk_batch_headers(from, |header| replay.apply(header))?;
+            .walk_batches_and_markers(from, |header, marker| {
+                match marker {
+                    Some(marker) => completed.extend(replay.apply_marker(header, marker)),
+                    // An empty control batch, whose transaction the cleaner
+                    // removed, changes nothing (Kafka's `appendEmptyControlBatch`).
+                    None if header.is_control() => {}
+                    None => replay.apply(header),
+                }
+            })?;
         replay.finish();
+        Ok(Some(completed))
+    }
+
+    /// Kafka's `LogSegment.recover` of a transaction index: each segment
+    /// from `from` on loses its entries and gets one for each abort whose
+    /// marker it holds, as the replay found them (a marker cut away by the
+    /// recovery leaves no entry behind).
+    fn rebuild_txn_indexes(&self, from: i64, completed: &[(CompletedTxn, i64)]) -> Result<()> {
+        let segs = self.local.segments_from(from);
+        for (i, seg) in segs.iter().enumerate() {
+            if seg.base_offset < from {
+                continue;
+            }
+            let next = segs.get(i + 1).map_or(i64::MAX, |s| s.base_offset);
+            seg.txn_index().reset()?;
+            for (txn, lso) in completed {
+                if txn.aborted && (seg.base_offset..next).contains(&txn.last_offset) {
+                    seg.txn_index().append(AbortedTxn {
+                        version: 0,
+                        producer_id: txn.producer_id,
+                        first_offset: txn.first_offset,
+                        last_offset: txn.last_offset,
+                        last_stable_offset: *lso,
+                    })?;
+                }
+            }
+        }
         Ok(())
     }
 }

@@ -38,6 +38,7 @@ mod load;
 mod produce;
 mod read;
 mod retention;
+mod txn;
 
 pub use append::AppendInfo;
 pub use compact::CleanerStatus;
@@ -74,6 +75,9 @@ pub struct PartitionLog {
     log_start_offset: AtomicI64,
     /// Idempotent producers' state; changed under the writer lock only.
     producers: ProducerStateManager,
+    /// The first offset of the oldest open transaction (`i64::MAX`: none),
+    /// as readers may see it (see `txn.rs`).
+    first_unstable: AtomicI64,
     stream: Mutex<Stream>,
     /// Stream bytes counted as they are appended, kept apart from the
     /// stream so an append never waits behind a stream read.
@@ -128,6 +132,7 @@ impl PartitionLog {
             config,
             log_start_offset: AtomicI64::new(log_start),
             producers,
+            first_unstable: AtomicI64::new(i64::MAX),
             stream: Mutex::new(stream),
             tally: AppendTally::default(),
             appends: ctx.appends.clone(),

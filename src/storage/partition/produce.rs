@@ -13,7 +13,7 @@ use crate::storage::config::LogConfig;
 use crate::storage::error::{Result, StorageError};
 use crate::storage::local_log::Written;
 use crate::storage::now_ms;
-use crate::storage::producer_state::Duplicate;
+use crate::storage::producer_state::{Duplicate, Origin};
 
 /// Where a produced append landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +85,17 @@ impl PartitionLog {
     /// batches already stored (an idempotent producer's) is answered with
     /// their offsets, and nothing is written.
     pub fn append_produced(&self, records: &[u8]) -> Result<ProducedInfo> {
+        self.append_produced_from(records, None)
+    }
+
+    /// [`PartitionLog::append_produced`], whose batches producer state
+    /// checks as a client's without transactions (`origin` none), or as
+    /// `origin`'s, transactions and all.
+    pub(super) fn append_produced_from(
+        &self,
+        records: &[u8],
+        origin: Option<Origin>,
+    ) -> Result<ProducedInfo> {
         if !self.local.writable() {
             return Err(StorageError::ReadOnly);
         }
@@ -95,7 +106,7 @@ impl PartitionLog {
         let produced = ENCODED.with_borrow_mut(|enc| {
             enc.copy_produced(records, &batches, append_time);
             let path = self.health.enter("a produce")?;
-            let produced = path.finish(self.produce_locked(enc, &batches, &config));
+            let produced = path.finish(self.produce_locked(enc, &batches, &config, origin));
             enc.release_if_large();
             produced
         })?;
@@ -125,10 +136,18 @@ impl PartitionLog {
         enc: &mut Encoded,
         batches: &[(usize, ValidBatch)],
         config: &LogConfig,
+        origin: Option<Origin>,
     ) -> Result<Produced> {
         let w = self.local.writer()?;
         let headers: Vec<BatchHeader> = batches.iter().map(|(_, v)| v.header).collect();
-        if let Some(duplicate) = self.producers.check(&headers, w.log_end_offset())? {
+        let log_end = w.log_end_offset();
+        let duplicate = match origin {
+            None => self.producers.check(&headers, log_end)?,
+            Some(origin) => self
+                .producers
+                .check_transactional(&headers, log_end, origin)?,
+        };
+        if let Some(duplicate) = duplicate {
             return Ok(Produced::Duplicate(duplicate));
         }
         self.append_locked(w, enc, config).map(Produced::Appended)

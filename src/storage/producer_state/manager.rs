@@ -30,8 +30,9 @@ use std::path::{Path, PathBuf};
 use log::{info, warn};
 use parking_lot::{Mutex, MutexGuard};
 
-use super::{Checked, ProducerStates};
+use super::{Checked, CompletedTxn, Marker, Origin, ProducerStates};
 use crate::record::BatchHeader;
+use crate::record::end_txn_marker::{EndTxnMarker, MarkerType};
 use crate::record::state_files::{read_producer_snapshot, write_producer_snapshot};
 use crate::storage::checkpoint::write_atomically;
 use crate::storage::disk;
@@ -91,12 +92,83 @@ impl ProducerStateManager {
         Ok(None)
     }
 
+    /// [`ProducerStateManager::check`] for batches that may be
+    /// transactional, from `origin` (a client's, or the transaction
+    /// coordinator's offset commits).
+    pub fn check_transactional(
+        &self,
+        batches: &[BatchHeader],
+        log_end: i64,
+        origin: Origin,
+    ) -> Result<Option<Duplicate>> {
+        let mut offset = log_end;
+        for h in batches {
+            match self.check_one(h, offset, log_end, Some(origin)) {
+                Ok(None) => {}
+                other => {
+                    self.discard();
+                    return other;
+                }
+            }
+            offset += h.last_offset_delta as i64 + 1;
+        }
+        Ok(None)
+    }
+
+    /// Checks an end-of-transaction marker about to be stored at its
+    /// offset (the log end), and stages it; the transaction it completes,
+    /// if it held data. Writer lock held.
+    pub fn check_marker(&self, marker: Marker, log_end: i64) -> Result<Option<CompletedTxn>> {
+        self.start_tracking(log_end)?;
+        let checked = self.state.lock().check_marker(marker, Origin::Coordinator);
+        checked.map_err(|(refusal, message)| {
+            self.discard();
+            StorageError::Producer { refusal, message }
+        })
+    }
+
+    /// The transactions the staged markers complete, with the last stable
+    /// offset of each (see [`ProducerStates::staged_completions`]).
+    pub fn staged_completions(&self) -> Vec<(CompletedTxn, i64)> {
+        self.state.lock().staged_completions()
+    }
+
+    /// The first offset of the oldest open transaction, committed state.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.state.lock().first_unstable_offset()
+    }
+
+    /// The first offset of the oldest transaction the staged batches open.
+    pub fn staged_txn_start(&self) -> Option<i64> {
+        self.state.lock().staged_txn_start()
+    }
+
+    /// The open transactions, (first offset, producer id), oldest first.
+    pub fn open_transactions(&self) -> Vec<(i64, i64)> {
+        self.state.lock().open_transactions().collect()
+    }
+
     /// Checks one batch about to be stored at `offset`, and stages it.
     fn check_batch(&self, h: &BatchHeader, offset: i64, log_end: i64) -> Result<Option<Duplicate>> {
+        self.check_one(h, offset, log_end, None)
+    }
+
+    /// One batch: a client's without transactions (`origin` none), or any
+    /// from `origin`.
+    fn check_one(
+        &self,
+        h: &BatchHeader,
+        offset: i64,
+        log_end: i64,
+        origin: Option<Origin>,
+    ) -> Result<Option<Duplicate>> {
         if h.producer_id >= 0 {
             self.start_tracking(log_end)?;
         }
-        let checked = self.state.lock().check(h, offset);
+        let checked = match origin {
+            None => self.state.lock().check(h, offset),
+            Some(origin) => self.state.lock().check_batch(h, offset, origin),
+        };
         match checked {
             Ok(Checked::Append) => Ok(None),
             Ok(Checked::Duplicate {
@@ -185,10 +257,18 @@ impl ProducerStateManager {
     }
 
     /// The state at load from the latest good snapshot at or below
-    /// `log_end`, among the directory's `names`; `bases` are the segments'.
-    /// Returns the offset from which the log's batches are to be replayed
-    /// (`i64::MIN`: all of them), or `None` when there is nothing to replay.
-    pub fn load(&self, names: &[String], bases: &[i64], log_end: i64) -> Result<Option<i64>> {
+    /// `log_end` and `at_most`, among the directory's `names`; `bases` are
+    /// the segments'. Returns the offset from which the log's batches are
+    /// to be replayed (`i64::MIN`: all of them), or `None` when there is
+    /// nothing to replay. (`at_most`: the first recovered offset, whose
+    /// segments' transaction indexes the replay rebuilds.)
+    pub fn load(
+        &self,
+        names: &[String],
+        bases: &[i64],
+        log_end: i64,
+        at_most: i64,
+    ) -> Result<Option<i64>> {
         if !self.writable {
             return Ok(None);
         }
@@ -206,6 +286,7 @@ impl ProducerStateManager {
         offsets = self.remove_stray_snapshots(offsets, bases, log_end)?;
         let now = crate::storage::now_ms();
         let mut from = None;
+        offsets.retain(|o| *o <= at_most);
         while let Some(offset) = offsets.pop() {
             let path = self.snapshot_path(offset);
             let bytes = match std::fs::read(&path) {
@@ -295,6 +376,26 @@ impl Replay<'_> {
             self.state.replay(h);
             self.batches += 1;
         }
+    }
+
+    /// One end-of-transaction marker at `h`; the transaction it completes.
+    pub fn apply_marker(
+        &mut self,
+        h: &BatchHeader,
+        marker: EndTxnMarker,
+    ) -> Option<(CompletedTxn, i64)> {
+        if h.base_offset < self.from || h.producer_id < 0 {
+            return None;
+        }
+        self.batches += 1;
+        self.state.replay_marker(Marker {
+            producer_id: h.producer_id,
+            epoch: h.producer_epoch,
+            coordinator_epoch: marker.coordinator_epoch,
+            commit: marker.kind == MarkerType::Commit,
+            offset: h.base_offset,
+            timestamp: h.max_timestamp,
+        })
     }
 
     /// Logs what the replay rebuilt.

@@ -388,12 +388,22 @@ impl ProducerStates {
     }
 
     /// A marker read back from the log at load: the transaction it
-    /// completes, if it held data (the index entry of an abort is
-    /// rebuilt from it).
-    pub fn replay_marker(&mut self, marker: Marker) -> Option<CompletedTxn> {
+    /// completes, if it held data, with its last stable offset (the index
+    /// entry of an abort is rebuilt from them).
+    pub fn replay_marker(&mut self, marker: Marker) -> Option<(CompletedTxn, i64)> {
         let completed = self.completed_by(&marker);
+        let done = completed.map(|c| (c, self.last_stable_offset_of(&c)));
         self.apply(Staged::Marker { marker, completed });
-        completed
+        done
+    }
+
+    /// Kafka's `lastStableOffset(completedTxn)` on the committed state: the
+    /// oldest open transaction of another producer, or past the marker.
+    fn last_stable_offset_of(&self, c: &CompletedTxn) -> i64 {
+        self.ongoing
+            .iter()
+            .find(|(_, p)| **p != c.producer_id)
+            .map_or(c.last_offset + 1, |(first, _)| *first)
     }
 
     /// Forgets producers whose last batch is older than the expiration
@@ -411,6 +421,21 @@ impl ProducerStates {
         self.ongoing.keys().next().copied()
     }
 
+    /// The first offset of the oldest transaction the staged batches open.
+    pub fn staged_txn_start(&self) -> Option<i64> {
+        self.staged
+            .iter()
+            .filter_map(|s| match s {
+                Staged::Data {
+                    opens_txn: true,
+                    meta,
+                    ..
+                } => Some(meta.first_offset()),
+                _ => None,
+            })
+            .min()
+    }
+
     /// The open transactions, as (first offset, producer id), oldest first.
     pub fn open_transactions(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
         self.ongoing.iter().map(|(first, pid)| (*first, *pid))
@@ -422,6 +447,17 @@ impl ProducerStates {
     /// transaction of another producer still open once the staged batches
     /// before it are applied, or the offset after the marker.
     pub fn staged_completions(&self) -> Vec<(CompletedTxn, i64)> {
+        if !self.staged.iter().any(|s| {
+            matches!(
+                s,
+                Staged::Marker {
+                    completed: Some(_),
+                    ..
+                }
+            )
+        }) {
+            return Vec::new();
+        }
         let mut ongoing = self.ongoing.clone();
         let mut open: BTreeMap<i64, Option<i64>> = BTreeMap::new();
         let mut out = Vec::new();
@@ -1144,12 +1180,15 @@ mod tests {
             assert_eq!(s.first_unstable_offset(), Some(10));
             assert_eq!(
                 s.replay_marker(marker(PID, 0, false, 14, 0)),
-                Some(CompletedTxn {
-                    producer_id: PID,
-                    first_offset: 10,
-                    last_offset: 14,
-                    aborted: true
-                })
+                Some((
+                    CompletedTxn {
+                        producer_id: PID,
+                        first_offset: 10,
+                        last_offset: 14,
+                        aborted: true
+                    },
+                    15
+                ))
             );
             assert_eq!(s.first_unstable_offset(), None);
             assert_eq!(s.replay_marker(marker(PID, 0, false, 15, 0)), None);

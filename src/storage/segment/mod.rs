@@ -213,7 +213,7 @@ impl LogSegment {
     ) -> Self {
         LogSegment {
             base_offset,
-            txn_index: TransactionIndex::new(base_offset, &log_path, writable),
+            txn_index: TransactionIndex::new(&log_path, writable),
             log_path,
             log: log.map(OnceLock::from).unwrap_or_default(),
             size: AtomicU64::new(size),

@@ -1,0 +1,298 @@
+//! Transactions in storage (issue 21): a client's transactional batches
+//! and the coordinator's markers, the last stable offset they leave, the
+//! `.txnindex` entry of an abort, and all of it again after a clean close
+//! and after a crash. The batches are encoded, and the log read back, by
+//! kafka-protocol (another implementation than commitfs's codec).
+
+use bytes::BytesMut;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+use commitfs::record::NewRecord;
+use commitfs::record::state_files::{AbortedTxn, read_txn_index};
+use commitfs::storage::producer_state::ProducerRefusal;
+use commitfs::storage::{LogConfig, LogManager, OpenOptions, PartitionLog, StorageError};
+
+fn open(dir: &std::path::Path) -> LogManager {
+    LogManager::open(
+        dir,
+        LogConfig::default(),
+        OpenOptions::without_cleaner_threads(),
+    )
+    .unwrap()
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// One batch of `n` records of producer `pid`, first sequence `seq`,
+/// transactional or not, as kafka-protocol encodes it.
+fn batch(pid: i64, epoch: i16, seq: i32, n: usize, transactional: bool) -> BytesMut {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: seq + i as i32,
+            timestamp: now(),
+            key: Some(format!("k{pid}-{}", seq + i as i32).into_bytes().into()),
+            value: Some(b"v".to_vec().into()),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
+    buf
+}
+
+fn txn(log: &PartitionLog, pid: i64, seq: i32, n: usize) -> i64 {
+    log.append_transactional(&batch(pid, 0, seq, n, true))
+        .unwrap()
+        .first_offset
+}
+
+/// A control record as kafka-protocol reads it: (offset, producer id,
+/// transactional, marker key, marker value).
+type ControlRecord = (i64, i64, bool, Vec<u8>, Vec<u8>);
+
+/// Each control record of the segment at 0.
+fn markers(log: &PartitionLog) -> Vec<ControlRecord> {
+    let bytes = std::fs::read(log.dir().join(format!("{:020}.log", 0))).unwrap();
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let len = i32::from_be_bytes(bytes[pos + 8..pos + 12].try_into().unwrap()) as usize;
+        let frame = &bytes[pos..pos + 12 + len];
+        let set = RecordBatchDecoder::decode(&mut &frame[..]).unwrap();
+        for r in &set.records {
+            if r.control {
+                out.push((
+                    r.offset,
+                    r.producer_id,
+                    r.transactional,
+                    r.key.as_ref().unwrap().to_vec(),
+                    r.value.as_ref().unwrap().to_vec(),
+                ));
+            }
+        }
+        pos += 12 + len;
+    }
+    out
+}
+
+fn txn_index(log: &PartitionLog) -> Vec<AbortedTxn> {
+    let path = log.dir().join(format!("{:020}.txnindex", 0));
+    let bytes = std::fs::read(&path).unwrap_or_default();
+    let (entries, bad) = read_txn_index(&bytes, "t");
+    assert_eq!(bad, None);
+    entries
+}
+
+fn aborted(pid: i64, first: i64, last: i64, lso: i64) -> AbortedTxn {
+    AbortedTxn {
+        version: 0,
+        producer_id: pid,
+        first_offset: first,
+        last_offset: last,
+        last_stable_offset: lso,
+    }
+}
+
+#[test]
+fn a_transaction_is_unstable_until_its_marker_and_an_abort_is_indexed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path());
+    let log = mgr.create_partition("t-0").unwrap();
+    log.append(&[NewRecord::value(b"a"), NewRecord::value(b"b")])
+        .unwrap();
+    assert_eq!((log.last_stable_offset(), log.high_watermark()), (2, 2));
+
+    assert_eq!(txn(&log, 7, 0, 2), 2);
+    assert_eq!(txn(&log, 8, 0, 1), 4);
+    assert_eq!(txn(&log, 7, 2, 1), 5);
+    assert_eq!((log.last_stable_offset(), log.high_watermark()), (2, 6));
+    assert_eq!(log.open_transactions(), vec![(2, 7), (4, 8)]);
+
+    // Producer 7 aborts: stable up to producer 8's open transaction.
+    assert_eq!(log.append_end_txn_marker(7, 0, 3, false).unwrap(), 6);
+    assert_eq!(log.last_stable_offset(), 4);
+    assert_eq!(txn_index(&log), vec![aborted(7, 2, 6, 4)]);
+    assert_eq!(
+        log.aborted_transactions(0, 7).unwrap(),
+        vec![aborted(7, 2, 6, 4)]
+    );
+    assert_eq!(log.aborted_transactions(7, 100).unwrap(), vec![]);
+
+    // Producer 8 commits: nothing open, nothing more indexed.
+    assert_eq!(log.append_end_txn_marker(8, 0, 3, true).unwrap(), 7);
+    assert_eq!((log.last_stable_offset(), log.high_watermark()), (8, 8));
+    assert_eq!(txn_index(&log).len(), 1);
+
+    // The markers as Kafka's reader sees them: transactional control
+    // batches, key (version 0, type: 0 ABORT, 1 COMMIT), value (version 0,
+    // coordinator epoch).
+    let key = |t: u8| vec![0, 0, 0, t];
+    let value = vec![0, 0, 0, 0, 0, 3];
+    assert_eq!(
+        markers(&log),
+        vec![
+            (6, 7, true, key(0), value.clone()),
+            (7, 8, true, key(1), value.clone())
+        ]
+    );
+
+    // A marker of a transaction that wrote nothing here completes none.
+    assert_eq!(log.append_end_txn_marker(9, 0, 3, false).unwrap(), 8);
+    assert_eq!(log.last_stable_offset(), 9);
+    assert_eq!(txn_index(&log).len(), 1);
+    drop(log);
+    mgr.close().unwrap();
+
+    let mgr = open(tmp.path());
+    let log = mgr.partition("t-0").unwrap();
+    assert_eq!((log.last_stable_offset(), log.high_watermark()), (9, 9));
+    assert_eq!(
+        log.aborted_transactions(0, 9).unwrap(),
+        vec![aborted(7, 2, 6, 4)]
+    );
+}
+
+/// Open transactions come back from the snapshots and the batches after
+/// them, markers included, after a clean close and after a crash.
+#[test]
+fn open_transactions_survive_a_close_and_a_crash() {
+    for crash in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mgr = open(tmp.path());
+        let log = mgr.create_partition("t-0").unwrap();
+        txn(&log, 7, 0, 2);
+        txn(&log, 8, 0, 1);
+        // A roll writes a snapshot: producer 7's transaction is open in it,
+        // and its marker comes after it.
+        log.roll().unwrap();
+        log.append_end_txn_marker(7, 0, 1, true).unwrap();
+        txn(&log, 7, 2, 1);
+        assert_eq!(log.open_transactions(), vec![(2, 8), (4, 7)]);
+        drop(log);
+        if crash {
+            drop(mgr);
+            let _ = std::fs::remove_file(tmp.path().join(".kafka_cleanshutdown"));
+        } else {
+            mgr.close().unwrap();
+        }
+        let mgr = open(tmp.path());
+        let log = mgr.partition("t-0").unwrap();
+        assert_eq!(
+            log.open_transactions(),
+            vec![(2, 8), (4, 7)],
+            "crash {crash}"
+        );
+        assert_eq!(log.last_stable_offset(), 2);
+        log.append_end_txn_marker(8, 0, 1, false).unwrap();
+        assert_eq!(log.last_stable_offset(), 4);
+        log.append_end_txn_marker(7, 0, 1, true).unwrap();
+        assert_eq!(log.last_stable_offset(), log.high_watermark());
+        drop(log);
+        mgr.close().unwrap();
+    }
+}
+
+fn refusal(e: StorageError) -> ProducerRefusal {
+    match e {
+        StorageError::Producer { refusal, .. } => refusal,
+        other => panic!("not a producer refusal: {other}"),
+    }
+}
+
+#[test]
+fn a_plain_batch_in_a_transaction_and_stale_markers_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path());
+    let log = mgr.create_partition("t-0").unwrap();
+    txn(&log, 7, 0, 1);
+    let e = log
+        .append_transactional(&batch(7, 0, 1, 1, false))
+        .unwrap_err();
+    assert_eq!(refusal(e), ProducerRefusal::InvalidTxnState);
+    assert_eq!(log.high_watermark(), 1, "nothing of it was written");
+
+    log.append_end_txn_marker(7, 0, 5, true).unwrap();
+    let e = log.append_end_txn_marker(7, 0, 4, true).unwrap_err();
+    assert_eq!(refusal(e), ProducerRefusal::CoordinatorFenced);
+    // A new epoch (the coordinator fenced the producer), then the old one.
+    log.append_end_txn_marker(7, 1, 5, false).unwrap();
+    let e = log.append_end_txn_marker(7, 0, 5, false).unwrap_err();
+    assert_eq!(refusal(e), ProducerRefusal::InvalidProducerEpoch);
+    assert_eq!(log.high_watermark(), 3);
+    // The listener's path still refuses transactional batches.
+    let e = log.append_produced(&batch(7, 1, 0, 1, true)).unwrap_err();
+    assert_eq!(refusal(e), ProducerRefusal::Transactional);
+    drop(log);
+    mgr.close().unwrap();
+}
+
+/// After a crash, the recovered segments' `.txnindex` files are rebuilt
+/// from the markers replayed: a lost file comes back whole, and an entry
+/// whose marker the recovery cut away goes.
+#[test]
+fn recovery_rebuilds_the_transaction_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path());
+    let log = mgr.create_partition("t-0").unwrap();
+    txn(&log, 7, 0, 2);
+    txn(&log, 8, 0, 1);
+    log.append_end_txn_marker(7, 0, 1, false).unwrap();
+    txn(&log, 9, 0, 1);
+    log.append_end_txn_marker(8, 0, 1, false).unwrap();
+    let before = txn_index(&log);
+    assert_eq!(before, vec![aborted(7, 0, 3, 2), aborted(8, 2, 5, 4)]);
+    let dir = log.dir().to_path_buf();
+    let (log_path, index_path) = (
+        dir.join(format!("{:020}.log", 0)),
+        dir.join(format!("{:020}.txnindex", 0)),
+    );
+    let len_before_last_marker = std::fs::metadata(&log_path).unwrap().len() - 78;
+    drop(log);
+    drop(mgr);
+
+    // The index lost: rebuilt whole.
+    std::fs::remove_file(&index_path).unwrap();
+    let _ = std::fs::remove_file(tmp.path().join(".kafka_cleanshutdown"));
+    let mgr = open(tmp.path());
+    let log = mgr.partition("t-0").unwrap();
+    assert_eq!(txn_index(&log), before);
+    assert_eq!(log.open_transactions(), vec![(4, 9)]);
+    drop(log);
+    drop(mgr);
+
+    // The last marker torn away: its entry goes, its transaction is open.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log_path)
+        .unwrap();
+    f.set_len(len_before_last_marker + 30).unwrap();
+    drop(f);
+    let _ = std::fs::remove_file(tmp.path().join(".kafka_cleanshutdown"));
+    let mgr = open(tmp.path());
+    let log = mgr.partition("t-0").unwrap();
+    assert_eq!(log.high_watermark(), 5);
+    assert_eq!(txn_index(&log), vec![aborted(7, 0, 3, 2)]);
+    assert_eq!(log.open_transactions(), vec![(2, 8), (4, 9)]);
+    assert_eq!(log.last_stable_offset(), 2);
+    drop(log);
+    mgr.close().unwrap();
+}
