@@ -296,3 +296,43 @@ fn recovery_rebuilds_the_transaction_index() {
     drop(log);
     mgr.close().unwrap();
 }
+
+/// Kafka's cleanableOffsets: the cleaner stops at the segment holding the
+/// last stable offset, so an open transaction's batches stay until its
+/// marker is written.
+#[test]
+fn the_cleaner_does_not_clean_past_an_open_transaction() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path());
+    let log = mgr.create_partition("t-0").unwrap();
+    log.set_config("cleanup.policy", "compact").unwrap();
+    let put = |key: &str| {
+        log.append(&[NewRecord::keyed(key.as_bytes(), b"v")])
+            .unwrap()
+            .first_offset
+    };
+    put("k");
+    put("k");
+    log.roll().unwrap();
+    // Producer 7's transaction writes key k7-0 at 2 in a segment of its
+    // own; k7-0 comes again as a plain record at 3, in the next one.
+    assert_eq!(txn(&log, 7, 0, 1), 2);
+    log.roll().unwrap();
+    assert_eq!(put("k7-0"), 3);
+    log.roll().unwrap();
+    assert_eq!(log.last_stable_offset(), 2);
+    log.clean_now().unwrap();
+    let offsets = |log: &PartitionLog| -> Vec<i64> {
+        (0..log.high_watermark())
+            .filter(|o| log.read(*o).is_ok())
+            .collect()
+    };
+    // Cleaned below the transaction's segment only: its record stays.
+    assert_eq!(offsets(&log), vec![1, 2, 3]);
+    log.append_end_txn_marker(7, 0, 0, true).unwrap();
+    log.roll().unwrap();
+    log.clean_now().unwrap();
+    assert_eq!(offsets(&log), vec![1, 3]);
+    drop(log);
+    mgr.close().unwrap();
+}

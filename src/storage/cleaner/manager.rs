@@ -114,8 +114,9 @@ pub(crate) fn cleanable_offsets(
     } else {
         (dirty, false)
     };
-    // commitfs serves no transactions: the last stable offset is the high watermark.
-    let mut uncleanable = log.high_watermark();
+    // An open transaction's batches are not cleaned: whether they stay
+    // depends on how it ends.
+    let mut uncleanable = log.last_stable_offset();
     if let Some(active) = segs.last() {
         uncleanable = uncleanable.min(active.base_offset);
     }
