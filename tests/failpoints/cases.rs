@@ -50,6 +50,14 @@ pub enum Op {
     /// `check --repair` of a damaged index and a producer snapshot of an
     /// unknown version.
     Repair,
+    /// The ABORT marker of producer 7's transaction, whose one record
+    /// (acknowledged) is the last of t-0: the abort is indexed.
+    Abort,
+    /// The same marker, then a flush.
+    AbortFlush,
+    /// An open after a crash, of a t-0 whose last records are an aborted
+    /// transaction and its marker: recovery rebuilds the `.txnindex`.
+    RecoverTxn,
 }
 
 /// How a case ends, before the remount.
@@ -103,6 +111,9 @@ fn append_cases() -> Vec<Case> {
     use Outcome::*;
     vec![
         case(&[("segment.append.write", E)], Append, Offline),
+        case(&[("txnindex.append.open", E)], Abort, Offline),
+        case(&[("txnindex.append.write", E)], Abort, Offline),
+        case(&[("txnindex.append.write", "panic")], Abort, Offline),
         case(
             &[("segment.append.write", "1*off->return")],
             Append,
@@ -204,6 +215,7 @@ fn maintenance_cases() -> Vec<Case> {
         case(&[("atomic.fsync", E)], Flush, Offline),
         case(&[("atomic.rename", E)], Flush, Offline),
         case(&[("atomic.dir_fsync", E)], Flush, Offline),
+        case(&[("txnindex.flush", E)], AbortFlush, Offline),
         // Retention and delete-records.
         case(&[("segment.delete.remove", E)], Retention, Offline),
         case(&[("segment.delete.remove_txnindex", E)], Retention, Offline),
@@ -249,6 +261,7 @@ fn load_cases() -> Vec<Case> {
             LoadOffline,
         ),
         case(&[("index.create", E1)], RecoverTail, LoadOffline),
+        case(&[("txnindex.truncate", E1)], RecoverTxn, LoadOffline),
         case(&[("index.push", E1)], RecoverTail, LoadOffline),
         case(&[("segment.delete.remove", E1)], RecoverMiddle, LoadOffline),
         case(

@@ -75,6 +75,26 @@ pub fn open(dir: &Path) -> commitfs::storage::Result<LogManager> {
     }
 }
 
+/// Producer 7's transactional batch of one record, `value(i)`: commitfs's
+/// encoder, with the producer fields and the transactional bit set and
+/// the CRC made again.
+pub fn append_transactional(log: &PartitionLog, i: usize) {
+    let v = value(i);
+    let mut b = Vec::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    commitfs::record::encode_batch(&mut b, 0, now, &[NewRecord::value(&v)]);
+    b[21..23].copy_from_slice(&0x10i16.to_be_bytes());
+    b[43..51].copy_from_slice(&7i64.to_be_bytes());
+    b[51..53].copy_from_slice(&0i16.to_be_bytes());
+    b[53..57].copy_from_slice(&0i32.to_be_bytes());
+    let crc = commitfs::record::compute_crc(&b);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    log.append_transactional(&b).unwrap();
+}
+
 pub fn append_values(log: &PartitionLog, from: usize, n: usize) {
     for i in from..from + n {
         log.append(&[NewRecord::value(&value(i))]).unwrap();

@@ -11,7 +11,7 @@ use commitfs::storage::{LogManager, StorageError};
 use fail::FailScenario;
 
 use crate::cases::{Case, Op, Outcome, cases};
-use crate::{FILLED, append_values, config, open, value};
+use crate::{FILLED, append_transactional, append_values, config, open, value};
 
 #[test]
 fn every_case_fails_stop_and_loses_nothing() {
@@ -39,6 +39,14 @@ fn prepare(dir: &Path, op: Op) -> Vec<Vec<u8>> {
         append_values(&l, 0, 3);
     }
     assert_eq!(t.segment_bases().len(), 3, "{:?}", t.segment_bases());
+    let mut filled = FILLED;
+    if matches!(op, Op::Abort | Op::AbortFlush | Op::RecoverTxn) {
+        append_transactional(&t, FILLED);
+        filled += 1;
+        if op == Op::RecoverTxn {
+            t.append_end_txn_marker(7, 0, 0, false).unwrap();
+        }
+    }
     match op {
         Op::Append | Op::AppendRolling => t.set_config("max.message.bytes", "12000").unwrap(),
         Op::AppendFlushed => t.set_config("flush.messages", "1").unwrap(),
@@ -52,6 +60,10 @@ fn prepare(dir: &Path, op: Op) -> Vec<Vec<u8>> {
     let bases = segment_bases(dir);
     let seg = |base: i64, suffix: &str| dir.join("t-0").join(format!("{base:020}.{suffix}"));
     match op {
+        Op::RecoverTxn => {
+            fs::remove_file(dir.join(".kafka_cleanshutdown")).unwrap();
+            fs::write(dir.join("recovery-point-offset-checkpoint"), "0\n0\n").unwrap();
+        }
         Op::RecoverTail | Op::RecoverMiddle => {
             let base = if op == Op::RecoverTail {
                 bases[2]
@@ -95,7 +107,7 @@ fn prepare(dir: &Path, op: Op) -> Vec<Vec<u8>> {
     let survivors = if op == Op::RecoverMiddle {
         bases[2] as usize
     } else {
-        FILLED
+        filled
     };
     (0..survivors).map(value).collect()
 }
@@ -154,6 +166,11 @@ fn run_op(dir: &Path, op: Op, mgr: Option<&Arc<LogManager>>) -> Ran {
             Op::Rmdir => mgr.expect("open").delete_partition("w-0"),
             Op::StreamRead => t().stream_len().map(|_| ()),
             Op::RebuildOnRead => t().read(1).map(|_| ()),
+            Op::Abort => t().append_end_txn_marker(7, 0, 0, false).map(|_| ()),
+            Op::AbortFlush => {
+                t().append_end_txn_marker(7, 0, 0, false)?;
+                t().flush()
+            }
             Op::Repair => {
                 let report = check_data_dir(dir, &config(), None)?;
                 repair_data_dir(dir, &config(), &report).map(|_| ())
@@ -489,15 +506,20 @@ fn remount_and_verify(
                 "{name}: offset {o} overwritten"
             );
         }
+        // Transaction markers hold no record: a marker that stood is
+        // there, past the records.
+        let records: Vec<i64> = (acked_end..end)
+            .filter(|o| !matches!(t.read(*o), Err(StorageError::RecordNotFound(_))))
+            .collect();
         // A prefix of the failed append's batches when its undo failed too,
         // as a crash in its middle leaves (one record per batch here).
-        let extra = (end - acked_end) as usize;
+        let extra = records.len();
         assert!(
             extra <= maybe.len(),
             "{name}: {extra} records past the acknowledged ones (the failed append had {})",
             maybe.len()
         );
-        for (i, o) in (acked_end..end).enumerate() {
+        for (i, o) in records.into_iter().enumerate() {
             let got = t.read(o).unwrap();
             assert_eq!(
                 got.value.as_deref(),
