@@ -15,16 +15,17 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::ProducerId;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest};
 use kafka_protocol::messages::fetch_response::{
-    FetchResponse, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, FetchResponse, FetchableTopicResponse, PartitionData,
 };
 
 use super::broker::Broker;
 use super::dispatch::Outcome;
 use super::error::{Family, code_for};
 use super::splice::{MAX_PLACEHOLDER, placeholder};
-use crate::storage::{SegmentSlice, StorageError};
+use crate::storage::{Isolation, SegmentSlice, StorageError};
 
 /// Kafka's broker default `fetch.max.bytes` (55 MiB): the most one response carries.
 const FETCH_MAX_BYTES: u64 = 57_671_680;
@@ -110,15 +111,16 @@ fn read_pass(b: &Broker, req: &FetchRequest, max_bytes: u64) -> Pass {
         bytes: 0,
         errors: false,
     };
-    let committed = req.isolation_level == 1;
+    let isolation = match req.isolation_level {
+        1 => Isolation::ReadCommitted,
+        _ => Isolation::ReadUncommitted,
+    };
     for topic in &req.topics {
         let name = topic.topic.0.as_str();
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
             let left = max_bytes.saturating_sub(pass.bytes);
-            let data = read_partition(b, name, p, left, &mut pass);
-            let data = data.with_aborted_transactions(committed.then(Vec::new));
-            partitions.push(data);
+            partitions.push(read_partition(b, name, p, left, isolation, &mut pass));
         }
         pass.responses.push(
             FetchableTopicResponse::default()
@@ -134,9 +136,15 @@ fn read_partition(
     topic: &str,
     p: &FetchPartition,
     left: u64,
+    isolation: Isolation,
     pass: &mut Pass,
 ) -> PartitionData {
-    let data = PartitionData::default().with_partition_index(p.partition);
+    // At read_committed every partition answers a list, empty but where
+    // the records it sends hold aborted transactions.
+    let committed = isolation == Isolation::ReadCommitted;
+    let data = PartitionData::default()
+        .with_partition_index(p.partition)
+        .with_aborted_transactions(committed.then(Vec::new));
     let what = || {
         format!(
             "Fetch of {topic}-{} at offset {}",
@@ -153,12 +161,22 @@ fn read_partition(
         .min(MAX_PLACEHOLDER as u64);
     // Kafka's minOneMessage: only until some partition has returned data.
     let min_one = pass.bytes == 0;
-    match log.read_for_fetch(p.fetch_offset, limit, min_one) {
+    match log.read_isolated(p.fetch_offset, limit, min_one, isolation) {
         Ok(read) => {
+            let aborted = read.aborted.map(|txns| {
+                txns.iter()
+                    .map(|t| {
+                        AbortedTransaction::default()
+                            .with_producer_id(ProducerId(t.producer_id))
+                            .with_first_offset(t.first_offset)
+                    })
+                    .collect()
+            });
             let data = data
                 .with_high_watermark(read.high_watermark)
-                .with_last_stable_offset(read.high_watermark)
-                .with_log_start_offset(read.log_start_offset);
+                .with_last_stable_offset(read.last_stable_offset)
+                .with_log_start_offset(read.log_start_offset)
+                .with_aborted_transactions(aborted);
             let Some(slice) = read.slice else {
                 return data.with_records(Some(Bytes::new()));
             };

@@ -25,7 +25,7 @@ pub fn handle(b: &Broker, version: i16, req: ListOffsetsRequest) -> ListOffsetsR
             let partitions = t
                 .partitions
                 .iter()
-                .map(|p| one(b, version, &name, p))
+                .map(|p| one(b, version, req.isolation_level, &name, p))
                 .collect();
             ListOffsetsTopicResponse::default()
                 .with_name(t.name)
@@ -38,6 +38,7 @@ pub fn handle(b: &Broker, version: i16, req: ListOffsetsRequest) -> ListOffsetsR
 fn one(
     b: &Broker,
     version: i16,
+    isolation_level: i8,
     topic: &str,
     p: &ListOffsetsPartition,
 ) -> ListOffsetsPartitionResponse {
@@ -56,17 +57,24 @@ fn one(
     if p.timestamp == MAX_TIMESTAMP && version < 7 {
         return resp.with_error_code(ResponseError::UnsupportedVersion.code());
     }
-    match find(&log, p.timestamp) {
+    // Kafka's `lastFetchableOffset`: what a consumer at this isolation
+    // level may read up to.
+    let fetchable = match isolation_level {
+        1 => log.last_stable_offset(),
+        _ => log.high_watermark(),
+    };
+    match find(&log, p.timestamp, fetchable) {
         Ok(Some((timestamp, offset))) => resp.with_timestamp(timestamp).with_offset(offset),
         Ok(None) => resp,
         Err(e) => resp.with_error_code(code_for(Family::Read, &what, &e).code()),
     }
 }
 
-/// (timestamp, offset) for a ListOffsets target, `None` when no record matches.
-fn find(log: &PartitionLog, target: i64) -> Result<Option<(i64, i64)>> {
-    match target {
-        LATEST => Ok(Some((-1, log.high_watermark()))),
+/// (timestamp, offset) for a ListOffsets target, `None` when no record
+/// below `fetchable` matches.
+fn find(log: &PartitionLog, target: i64, fetchable: i64) -> Result<Option<(i64, i64)>> {
+    let found = match target {
+        LATEST => return Ok(Some((-1, fetchable))),
         EARLIEST => Ok(Some((-1, log.log_start_offset()))),
         MAX_TIMESTAMP => {
             let Some(max) = log.max_timestamp()? else {
@@ -76,7 +84,8 @@ fn find(log: &PartitionLog, target: i64) -> Result<Option<(i64, i64)>> {
         }
         ts if ts >= 0 => at_timestamp(log, ts),
         _ => Ok(None),
-    }
+    }?;
+    Ok(found.filter(|(_, offset)| target == EARLIEST || *offset < fetchable))
 }
 
 fn at_timestamp(log: &PartitionLog, ts: i64) -> Result<Option<(i64, i64)>> {

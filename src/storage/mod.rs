@@ -38,7 +38,7 @@ pub use manager::{
 };
 pub use names::{parse_partition_name, segment_file_name};
 pub use partition::{
-    AppendInfo, CleanerStatus, FetchRead, LEADER_EPOCH, PROPERTIES_FILE, PartitionLog,
+    AppendInfo, CleanerStatus, FetchRead, Isolation, LEADER_EPOCH, PROPERTIES_FILE, PartitionLog,
     PartitionStatus, ProducedInfo,
 };
 pub use progress::ProgressFn;

@@ -71,6 +71,50 @@ impl LocalLog {
         Ok(None)
     }
 
+    /// [`LocalLog::fetch_slice`] of the batches below `end` only (a batch
+    /// boundary: the last stable offset), as Kafka's `LocalLog.read` bounds
+    /// a `read_committed` fetch by its position: the size limit and
+    /// `min_one` never reach past it.
+    pub fn fetch_slice_before(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        min_one: bool,
+        end: i64,
+    ) -> Result<Option<SegmentSlice>> {
+        let segs = self.segments.from(offset);
+        for (i, seg) in segs.iter().enumerate() {
+            let Some((pos, header)) = self.first_batch_from(seg, offset)? else {
+                continue;
+            };
+            if header.base_offset >= end {
+                return Ok(None);
+            }
+            let next_base = segs.get(i + 1).map_or(i64::MAX, |s| s.base_offset);
+            let limit = if end >= next_base {
+                seg.size()?
+            } else {
+                match self.first_batch_from(seg, end)? {
+                    Some((p, _)) => p,
+                    None => seg.size()?,
+                }
+            };
+            let available = limit.saturating_sub(pos);
+            let want = if min_one {
+                max_bytes.max(header.size() as u64)
+            } else {
+                max_bytes
+            };
+            let len = want.min(available);
+            return Ok((len > 0).then(|| SegmentSlice {
+                segment: seg.clone(),
+                position: pos,
+                len,
+            }));
+        }
+        Ok(None)
+    }
+
     /// The first batch of `seg` whose last offset is at or after `offset`:
     /// the one holding it, or the next one after a gap.
     fn first_batch_from(

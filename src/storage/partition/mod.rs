@@ -46,7 +46,7 @@ pub use config::PROPERTIES_FILE;
 pub use encoded::LEADER_EPOCH;
 pub(crate) use follow::Followed;
 pub use produce::ProducedInfo;
-pub use read::FetchRead;
+pub use read::{FetchRead, Isolation};
 
 use config::PartitionConfig;
 

@@ -15,6 +15,7 @@ use std::fs::File;
 
 use super::PartitionLog;
 use crate::record::Record;
+use crate::record::state_files::AbortedTxn;
 use crate::storage::error::{Result, StorageError};
 use crate::storage::local_log::{PartitionFile, RecordEntry, SegmentSlice};
 use crate::storage::stream::Stream;
@@ -22,9 +23,22 @@ use crate::storage::stream::Stream;
 /// What a fetch of one partition found.
 pub struct FetchRead {
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
     /// `None` when there is nothing at or after the offset yet.
     pub slice: Option<SegmentSlice>,
+    /// At `read_committed`, the aborted transactions the slice may hold
+    /// batches of (Kafka's `abortedTransactions`); `None` otherwise.
+    pub aborted: Option<Vec<AbortedTxn>>,
+}
+
+/// Which records a fetch may see (Kafka's `FetchIsolation` of a consumer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Up to the high watermark.
+    ReadUncommitted,
+    /// Up to the last stable offset, with the aborted transactions to skip.
+    ReadCommitted,
 }
 
 fn out_of_range(offset: i64, log_start_offset: i64, log_end_offset: i64) -> StorageError {
@@ -63,18 +77,50 @@ impl PartitionLog {
     /// inside a batch returns that whole batch: the client skips what it
     /// did not ask for. `OffsetOutOfRange` outside [log start, high watermark].
     pub fn read_for_fetch(&self, offset: i64, max_bytes: u64, min_one: bool) -> Result<FetchRead> {
+        self.read_isolated(offset, max_bytes, min_one, Isolation::ReadUncommitted)
+    }
+
+    /// [`PartitionLog::read_for_fetch`] at `isolation`: at `read_committed`
+    /// the batches below the last stable offset only (an offset at or past
+    /// it, up to the high watermark, reads nothing yet), with the aborted
+    /// transactions among them (Kafka's `UnifiedLog.read`).
+    pub fn read_isolated(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        min_one: bool,
+        isolation: Isolation,
+    ) -> Result<FetchRead> {
+        // The last stable offset first: it is loaded before the high
+        // watermark (see txn.rs).
+        let lso = self.last_stable_offset();
         let (start, hw) = (self.log_start_offset(), self.high_watermark());
         if offset < start || offset > hw {
             return Err(out_of_range(offset, start, hw));
         }
-        let slice = match offset == hw {
-            true => None,
-            false => self.local.fetch_slice(offset, max_bytes, min_one)?,
+        let (slice, aborted) = match isolation {
+            Isolation::ReadUncommitted if offset == hw => (None, None),
+            Isolation::ReadUncommitted => {
+                (self.local.fetch_slice(offset, max_bytes, min_one)?, None)
+            }
+            Isolation::ReadCommitted if offset >= lso => (None, Some(Vec::new())),
+            Isolation::ReadCommitted => {
+                let slice = self
+                    .local
+                    .fetch_slice_before(offset, max_bytes, min_one, lso)?;
+                let aborted = match slice {
+                    Some(_) => self.aborted_transactions(offset, lso)?,
+                    None => Vec::new(),
+                };
+                (slice, Some(aborted))
+            }
         };
         Ok(FetchRead {
             high_watermark: hw,
+            last_stable_offset: lso.min(hw),
             log_start_offset: start,
             slice,
+            aborted,
         })
     }
 
