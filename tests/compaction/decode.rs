@@ -24,6 +24,8 @@ pub struct DecodedBatch {
     pub last_offset: i64,
     pub producer_id: i64,
     pub delete_horizon: bool,
+    /// A control batch (a transaction marker).
+    pub control: bool,
     pub base_timestamp: i64,
     pub size: usize,
     pub records: Vec<Rec>,
@@ -94,6 +96,7 @@ pub fn decode_dir(dir: &Path) -> Vec<DecodedBatch> {
                 last_offset,
                 producer_id: info.producer_id,
                 delete_horizon: info.delete_horizon,
+                control: i16::from_be_bytes(frame[21..23].try_into().unwrap()) & 0x20 != 0,
                 base_timestamp: i64_at(27),
                 size: frame.len(),
                 records,

@@ -76,9 +76,50 @@ fn idempotent(log: &PartitionLog, pid: i64, seq: i32, keys: &[i32]) -> (i64, i64
     (info.first_offset, info.last_offset)
 }
 
+/// Kafka's `appendTransactionalAsLeader(log, pid, epoch)(keys)`: one
+/// transactional batch of a producer, its sequence following `seq`.
+fn transactional(log: &PartitionLog, pid: i64, seq: &mut i32, keys: &[i32]) {
+    let records: Vec<Record> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| Record {
+            transactional: true,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: pid,
+            producer_epoch: 0,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: *seq + i as i32,
+            timestamp: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64,
+            key: Some(k.to_string().into_bytes().into()),
+            value: Some(k.to_string().into_bytes().into()),
+            headers: Default::default(),
+        })
+        .collect();
+    *seq += keys.len() as i32;
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
+    log.append_transactional(&buf).unwrap();
+}
+
+/// Kafka's `abortMarker` / `commitMarker`, from the coordinator.
+fn marker(log: &PartitionLog, pid: i64, commit: bool) {
+    log.append_end_txn_marker(pid, 0, 0, commit).unwrap();
+}
+
 fn keys(log: &PartitionLog) -> Vec<i32> {
     decode_dir(log.dir())
         .iter()
+        .filter(|b| !b.control)
         .flat_map(|b| &b.records)
         .filter(|r| r.value.is_some())
         .map(|r| {
@@ -334,4 +375,91 @@ fn min_compaction_lag_holds_new_segments_back() {
     log.set_config("min.compaction.lag.ms", "0").unwrap();
     log.clean_now().unwrap().unwrap();
     assert_eq!(offsets(&log), vec![1, 2]);
+}
+
+/// Kafka's `testBasicTransactionAwareCleaning`: the aborted transaction's
+/// records go, the committed ones are cleaned as any, and the transaction
+/// index is the same after the pass.
+#[test]
+fn test_basic_transaction_aware_cleaning() {
+    let (_tmp, _mgr, log) = setup(1 << 16);
+    let (mut s1, mut s2) = (0, 0);
+    transactional(&log, 1, &mut s1, &[1, 2]);
+    transactional(&log, 2, &mut s2, &[2, 3]);
+    transactional(&log, 1, &mut s1, &[3, 4]);
+    marker(&log, 1, false);
+    marker(&log, 2, true);
+    transactional(&log, 1, &mut s1, &[2]);
+    marker(&log, 1, true);
+    let aborted = log.aborted_transactions(0, log.log_end_offset()).unwrap();
+    assert_eq!(aborted.len(), 1);
+    log.roll().unwrap();
+    log.clean_now().unwrap();
+    assert_eq!(keys(&log), vec![3, 2]);
+    // Markers hold a key and a value: they count, as in Kafka's
+    // `offsetsInLog`; they stay while their transactions' batches do.
+    assert_eq!(offsets(&log), vec![3, 6, 7, 8, 9]);
+    assert_eq!(
+        log.aborted_transactions(0, log.log_end_offset()).unwrap(),
+        aborted
+    );
+}
+
+/// Kafka's `testAbortMarkerRemoval`: the aborted records go at once; the
+/// marker gets a delete horizon, and goes once it has passed.
+#[test]
+fn test_abort_marker_removal() {
+    let (_tmp, _mgr, log) = setup(1 << 16);
+    log.set_config("delete.retention.ms", "0").unwrap();
+    let mut seq = 0;
+    transactional(&log, 1, &mut seq, &[1]);
+    transactional(&log, 1, &mut seq, &[2, 3]);
+    marker(&log, 1, false);
+    transactional(&log, 1, &mut seq, &[3]);
+    marker(&log, 1, true);
+    log.roll().unwrap();
+    log.clean_now().unwrap();
+    assert_eq!(keys(&log), vec![3]);
+    assert_eq!(offsets(&log), vec![3, 4, 5]);
+    // Kafka's `runTwoPassClean`: the first pass sets the abort marker's
+    // delete horizon, the second, past it, removes it. Here a pass needs a
+    // dirty section: a record of another key before each.
+    put(&log, &[("9", Some("9"))]);
+    log.roll().unwrap();
+    log.clean_now().unwrap();
+    assert_eq!(offsets(&log), vec![3, 4, 5, 6]);
+    let marker_batch = |log: &PartitionLog| {
+        decode_dir(log.dir())
+            .into_iter()
+            .find(|b| b.control && b.base_offset == 3)
+    };
+    assert!(
+        marker_batch(&log).unwrap().delete_horizon,
+        "its horizon is set"
+    );
+    put(&log, &[("9", Some("9"))]);
+    log.roll().unwrap();
+    log.clean_now().unwrap();
+    assert!(marker_batch(&log).is_none(), "past its horizon it goes");
+    assert_eq!(keys(&log), vec![3, 9]);
+    assert_eq!(offsets(&log), vec![4, 5, 7]);
+}
+
+/// Kafka's `testAbortedTransactionSpanningSegments`: the batch stays as the
+/// producer's last (empty), and so does the marker of its transaction.
+#[test]
+fn test_aborted_transaction_spanning_segments() {
+    let (_tmp, _mgr, log) = setup(1 << 16);
+    log.set_config("delete.retention.ms", "0").unwrap();
+    let mut seq = 0;
+    transactional(&log, 1, &mut seq, &[1]);
+    log.roll().unwrap();
+    marker(&log, 1, false);
+    log.roll().unwrap();
+    log.clean_now().unwrap();
+    assert_eq!(offsets(&log), vec![1]);
+    assert_eq!(last_offsets_per_batch(&log), vec![0, 1]);
+    log.clean_now().unwrap();
+    assert_eq!(offsets(&log), vec![1]);
+    assert_eq!(last_offsets_per_batch(&log), vec![0, 1]);
 }
