@@ -131,3 +131,57 @@ fn a_panic_between_write_and_publish_takes_the_partition_offline() {
     assert!(report.is_clean(), "{:?}", report.problems);
     scenario.teardown();
 }
+
+/// The last stable offset moves in the order a `read_committed` reader
+/// relies on (`partition/txn.rs`): paused right after an append is
+/// published, a writer that opens a transaction has already made it
+/// unstable, and one that writes its marker has not yet made it stable.
+#[test]
+fn a_reader_never_sees_an_open_transaction_as_stable() {
+    let scenario = FailScenario::setup();
+    let (_tmp, mgr, t) = small_dir();
+    let leo = t.log_end_offset();
+    let published = |t: &PartitionLog, hw: i64| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while t.high_watermark() < hw {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the append was not published in 30 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    };
+
+    fail::cfg("partition.append.published", "pause").unwrap();
+    let writer = {
+        let t = t.clone();
+        std::thread::spawn(move || crate::append_transactional(&t, leo as usize))
+    };
+    published(&t, leo + 1);
+    assert_eq!(
+        t.last_stable_offset(),
+        leo,
+        "the transaction's batch is unstable"
+    );
+    fail::remove("partition.append.published");
+    writer.join().unwrap();
+    assert_eq!(t.last_stable_offset(), leo);
+
+    fail::cfg("partition.append.published", "pause").unwrap();
+    let writer = {
+        let t = t.clone();
+        std::thread::spawn(move || t.append_end_txn_marker(7, 0, 0, true).unwrap())
+    };
+    published(&t, leo + 2);
+    assert_eq!(
+        t.last_stable_offset(),
+        leo,
+        "stable only after the marker's publish"
+    );
+    fail::remove("partition.append.published");
+    writer.join().unwrap();
+    assert_eq!(t.last_stable_offset(), leo + 2);
+    drop(t);
+    mgr.close().unwrap();
+    scenario.teardown();
+}

@@ -101,6 +101,11 @@ impl PartitionLog {
             self.first_unstable.fetch_min(first, Ordering::AcqRel);
         }
         w.publish(&written);
+        // Readers may meet the append here, published, before producer
+        // state and the first unstable offset move on (tests/failpoints
+        // pauses a writer at this point).
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("partition.append.published");
         self.producers.commit();
         self.publish_first_unstable();
         drop(w);
