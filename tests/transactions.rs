@@ -336,3 +336,30 @@ fn the_cleaner_does_not_clean_past_an_open_transaction() {
     drop(log);
     mgr.close().unwrap();
 }
+
+/// An aborted transaction that spans a roll is indexed in the segment its
+/// marker went to, and a read_committed fetch of its first segment still
+/// finds it (the search goes on into the later segments).
+#[test]
+fn an_abort_is_indexed_in_its_markers_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path());
+    let log = mgr.create_partition("t-0").unwrap();
+    txn(&log, 7, 0, 2);
+    log.roll().unwrap();
+    log.append(&[NewRecord::value(b"plain")]).unwrap();
+    assert_eq!(log.append_end_txn_marker(7, 0, 0, false).unwrap(), 3);
+    let index = |base: i64| {
+        let path = log.dir().join(format!("{base:020}.txnindex"));
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        read_txn_index(&bytes, "t").0
+    };
+    assert_eq!(index(0), vec![]);
+    assert_eq!(index(2), vec![aborted(7, 0, 3, 4)]);
+    assert_eq!(
+        log.aborted_transactions(0, 4).unwrap(),
+        vec![aborted(7, 0, 3, 4)]
+    );
+    drop(log);
+    mgr.close().unwrap();
+}
