@@ -51,6 +51,7 @@ pub mod server;
 pub mod splice;
 pub mod topic_configs;
 pub mod topics;
+pub mod txn;
 pub mod versions;
 pub mod workers;
 
