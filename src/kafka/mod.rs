@@ -35,6 +35,7 @@
 pub mod alloc;
 pub mod broker;
 pub mod config;
+pub mod coordinator_topic;
 pub mod delete_records;
 pub mod dispatch;
 pub mod error;

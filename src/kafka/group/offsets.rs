@@ -1,29 +1,21 @@
-//! The coordinator's partitions: `__consumer_offsets-0 … -(n-1)`, made with
-//! `LogManager::create_topic` at the first write (so they appear in the
-//! tree and in Metadata, as Kafka's internal topic), a group's records in
-//! partition `abs(javaHashCode(group)) % n`, appended through the storage
-//! append path (uncompressed, no producer id, one batch per write). At
-//! start every record is read back, in offset order, to rebuild committed
-//! offsets and groups (`load` checks and applies them).
+//! The group coordinator's topic, `__consumer_offsets`
+//! ([`CoordinatorTopic`]: made at the first write, compacted, a group's
+//! records in the partition of its name), and how its records are read
+//! back at start, in offset order, to rebuild committed offsets and groups
+//! (`load` checks and applies them).
 //!
-//! `n` is `offsets.topic.num.partitions` (default 1 here, where Kafka's 50
-//! would fill the tree); once the topic exists its own count is used, so a
-//! changed option never moves a group away from its records.
-//!
-//! The topic is compacted, as Kafka makes it (`cleanup.policy=compact`,
-//! `segment.bytes` = `offsets.topic.segment.bytes`, 100 MiB): the log
-//! cleaner keeps the latest record of each key, so a long-running daemon's
-//! commits stay bounded. A topic made before it was compacted is made so
-//! when the coordinator starts.
+//! Its count is `offsets.topic.num.partitions`, and `segment.bytes` is
+//! `offsets.topic.segment.bytes` (100 MiB), as Kafka makes it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use log::{info, warn};
+use log::warn;
 
-use super::records::{Stored, parse, partition_for};
+use super::records::{Stored, parse};
+use crate::kafka::coordinator_topic::CoordinatorTopic;
 use crate::record::end_txn_marker::{COMMIT, control_type_of};
-use crate::record::{Batch, BatchIter, NewRecord};
+use crate::record::{Batch, BatchIter};
 use crate::storage::{LogManager, PartitionLog, StorageError};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -36,121 +28,52 @@ const OFFSETS_TOPIC_CONFIGS: &[(&str, Option<&str>)] = &[
 /// Bytes read at a time when the topic is read back.
 const READ_CHUNK: u64 = 1 << 20;
 
-pub struct OffsetsTopic {
-    mgr: Arc<LogManager>,
-    /// The configured count, used when the topic is made.
-    configured: u32,
-}
+pub use crate::kafka::coordinator_topic::KeyValue;
 
-/// One record to write: key, and value (`None`: a tombstone).
-pub type KeyValue = (Vec<u8>, Option<Vec<u8>>);
+pub struct OffsetsTopic(CoordinatorTopic);
 
 impl OffsetsTopic {
     pub fn new(mgr: Arc<LogManager>, configured: u32) -> OffsetsTopic {
-        OffsetsTopic { mgr, configured }
+        OffsetsTopic(CoordinatorTopic::new(
+            mgr,
+            OFFSETS_TOPIC,
+            OFFSETS_TOPIC_CONFIGS,
+            configured,
+            "group records",
+        ))
     }
 
     pub fn read_only(&self) -> bool {
-        self.mgr.read_only()
+        self.0.read_only()
     }
 
     /// The partition count: the topic's, or the configured one before it exists.
     pub fn count(&self) -> u32 {
-        match self.mgr.topic(OFFSETS_TOPIC) {
-            Some(t) => t.partitions.len() as u32,
-            None => self.configured,
-        }
-    }
-
-    /// The partition a group's records go to, made with the topic if needed.
-    fn partition_of(&self, group: &str) -> Result<Arc<PartitionLog>, StorageError> {
-        let count = self.count();
-        if self.mgr.topic(OFFSETS_TOPIC).is_none() {
-            match self.mgr.create_topic(OFFSETS_TOPIC, count) {
-                Ok(t) => {
-                    for log in t.partitions.iter().flatten() {
-                        log.alter_configs(OFFSETS_TOPIC_CONFIGS)?;
-                    }
-                    info!("Created {OFFSETS_TOPIC} with {count} partitions for group records")
-                }
-                // Made meanwhile by another connection: use it.
-                Err(StorageError::PartitionExists(_)) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        let name = format!("{OFFSETS_TOPIC}-{}", partition_for(group, count));
-        self.mgr
-            .partition(&name)
-            .ok_or(StorageError::NoSuchPartition(name))
+        self.0.count()
     }
 
     /// Appends a group's records as one batch; returns once they are in the
     /// segment file, as an acknowledged produce.
     pub fn append(&self, group: &str, records: &[KeyValue]) -> Result<(), StorageError> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        let log = self.partition_of(group)?;
-        let recs: Vec<NewRecord> = records
-            .iter()
-            .map(|(k, v)| NewRecord {
-                key: Some(k),
-                value: v.as_deref(),
-                headers: &[],
-            })
-            .collect();
-        log.append(&recs).map(|_| ())
+        self.0.append(group, records)
     }
 
     /// The partition of `__consumer_offsets` a group's records go to.
     pub fn partition_index(&self, group: &str) -> u32 {
-        partition_for(group, self.count())
+        self.0.partition_index(group)
     }
 
     /// Every partition of the topic read back, in offset order.
     pub fn read_all(&self) -> Vec<PartitionRead> {
-        let Some(topic) = self.mgr.topic(OFFSETS_TOPIC) else {
-            return Vec::new();
-        };
-        if topic.partitions.len() as u32 != self.configured {
-            info!(
-                "{OFFSETS_TOPIC} has {} partitions (offsets.topic.num.partitions is {}): using the topic's count",
-                topic.partitions.len(),
-                self.configured
-            );
-        }
-        topic
-            .partitions
+        self.0
+            .partitions()
             .iter()
-            .flatten()
-            .map(|log| {
-                if !self.mgr.read_only() {
-                    compact_if_not(log);
-                }
-                PartitionRead {
-                    index: log.partition(),
-                    name: log.name().to_string(),
-                    records: read_partition(log),
-                }
+            .map(|log| PartitionRead {
+                index: log.partition(),
+                name: log.name().to_string(),
+                records: read_partition(log),
             })
             .collect()
-    }
-}
-
-/// A partition of the topic made before it was compacted is made so.
-fn compact_if_not(log: &PartitionLog) {
-    if log.config().cleanup_policy.compact()
-        || log.check_live().is_err()
-        || log.overrides().contains_key("cleanup.policy")
-    {
-        return;
-    }
-    match log.alter_configs(&[("cleanup.policy", Some("compact"))]) {
-        Ok(()) => info!(
-            "{}: cleanup.policy=compact, as Kafka keeps {OFFSETS_TOPIC}",
-            log.name()
-        ),
-        Err(e) => warn!("{}: could not make it compacted: {e}", log.name()),
     }
 }
 
@@ -276,7 +199,7 @@ impl Reading {
 mod tests {
     use super::*;
     use crate::record::internal::OffsetCommit;
-    use crate::record::{compute_crc, encode_batch};
+    use crate::record::{NewRecord, compute_crc, encode_batch};
 
     /// A batch at `base` of `records`, with `attributes` and producer id
     /// patched in as a transactional producer's (or its marker) would carry.

@@ -263,32 +263,13 @@ fn parse_group(group: &str, v: &[u8]) -> Result<StoredGroup, String> {
     })
 }
 
-/// Java's `String.hashCode` over UTF-16 code units, for Kafka's
-/// `partitionFor(groupId) = abs(hashCode) % offsets.topic.num.partitions`
-/// (`Utils.abs` maps `i32::MIN` to 0).
-pub fn partition_for(group: &str, partitions: u32) -> u32 {
-    let mut h: i32 = 0;
-    for unit in group.encode_utf16() {
-        h = h.wrapping_mul(31).wrapping_add(unit as i32);
-    }
-    let abs = if h == i32::MIN { 0 } else { h.abs() };
-    abs as u32 % partitions.max(1)
-}
+/// Kafka's `partitionFor(groupId)`, as for every coordinator's topic.
+pub use crate::kafka::coordinator_topic::partition_for;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::record::internal::decode_internal_record;
-
-    #[test]
-    fn java_hash_partitioning() {
-        // "test-group".hashCode() == 627841412 in Java; "polygenelubricants"
-        // hashes to i32::MIN, which Kafka's Utils.abs maps to 0.
-        assert_eq!(partition_for("test-group", 50), 12);
-        assert_eq!(partition_for("polygenelubricants", 50), 0);
-        assert_eq!(partition_for("", 50), 0);
-        assert_eq!(partition_for("anything", 1), 0);
-    }
 
     #[test]
     fn group_records_round_trip_and_decode_as_kafka_dump_log() {
