@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use log::{info, warn};
 
-use crate::record::NewRecord;
+use crate::record::{Batch, BatchIter, NewRecord};
 use crate::storage::{LogManager, PartitionLog, StorageError};
 
 /// One record to write: key, and value (`None`: a tombstone).
@@ -169,6 +169,52 @@ impl CoordinatorTopic {
             Err(e) => warn!("{}: could not make it compacted: {e}", log.name()),
         }
     }
+}
+
+/// Bytes read at a time when a partition is read back.
+const READ_CHUNK: u64 = 1 << 20;
+
+/// Hands `f` every batch of `log` from its log start to its high watermark,
+/// in offset order, CRC checked, with the offset the read had reached (a
+/// batch may begin below it, after a chunk cut it). A partition that cannot
+/// be read to its end (offline, an I/O error, a batch that does not parse
+/// or fails its CRC), or that `f` refuses, is an `Err`: what it holds is
+/// unknown, so the caller applies none of it.
+pub fn for_each_batch(
+    log: &PartitionLog,
+    mut f: impl FnMut(&Batch, i64) -> Result<(), String>,
+) -> Result<(), String> {
+    log.check_online().map_err(|e| e.to_string())?;
+    let mut offset = log.log_start_offset();
+    let end = log.high_watermark();
+    while offset < end {
+        let at = |e: &dyn std::fmt::Display| format!("reading offset {offset}: {e}");
+        let read = log
+            .read_for_fetch(offset, READ_CHUNK, true)
+            .map_err(|e| at(&e))?;
+        let Some(slice) = read.slice else {
+            return Err(format!(
+                "nothing to read at offset {offset}, below the log end {end}"
+            ));
+        };
+        let bytes = slice.read().map_err(|e| at(&e))?;
+        let before = offset;
+        for item in BatchIter::new(&bytes) {
+            let batch = match item {
+                Ok((_, batch)) => batch,
+                // A chunk may end inside a batch: read on from there.
+                Err(_) if offset > before => break,
+                Err(e) => return Err(format!("the batch at offset {offset} does not parse: {e}")),
+            };
+            batch.verify_crc().map_err(|e| e.to_string())?;
+            f(&batch, offset)?;
+            offset = batch.header.next_offset();
+        }
+        if offset == before {
+            return Err(format!("no batch could be read at offset {offset}"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

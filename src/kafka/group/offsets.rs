@@ -13,9 +13,9 @@ use std::sync::Arc;
 use log::warn;
 
 use super::records::{Stored, parse};
-use crate::kafka::coordinator_topic::CoordinatorTopic;
+use crate::kafka::coordinator_topic::{CoordinatorTopic, for_each_batch};
+use crate::record::Batch;
 use crate::record::end_txn_marker::{COMMIT, control_type_of};
-use crate::record::{Batch, BatchIter};
 use crate::storage::{LogManager, PartitionLog, StorageError};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -24,9 +24,6 @@ const OFFSETS_TOPIC_CONFIGS: &[(&str, Option<&str>)] = &[
     ("cleanup.policy", Some("compact")),
     ("segment.bytes", Some("104857600")),
 ];
-
-/// Bytes read at a time when the topic is read back.
-const READ_CHUNK: u64 = 1 << 20;
 
 pub use crate::kafka::coordinator_topic::KeyValue;
 
@@ -102,37 +99,8 @@ struct Reading {
 /// end (offline, an I/O error, a batch that does not parse or fails its
 /// CRC) is an `Err`: what it holds is unknown, so none of it is applied.
 fn read_partition(log: &PartitionLog) -> Result<Vec<(i64, Stored)>, String> {
-    log.check_online().map_err(|e| e.to_string())?;
-    let mut offset = log.log_start_offset();
-    let end = log.high_watermark();
     let mut r = Reading::default();
-    while offset < end {
-        let at = |e: &dyn std::fmt::Display| format!("reading offset {offset}: {e}");
-        let read = log
-            .read_for_fetch(offset, READ_CHUNK, true)
-            .map_err(|e| at(&e))?;
-        let Some(slice) = read.slice else {
-            return Err(format!(
-                "nothing to read at offset {offset}, below the log end {end}"
-            ));
-        };
-        let bytes = slice.read().map_err(|e| at(&e))?;
-        let before = offset;
-        for item in BatchIter::new(&bytes) {
-            let batch = match item {
-                Ok((_, batch)) => batch,
-                // A chunk may end inside a batch: read on from there.
-                Err(_) if offset > before => break,
-                Err(e) => return Err(format!("the batch at offset {offset} does not parse: {e}")),
-            };
-            batch.verify_crc().map_err(|e| e.to_string())?;
-            r.batch(log.name(), &batch, offset)?;
-            offset = batch.header.next_offset();
-        }
-        if offset == before {
-            return Err(format!("no batch could be read at offset {offset}"));
-        }
-    }
+    for_each_batch(log, |batch, from| r.batch(log.name(), batch, from))?;
     for (pid, left) in &r.pending {
         warn!(
             "{}: {} offset commits of producer {pid}'s transaction have no COMMIT marker; not applied",
