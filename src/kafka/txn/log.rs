@@ -66,6 +66,11 @@ impl TxnStateTopic {
         ))
     }
 
+    /// The partition count: the topic's, or the configured one before it exists.
+    pub fn count(&self) -> u32 {
+        self.0.count()
+    }
+
     /// The partition of the topic an id's records go to (its coordinator's).
     pub fn partition_index(&self, transactional_id: &str) -> u32 {
         self.0.partition_index(transactional_id)
