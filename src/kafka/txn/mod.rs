@@ -3,6 +3,7 @@
 //! transactional id, its topic, `__transaction_state`, and the state
 //! manager that loads and writes it.
 
+pub mod coordinator;
 pub mod log;
 pub mod metadata;
 pub mod state;

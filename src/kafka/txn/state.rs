@@ -121,8 +121,7 @@ impl TxnStateManager {
     }
 
     /// Kafka's `appendTransactionToLog`: writes the prepared change of an id
-    /// in `inner`, then completes it; a failed write abandons it (and a
-    /// failed fence is remembered, so the next fence keeps its epoch).
+    /// in `inner`, then completes it; a failed write abandons it.
     pub fn append(
         &self,
         inner: &mut Inner,
@@ -149,9 +148,6 @@ impl TxnStateManager {
                     "Appending the state of transactional id {transactional_id} ({}) failed: {e}",
                     t.state.name()
                 );
-                if m.pending == Some(TxnState::PrepareEpochFence) {
-                    m.has_failed_epoch_fence = true;
-                }
                 m.abandon();
                 Err(e)
             }

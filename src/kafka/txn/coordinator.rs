@@ -1,0 +1,355 @@
+//! The transaction coordinator's answers (Kafka's `TransactionCoordinator`
+//! at transactions version 0): InitProducerId for a transactional id,
+//! AddPartitionsToTxn, and EndTxn with the markers it writes. Each answers
+//! Kafka's codes in Kafka's order; the request layer only decodes, checks
+//! versions and downgrades codes old clients do not know.
+//!
+//! One broker is every partition's leader, so there is no
+//! WriteTxnMarkers: EndTxn writes the markers itself, through
+//! `PartitionLog::append_end_txn_marker`, after its Prepare record and
+//! before its Complete record, and answers once the Complete record is
+//! written (Kafka answers after the Prepare record; the codes are the same,
+//! and a committed transaction is readable when its client's commit
+//! returns).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use kafka_protocol::ResponseError;
+use log::{info, warn};
+
+use super::log::AppendError;
+use super::metadata::{NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition, Transit, TxnMetadata};
+use super::state::{Inner, TxnStateManager};
+use crate::error::ErrorKind;
+use crate::names::is_internal_topic;
+use crate::record::txn_log::TxnState;
+use crate::storage::{LogManager, StorageError};
+
+/// The coordinator epoch markers carry: one broker, leader epoch 0.
+const COORDINATOR_EPOCH: i32 = 0;
+
+/// `transaction.max.timeout.ms`, Kafka's default.
+pub const MAX_TIMEOUT_MS: i32 = 900_000;
+
+pub struct TxnCoordinator {
+    pub states: TxnStateManager,
+    mgr: Arc<LogManager>,
+    pub max_timeout_ms: i32,
+}
+
+/// InitProducerId's answer: the producer id and epoch, or an error.
+pub type Granted = Result<(i64, i16), ResponseError>;
+
+/// Kafka's `TransactionStateManager.appendTransactionToLog` error mapping.
+fn append_code(e: &AppendError) -> ResponseError {
+    match e {
+        AppendError::Encode(_) => ResponseError::UnknownServerError,
+        AppendError::Storage(s) => match s.kind() {
+            ErrorKind::NotFound => ResponseError::CoordinatorNotAvailable,
+            ErrorKind::ReadOnly => ResponseError::ClusterAuthorizationFailed,
+            ErrorKind::RecordTooLarge | ErrorKind::BatchTooLarge => {
+                ResponseError::UnknownServerError
+            }
+            _ => ResponseError::NotCoordinator,
+        },
+    }
+}
+
+impl TxnCoordinator {
+    pub fn new(states: TxnStateManager, mgr: Arc<LogManager>, max_timeout_ms: i32) -> Self {
+        TxnCoordinator {
+            states,
+            mgr,
+            max_timeout_ms,
+        }
+    }
+
+    /// Kafka's `handleInitProducerId` for a transactional id; `expected` is
+    /// the (producer id, epoch) a producer re-initializing says it has
+    /// (KIP-360; both -1 for none). `next_id` gives a new producer id.
+    pub fn init_producer_id(
+        &self,
+        id: &str,
+        timeout_ms: i32,
+        expected: (i64, i16),
+        now: i64,
+        next_id: &dyn Fn() -> Result<i64, StorageError>,
+    ) -> Granted {
+        if (expected.0 == NO_PRODUCER_ID) != (expected.1 == NO_PRODUCER_EPOCH) {
+            return Err(ResponseError::InvalidRequest);
+        }
+        if id.is_empty() {
+            return Err(ResponseError::InvalidRequest);
+        }
+        if timeout_ms <= 0 || timeout_ms > self.max_timeout_ms {
+            return Err(ResponseError::InvalidTransactionTimeout);
+        }
+        let expected = (expected.0 != NO_PRODUCER_ID).then_some(expected);
+        let mut inner = self.states.lock();
+        if self.states.failed(&inner, id) {
+            return Err(ResponseError::NotCoordinator);
+        }
+        if !inner.ids.contains_key(id) {
+            let pid = next_id().map_err(|e| {
+                warn!("InitProducerId of transactional id {id}: no producer id: {e}");
+                ResponseError::CoordinatorNotAvailable
+            })?;
+            inner
+                .ids
+                .insert(id.to_string(), TxnMetadata::new(id, pid, timeout_ms, now));
+        }
+        let m = inner.ids.get_mut(id).expect("inserted above");
+        if m.pending.is_some() {
+            return Err(ResponseError::ConcurrentTransactions);
+        }
+        if let Some((pid, epoch)) = expected
+            && !(m.producer_epoch == NO_PRODUCER_EPOCH
+                || pid == m.producer_id
+                || (pid == m.prev_producer_id && super::metadata::epoch_exhausted(epoch)))
+        {
+            return Err(ResponseError::ProducerFenced);
+        }
+        match m.state {
+            TxnState::PrepareAbort | TxnState::PrepareCommit => {
+                Err(ResponseError::ConcurrentTransactions)
+            }
+            TxnState::Ongoing => {
+                // Kafka fences the open transaction's producer and aborts it;
+                // the client is told to retry, and its retry bumps again.
+                let fence = m.prepare_fence_epoch().map_err(|e| {
+                    warn!("{e}");
+                    ResponseError::UnknownServerError
+                })?;
+                drop(inner);
+                info!(
+                    "InitProducerId of transactional id {id}: aborting its open transaction under epoch {}",
+                    fence.producer_epoch
+                );
+                let _ = self.end_locked(id, false, Some(fence), now);
+                Err(ResponseError::ConcurrentTransactions)
+            }
+            _ => {
+                let rotate =
+                    m.epoch_exhausted() && expected.is_none_or(|(_, e)| e == m.producer_epoch);
+                let transit = if rotate {
+                    let pid = next_id().map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+                    m.prepare_rotate_producer_id(pid, timeout_ms, now, expected.is_some())
+                        .map_err(|e| {
+                            warn!("{e}");
+                            ResponseError::UnknownServerError
+                        })?
+                } else {
+                    match m.prepare_increment_epoch(timeout_ms, expected.map(|e| e.1), now) {
+                        Ok(Ok(t)) => t,
+                        Ok(Err(_fenced)) => return Err(ResponseError::ProducerFenced),
+                        Err(e) => {
+                            warn!("{e}");
+                            return Err(ResponseError::UnknownServerError);
+                        }
+                    }
+                };
+                self.write(&mut inner, id, &transit)?;
+                Ok((transit.producer_id, transit.producer_epoch))
+            }
+        }
+    }
+
+    /// Kafka's `handleAddPartitionsToTransaction` (v0–3), after the request
+    /// layer's checks of each partition.
+    pub fn add_partitions(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &BTreeSet<TopicPartition>,
+        now: i64,
+    ) -> Result<(), ResponseError> {
+        if id.is_empty() {
+            return Err(ResponseError::InvalidRequest);
+        }
+        let mut inner = self.states.lock();
+        if self.states.failed(&inner, id) {
+            return Err(ResponseError::NotCoordinator);
+        }
+        let Some(m) = inner.ids.get_mut(id) else {
+            return Err(ResponseError::InvalidProducerIdMapping);
+        };
+        if m.producer_id != producer_id {
+            return Err(ResponseError::InvalidProducerIdMapping);
+        }
+        if m.producer_epoch != epoch {
+            return Err(ResponseError::ProducerFenced);
+        }
+        if m.pending.is_some()
+            || matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+        {
+            return Err(ResponseError::ConcurrentTransactions);
+        }
+        if m.state == TxnState::Ongoing && partitions.is_subset(&m.partitions) {
+            return Ok(());
+        }
+        let transit = m.prepare_add_partitions(partitions, now).map_err(|e| {
+            warn!("{e}");
+            ResponseError::UnknownServerError
+        })?;
+        self.write(&mut inner, id, &transit)
+    }
+
+    /// The per-partition checks of AddPartitionsToTxn (`KafkaApis`): an
+    /// internal topic is not the client's to write (29), a partition that
+    /// does not exist is unknown (3); when any fails, the others were not
+    /// attempted (55). `None` when all pass.
+    pub fn check_partitions(
+        &self,
+        partitions: &BTreeSet<TopicPartition>,
+    ) -> Option<Vec<(TopicPartition, ResponseError)>> {
+        let checked: Vec<(TopicPartition, Option<ResponseError>)> = partitions
+            .iter()
+            .map(|(t, p)| {
+                let err = if is_internal_topic(t) {
+                    Some(ResponseError::TopicAuthorizationFailed)
+                } else if self.mgr.partition(&format!("{t}-{p}")).is_none() {
+                    Some(ResponseError::UnknownTopicOrPartition)
+                } else {
+                    None
+                };
+                ((t.clone(), *p), err)
+            })
+            .collect();
+        if checked.iter().all(|(_, e)| e.is_none()) {
+            return None;
+        }
+        Some(
+            checked
+                .into_iter()
+                .map(|(tp, e)| (tp, e.unwrap_or(ResponseError::OperationNotAttempted)))
+                .collect(),
+        )
+    }
+
+    /// Kafka's `handleEndTransaction` (v0–4) from a client.
+    pub fn end_txn(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        now: i64,
+    ) -> Result<(), ResponseError> {
+        if id.is_empty() {
+            return Err(ResponseError::InvalidRequest);
+        }
+        {
+            let inner = self.states.lock();
+            if self.states.failed(&inner, id) {
+                return Err(ResponseError::NotCoordinator);
+            }
+            let Some(m) = inner.ids.get(id) else {
+                return Err(ResponseError::InvalidProducerIdMapping);
+            };
+            if m.producer_id != producer_id {
+                return Err(ResponseError::InvalidProducerIdMapping);
+            }
+            if m.producer_epoch != epoch {
+                return Err(ResponseError::ProducerFenced);
+            }
+        }
+        self.end_locked(id, commit, None, now)
+    }
+
+    /// The end of a transaction: from a client, or an abort the coordinator
+    /// decides (`fence` held: a fenced producer's, or a timed-out one).
+    fn end_locked(
+        &self,
+        id: &str,
+        commit: bool,
+        fence: Option<Transit>,
+        now: i64,
+    ) -> Result<(), ResponseError> {
+        let mut inner = self.states.lock();
+        let m = inner
+            .ids
+            .get_mut(id)
+            .ok_or(ResponseError::InvalidProducerIdMapping)?;
+        if let Some(f) = &fence {
+            m.take_fence(f);
+        } else if m.pending.is_some() {
+            return Err(ResponseError::ConcurrentTransactions);
+        }
+        let (prepare, complete) = if commit {
+            (TxnState::PrepareCommit, TxnState::CompleteCommit)
+        } else {
+            (TxnState::PrepareAbort, TxnState::CompleteAbort)
+        };
+        match m.state {
+            TxnState::Ongoing => {}
+            s if s == prepare => return Err(ResponseError::ConcurrentTransactions),
+            s if s == complete => return Ok(()),
+            _ => return Err(ResponseError::InvalidTxnState),
+        }
+        let transit = m.prepare_abort_or_commit(prepare, now).map_err(|e| {
+            warn!("{e}");
+            ResponseError::UnknownServerError
+        })?;
+        if let Err(e) = self.write(&mut inner, id, &transit) {
+            if fence.is_some()
+                && let Some(m) = inner.ids.get_mut(id)
+            {
+                // The epoch was bumped in memory but not written: the next
+                // fence keeps it (Kafka's `hasFailedEpochFence`).
+                m.has_failed_epoch_fence = true;
+                warn!(
+                    "Transactional id {id}: the epoch fence to {} was not written; it was not returned to any client",
+                    m.producer_epoch
+                );
+            }
+            return Err(e);
+        }
+        let m = &inner.ids[id];
+        let (pid, epoch) = (m.producer_id, m.producer_epoch);
+        let partitions: Vec<TopicPartition> = m.partitions.iter().cloned().collect();
+        // The decision is durable: markers go out with no lock held but the
+        // pending state Kafka's marker channel holds.
+        drop(inner);
+        let mut left = Vec::new();
+        for (topic, p) in &partitions {
+            let name = format!("{topic}-{p}");
+            let Some(log) = self.mgr.partition(&name) else {
+                // Kafka drops a partition with no leader: it was deleted.
+                continue;
+            };
+            if let Err(e) = log.append_end_txn_marker(pid, epoch, COORDINATOR_EPOCH, commit) {
+                warn!(
+                    "Transactional id {id}: the {} marker for {name} was not written: {e}",
+                    if commit { "COMMIT" } else { "ABORT" }
+                );
+                left.push(name);
+            }
+        }
+        if !left.is_empty() {
+            // The transaction stays prepared: its client is answered
+            // CONCURRENT_TRANSACTIONS until a later end completes it.
+            return Ok(());
+        }
+        let mut inner = self.states.lock();
+        let m = inner.ids.get_mut(id).ok_or(ResponseError::NotCoordinator)?;
+        if m.state != prepare || m.producer_id != pid || m.producer_epoch != epoch {
+            return Err(ResponseError::NotCoordinator);
+        }
+        let transit = m.prepare_complete(now).map_err(|e| {
+            warn!("{e}");
+            ResponseError::UnknownServerError
+        })?;
+        self.write(&mut inner, id, &transit)
+    }
+
+    fn write(&self, inner: &mut Inner, id: &str, t: &Transit) -> Result<(), ResponseError> {
+        self.states
+            .append(inner, id, t)
+            .map_err(|e| append_code(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests;
