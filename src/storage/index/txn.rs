@@ -89,12 +89,6 @@ impl TransactionIndex {
         }
     }
 
-    /// Every entry (Kafka's `allAbortedTxns`).
-    #[cfg(test)]
-    pub fn all(&self) -> Result<Vec<AbortedTxn>> {
-        self.with_entries(|e| Ok(e.clone()))
-    }
-
     /// Adds an entry; its last offset must be past the last entry's, as
     /// Kafka's `append` demands (an abort is indexed once, in log order).
     pub fn append(&self, txn: AbortedTxn) -> Result<()> {

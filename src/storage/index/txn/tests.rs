@@ -30,6 +30,15 @@ fn four() -> Vec<AbortedTxn> {
     ]
 }
 
+impl TransactionIndex {
+    /// Every entry (Kafka's `allAbortedTxns`). Only tests need them all (the
+    /// scan of `storage::disk`'s tests reads this file's parent up to its
+    /// first test attribute, so this lives here).
+    fn all(&self) -> Result<Vec<AbortedTxn>> {
+        self.with_entries(|e| Ok(e.clone()))
+    }
+}
+
 #[test]
 fn position_set_correctly_when_opened() {
     let tmp = tempfile::tempdir().unwrap();
