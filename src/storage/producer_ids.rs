@@ -52,6 +52,31 @@ impl ProducerIds {
         Ok(next)
     }
 
+    /// Makes every id given from now on greater than `taken`: the largest
+    /// id some other record holds (the transaction coordinator's state),
+    /// so that ids stay unique even when this file was lost or is behind.
+    pub fn ensure_above(&self, taken: i64) {
+        if taken < 0 {
+            return;
+        }
+        let mut state = self.state.lock();
+        let start = match *state {
+            Some((next, _)) => next,
+            None => self.saved_end(),
+        };
+        if start > taken {
+            return;
+        }
+        warn!(
+            "{} would give producer id {start}, which a transactional id already holds \
+             (up to {taken}); ids start past it",
+            self.path.display()
+        );
+        // The block in use (if any) is given up: the next id takes a block
+        // from past `taken`.
+        *state = Some((taken + 1, taken + 1));
+    }
+
     /// The first id no block has taken, from the file (0 without one).
     fn saved_end(&self) -> i64 {
         match std::fs::read_to_string(&self.path) {
@@ -99,5 +124,32 @@ mod tests {
         }
         assert_eq!(b.next().unwrap(), 2 * BLOCK_SIZE);
         assert!(ProducerIds::new(dir.path(), true).next().is_err());
+    }
+
+    #[test]
+    fn ids_start_past_one_already_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = ProducerIds::new(dir.path(), false);
+        a.ensure_above(-1);
+        assert_eq!(a.next().unwrap(), 0);
+        a.ensure_above(0);
+        assert_eq!(
+            a.next().unwrap(),
+            1,
+            "an id below the next is no reason to move"
+        );
+        a.ensure_above(5000);
+        assert_eq!(a.next().unwrap(), 5001);
+        drop(a);
+        let b = ProducerIds::new(dir.path(), false);
+        assert_eq!(
+            b.next().unwrap(),
+            5001 + BLOCK_SIZE,
+            "the block past it was saved"
+        );
+        let other = tempfile::tempdir().unwrap();
+        let c = ProducerIds::new(other.path(), false);
+        c.ensure_above(41);
+        assert_eq!(c.next().unwrap(), 42, "with no file at all");
     }
 }
