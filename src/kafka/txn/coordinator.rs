@@ -284,6 +284,13 @@ impl TxnCoordinator {
         };
         match m.state {
             TxnState::Ongoing => {}
+            // Prepared, and no write of its markers under way (that holds a
+            // pending state): the markers failed before, so they are sent
+            // again (Kafka's marker channel retries until they land).
+            s if s == prepare && fence.is_none() => {
+                drop(inner);
+                return self.complete_prepared(id, now);
+            }
             s if s == prepare => return Err(ResponseError::ConcurrentTransactions),
             s if s == complete => return Ok(()),
             _ => return Err(ResponseError::InvalidTxnState),
@@ -306,11 +313,37 @@ impl TxnCoordinator {
             }
             return Err(e);
         }
-        let m = &inner.ids[id];
+        drop(inner);
+        self.complete_prepared(id, now)
+    }
+
+    /// Completes a transaction whose Prepare record is written: its
+    /// markers go to each of its partitions, then its Complete record is
+    /// written. The Complete change is pending meanwhile, so no other
+    /// request changes the id; the markers are written with no lock held.
+    /// When a marker cannot be written, the transaction stays prepared and
+    /// `Ok` is answered (the decision is durable): the next EndTxn, or the
+    /// next start, sends the markers again.
+    fn complete_prepared(&self, id: &str, now: i64) -> Result<(), ResponseError> {
+        let mut inner = self.states.lock();
+        let m = inner
+            .ids
+            .get_mut(id)
+            .ok_or(ResponseError::InvalidProducerIdMapping)?;
+        let commit = match m.state {
+            TxnState::PrepareCommit => true,
+            TxnState::PrepareAbort => false,
+            _ => return Err(ResponseError::InvalidTxnState),
+        };
+        if m.pending.is_some() {
+            return Err(ResponseError::ConcurrentTransactions);
+        }
         let (pid, epoch) = (m.producer_id, m.producer_epoch);
         let partitions: Vec<TopicPartition> = m.partitions.iter().cloned().collect();
-        // The decision is durable: markers go out with no lock held but the
-        // pending state Kafka's marker channel holds.
+        let transit = m.prepare_complete(now).map_err(|e| {
+            warn!("{e}");
+            ResponseError::UnknownServerError
+        })?;
         drop(inner);
         let mut left = Vec::new();
         for (topic, p) in &partitions {
@@ -327,21 +360,83 @@ impl TxnCoordinator {
                 left.push(name);
             }
         }
+        let mut inner = self.states.lock();
         if !left.is_empty() {
-            // The transaction stays prepared: its client is answered
-            // CONCURRENT_TRANSACTIONS until a later end completes it.
+            if let Some(m) = inner.ids.get_mut(id) {
+                m.abandon();
+            }
+            warn!(
+                "Transactional id {id} stays {} until its markers reach {}",
+                if commit {
+                    "PrepareCommit"
+                } else {
+                    "PrepareAbort"
+                },
+                left.join(", ")
+            );
             return Ok(());
         }
-        let mut inner = self.states.lock();
-        let m = inner.ids.get_mut(id).ok_or(ResponseError::NotCoordinator)?;
-        if m.state != prepare || m.producer_id != pid || m.producer_epoch != epoch {
+        self.write(&mut inner, id, &transit)
+    }
+
+    /// Completes every transaction found prepared (Kafka completes them
+    /// when it loads `__transaction_state`): its markers are written again,
+    /// which a partition that has them already takes as a retry.
+    pub fn complete_prepared_at_load(&self, now: i64) {
+        let prepared: Vec<String> = {
+            let inner = self.states.lock();
+            inner
+                .ids
+                .iter()
+                .filter(|(_, m)| {
+                    matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+                })
+                .map(|(id, _)| id.clone())
+                .collect()
+        };
+        for id in prepared {
+            info!("Transactional id {id} was prepared at the last stop: completing it");
+            if let Err(e) = self.complete_prepared(&id, now) {
+                warn!("Transactional id {id}: completing it failed with {e:?}");
+            }
+        }
+    }
+
+    /// A client's transactional batches for `topic`-`partition`, appended
+    /// by `append` once the partition is known to be in the producer's
+    /// open transaction (Kafka's produce-time verification, KIP-890 part
+    /// 1, in process). The lock is held across the append, so no EndTxn
+    /// can decide the transaction between the check and the append.
+    pub fn append_in_txn<T>(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        tp: (&str, i32),
+        append: impl FnOnce() -> T,
+    ) -> Result<T, ResponseError> {
+        let inner = self.states.lock();
+        if self.states.failed(&inner, id) {
             return Err(ResponseError::NotCoordinator);
         }
-        let transit = m.prepare_complete(now).map_err(|e| {
-            warn!("{e}");
-            ResponseError::UnknownServerError
-        })?;
-        self.write(&mut inner, id, &transit)
+        let Some(m) = inner.ids.get(id) else {
+            return Err(ResponseError::InvalidProducerIdMapping);
+        };
+        if m.producer_id != producer_id {
+            return Err(ResponseError::InvalidProducerIdMapping);
+        }
+        if m.producer_epoch != epoch {
+            return Err(ResponseError::ProducerFenced);
+        }
+        if m.pending.is_some()
+            || matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+        {
+            return Err(ResponseError::ConcurrentTransactions);
+        }
+        if m.state != TxnState::Ongoing || !m.partitions.contains(&(tp.0.to_string(), tp.1)) {
+            return Err(ResponseError::InvalidTxnState);
+        }
+        Ok(append())
     }
 
     fn write(&self, inner: &mut Inner, id: &str, t: &Transit) -> Result<(), ResponseError> {

@@ -230,3 +230,54 @@ fn the_states_are_loaded_again() {
     );
     assert_eq!(m.partitions, parts(&[("t", 0)]));
 }
+
+/// A transaction whose Prepare record is written but whose markers are
+/// not (a stop in between, or a partition that failed): the next EndTxn
+/// of the id, or the next start, writes them and completes it.
+#[test]
+fn a_prepared_transaction_is_completed_by_a_retry_or_at_the_next_start() {
+    let f = Fixture::new();
+    let prepare_only = |id: &str, commit: bool| {
+        let (pid, epoch) = f.init(id, (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)).unwrap();
+        let tp = if commit { ("t", 0) } else { ("t", 1) };
+        f.coord
+            .add_partitions(id, pid, epoch, &parts(&[tp]), NOW)
+            .unwrap();
+        txn_batch(&f.log(&format!("{}-{}", tp.0, tp.1)), pid, epoch, 0);
+        let mut inner = f.coord.states.lock();
+        let state = if commit {
+            TxnState::PrepareCommit
+        } else {
+            TxnState::PrepareAbort
+        };
+        let t = inner
+            .ids
+            .get_mut(id)
+            .unwrap()
+            .prepare_abort_or_commit(state, NOW)
+            .unwrap();
+        f.coord.states.append(&mut inner, id, &t).unwrap();
+        pid
+    };
+    let a = prepare_only("a", true);
+    assert_eq!(f.state("a"), TxnState::PrepareCommit);
+    assert_eq!(f.log("t-0").last_stable_offset(), 0, "no marker yet");
+    // The client's retry of its commit.
+    f.coord.end_txn("a", a, 0, true, NOW).unwrap();
+    assert_eq!(f.state("a"), TxnState::CompleteCommit);
+    assert_eq!(
+        f.log("t-0").last_stable_offset(),
+        2,
+        "the COMMIT marker at 1"
+    );
+
+    prepare_only("b", false);
+    let states = TxnStateManager::load(TxnStateTopic::new(f.mgr.clone(), 1));
+    let again = TxnCoordinator::new(states, f.mgr.clone(), MAX_TIMEOUT_MS);
+    assert_eq!(again.states.lock().ids["b"].state, TxnState::PrepareAbort);
+    again.complete_prepared_at_load(NOW);
+    assert_eq!(again.states.lock().ids["b"].state, TxnState::CompleteAbort);
+    let t1 = f.log("t-1");
+    assert_eq!(t1.last_stable_offset(), 2, "the ABORT marker at 1");
+    assert_eq!(t1.aborted_transactions(0, 2).unwrap().len(), 1);
+}
