@@ -49,7 +49,8 @@ pub enum ErrorKind {
     OutOfOrderSequence,
     /// A producer epoch older than the one known (`InvalidProducerEpochException`).
     InvalidProducerEpoch,
-    /// A transactional batch, and transactions are not served.
+    /// A transactional batch where no transaction coordinator checked it
+    /// (any append but the listener's transactional produce).
     TransactionsNotServed,
     /// A producer's plain batch while its transaction is open (Kafka's
     /// `InvalidTxnStateException`).

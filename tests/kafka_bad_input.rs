@@ -292,9 +292,29 @@ fn produce_rows(t: &mut Table) {
         &produce("nope", Some(good.clone()), 1),
         Expect::Produce(3),
     );
-    let txn = produce("t", Some(good.clone()), 1)
+    // The good batch made transactional (attributes bit 4, producer 7 at
+    // epoch 0, its CRC redone): without a transactional id Kafka refuses
+    // the request (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); with one the
+    // coordinator does not know, INVALID_PRODUCER_ID_MAPPING. More in
+    // tests/kafka_transactions.rs.
+    let mut txn_batch = good.to_vec();
+    txn_batch[22] |= 0x10;
+    txn_batch[43..51].copy_from_slice(&7i64.to_be_bytes());
+    txn_batch[51..53].copy_from_slice(&0i16.to_be_bytes());
+    let crc = crc32c::crc32c(&txn_batch[21..]);
+    txn_batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    t.produce(
+        "a transactional batch without a transactional id",
+        &produce("t", Some(txn_batch.clone()), 1),
+        Expect::Produce(53),
+    );
+    let txn = produce("t", Some(txn_batch), 1)
         .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("tx"))));
-    t.produce("a transactional produce", &txn, Expect::Produce(53));
+    t.produce(
+        "a transactional batch of an unknown transactional id",
+        &txn,
+        Expect::Produce(49),
+    );
     t.produce(
         "acks=0 with a bad batch: Kafka closes the connection",
         &produce("t", Some(good[..20].to_vec()), 0),

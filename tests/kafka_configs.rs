@@ -372,6 +372,8 @@ fn default_request(key: ApiKey) -> RequestKind {
         DeleteTopics: delete_topics_request::DeleteTopicsRequest,
         DeleteRecords: delete_records_request::DeleteRecordsRequest,
         InitProducerId: init_producer_id_request::InitProducerIdRequest,
+        AddPartitionsToTxn: add_partitions_to_txn_request::AddPartitionsToTxnRequest,
+        EndTxn: end_txn_request::EndTxnRequest,
         DescribeConfigs: describe_configs_request::DescribeConfigsRequest,
         AlterConfigs: alter_configs_request::AlterConfigsRequest,
         CreatePartitions: create_partitions_request::CreatePartitionsRequest,

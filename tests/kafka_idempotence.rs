@@ -118,9 +118,10 @@ fn resends_gaps_epochs_and_restarts() {
     let again = init(&mut c, None).producer_id.0;
     assert_ne!(again, pid, "a new id each time");
     let tx = init(&mut c, Some("tx"));
-    assert_eq!(
-        tx.error_code,
-        ResponseError::TransactionalIdAuthorizationFailed.code()
+    assert_eq!((tx.error_code, tx.producer_epoch), (0, 0));
+    assert!(
+        ![pid, again].contains(&tx.producer_id.0),
+        "a transactional id gets its own producer id"
     );
 
     assert_eq!(produce(&mut c, batch(pid, 0, 0, 3)), (0, 0));

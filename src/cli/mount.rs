@@ -49,7 +49,9 @@ pub struct MountArgs {
     /// (default 1), group.initial.rebalance.delay.ms,
     /// group.min.session.timeout.ms, group.max.session.timeout.ms,
     /// group.max.size, offsets.retention.minutes,
-    /// offsets.retention.check.interval.ms and offset.metadata.max.bytes, and
+    /// offsets.retention.check.interval.ms and offset.metadata.max.bytes, for
+    /// transactions transaction.state.log.num.partitions (default 1) and
+    /// transaction.max.timeout.ms, and
     /// the listener's limits max.connections, max.connections.per.ip,
     /// max.connections.per.ip.overrides, connections.max.idle.ms,
     /// queued.max.request.bytes and num.network.threads, as in Kafka.

@@ -31,7 +31,9 @@ pub struct ServeArgs {
     /// node.id, offsets.topic.num.partitions (default 1),
     /// group.initial.rebalance.delay.ms, group.min.session.timeout.ms,
     /// group.max.session.timeout.ms, group.max.size, offsets.retention.minutes,
-    /// offsets.retention.check.interval.ms, offset.metadata.max.bytes, and
+    /// offsets.retention.check.interval.ms, offset.metadata.max.bytes,
+    /// transaction.state.log.num.partitions (default 1),
+    /// transaction.max.timeout.ms, and
     /// the listener's limits
     /// max.connections, max.connections.per.ip,
     /// max.connections.per.ip.overrides, connections.max.idle.ms,

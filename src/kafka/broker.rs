@@ -9,6 +9,9 @@ use crate::storage::{LogManager, PartitionLog};
 
 use super::config::{Endpoint, ListenerConfig};
 use super::group::coordinator::Coordinator;
+use super::txn::coordinator::TxnCoordinator;
+use super::txn::log::TxnStateTopic;
+use super::txn::state::TxnStateManager;
 
 pub struct Broker {
     pub mgr: Arc<LogManager>,
@@ -20,19 +23,35 @@ pub struct Broker {
     pub groups: Arc<Coordinator>,
     /// InitProducerId's ids, unique across restarts.
     pub producer_ids: ProducerIds,
+    /// The transaction coordinator (every transactional id's).
+    pub txns: TxnCoordinator,
     stopping: AtomicBool,
 }
 
 impl Broker {
     /// The broker over `mgr`; groups and committed offsets are read back
-    /// from `__consumer_offsets` here.
+    /// from `__consumer_offsets` here, then transactional ids from
+    /// `__transaction_state`, and the transactions left prepared at the
+    /// last stop are completed (their markers may go to
+    /// `__consumer_offsets`, so the groups are loaded first).
     pub fn new(mgr: Arc<LogManager>, config: ListenerConfig, advertised: Endpoint) -> Broker {
         let cluster_id = cluster_id(&mgr);
         let groups = Arc::new(Coordinator::new(mgr.clone(), config.groups.clone()));
         let producer_ids = ProducerIds::new(mgr.dir(), mgr.read_only());
+        let states =
+            TxnStateManager::load(TxnStateTopic::new(mgr.clone(), config.txn_state_partitions));
+        let held = (states.lock().ids.values())
+            .map(|m| m.producer_id.max(m.prev_producer_id))
+            .max();
+        producer_ids.ensure_above(held.unwrap_or(-1));
+        let txns = TxnCoordinator::new(states, mgr.clone(), config.txn_max_timeout_ms);
+        if !mgr.read_only() {
+            txns.complete_prepared_at_load(crate::storage::now_ms());
+        }
         Broker {
             groups,
             producer_ids,
+            txns,
             mgr,
             config,
             advertised,

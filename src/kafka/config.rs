@@ -6,7 +6,9 @@
 //! `group.max.session.timeout.ms`, `group.max.size`,
 //! `offsets.retention.minutes`, `offsets.retention.check.interval.ms` and
 //! `offset.metadata.max.bytes` (Kafka's defaults and validators,
-//! `GroupCoordinatorConfig`), and the socket
+//! `GroupCoordinatorConfig`), the transaction coordinator's
+//! `transaction.state.log.num.partitions` (default 1, as for groups) and
+//! `transaction.max.timeout.ms` (`TransactionStateManagerConfig`), and the socket
 //! server's limits: `max.connections`, `max.connections.per.ip`,
 //! `max.connections.per.ip.overrides`, `connections.max.idle.ms`,
 //! `queued.max.request.bytes` and `num.network.threads`, with Kafka's
@@ -49,6 +51,8 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "offsets.retention.minutes",
     "offsets.retention.check.interval.ms",
     "offset.metadata.max.bytes",
+    "transaction.state.log.num.partitions",
+    "transaction.max.timeout.ms",
     "max.connections",
     "max.connections.per.ip",
     "max.connections.per.ip.overrides",
@@ -137,6 +141,12 @@ pub struct ListenerConfig {
     pub node_id: i32,
     /// The group coordinator's settings.
     pub groups: GroupSettings,
+    /// `transaction.state.log.num.partitions`: 1 by default here (Kafka's
+    /// 50 would add 50 directories to the tree), as for groups.
+    pub txn_state_partitions: u32,
+    /// `transaction.max.timeout.ms`: the longest transaction timeout a
+    /// producer may ask for.
+    pub txn_max_timeout_ms: i32,
     /// `max.connections`: past it the listener stops accepting until a
     /// connection closes (Kafka's default: `i32::MAX`).
     pub max_connections: u32,
@@ -165,6 +175,8 @@ impl Default for ListenerConfig {
             socket_request_max_bytes: DEFAULT_SOCKET_REQUEST_MAX_BYTES,
             node_id: 0,
             groups: GroupSettings::default(),
+            txn_state_partitions: 1,
+            txn_max_timeout_ms: crate::kafka::txn::coordinator::MAX_TIMEOUT_MS,
             max_connections: i32::MAX as u32,
             max_connections_per_ip: i32::MAX as u32,
             max_connections_per_ip_overrides: HashMap::new(),
@@ -335,6 +347,12 @@ impl ListenerConfig {
             "num.network.threads" => {
                 self.num_network_threads = int_at_least(name, value, 1, i32::MAX as i64)? as u32
             }
+            "transaction.state.log.num.partitions" => {
+                self.txn_state_partitions = int_at_least(name, value, 1, i32::MAX as i64)? as u32
+            }
+            "transaction.max.timeout.ms" => {
+                self.txn_max_timeout_ms = int_at_least(name, value, 1, i32::MAX as i64)? as i32
+            }
             _ => return self.set_group_limit(name, value),
         }
         Ok(true)
@@ -466,6 +484,16 @@ impl ListenerConfig {
                 Long,
             ),
             ("offset.metadata.max.bytes", n(&g.metadata_max_bytes), Int),
+            (
+                "transaction.state.log.num.partitions",
+                n(&self.txn_state_partitions),
+                Int,
+            ),
+            (
+                "transaction.max.timeout.ms",
+                n(&self.txn_max_timeout_ms),
+                Int,
+            ),
             ("max.connections", n(&self.max_connections), Int),
             (
                 "max.connections.per.ip",

@@ -12,7 +12,7 @@ use super::error::Refusal;
 use super::splice::SpliceBuf;
 use super::versions::{api_name, api_versions, served};
 use super::{
-    delete_records, fetch, group, list_offsets, metadata, produce, sasl, topic_configs, topics,
+    delete_records, fetch, group, list_offsets, metadata, produce, sasl, topic_configs, topics, txn,
 };
 use crate::storage::SegmentSlice;
 
@@ -184,6 +184,10 @@ fn route(b: &Broker, h: &RequestHeader, request: RequestKind) -> Outcome {
             respond(ResponseKind::AlterConfigs(topic_configs::replace(b, r)))
         }
         RequestKind::SaslHandshake(_) => respond(ResponseKind::SaslHandshake(sasl::handshake())),
+        RequestKind::AddPartitionsToTxn(r) => respond(ResponseKind::AddPartitionsToTxn(
+            txn::api::add_partitions(b, v, r),
+        )),
+        RequestKind::EndTxn(r) => respond(ResponseKind::EndTxn(txn::api::end_txn(b, v, r))),
         other => group::handle(b, v, h.client_id.as_deref().unwrap_or(""), other),
     }
 }

@@ -2,6 +2,12 @@
 //! through the same append path as the tree's writes. acks 1 and -1 are
 //! answered once the batches are in the page cache (the high watermark on
 //! this single replica moves then); acks 0 is not answered at all.
+//!
+//! Transactional batches need the request's transactional id, one
+//! producer (id and epoch) per request, and their partition added to that
+//! id's open transaction (Kafka's produce-time verification, KIP-890 part
+//! 1): the transaction coordinator checks it and holds its decision still
+//! while the batches are appended.
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::ResponseKind;
@@ -12,10 +18,13 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::protocol::StrBytes;
 use log::warn;
 
+use std::collections::BTreeSet;
+
 use super::broker::Broker;
 use super::dispatch::Outcome;
 use super::error::{Family, code_for, message_for};
 use super::internal_topics;
+use crate::record::BatchIter;
 
 fn refused(
     index: i32,
@@ -59,20 +68,47 @@ fn with_record_errors(
     )
 }
 
+/// The (producer id, epoch) of every transactional batch a partition's
+/// records hold. Batches that do not parse are left to validation.
+fn transactional_producers(records: &[u8], into: &mut BTreeSet<(i64, i16)>) {
+    for batch in BatchIter::new(records) {
+        let Ok((_, batch)) = batch else { break };
+        if batch.header.is_transactional() {
+            into.insert((batch.header.producer_id, batch.header.producer_epoch));
+        }
+    }
+}
+
 pub fn handle(b: &Broker, version: i16, req: ProduceRequest) -> Outcome {
     let acks = req.acks;
+    let mut producers = BTreeSet::new();
+    for topic in &req.topic_data {
+        for p in &topic.partition_data {
+            if let Some(records) = &p.records {
+                transactional_producers(records, &mut producers);
+            }
+        }
+    }
+    let txn_id = req.transactional_id.as_ref().map(|t| t.0.to_string());
     let whole_request_error = if !matches!(acks, -1..=1) {
         warn!("Kafka: Produce with acks={acks} refused: acks must be -1, 0 or 1");
         Some((ResponseError::InvalidRequiredAcks, None))
-    } else if req.transactional_id.is_some() {
-        warn!("Kafka: a transactional Produce refused: transactions are not served");
+    } else if !producers.is_empty() && txn_id.is_none() {
+        warn!("Kafka: a Produce of transactional batches without a transactional id refused");
+        Some((ResponseError::TransactionalIdAuthorizationFailed, None))
+    } else if producers.len() > 1 {
+        warn!(
+            "Kafka: a Produce of transactional batches of {} producers refused: one is allowed",
+            producers.len()
+        );
         Some((
-            ResponseError::TransactionalIdAuthorizationFailed,
-            Some("commitfs does not serve transactions".to_string()),
+            ResponseError::InvalidProducerIdMapping,
+            Some("Transactional records contained more than one producer ID".to_string()),
         ))
     } else {
         None
     };
+    let txn = txn_id.zip(producers.first().copied());
     let mut failed = 0usize;
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
@@ -81,7 +117,14 @@ pub fn handle(b: &Broker, version: i16, req: ProduceRequest) -> Outcome {
         for p in topic.partition_data {
             let r = match &whole_request_error {
                 Some((code, msg)) => refused(p.index, *code, msg.clone(), version),
-                None => produce_one(b, &name, p.index, p.records.as_deref(), version),
+                None => produce_one(
+                    b,
+                    &name,
+                    p.index,
+                    p.records.as_deref(),
+                    txn.as_ref(),
+                    version,
+                ),
             };
             failed += (r.error_code != 0) as usize;
             partitions.push(r);
@@ -110,6 +153,7 @@ fn produce_one(
     topic: &str,
     index: i32,
     records: Option<&[u8]>,
+    txn: Option<&(String, (i64, i16))>,
     version: i16,
 ) -> PartitionProduceResponse {
     let what = format!("Produce to {topic}-{index}");
@@ -130,7 +174,27 @@ fn produce_one(
             version,
         );
     };
-    match log.append_produced(records) {
+    let mut in_txn = BTreeSet::new();
+    transactional_producers(records, &mut in_txn);
+    let appended = match txn.filter(|_| !in_txn.is_empty()) {
+        None => log.append_produced(records),
+        Some((id, (pid, epoch))) => {
+            let checked = b.txns.append_in_txn(id, *pid, *epoch, (topic, index), || {
+                log.append_transactional(records)
+            });
+            match checked {
+                Ok(appended) => appended,
+                Err(e) => {
+                    let (code, message) = verification_refusal(e);
+                    warn!(
+                        "Kafka: {what} refused with {code:?}: transactional id {id}, producer {pid} epoch {epoch}: {message}"
+                    );
+                    return refused(index, code, Some(message), version);
+                }
+            }
+        }
+    };
+    match appended {
         Ok(info) => PartitionProduceResponse::default()
             .with_index(index)
             .with_base_offset(info.first_offset)
@@ -142,4 +206,44 @@ fn produce_one(
             with_record_errors(r, &e, version)
         }
     }
+}
+
+/// What a producer is told when its partition's place in its transaction
+/// could not be verified (Kafka's `ReplicaManager` after
+/// `AddPartitionsToTxnManager`): the coordinator's codes, as Produce
+/// (through version 10) knows them.
+fn verification_refusal(e: ResponseError) -> (ResponseError, String) {
+    match e {
+        ResponseError::InvalidTxnState => (
+            ResponseError::InvalidTxnState,
+            "Partition was not added to the transaction".to_string(),
+        ),
+        ResponseError::ProducerFenced => (
+            ResponseError::InvalidProducerEpoch,
+            "Producer attempted to produce with an old epoch.".to_string(),
+        ),
+        ResponseError::ConcurrentTransactions
+        | ResponseError::CoordinatorLoadInProgress
+        | ResponseError::CoordinatorNotAvailable
+        | ResponseError::NotCoordinator => (
+            ResponseError::NotEnoughReplicas,
+            format!(
+                "Unable to verify the partition has been added to the transaction. Underlying error: {}",
+                kafka_error_name(e)
+            ),
+        ),
+        other => (other, format!("{other:?}")),
+    }
+}
+
+/// Kafka's name of a code (`Errors.name()`), for messages.
+fn kafka_error_name(e: ResponseError) -> String {
+    let mut out = String::new();
+    for (i, c) in format!("{e:?}").chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
 }

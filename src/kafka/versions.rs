@@ -16,6 +16,12 @@
 //! The consumer-group APIs (with ListGroups, DescribeGroups and
 //! DeleteGroups) and InitProducerId are served by `kafka::group`; FindCoordinator v0 stays in
 //! the table for old librdkafka, which enables lz4 only if it is there.
+//!
+//! Transactions are served at transactions version 0 (no
+//! `transaction.version` finalized feature is advertised, so clients stay
+//! off KIP-890's second part): AddPartitionsToTxn only in its client
+//! versions (0–3; 4 and up are a broker's), EndTxn up to 4 (5 is the
+//! second part's).
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::ApiKey;
@@ -72,6 +78,8 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::DeleteTopics, 1, 6),
     api(ApiKey::DeleteRecords, 0, 2),
     api(ApiKey::InitProducerId, 0, 5),
+    api(ApiKey::AddPartitionsToTxn, 0, 3),
+    api(ApiKey::EndTxn, 0, 4),
     api(ApiKey::DescribeConfigs, 1, 4),
     api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::CreatePartitions, 0, 3),

@@ -14,9 +14,8 @@
 //!
 //! Producer state itself is storage's (`storage::producer_state`, kept per
 //! partition in `.snapshot` files); every produced append is checked
-//! against it (`PartitionLog::append_produced`). Transactions are not served: a
-//! transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-//! which clients take as fatal, with a log line saying why.
+//! against it (`PartitionLog::append_produced`). InitProducerId with a
+//! transactional id is the transaction coordinator's (`kafka::txn`).
 
 pub mod admin;
 pub mod api;
@@ -89,7 +88,9 @@ pub fn handle(b: &Broker, version: i16, client_id: &str, request: RequestKind) -
         RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch(b, version, r)),
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(api::list_groups(b, version, r)),
         RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(api::describe_groups(b, r)),
-        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id(b, &r)),
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(init_producer_id(b, version, &r))
+        }
         RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(api::delete_groups(b, r)),
         _ => return Outcome::Close("a request of an API that is not served".to_string()),
     };
@@ -131,24 +132,20 @@ fn longest_id(request: &RequestKind) -> Option<usize> {
     ids.iter().map(|s| s.len()).max()
 }
 
-const NO_TRANSACTIONS: &str = "commitfs does not serve transactions";
-
-/// FindCoordinator: this broker for every group; a transaction coordinator
-/// is refused (transactions are not served).
+/// FindCoordinator: this broker, for every group and every transactional
+/// id (there is one broker; its `__transaction_state` is made at the first
+/// write of a transactional id's state).
 fn find_coordinator(
     b: &Broker,
     version: i16,
     r: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     let (code, msg, node) = match r.key_type {
-        0 => (0, None, b.node_id()),
-        1 => {
-            warn!("Kafka: FindCoordinator for a transaction refused: {NO_TRANSACTIONS}");
-            let e = ResponseError::TransactionalIdAuthorizationFailed;
-            (e.code(), Some(NO_TRANSACTIONS), -1)
-        }
+        0 | 1 => (0, None, b.node_id()),
         t => {
-            warn!("Kafka: FindCoordinator with key type {t} refused: only groups (0) are served");
+            warn!(
+                "Kafka: FindCoordinator with key type {t} refused: only groups (0) and transactions (1) are served"
+            );
             (
                 ResponseError::InvalidRequest.code(),
                 Some("unknown key type"),
@@ -332,17 +329,37 @@ fn offset_fetch_refused(
 
 /// InitProducerId: a new producer id at epoch 0 for an idempotent producer
 /// (Kafka gives a new id even to one that asks to bump its epoch, when it
-/// has no transactional id); ids are unique across restarts.
-fn init_producer_id(b: &Broker, r: &InitProducerIdRequest) -> InitProducerIdResponse {
+/// has no transactional id); ids are unique across restarts. With a
+/// transactional id, the transaction coordinator answers.
+fn init_producer_id(b: &Broker, version: i16, r: &InitProducerIdRequest) -> InitProducerIdResponse {
     let refused = |code: ResponseError| {
         InitProducerIdResponse::default()
             .with_error_code(code.code())
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
     };
-    if r.transactional_id.is_some() {
-        warn!("Kafka: InitProducerId refused: {NO_TRANSACTIONS}");
-        return refused(ResponseError::TransactionalIdAuthorizationFailed);
+    if let Some(id) = &r.transactional_id {
+        let id = id.0.as_str();
+        let granted = b.txns.init_producer_id(
+            id,
+            r.transaction_timeout_ms,
+            (r.producer_id.0, r.producer_epoch),
+            crate::storage::now_ms(),
+            &|| b.producer_ids.next(),
+        );
+        return match granted {
+            Ok((pid, epoch)) => {
+                info!("Kafka: transactional id {id} has producer id {pid}, epoch {epoch}");
+                InitProducerIdResponse::default()
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch)
+            }
+            Err(code) => {
+                let code = crate::kafka::txn::api::downgrade_fenced(code, version, 4);
+                warn!("Kafka: InitProducerId of transactional id {id} refused with {code:?}");
+                refused(code)
+            }
+        };
     }
     match b.producer_ids.next() {
         Ok(id) => {

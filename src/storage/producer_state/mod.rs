@@ -43,7 +43,7 @@ const NO_EPOCH: i16 = -1;
 pub enum ProducerRefusal {
     OutOfOrderSequence,
     InvalidProducerEpoch,
-    /// A transactional batch: transactions are not served.
+    /// A transactional batch outside a transaction coordinator's append.
     Transactional,
     /// A plain batch of a producer whose transaction is open (Kafka's
     /// `InvalidTxnStateException`).
@@ -498,8 +498,9 @@ impl ProducerStates {
 
     /// Checks a client's batch about to be stored at `base_offset`, and
     /// stages it when it is to be appended. Batches without a producer id
-    /// need no state. A transactional batch is refused: the listener does
-    /// not serve transactions yet.
+    /// need no state. A transactional batch is refused: only an append the
+    /// transaction coordinator has checked (`check_batch` with an origin)
+    /// may open a transaction.
     pub fn check(
         &mut self,
         h: &BatchHeader,
@@ -509,7 +510,7 @@ impl ProducerStates {
             return Err((
                 ProducerRefusal::Transactional,
                 format!(
-                    "a transactional batch of producer {}: transactions are not served",
+                    "a transactional batch of producer {}: only a Kafka producer of a transactional id writes one, through the listener",
                     h.producer_id
                 ),
             ));

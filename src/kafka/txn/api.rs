@@ -1,0 +1,127 @@
+//! The transaction APIs a client sends (Kafka's `KafkaApis` handlers):
+//! AddPartitionsToTxn (the client versions, 0 to 3) and EndTxn (0 to 4).
+//! Each decodes, asks the coordinator, and downgrades the codes older
+//! clients do not know.
+
+use std::collections::BTreeSet;
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnRequest;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::end_txn_request::EndTxnRequest;
+use kafka_protocol::messages::end_txn_response::EndTxnResponse;
+use kafka_protocol::messages::{ProducerId, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use log::{info, warn};
+
+use super::metadata::TopicPartition;
+use crate::kafka::broker::Broker;
+
+/// PRODUCER_FENCED (90) is INVALID_PRODUCER_EPOCH (47) to a client whose
+/// request version is below `below`: it does not know the newer code.
+pub fn downgrade_fenced(code: ResponseError, version: i16, below: i16) -> ResponseError {
+    if code == ResponseError::ProducerFenced && version < below {
+        ResponseError::InvalidProducerEpoch
+    } else {
+        code
+    }
+}
+
+/// AddPartitionsToTxn v0–3: every partition is checked first (an internal
+/// topic or a missing partition fails them all, the others answered
+/// OPERATION_NOT_ATTEMPTED); then one answer for all.
+pub fn add_partitions(
+    b: &Broker,
+    version: i16,
+    r: AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse {
+    let id = r.v3_and_below_transactional_id.0.to_string();
+    let (pid, epoch) = (r.v3_and_below_producer_id.0, r.v3_and_below_producer_epoch);
+    let partitions: BTreeSet<TopicPartition> = r
+        .v3_and_below_topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.to_string(), *p)))
+        .collect();
+    let results: Vec<(TopicPartition, Option<ResponseError>)> = match b
+        .txns
+        .check_partitions(&partitions)
+    {
+        Some(failed) => {
+            warn!(
+                "Kafka: AddPartitionsToTxn of transactional id {id} refused: {}",
+                failed
+                    .iter()
+                    .filter(|(_, e)| *e != ResponseError::OperationNotAttempted)
+                    .map(|((t, p), e)| format!("{t}-{p}: {e:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            failed.into_iter().map(|(tp, e)| (tp, Some(e))).collect()
+        }
+        None => {
+            let answer =
+                b.txns
+                    .add_partitions(&id, pid, epoch, &partitions, crate::storage::now_ms());
+            let code = match answer {
+                Ok(()) => None,
+                Err(e) => {
+                    let e = downgrade_fenced(e, version, 2);
+                    warn!(
+                        "Kafka: AddPartitionsToTxn of transactional id {id} (producer {pid}, epoch {epoch}) refused with {e:?}"
+                    );
+                    Some(e)
+                }
+            };
+            partitions.into_iter().map(|tp| (tp, code)).collect()
+        }
+    };
+    let mut topics: Vec<AddPartitionsToTxnTopicResult> = Vec::new();
+    for ((topic, p), e) in results {
+        if topics.last().is_none_or(|t| t.name.0.as_str() != topic) {
+            topics.push(
+                AddPartitionsToTxnTopicResult::default()
+                    .with_name(TopicName(StrBytes::from_string(topic))),
+            );
+        }
+        let code = e.map_or(0, |e| e.code());
+        topics
+            .last_mut()
+            .expect("pushed above")
+            .results_by_partition
+            .push(
+                AddPartitionsToTxnPartitionResult::default()
+                    .with_partition_index(p)
+                    .with_partition_error_code(code),
+            );
+    }
+    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(topics)
+}
+
+/// EndTxn v0–4: the coordinator writes the decision, the markers and the
+/// completion before this answers.
+pub fn end_txn(b: &Broker, version: i16, r: EndTxnRequest) -> EndTxnResponse {
+    let id = r.transactional_id.0.to_string();
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
+    let what = if r.committed { "commit" } else { "abort" };
+    let answer = b
+        .txns
+        .end_txn(&id, pid, epoch, r.committed, crate::storage::now_ms());
+    let resp = EndTxnResponse::default()
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    match answer {
+        Ok(()) => {
+            info!("Kafka: transactional id {id} ended its transaction ({what})");
+            resp
+        }
+        Err(e) => {
+            let e = downgrade_fenced(e, version, 2);
+            warn!(
+                "Kafka: EndTxn ({what}) of transactional id {id} (producer {pid}, epoch {epoch}) refused with {e:?}"
+            );
+            resp.with_error_code(e.code())
+        }
+    }
+}

@@ -1,0 +1,610 @@
+//! Transactions through the listener: the coordinator's answers to raw
+//! requests (each Kafka's code, nothing stored on a refusal), then
+//! confluent-kafka's and kafka-python's transactional producers, whose
+//! commits and aborts their own read_committed consumers read back, and
+//! whose markers and `.txnindex` entries kafka-protocol decodes on disk.
+
+mod kafka_support;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnTopic,
+};
+use kafka_protocol::messages::add_partitions_to_txn_response::AddPartitionsToTxnResponse;
+use kafka_protocol::messages::end_txn_request::EndTxnRequest;
+use kafka_protocol::messages::end_txn_response::EndTxnResponse;
+use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
+use kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
+use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
+use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
+use kafka_protocol::messages::produce_request::{
+    PartitionProduceData, ProduceRequest, TopicProduceData,
+};
+use kafka_protocol::messages::produce_response::ProduceResponse;
+use kafka_protocol::messages::{ApiKey, ProducerId, TopicName, TransactionalId};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+use kafka_support::{Conn, Server, python, require, run_python};
+
+fn sb(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// A data directory with partitions `names`.
+fn data_dir(names: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mgr = LogManager::open(&data, LogConfig::default(), OpenOptions::default()).unwrap();
+    for n in names {
+        mgr.create_partition(n).unwrap();
+    }
+    mgr.close().unwrap();
+    (tmp, data)
+}
+
+fn init(c: &mut Conn, version: i16, id: &str, timeout: i32) -> InitProducerIdResponse {
+    let req = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(sb(id))))
+        .with_transaction_timeout_ms(timeout)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    c.call(ApiKey::InitProducerId, version, &req)
+}
+
+/// AddPartitionsToTxn's codes, (topic, partition, code) in answer order.
+fn add(
+    c: &mut Conn,
+    version: i16,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    partitions: &[(&str, i32)],
+) -> Vec<(String, i32, i16)> {
+    let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
+    for (t, p) in partitions {
+        match topics.iter_mut().find(|x| x.name.0.as_str() == *t) {
+            Some(x) => x.partitions.push(*p),
+            None => topics.push(
+                AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(sb(t)))
+                    .with_partitions(vec![*p]),
+            ),
+        }
+    }
+    let req = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(TransactionalId(sb(id)))
+        .with_v3_and_below_producer_id(ProducerId(pid))
+        .with_v3_and_below_producer_epoch(epoch)
+        .with_v3_and_below_topics(topics);
+    let r: AddPartitionsToTxnResponse = c.call(ApiKey::AddPartitionsToTxn, version, &req);
+    r.results_by_topic_v3_and_below
+        .iter()
+        .flat_map(|t| {
+            t.results_by_partition.iter().map(|p| {
+                (
+                    t.name.0.to_string(),
+                    p.partition_index,
+                    p.partition_error_code,
+                )
+            })
+        })
+        .collect()
+}
+
+fn end(c: &mut Conn, version: i16, id: &str, (pid, epoch): (i64, i16), commit: bool) -> i16 {
+    let req = EndTxnRequest::default()
+        .with_transactional_id(TransactionalId(sb(id)))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_committed(commit);
+    let r: EndTxnResponse = c.call(ApiKey::EndTxn, version, &req);
+    r.error_code
+}
+
+/// One batch of producer (`pid`, `epoch`) at `seq`, of `values`.
+fn batch(pid: i64, epoch: i16, seq: i32, transactional: bool, values: &[&str]) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: seq + i as i32,
+            // Now: an old timestamp would roll the segment at the next append (segment.ms).
+            timestamp: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64,
+            key: None,
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
+    buf.freeze()
+}
+
+/// Produce v9 of `records` to `topic`-0; (code, base offset, message).
+fn produce(
+    c: &mut Conn,
+    txn_id: Option<&str>,
+    topic: &str,
+    records: Bytes,
+) -> (i16, i64, Option<String>) {
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_transactional_id(txn_id.map(|t| TransactionalId(sb(t))))
+        .with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(TopicName(sb(topic)))
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(records)),
+                ]),
+        ]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
+    let p = &r.responses[0].partition_responses[0];
+    (
+        p.error_code,
+        p.base_offset,
+        p.error_message.as_ref().map(|m| m.to_string()),
+    )
+}
+
+/// A partition's batches as kafka-protocol decodes them: for each, its
+/// base offset, producer id and epoch, and either its values or, for a
+/// control batch, `COMMIT`/`ABORT` from its record's key.
+fn batches(dir: &std::path::Path) -> Vec<(i64, i64, i16, Vec<String>)> {
+    let mut out = Vec::new();
+    for base in kafka_support::log_bases(dir) {
+        let bytes = std::fs::read(dir.join(format!("{base:020}.log"))).unwrap();
+        let mut buf = Bytes::from(bytes);
+        while !buf.is_empty() {
+            let set = RecordBatchDecoder::decode(&mut buf).unwrap();
+            let first = &set.records[0];
+            let values = set
+                .records
+                .iter()
+                .map(|r| {
+                    if r.control {
+                        let key = r.key.as_ref().unwrap();
+                        match i16::from_be_bytes([key[2], key[3]]) {
+                            0 => "ABORT".to_string(),
+                            1 => "COMMIT".to_string(),
+                            t => format!("control {t}"),
+                        }
+                    } else {
+                        String::from_utf8(r.value.as_ref().unwrap().to_vec()).unwrap()
+                    }
+                })
+                .collect();
+            out.push((
+                first.offset,
+                first.producer_id,
+                first.producer_epoch,
+                values,
+            ));
+        }
+    }
+    out
+}
+
+fn ok(rows: &[(String, i32, i16)]) -> bool {
+    rows.iter().all(|(_, _, e)| *e == 0)
+}
+
+#[test]
+fn a_transaction_through_raw_requests_commits_and_aborts() {
+    let (_tmp, data) = data_dir(&["t-0", "u-0"]);
+    let s = Server::start(&data, &[]);
+    let mut c = Conn::new(&s.addr);
+
+    let find = FindCoordinatorRequest::default()
+        .with_key_type(1)
+        .with_coordinator_keys(vec![sb("tx")]);
+    let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 4, &find);
+    assert_eq!(
+        (r.coordinators[0].error_code, r.coordinators[0].node_id.0),
+        (0, 0)
+    );
+
+    let r = init(&mut c, 4, "tx", 60_000);
+    assert_eq!(r.error_code, 0);
+    let me = (r.producer_id.0, r.producer_epoch);
+    assert_eq!(me.1, 0, "a new id starts at epoch 0");
+
+    // A transactional batch before its partition is in the transaction.
+    let (code, _, msg) = produce(&mut c, Some("tx"), "t", batch(me.0, 0, 0, true, &["x"]));
+    assert_eq!(code, ResponseError::InvalidTxnState.code());
+    assert_eq!(
+        msg.as_deref(),
+        Some("Partition was not added to the transaction")
+    );
+
+    assert!(ok(&add(&mut c, 3, "tx", me, &[("t", 0), ("u", 0)])));
+    assert_eq!(
+        produce(
+            &mut c,
+            Some("tx"),
+            "t",
+            batch(me.0, 0, 0, true, &["c1", "c2"])
+        )
+        .0,
+        0
+    );
+    assert_eq!(
+        produce(&mut c, Some("tx"), "u", batch(me.0, 0, 0, true, &["c3"])).0,
+        0
+    );
+    assert_eq!(end(&mut c, 3, "tx", me, true), 0);
+    assert_eq!(end(&mut c, 3, "tx", me, true), 0, "a retried commit");
+    assert_eq!(
+        end(&mut c, 3, "tx", me, false),
+        ResponseError::InvalidTxnState.code(),
+        "an abort of what was committed"
+    );
+
+    assert!(ok(&add(&mut c, 3, "tx", me, &[("t", 0)])));
+    assert_eq!(
+        produce(&mut c, Some("tx"), "u", batch(me.0, 0, 1, true, &["x"])).0,
+        ResponseError::InvalidTxnState.code(),
+        "a partition of the last transaction, not of this one"
+    );
+    assert_eq!(
+        produce(&mut c, Some("tx"), "t", batch(me.0, 0, 2, true, &["a1"])).0,
+        0
+    );
+    assert_eq!(end(&mut c, 3, "tx", me, false), 0);
+
+    let t = batches(&data.join("t-0"));
+    let shape: Vec<(i64, Vec<String>)> = t.iter().map(|b| (b.0, b.3.clone())).collect();
+    assert_eq!(
+        shape,
+        vec![
+            (0, vec!["c1".to_string(), "c2".to_string()]),
+            (2, vec!["COMMIT".to_string()]),
+            (3, vec!["a1".to_string()]),
+            (4, vec!["ABORT".to_string()]),
+        ]
+    );
+    assert!(t.iter().all(|b| (b.1, b.2) == me), "{t:?}");
+    let u = batches(&data.join("u-0"));
+    assert_eq!(u.len(), 2);
+    assert_eq!(u[1].3, vec!["COMMIT".to_string()]);
+    // The abort's entry: producer, first offset 3, marker 4, stable 5.
+    let index = std::fs::read(data.join("t-0/00000000000000000000.txnindex")).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {:?}\n{}",
+            std::fs::read_dir(data.join("t-0"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect::<Vec<_>>(),
+            s.log()
+        )
+    });
+    let mut want = vec![0u8, 0];
+    for v in [me.0, 3, 4, 5] {
+        want.extend_from_slice(&v.to_be_bytes());
+    }
+    assert_eq!(index, want);
+}
+
+#[test]
+fn refusals_answer_kafkas_codes_and_store_nothing() {
+    let (_tmp, data) = data_dir(&["t-0"]);
+    let s = Server::start(&data, &[]);
+    let mut c = Conn::new(&s.addr);
+    let leo = |data: &std::path::Path| {
+        std::fs::metadata(data.join("t-0/00000000000000000000.log"))
+            .unwrap()
+            .len()
+    };
+
+    assert_eq!(
+        init(&mut c, 4, "tx", 0).error_code,
+        ResponseError::InvalidTransactionTimeout.code()
+    );
+    assert_eq!(
+        init(&mut c, 4, "tx", 900_001).error_code,
+        ResponseError::InvalidTransactionTimeout.code(),
+        "over transaction.max.timeout.ms"
+    );
+    assert_eq!(
+        end(&mut c, 3, "nobody", (5, 0), true),
+        ResponseError::InvalidProducerIdMapping.code()
+    );
+    let r = init(&mut c, 4, "tx", 60_000);
+    let me = (r.producer_id.0, r.producer_epoch);
+    assert_eq!(
+        add(&mut c, 3, "tx", me, &[("t", 0), ("nope", 0)]),
+        vec![
+            (
+                "nope".to_string(),
+                0,
+                ResponseError::UnknownTopicOrPartition.code()
+            ),
+            (
+                "t".to_string(),
+                0,
+                ResponseError::OperationNotAttempted.code()
+            ),
+        ]
+    );
+    assert_eq!(
+        add(&mut c, 3, "tx", me, &[("__consumer_offsets", 0)]),
+        vec![(
+            "__consumer_offsets".to_string(),
+            0,
+            ResponseError::TopicAuthorizationFailed.code()
+        )]
+    );
+    assert_eq!(
+        add(&mut c, 3, "tx", (me.0 + 1, 0), &[("t", 0)]),
+        vec![(
+            "t".to_string(),
+            0,
+            ResponseError::InvalidProducerIdMapping.code()
+        )]
+    );
+    // A wrong epoch: PRODUCER_FENCED from version 2, INVALID_PRODUCER_EPOCH below.
+    assert_eq!(
+        add(&mut c, 2, "tx", (me.0, 3), &[("t", 0)])[0].2,
+        ResponseError::ProducerFenced.code()
+    );
+    assert_eq!(
+        add(&mut c, 1, "tx", (me.0, 3), &[("t", 0)])[0].2,
+        ResponseError::InvalidProducerEpoch.code()
+    );
+    assert_eq!(
+        end(&mut c, 3, "tx", me, true),
+        ResponseError::InvalidTxnState.code(),
+        "no transaction is open"
+    );
+    let before = leo(&data);
+    let txn = batch(me.0, 0, 0, true, &["x"]);
+    assert_eq!(
+        produce(&mut c, None, "t", txn.clone()).0,
+        ResponseError::TransactionalIdAuthorizationFailed.code(),
+        "a transactional batch without a transactional id"
+    );
+    assert_eq!(
+        produce(&mut c, Some("tx"), "t", txn.clone()).0,
+        ResponseError::InvalidTxnState.code()
+    );
+    assert!(ok(&add(&mut c, 3, "tx", me, &[("t", 0)])));
+    assert_eq!(
+        produce(&mut c, Some("tx"), "t", batch(me.0, 1, 0, true, &["x"])).0,
+        ResponseError::InvalidProducerEpoch.code(),
+        "a batch of another epoch than the transaction's"
+    );
+    assert_eq!(
+        produce(&mut c, Some("other"), "t", txn.clone()).0,
+        ResponseError::InvalidProducerIdMapping.code(),
+        "a transactional id that is not the producer's"
+    );
+    let mut two = BytesMut::new();
+    two.extend_from_slice(&txn);
+    two.extend_from_slice(&batch(me.0 + 1, 0, 0, true, &["y"]));
+    assert_eq!(
+        produce(&mut c, Some("tx"), "t", two.freeze()).0,
+        ResponseError::InvalidProducerIdMapping.code(),
+        "two producers' transactional batches in one request"
+    );
+    assert_eq!(leo(&data), before, "nothing stored");
+    // A plain batch of a producer whose transaction is open here.
+    assert_eq!(produce(&mut c, Some("tx"), "t", txn).0, 0);
+    assert_eq!(
+        produce(&mut c, Some("tx"), "t", batch(me.0, 0, 1, false, &["p"])).0,
+        ResponseError::InvalidTxnState.code()
+    );
+    assert_eq!(end(&mut c, 3, "tx", me, false), 0);
+}
+
+#[test]
+fn a_second_producer_of_an_id_fences_the_first_and_aborts_its_transaction() {
+    let (_tmp, data) = data_dir(&["t-0"]);
+    let s = Server::start(&data, &[]);
+    let mut c = Conn::new(&s.addr);
+    let r = init(&mut c, 4, "tx", 60_000);
+    let first = (r.producer_id.0, r.producer_epoch);
+    assert!(ok(&add(&mut c, 3, "tx", first, &[("t", 0)])));
+    assert_eq!(
+        produce(
+            &mut c,
+            Some("tx"),
+            "t",
+            batch(first.0, 0, 0, true, &["open"])
+        )
+        .0,
+        0
+    );
+    // The second producer: the open transaction is aborted and it is told
+    // to retry; the retry gets the next epoch.
+    let r = init(&mut c, 4, "tx", 60_000);
+    assert_eq!(r.error_code, ResponseError::ConcurrentTransactions.code());
+    let r = init(&mut c, 4, "tx", 60_000);
+    assert_eq!(r.error_code, 0);
+    let second = (r.producer_id.0, r.producer_epoch);
+    assert_eq!(second, (first.0, 2), "fenced at 1, given 2");
+    assert_eq!(
+        end(&mut c, 3, "tx", first, true),
+        ResponseError::ProducerFenced.code()
+    );
+    assert_eq!(
+        end(&mut c, 1, "tx", first, true),
+        ResponseError::InvalidProducerEpoch.code()
+    );
+    assert_eq!(
+        produce(
+            &mut c,
+            Some("tx"),
+            "t",
+            batch(first.0, 0, 1, true, &["late"])
+        )
+        .0,
+        ResponseError::InvalidProducerEpoch.code()
+    );
+    let t = batches(&data.join("t-0"));
+    let shape: Vec<(i16, Vec<String>)> = t.iter().map(|b| (b.2, b.3.clone())).collect();
+    assert_eq!(
+        shape,
+        vec![
+            (0, vec!["open".to_string()]),
+            (1, vec!["ABORT".to_string()]),
+        ],
+        "the abort carries the fencing epoch"
+    );
+}
+
+/// The transaction coordinator's state survives a restart, and a producer
+/// id is never given twice, even with `commitfs.producer-ids` gone.
+#[test]
+fn ids_and_epochs_survive_a_restart() {
+    let (_tmp, data) = data_dir(&["t-0"]);
+    let mut s = Server::start(&data, &[]);
+    let mut c = Conn::new(&s.addr);
+    let r = init(&mut c, 4, "tx", 60_000);
+    let me = (r.producer_id.0, r.producer_epoch);
+    assert!(ok(&add(&mut c, 3, "tx", me, &[("t", 0)])));
+    assert_eq!(end(&mut c, 3, "tx", me, true), 0);
+    drop(c);
+    assert!(s.stop());
+    std::fs::remove_file(data.join("commitfs.producer-ids")).unwrap();
+    let s = Server::start(&data, &[]);
+    let mut c = Conn::new(&s.addr);
+    let r = init(&mut c, 4, "tx", 60_000);
+    assert_eq!((r.producer_id.0, r.producer_epoch), (me.0, 1));
+    let idempotent = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(-1)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let r: InitProducerIdResponse = c.call(ApiKey::InitProducerId, 4, &idempotent);
+    assert!(r.producer_id.0 > me.0, "{} after {}", r.producer_id.0, me.0);
+}
+
+const PRODUCE: &str = r#"
+import sys
+addr, client, topic = sys.argv[1], sys.argv[2], sys.argv[3]
+plan = [('c0', True), ('a1', False), ('c2', True)]
+if client == 'confluent':
+    from confluent_kafka import Producer
+    p = Producer({'bootstrap.servers': addr, 'transactional.id': 'tx-' + topic})
+    p.init_transactions(30)
+    for name, commit in plan:
+        p.begin_transaction()
+        for j in range(3):
+            p.produce(topic, value=('%s-%d' % (name, j)).encode())
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.flush(30)
+            p.abort_transaction(30)
+else:
+    from kafka import KafkaProducer
+    p = KafkaProducer(bootstrap_servers=addr, transactional_id='tx-' + topic)
+    p.init_transactions()
+    for name, commit in plan:
+        p.begin_transaction()
+        for j in range(3):
+            p.send(topic, value=('%s-%d' % (name, j)).encode())
+        if commit:
+            p.commit_transaction()
+        else:
+            p.flush()
+            p.abort_transaction()
+    p.close()
+print('done')
+"#;
+
+const CONSUME: &str = r#"
+import sys, time
+addr, client, topic, isolation = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+values = []
+if client == 'confluent':
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({'bootstrap.servers': addr, 'group.id': 'rc', 'enable.auto.commit': False,
+                  'isolation.level': isolation, 'enable.partition.eof': True})
+    c.assign([TopicPartition(topic, 0, 0)])
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        if m.error():
+            if m.error().code() == -191:
+                break
+            continue
+        values.append(m.value().decode())
+    c.close()
+else:
+    from kafka import KafkaConsumer, TopicPartition
+    c = KafkaConsumer(bootstrap_servers=addr, enable_auto_commit=False, consumer_timeout_ms=5000,
+                      isolation_level=isolation)
+    tp = TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek_to_beginning(tp)
+    for m in c:
+        values.append(m.value.decode())
+    c.close()
+print(','.join(values))
+"#;
+
+/// confluent-kafka's and kafka-python's transactional producers commit,
+/// abort and commit again; both clients' read_committed consumers read
+/// the committed records only, their read_uncommitted ones all of them;
+/// on disk, kafka-protocol finds each transaction's marker.
+#[test]
+fn confluent_kafka_and_kafka_python_transactions_commit_and_abort() {
+    let Some(py) = require(python()) else { return };
+    let (_tmp, data) = data_dir(&["tc-0", "tk-0"]);
+    let s = Server::start(&data, &[]);
+    let names = |prefix: &[&str]| -> String {
+        prefix
+            .iter()
+            .flat_map(|n| (0..3).map(move |j| format!("{n}-{j}")))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    for (producer, topic) in [("confluent", "tc"), ("kafka-python", "tk")] {
+        let out = run_python(&py, PRODUCE, &[&s.addr, producer, topic]);
+        assert_eq!(out.trim(), "done", "{producer}");
+        for consumer in ["confluent", "kafka-python"] {
+            let out = run_python(&py, CONSUME, &[&s.addr, consumer, topic, "read_committed"]);
+            assert_eq!(
+                out.trim(),
+                names(&["c0", "c2"]),
+                "{producer}'s transactions read by {consumer}"
+            );
+            let out = run_python(
+                &py,
+                CONSUME,
+                &[&s.addr, consumer, topic, "read_uncommitted"],
+            );
+            assert_eq!(out.trim(), names(&["c0", "a1", "c2"]), "{consumer}");
+        }
+        let markers: Vec<String> = batches(&data.join(format!("{topic}-0")))
+            .into_iter()
+            .filter(|b| b.3.len() == 1 && (b.3[0] == "COMMIT" || b.3[0] == "ABORT"))
+            .map(|b| b.3[0].clone())
+            .collect();
+        assert_eq!(markers, ["COMMIT", "ABORT", "COMMIT"], "{producer}");
+    }
+}
