@@ -608,3 +608,69 @@ fn confluent_kafka_and_kafka_python_transactions_commit_and_abort() {
         assert_eq!(markers, ["COMMIT", "ABORT", "COMMIT"], "{producer}");
     }
 }
+
+const VANISH: &str = r#"
+import sys, os
+from confluent_kafka import Producer
+addr, topic = sys.argv[1], sys.argv[2]
+p = Producer({'bootstrap.servers': addr, 'transactional.id': 'vanishing',
+              'transaction.timeout.ms': 2000, 'socket.timeout.ms': 1000})
+p.init_transactions(30)
+p.begin_transaction()
+p.produce(topic, value=b'lost')
+p.flush(30)
+print('open', flush=True)
+# Gone without a word: no commit, no abort, no close.
+os._exit(0)
+"#;
+
+/// A producer that vanishes with its transaction open: once the
+/// transaction's timeout has passed, the coordinator aborts it (the ABORT
+/// marker under the fencing epoch, the `.txnindex` entry), and
+/// read_committed consumers move past it.
+#[test]
+fn a_vanished_producers_transaction_is_aborted_after_its_timeout() {
+    let Some(py) = require(python()) else { return };
+    let (_tmp, data) = data_dir(&["t-0"]);
+    let s = Server::start(
+        &data,
+        &["transaction.abort.timed.out.transaction.cleanup.interval.ms=200"],
+    );
+    let out = run_python(&py, VANISH, &[&s.addr, "t"]);
+    assert_eq!(out.trim(), "open");
+    let mut c = Conn::new(&s.addr);
+    assert_eq!(
+        produce(&mut c, None, "t", batch(-1, -1, -1, false, &["after"])).0,
+        0
+    );
+    let stable = || {
+        let t = batches(&data.join("t-0"));
+        t.iter().any(|b| b.3 == ["ABORT"])
+    };
+    s.wait_until(
+        "the timed-out transaction's ABORT marker",
+        std::time::Duration::from_secs(60),
+        stable,
+    );
+    let t = batches(&data.join("t-0"));
+    let shape: Vec<(i64, i16, Vec<String>)> = t.iter().map(|b| (b.0, b.2, b.3.clone())).collect();
+    assert_eq!(
+        shape,
+        vec![
+            (0, 0, vec!["lost".to_string()]),
+            (1, -1, vec!["after".to_string()]),
+            (2, 1, vec!["ABORT".to_string()]),
+        ],
+        "the abort carries the fencing epoch"
+    );
+    let index = std::fs::read(data.join("t-0/00000000000000000000.txnindex")).unwrap();
+    assert_eq!(index.len(), 34);
+    assert_eq!(
+        &index[10..34],
+        &[0i64.to_be_bytes(), 2i64.to_be_bytes(), 3i64.to_be_bytes()].concat()[..]
+    );
+    for consumer in ["confluent", "kafka-python"] {
+        let out = run_python(&py, CONSUME, &[&s.addr, consumer, "t", "read_committed"]);
+        assert_eq!(out.trim(), "after", "{consumer}");
+    }
+}

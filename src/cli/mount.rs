@@ -50,8 +50,11 @@ pub struct MountArgs {
     /// group.min.session.timeout.ms, group.max.session.timeout.ms,
     /// group.max.size, offsets.retention.minutes,
     /// offsets.retention.check.interval.ms and offset.metadata.max.bytes, for
-    /// transactions transaction.state.log.num.partitions (default 1) and
-    /// transaction.max.timeout.ms, and
+    /// transactions transaction.state.log.num.partitions (default 1),
+    /// transaction.max.timeout.ms,
+    /// transaction.abort.timed.out.transaction.cleanup.interval.ms,
+    /// transaction.remove.expired.transaction.cleanup.interval.ms and
+    /// transactional.id.expiration.ms, and
     /// the listener's limits max.connections, max.connections.per.ip,
     /// max.connections.per.ip.overrides, connections.max.idle.ms,
     /// queued.max.request.bytes and num.network.threads, as in Kafka.

@@ -33,7 +33,10 @@ pub struct ServeArgs {
     /// group.max.session.timeout.ms, group.max.size, offsets.retention.minutes,
     /// offsets.retention.check.interval.ms, offset.metadata.max.bytes,
     /// transaction.state.log.num.partitions (default 1),
-    /// transaction.max.timeout.ms, and
+    /// transaction.max.timeout.ms,
+    /// transaction.abort.timed.out.transaction.cleanup.interval.ms,
+    /// transaction.remove.expired.transaction.cleanup.interval.ms,
+    /// transactional.id.expiration.ms, and
     /// the listener's limits
     /// max.connections, max.connections.per.ip,
     /// max.connections.per.ip.overrides, connections.max.idle.ms,

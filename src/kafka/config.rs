@@ -7,8 +7,11 @@
 //! `offsets.retention.minutes`, `offsets.retention.check.interval.ms` and
 //! `offset.metadata.max.bytes` (Kafka's defaults and validators,
 //! `GroupCoordinatorConfig`), the transaction coordinator's
-//! `transaction.state.log.num.partitions` (default 1, as for groups) and
-//! `transaction.max.timeout.ms` (`TransactionStateManagerConfig`), and the socket
+//! `transaction.state.log.num.partitions` (default 1, as for groups),
+//! `transaction.max.timeout.ms`,
+//! `transaction.abort.timed.out.transaction.cleanup.interval.ms`,
+//! `transaction.remove.expired.transaction.cleanup.interval.ms` and
+//! `transactional.id.expiration.ms` (`TransactionStateManagerConfig`), and the socket
 //! server's limits: `max.connections`, `max.connections.per.ip`,
 //! `max.connections.per.ip.overrides`, `connections.max.idle.ms`,
 //! `queued.max.request.bytes` and `num.network.threads`, with Kafka's
@@ -53,6 +56,9 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "offset.metadata.max.bytes",
     "transaction.state.log.num.partitions",
     "transaction.max.timeout.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
+    "transactional.id.expiration.ms",
     "max.connections",
     "max.connections.per.ip",
     "max.connections.per.ip.overrides",
@@ -147,6 +153,15 @@ pub struct ListenerConfig {
     /// `transaction.max.timeout.ms`: the longest transaction timeout a
     /// producer may ask for.
     pub txn_max_timeout_ms: i32,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how
+    /// often timed-out transactions are looked for.
+    pub txn_abort_interval_ms: u64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`: how
+    /// often idle transactional ids are looked for.
+    pub txn_expire_interval_ms: u64,
+    /// `transactional.id.expiration.ms`: how long an id with no transaction
+    /// open is kept without a change.
+    pub txn_id_expiration_ms: u64,
     /// `max.connections`: past it the listener stops accepting until a
     /// connection closes (Kafka's default: `i32::MAX`).
     pub max_connections: u32,
@@ -177,6 +192,9 @@ impl Default for ListenerConfig {
             groups: GroupSettings::default(),
             txn_state_partitions: 1,
             txn_max_timeout_ms: crate::kafka::txn::coordinator::MAX_TIMEOUT_MS,
+            txn_abort_interval_ms: 10_000,
+            txn_expire_interval_ms: 3_600_000,
+            txn_id_expiration_ms: 604_800_000,
             max_connections: i32::MAX as u32,
             max_connections_per_ip: i32::MAX as u32,
             max_connections_per_ip_overrides: HashMap::new(),
@@ -353,6 +371,15 @@ impl ListenerConfig {
             "transaction.max.timeout.ms" => {
                 self.txn_max_timeout_ms = int_at_least(name, value, 1, i32::MAX as i64)? as i32
             }
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms" => {
+                self.txn_abort_interval_ms = int_at_least(name, value, 1, i32::MAX as i64)? as u64
+            }
+            "transaction.remove.expired.transaction.cleanup.interval.ms" => {
+                self.txn_expire_interval_ms = int_at_least(name, value, 1, i32::MAX as i64)? as u64
+            }
+            "transactional.id.expiration.ms" => {
+                self.txn_id_expiration_ms = int_at_least(name, value, 1, i32::MAX as i64)? as u64
+            }
             _ => return self.set_group_limit(name, value),
         }
         Ok(true)
@@ -492,6 +519,21 @@ impl ListenerConfig {
             (
                 "transaction.max.timeout.ms",
                 n(&self.txn_max_timeout_ms),
+                Int,
+            ),
+            (
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                n(&self.txn_abort_interval_ms),
+                Int,
+            ),
+            (
+                "transaction.remove.expired.transaction.cleanup.interval.ms",
+                n(&self.txn_expire_interval_ms),
+                Int,
+            ),
+            (
+                "transactional.id.expiration.ms",
+                n(&self.txn_id_expiration_ms),
                 Int,
             ),
             ("max.connections", n(&self.max_connections), Int),

@@ -64,6 +64,7 @@ pub struct KafkaServer {
     processors: Vec<(JoinHandle<usize>, Arc<ProcessorHandle>)>,
     /// Expires committed offsets and removes empty groups.
     cleaner: Option<super::group::Cleaner>,
+    txn_cleaner: Option<super::txn::cleanup::TxnCleaner>,
     stopped: bool,
 }
 
@@ -117,6 +118,7 @@ impl KafkaServer {
         let broker = Arc::new(Broker::new(mgr, config, advertised));
         let workers = Workers::new(broker.clone())?;
         let cleaner = super::group::Cleaner::start(broker.clone())?;
+        let txn_cleaner = super::txn::cleanup::TxnCleaner::start(broker.clone())?;
         let shared = Arc::new(Shared {
             broker,
             quotas,
@@ -131,6 +133,7 @@ impl KafkaServer {
             acceptor: None,
             processors: Vec::new(),
             cleaner: Some(cleaner),
+            txn_cleaner: Some(txn_cleaner),
             stopped: false,
         };
         for i in 0..threads {
@@ -236,6 +239,9 @@ impl KafkaServer {
             return;
         }
         self.shared.broker.stop();
+        if let Some(mut cleaner) = self.txn_cleaner.take() {
+            cleaner.stop();
+        }
         if let Some(mut cleaner) = self.cleaner.take() {
             cleaner.stop();
         }

@@ -402,6 +402,87 @@ impl TxnCoordinator {
         }
     }
 
+    /// Kafka's `abortTimedOutTransactions`: each transaction open for longer
+    /// than its timeout is aborted under a new epoch, which fences its
+    /// producer (as a second producer of the id would).
+    pub fn abort_timed_out(&self, now: i64) {
+        let timed_out: Vec<(String, i64)> = {
+            let inner = self.states.lock();
+            inner
+                .ids
+                .iter()
+                .filter(|(_, m)| {
+                    m.pending.is_none()
+                        && m.state == TxnState::Ongoing
+                        && m.start_ms + i64::from(m.timeout_ms) < now
+                })
+                .map(|(id, m)| (id.clone(), m.producer_id))
+                .collect()
+        };
+        for (id, pid) in timed_out {
+            let fence = {
+                let mut inner = self.states.lock();
+                let Some(m) = inner.ids.get_mut(&id) else {
+                    continue;
+                };
+                if m.producer_id != pid || m.pending.is_some() || m.state != TxnState::Ongoing {
+                    continue;
+                }
+                match m.prepare_fence_epoch() {
+                    Ok(fence) => {
+                        info!(
+                            "Transactional id {id}: its transaction, open since {} for more than its timeout of {} ms, is aborted under epoch {}",
+                            m.start_ms, m.timeout_ms, fence.producer_epoch
+                        );
+                        fence
+                    }
+                    Err(e) => {
+                        warn!(
+                            "Transactional id {id}: its timed-out transaction is not aborted: {e}"
+                        );
+                        continue;
+                    }
+                }
+            };
+            if let Err(e) = self.end_locked(&id, false, Some(fence), now) {
+                warn!(
+                    "Transactional id {id}: aborting its timed-out transaction failed with {e:?}"
+                );
+            }
+        }
+    }
+
+    /// Kafka's `removeExpiredTransactionalIds`: an id with no transaction
+    /// open whose state has not changed for `expiration_ms` is forgotten,
+    /// its tombstone written first.
+    pub fn expire_ids(&self, now: i64, expiration_ms: i64) {
+        let mut inner = self.states.lock();
+        let expired: Vec<String> = inner
+            .ids
+            .iter()
+            .filter(|(id, m)| {
+                m.pending.is_none()
+                    && super::metadata::expirable(m.state)
+                    && m.last_update_ms <= now - expiration_ms
+                    && !self.states.failed(&inner, id)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            let m = inner.ids.get_mut(&id).expect("listed above");
+            if let Err(e) = m.prepare_dead() {
+                warn!("Transactional id {id} is not expired: {e}");
+                continue;
+            }
+            match self.states.expire(&mut inner, &id) {
+                Ok(()) => info!(
+                    "Transactional id {id} expired: no change for transactional.id.expiration.ms ({expiration_ms} ms)"
+                ),
+                Err(e) => warn!("Transactional id {id}: its tombstone was not written: {e}"),
+            }
+        }
+    }
+
     /// A client's transactional batches for `topic`-`partition`, appended
     /// by `append` once the partition is known to be in the producer's
     /// open transaction (Kafka's produce-time verification, KIP-890 part

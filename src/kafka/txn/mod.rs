@@ -4,6 +4,7 @@
 //! writes it, the coordinator's answers, and the client APIs over them.
 
 pub mod api;
+pub mod cleanup;
 pub mod coordinator;
 pub mod log;
 pub mod metadata;

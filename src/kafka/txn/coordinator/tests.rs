@@ -281,3 +281,57 @@ fn a_prepared_transaction_is_completed_by_a_retry_or_at_the_next_start() {
     assert_eq!(t1.last_stable_offset(), 2, "the ABORT marker at 1");
     assert_eq!(t1.aborted_transactions(0, 2).unwrap().len(), 1);
 }
+
+/// Kafka's `abortTimedOutTransactions`: only an Ongoing transaction past
+/// its timeout is aborted, under the next epoch, which fences its producer.
+#[test]
+fn a_timed_out_transaction_is_aborted_under_a_new_epoch() {
+    let f = Fixture::new();
+    let (pid, epoch) = f.init("slow", (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)).unwrap();
+    f.coord
+        .add_partitions("slow", pid, epoch, &parts(&[("t", 0)]), NOW)
+        .unwrap();
+    txn_batch(&f.log("t-0"), pid, epoch, 0);
+    // The fixture's timeout is 60 s from NOW.
+    f.coord.abort_timed_out(NOW + 60_000);
+    assert_eq!(f.state("slow"), TxnState::Ongoing, "not past it yet");
+    f.coord.abort_timed_out(NOW + 60_001);
+    assert_eq!(f.state("slow"), TxnState::CompleteAbort);
+    assert_eq!(f.coord.states.lock().ids["slow"].producer_epoch, epoch + 1);
+    let log = f.log("t-0");
+    assert_eq!(log.last_stable_offset(), 2);
+    assert_eq!(log.aborted_transactions(0, 2).unwrap().len(), 1);
+    assert_eq!(
+        f.coord.end_txn("slow", pid, epoch, true, NOW),
+        Err(ResponseError::ProducerFenced),
+        "the producer that left it is fenced"
+    );
+}
+
+/// Kafka's `removeExpiredTransactionalIds`: an id with no transaction open
+/// and no change for the expiration is forgotten, and stays so at load.
+#[test]
+fn an_idle_id_expires_with_a_tombstone() {
+    let f = Fixture::new();
+    let (pid, epoch) = f.init("idle", (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)).unwrap();
+    let (p2, e2) = f.init("busy", (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)).unwrap();
+    f.coord
+        .add_partitions("busy", p2, e2, &parts(&[("t", 0)]), NOW)
+        .unwrap();
+    f.coord.expire_ids(NOW + 999, 1000);
+    assert!(f.coord.states.lock().ids.contains_key("idle"), "not yet");
+    f.coord.expire_ids(NOW + 1000, 1000);
+    let inner = f.coord.states.lock();
+    assert!(!inner.ids.contains_key("idle"));
+    assert!(
+        inner.ids.contains_key("busy"),
+        "an open transaction never expires"
+    );
+    drop(inner);
+    let states = TxnStateManager::load(TxnStateTopic::new(f.mgr.clone(), 1));
+    assert!(!states.lock().ids.contains_key("idle"), "its tombstone");
+    assert_eq!(
+        f.coord.end_txn("idle", pid, epoch, true, NOW),
+        Err(ResponseError::InvalidProducerIdMapping)
+    );
+}
