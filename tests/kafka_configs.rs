@@ -374,6 +374,8 @@ fn default_request(key: ApiKey) -> RequestKind {
         InitProducerId: init_producer_id_request::InitProducerIdRequest,
         AddPartitionsToTxn: add_partitions_to_txn_request::AddPartitionsToTxnRequest,
         EndTxn: end_txn_request::EndTxnRequest,
+        AddOffsetsToTxn: add_offsets_to_txn_request::AddOffsetsToTxnRequest,
+        TxnOffsetCommit: txn_offset_commit_request::TxnOffsetCommitRequest,
         DescribeConfigs: describe_configs_request::DescribeConfigsRequest,
         AlterConfigs: alter_configs_request::AlterConfigsRequest,
         CreatePartitions: create_partitions_request::CreatePartitionsRequest,

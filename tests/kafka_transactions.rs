@@ -191,7 +191,7 @@ fn batches(dir: &std::path::Path) -> Vec<(i64, i64, i16, Vec<String>)> {
                             t => format!("control {t}"),
                         }
                     } else {
-                        String::from_utf8(r.value.as_ref().unwrap().to_vec()).unwrap()
+                        String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned()
                     }
                 })
                 .collect();
@@ -673,4 +673,187 @@ fn a_vanished_producers_transaction_is_aborted_after_its_timeout() {
         let out = run_python(&py, CONSUME, &[&s.addr, consumer, "t", "read_committed"]);
         assert_eq!(out.trim(), "after", "{consumer}");
     }
+}
+
+/// AddOffsetsToTxn then TxnOffsetCommit, raw: the offset is invisible to
+/// OffsetFetch until the transaction commits (with `require_stable`, it is
+/// UNSTABLE_OFFSET_COMMIT meanwhile), an abort drops it, and a restart with
+/// the transaction open keeps it pending.
+#[test]
+fn offsets_in_a_transaction_count_when_it_commits() {
+    use kafka_protocol::messages::GroupId;
+    use kafka_protocol::messages::add_offsets_to_txn_request::AddOffsetsToTxnRequest;
+    use kafka_protocol::messages::add_offsets_to_txn_response::AddOffsetsToTxnResponse;
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequest, OffsetFetchRequestTopic,
+    };
+    use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponse;
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::txn_offset_commit_response::TxnOffsetCommitResponse;
+
+    let (_tmp, data) = data_dir(&["t-0"]);
+    let mut s = Server::start(&data, &[]);
+    let mut c = Conn::new(&s.addr);
+    let add_offsets = |c: &mut Conn, me: (i64, i16)| -> i16 {
+        let req = AddOffsetsToTxnRequest::default()
+            .with_transactional_id(TransactionalId(sb("tx")))
+            .with_producer_id(ProducerId(me.0))
+            .with_producer_epoch(me.1)
+            .with_group_id(GroupId(sb("g")));
+        let r: AddOffsetsToTxnResponse = c.call(ApiKey::AddOffsetsToTxn, 3, &req);
+        r.error_code
+    };
+    let commit_offset = |c: &mut Conn, me: (i64, i16), offset: i64| -> i16 {
+        let req = TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(sb("tx")))
+            .with_group_id(GroupId(sb("g")))
+            .with_producer_id(ProducerId(me.0))
+            .with_producer_epoch(me.1)
+            .with_generation_id(-1)
+            .with_topics(vec![
+                TxnOffsetCommitRequestTopic::default()
+                    .with_name(TopicName(sb("t")))
+                    .with_partitions(vec![
+                        TxnOffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(offset)
+                            .with_committed_leader_epoch(-1),
+                    ]),
+            ]);
+        let r: TxnOffsetCommitResponse = c.call(ApiKey::TxnOffsetCommit, 3, &req);
+        r.topics[0].partitions[0].error_code
+    };
+    let fetched = |c: &mut Conn, require_stable: bool| -> (i16, i64) {
+        let req = OffsetFetchRequest::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_require_stable(require_stable)
+            .with_topics(Some(vec![
+                OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(sb("t")))
+                    .with_partition_indexes(vec![0]),
+            ]));
+        let r: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 7, &req);
+        let p = &r.topics[0].partitions[0];
+        (p.error_code, p.committed_offset)
+    };
+
+    let r = init(&mut c, 4, "tx", 60_000);
+    let me = (r.producer_id.0, r.producer_epoch);
+    assert_eq!(
+        commit_offset(&mut c, me, 5),
+        ResponseError::InvalidTxnState.code(),
+        "before AddOffsetsToTxn"
+    );
+    assert_eq!(add_offsets(&mut c, me), 0);
+    assert_eq!(commit_offset(&mut c, me, 5), 0);
+    assert_eq!(fetched(&mut c, false), (0, -1), "not committed yet");
+    assert_eq!(
+        fetched(&mut c, true),
+        (ResponseError::UnstableOffsetCommit.code(), -1)
+    );
+    assert_eq!(end(&mut c, 3, "tx", me, true), 0);
+    assert_eq!(fetched(&mut c, true), (0, 5));
+
+    assert_eq!(add_offsets(&mut c, me), 0);
+    assert_eq!(commit_offset(&mut c, me, 9), 0);
+    assert_eq!(end(&mut c, 3, "tx", me, false), 0);
+    assert_eq!(fetched(&mut c, true), (0, 5), "an abort drops the offset");
+
+    // Open at a restart: pending again after the load, committed by the
+    // client's commit afterwards.
+    assert_eq!(add_offsets(&mut c, me), 0);
+    assert_eq!(commit_offset(&mut c, me, 12), 0);
+    drop(c);
+    assert!(s.stop());
+    let s = Server::start(&data, &[]);
+    let mut c = Conn::new(&s.addr);
+    assert_eq!(
+        fetched(&mut c, true),
+        (ResponseError::UnstableOffsetCommit.code(), -1)
+    );
+    assert_eq!(end(&mut c, 3, "tx", me, true), 0);
+    assert_eq!(fetched(&mut c, true), (0, 12));
+    // The markers in `__consumer_offsets`, as kafka-protocol reads them.
+    let markers: Vec<String> = batches(&data.join("__consumer_offsets-0"))
+        .into_iter()
+        .filter(|b| b.3 == ["COMMIT"] || b.3 == ["ABORT"])
+        .map(|b| b.3[0].clone())
+        .collect();
+    assert_eq!(markers, ["COMMIT", "ABORT", "COMMIT"]);
+}
+
+const EOS: &str = r#"
+import sys
+from confluent_kafka import Consumer, Producer, TopicPartition
+addr, n = sys.argv[1], int(sys.argv[2])
+c = Consumer({'bootstrap.servers': addr, 'group.id': 'eos', 'enable.auto.commit': False,
+              'auto.offset.reset': 'earliest', 'isolation.level': 'read_committed'})
+c.assign([TopicPartition('in', 0)])
+p = Producer({'bootstrap.servers': addr, 'transactional.id': 'eos-tx'})
+p.init_transactions(30)
+done, aborted = 0, False
+while done < n:
+    msgs = c.consume(50, 5)
+    if not msgs:
+        continue
+    p.begin_transaction()
+    for m in msgs:
+        p.produce('out', value=m.value().upper())
+    p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+    if not aborted and done > 0:
+        # One transaction aborted: its output never shows, and the input
+        # is read again from the committed offset.
+        aborted = True
+        # Sent first, so that the aborted records are in the log (an abort
+        # purges what the client still holds).
+        p.flush(30)
+        p.abort_transaction(30)
+        committed = c.committed([TopicPartition('in', 0)], 30)
+        c.seek(committed[0])
+        continue
+    p.commit_transaction(30)
+    done += len(msgs)
+c.close()
+print(done)
+"#;
+
+/// A consume-transform-produce loop of confluent-kafka with
+/// `send_offsets_to_transaction`, one of its transactions aborted: a
+/// read_committed consumer of the output reads each input record once, and
+/// the group's committed offset is the input's end.
+#[test]
+fn a_consume_transform_produce_loop_is_exactly_once() {
+    let Some(py) = require(python()) else { return };
+    let (_tmp, data) = data_dir(&["in-0", "out-0"]);
+    let s = Server::start(&data, &[]);
+    let mut c = Conn::new(&s.addr);
+    let n = 300;
+    let values: Vec<String> = (0..n).map(|i| format!("r{i}")).collect();
+    for chunk in values.chunks(30) {
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        assert_eq!(
+            produce(&mut c, None, "in", batch(-1, -1, -1, false, &refs)).0,
+            0
+        );
+    }
+    let out = run_python(&py, EOS, &[&s.addr, &n.to_string()]);
+    assert_eq!(out.trim(), n.to_string());
+    let read = run_python(
+        &py,
+        CONSUME,
+        &[&s.addr, "confluent", "out", "read_committed"],
+    );
+    let want: Vec<String> = values.iter().map(|v| v.to_uppercase()).collect();
+    assert_eq!(read.trim(), want.join(","));
+    let all = run_python(
+        &py,
+        CONSUME,
+        &[&s.addr, "kafka-python", "out", "read_uncommitted"],
+    );
+    assert!(
+        all.trim().split(',').count() > n,
+        "the aborted transaction's output is in the log"
+    );
 }

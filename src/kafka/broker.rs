@@ -9,6 +9,7 @@ use crate::storage::{LogManager, PartitionLog};
 
 use super::config::{Endpoint, ListenerConfig};
 use super::group::coordinator::Coordinator;
+use super::group::offsets::OFFSETS_TOPIC;
 use super::txn::coordinator::TxnCoordinator;
 use super::txn::log::TxnStateTopic;
 use super::txn::state::TxnStateManager;
@@ -45,6 +46,12 @@ impl Broker {
             .max();
         producer_ids.ensure_above(held.unwrap_or(-1));
         let txns = TxnCoordinator::new(states, mgr.clone(), config.txn_max_timeout_ms);
+        let offsets = groups.clone();
+        txns.on_marker(Box::new(move |topic, _, producer_id, commit| {
+            if topic == OFFSETS_TOPIC {
+                offsets.complete_txn(producer_id, commit);
+            }
+        }));
         if !mgr.read_only() {
             txns.complete_prepared_at_load(crate::storage::now_ms());
         }

@@ -87,7 +87,7 @@ impl CoordinatorTopic {
     }
 
     /// The partition a key's records go to, made with the topic if needed.
-    fn partition_of(&self, key: &str) -> Result<Arc<PartitionLog>, StorageError> {
+    pub fn partition_of(&self, key: &str) -> Result<Arc<PartitionLog>, StorageError> {
         let count = self.count();
         if self.mgr.topic(self.name).is_none() {
             match self.mgr.create_topic(self.name, count) {
@@ -127,6 +127,41 @@ impl CoordinatorTopic {
             })
             .collect();
         log.append(&recs).map(|_| ())
+    }
+
+    /// Appends a key's records as one transactional batch of producer
+    /// (`producer_id`, `epoch`), base sequence 0, as Kafka's group
+    /// coordinator writes a TxnOffsetCommit
+    /// (`GroupMetadataManager.storeOffsets`); they count once the
+    /// transaction's marker is written.
+    pub fn append_transactional(
+        &self,
+        key: &str,
+        records: &[KeyValue],
+        (producer_id, epoch): (i64, i16),
+    ) -> Result<(), StorageError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let log = self.partition_of(key)?;
+        let recs: Vec<NewRecord> = records
+            .iter()
+            .map(|(k, v)| NewRecord {
+                key: Some(k),
+                value: v.as_deref(),
+                headers: &[],
+            })
+            .collect();
+        let mut b = Vec::new();
+        crate::record::encode_batch(&mut b, 0, crate::storage::now_ms(), &recs);
+        // Attributes: transactional; producer id, epoch, base sequence 0.
+        b[21..23].copy_from_slice(&0x10i16.to_be_bytes());
+        b[43..51].copy_from_slice(&producer_id.to_be_bytes());
+        b[51..53].copy_from_slice(&epoch.to_be_bytes());
+        b[53..57].copy_from_slice(&0i32.to_be_bytes());
+        let crc = crate::record::compute_crc(&b);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        log.append_from_coordinator(&b).map(|_| ())
     }
 
     /// Every partition of the topic, to read back at start (none before it

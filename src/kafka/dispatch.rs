@@ -188,6 +188,12 @@ fn route(b: &Broker, h: &RequestHeader, request: RequestKind) -> Outcome {
             txn::api::add_partitions(b, v, r),
         )),
         RequestKind::EndTxn(r) => respond(ResponseKind::EndTxn(txn::api::end_txn(b, v, r))),
+        RequestKind::AddOffsetsToTxn(r) => respond(ResponseKind::AddOffsetsToTxn(
+            txn::api::add_offsets(b, v, r),
+        )),
+        RequestKind::TxnOffsetCommit(r) => respond(ResponseKind::TxnOffsetCommit(
+            txn::api::txn_offset_commit(b, v, r),
+        )),
         other => group::handle(b, v, h.client_id.as_deref().unwrap_or(""), other),
     }
 }

@@ -61,7 +61,12 @@ impl Coordinator {
             };
             let offsets = inner.offsets.get(name);
             let expired = offsets.map_or_else(Vec::new, |o| expired(g, o, now, retention));
-            let dead = g.state == State::Empty && offsets.map_or(0, |o| o.len()) == expired.len();
+            // A group with offsets in an open transaction stays (Kafka's
+            // `hasOffsets` counts the pending ones).
+            let pending = (inner.pending_txn.values().flatten()).any(|c| c.group == *name);
+            let dead = g.state == State::Empty
+                && offsets.map_or(0, |o| o.len()) == expired.len()
+                && !pending;
             if expired.is_empty() && !dead {
                 continue;
             }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
-use log::warn;
+use log::{info, warn};
 
 use super::coordinator::{Coordinator, now_ms};
 use super::offsets::KeyValue;
@@ -198,6 +198,118 @@ impl Coordinator {
             .filter(|(_, o)| !o.is_empty())
             .map(|(g, _)| g.clone())
             .collect()
+    }
+
+    /// TxnOffsetCommit (Kafka's `handleTxnCommitOffsets` and its
+    /// `validateOffsetCommit` for a transaction): each partition's answer,
+    /// in order. The records are written as one batch of the producer's
+    /// transaction, and count only when it commits; the caller has checked
+    /// that the group's partition of `__consumer_offsets` is in it. A
+    /// producer that gives no member id nor generation (KIP-447's fields
+    /// absent or unset) commits for the group whatever its state.
+    pub fn txn_commit(
+        &self,
+        group: &str,
+        producer: (i64, i16),
+        generation: i32,
+        member_id: &str,
+        parts: Vec<CommitArgs>,
+        exists: &dyn Fn(&str, i32) -> bool,
+    ) -> Vec<Option<ResponseError>> {
+        let all = |e: ResponseError| vec![Some(e); parts.len()];
+        if group.is_empty() {
+            return all(ResponseError::InvalidGroupId);
+        }
+        if let Some(e) = self.unavailable("TxnOffsetCommit", group) {
+            return all(e);
+        }
+        if self.read_only() {
+            warn!(
+                "Kafka: TxnOffsetCommit of group {group} refused: the data directory is served read-only"
+            );
+            return all(ResponseError::GroupAuthorizationFailed);
+        }
+        let mut inner = self.inner.lock();
+        let now = Instant::now();
+        self.tick(&mut inner, group, now);
+        if !inner.groups.contains_key(group) {
+            inner
+                .groups
+                .insert(group.to_string(), Group::new(group, now_ms()));
+        }
+        let g = inner.groups.get(group).expect("just made");
+        if generation >= 0 || !member_id.is_empty() {
+            if !g.members.contains_key(member_id) {
+                return all(ResponseError::UnknownMemberId);
+            }
+            if generation != g.generation {
+                return all(ResponseError::IllegalGeneration);
+            }
+        }
+        let Prepared {
+            mut out,
+            commits,
+            records,
+        } = prepare(group, parts, -1, self.settings.metadata_max_bytes, exists);
+        if let Err(e) = self.topic.append_transactional(group, &records, producer) {
+            let what = format!("TxnOffsetCommit of group {group}");
+            let code = code_for(Family::GroupCommit, &what, &e);
+            for (i, _) in &commits {
+                out[*i] = Some(code);
+            }
+            return out;
+        }
+        let pending = inner.pending_txn.entry(producer.0).or_default();
+        pending.extend(commits.into_iter().map(|(_, c)| c));
+        out
+    }
+
+    /// The end of producer `producer_id`'s transaction, once its marker is
+    /// in `__consumer_offsets` (Kafka's `completePendingTxnOffsetCommit`):
+    /// its offsets are committed, in their order, or dropped.
+    pub fn complete_txn(&self, producer_id: i64, commit: bool) {
+        let mut inner = self.inner.lock();
+        let Some(pending) = inner.pending_txn.remove(&producer_id) else {
+            return;
+        };
+        let n = pending.len();
+        for c in pending {
+            if !commit {
+                continue;
+            }
+            let group = c.group.clone();
+            if !inner.groups.contains_key(&group) {
+                inner
+                    .groups
+                    .insert(group.clone(), Group::new(&group, now_ms()));
+            }
+            inner
+                .offsets
+                .entry(group)
+                .or_default()
+                .insert((c.topic.clone(), c.partition), c);
+        }
+        info!(
+            "Kafka: {n} offsets of producer {producer_id}'s transaction {}",
+            if commit {
+                "committed"
+            } else {
+                "dropped (aborted)"
+            }
+        );
+        self.changed.notify_all();
+    }
+
+    /// Whether a transaction has an offset of `group` for `topic`-`partition`
+    /// not committed yet (OffsetFetch with `require_stable` answers
+    /// UNSTABLE_OFFSET_COMMIT for it).
+    pub fn unstable(&self, group: &str, topic: &str, partition: i32) -> bool {
+        let inner = self.inner.lock();
+        inner
+            .pending_txn
+            .values()
+            .flatten()
+            .any(|c| c.group == group && c.topic == topic && c.partition == partition)
     }
 
     /// Whether `group` has committed offsets.

@@ -86,6 +86,10 @@ pub(super) type Offsets = BTreeMap<(String, i32), OffsetCommit>;
 pub(super) struct Inner {
     pub groups: BTreeMap<String, Group>,
     pub offsets: BTreeMap<String, Offsets>,
+    /// Each producer's TxnOffsetCommits, in order, until its transaction
+    /// ends (Kafka's `pendingTransactionalOffsetCommits`): invisible to
+    /// OffsetFetch, applied at its COMMIT marker, dropped at its ABORT.
+    pub pending_txn: BTreeMap<i64, Vec<OffsetCommit>>,
 }
 
 pub struct Coordinator {
@@ -205,6 +209,17 @@ impl Coordinator {
 
     pub(super) fn append(&self, group: &str, records: &[KeyValue]) -> crate::storage::Result<()> {
         self.topic.append(group, records)
+    }
+
+    /// The partition of `__consumer_offsets` of a group's records, made
+    /// with the topic if needed (AddOffsetsToTxn adds it to a transaction).
+    pub fn offsets_partition(&self, group: &str) -> crate::storage::Result<u32> {
+        self.topic.ensure_partition(group)
+    }
+
+    /// The partition of `__consumer_offsets` of a group's records.
+    pub fn offsets_partition_index(&self, group: &str) -> u32 {
+        self.topic.partition_index(group)
     }
 
     pub(super) fn read_only(&self) -> bool {

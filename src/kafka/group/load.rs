@@ -67,6 +67,23 @@ pub(super) fn load(topic: &OffsetsTopic, settings: &GroupSettings) -> Loaded {
                 }
             }
         }
+        for (pid, records) in p.pending {
+            for (offset, s) in records {
+                match (check(&s, p.index, count, settings), s) {
+                    (
+                        Ok(()),
+                        Stored::Offset {
+                            commit: Some(c), ..
+                        },
+                    ) => inner.pending_txn.entry(pid).or_default().push(c),
+                    (Ok(()), _) => warn!(
+                        "{} offset {offset}: a transactional record that is no offset commit; skipped",
+                        p.name
+                    ),
+                    (Err(why), _) => warn!("{} offset {offset}: {why}; record skipped", p.name),
+                }
+            }
+        }
         info!(
             "Loaded {applied} group records from {} ({skipped} skipped)",
             p.name
@@ -82,7 +99,8 @@ pub(super) fn load(topic: &OffsetsTopic, settings: &GroupSettings) -> Loaded {
 /// members past the size are shed when they rejoin (Kafka's `onLoaded`).
 fn settle(inner: &mut Inner, settings: &GroupSettings, now: Instant) {
     let ts = now_ms();
-    for g in inner.offsets.keys() {
+    let pending = inner.pending_txn.values().flatten().map(|c| &c.group);
+    for g in inner.offsets.keys().chain(pending) {
         if !inner.groups.contains_key(g) {
             inner.groups.insert(g.clone(), Group::new(g, ts));
         }

@@ -249,6 +249,12 @@ fn offset_fetch(b: &Broker, version: i16, r: OffsetFetchRequest) -> OffsetFetchR
                 .collect::<Vec<_>>()
         })
     };
+    // Kafka's `requireStable` (v7+): an offset a transaction has written
+    // but not committed yet is UNSTABLE_OFFSET_COMMIT, and the client asks
+    // again, rather than reading the offset before it.
+    let stable = version >= 7 && r.require_stable;
+    let unstable = |group: &str, t: &str, p: i32| stable && b.groups.unstable(group, t, p);
+    const UNSTABLE: ResponseError = ResponseError::UnstableOffsetCommit;
     if version >= 8 {
         let groups = r.groups.into_iter().map(|g| {
             let asked = g.topics.map(|ts| {
@@ -261,11 +267,15 @@ fn offset_fetch(b: &Broker, version: i16, r: OffsetFetchRequest) -> OffsetFetchR
                 Ok(topics) => topics,
                 Err(e) => return resp.with_error_code(e.code()),
             };
+            let group = g.group_id.0.as_str();
             let topics = topics.into_iter().map(|(t, ps)| {
                 let parts = ps.iter().map(|f| {
-                    OffsetFetchResponsePartitions::default()
-                        .with_partition_index(f.partition)
-                        .with_committed_offset(f.offset)
+                    let p =
+                        OffsetFetchResponsePartitions::default().with_partition_index(f.partition);
+                    if unstable(group, &t, f.partition) {
+                        return p.with_committed_offset(-1).with_error_code(UNSTABLE.code());
+                    }
+                    p.with_committed_offset(f.offset)
                         .with_committed_leader_epoch(f.leader_epoch)
                         .with_metadata(meta(f))
                 });
@@ -287,11 +297,14 @@ fn offset_fetch(b: &Broker, version: i16, r: OffsetFetchRequest) -> OffsetFetchR
         Ok(topics) => topics,
         Err(e) => return offset_fetch_refused(version, e, asked),
     };
+    let group = r.group_id.0.as_str();
     let topics = topics.into_iter().map(|(t, ps)| {
         let parts = ps.iter().map(|f| {
-            OffsetFetchResponsePartition::default()
-                .with_partition_index(f.partition)
-                .with_committed_offset(f.offset)
+            let p = OffsetFetchResponsePartition::default().with_partition_index(f.partition);
+            if unstable(group, &t, f.partition) {
+                return p.with_committed_offset(-1).with_error_code(UNSTABLE.code());
+            }
+            p.with_committed_offset(f.offset)
                 .with_committed_leader_epoch(if version >= 5 { f.leader_epoch } else { -1 })
                 .with_metadata(meta(f))
         });

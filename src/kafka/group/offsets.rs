@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use log::warn;
+use log::{info, warn};
 
 use super::records::{Stored, parse};
 use crate::kafka::coordinator_topic::{CoordinatorTopic, for_each_batch};
@@ -55,6 +55,23 @@ impl OffsetsTopic {
         self.0.append(group, records)
     }
 
+    /// Appends a group's records as one batch of a producer's transaction
+    /// (TxnOffsetCommit).
+    pub fn append_transactional(
+        &self,
+        group: &str,
+        records: &[KeyValue],
+        producer: (i64, i16),
+    ) -> Result<(), StorageError> {
+        self.0.append_transactional(group, records, producer)
+    }
+
+    /// The partition of `__consumer_offsets` a group's records go to, made
+    /// with the topic if needed (a transaction's marker goes there).
+    pub fn ensure_partition(&self, group: &str) -> Result<u32, StorageError> {
+        self.0.partition_of(group).map(|log| log.partition())
+    }
+
     /// The partition of `__consumer_offsets` a group's records go to.
     pub fn partition_index(&self, group: &str) -> u32 {
         self.0.partition_index(group)
@@ -65,10 +82,17 @@ impl OffsetsTopic {
         self.0
             .partitions()
             .iter()
-            .map(|log| PartitionRead {
-                index: log.partition(),
-                name: log.name().to_string(),
-                records: read_partition(log),
+            .map(|log| {
+                let (records, pending) = match read_partition(log) {
+                    Ok((records, pending)) => (Ok(records), pending),
+                    Err(e) => (Err(e), BTreeMap::new()),
+                };
+                PartitionRead {
+                    index: log.partition(),
+                    name: log.name().to_string(),
+                    records,
+                    pending,
+                }
             })
             .collect()
     }
@@ -81,6 +105,9 @@ pub struct PartitionRead {
     /// Its records with their offsets, in offset order; `Err`: why it
     /// could not be read to its end.
     pub records: Result<Vec<(i64, Stored)>, String>,
+    /// Each producer's transactional records whose marker is not there
+    /// yet: they count when their transaction ends.
+    pub pending: BTreeMap<i64, Vec<(i64, Stored)>>,
 }
 
 /// What a partition's read keeps between batches: the records so far, and
@@ -94,22 +121,25 @@ struct Reading {
 /// Reads a partition back as Kafka's loader does
 /// (`GroupMetadataManager.doLoadGroupsAndOffsets`): a transactional batch's
 /// records count once their producer's COMMIT marker is read (an ABORT
-/// drops them), and they take their place by offset. Records that do not
+/// drops them), and they take their place by offset; those with no marker
+/// yet are kept apart, pending. Records that do not
 /// decode are logged and skipped. A partition that cannot be read to its
 /// end (offline, an I/O error, a batch that does not parse or fails its
 /// CRC) is an `Err`: what it holds is unknown, so none of it is applied.
-fn read_partition(log: &PartitionLog) -> Result<Vec<(i64, Stored)>, String> {
+type Pending = BTreeMap<i64, Vec<(i64, Stored)>>;
+
+fn read_partition(log: &PartitionLog) -> Result<(Vec<(i64, Stored)>, Pending), String> {
     let mut r = Reading::default();
     for_each_batch(log, |batch, from| r.batch(log.name(), batch, from))?;
     for (pid, left) in &r.pending {
-        warn!(
-            "{}: {} offset commits of producer {pid}'s transaction have no COMMIT marker; not applied",
+        info!(
+            "{}: {} offset commits of producer {pid}'s transaction have no marker yet; they count when it ends",
             log.name(),
             left.len()
         );
     }
     r.out.sort_by_key(|(o, _)| *o);
-    Ok(r.out)
+    Ok((r.out, r.pending))
 }
 
 impl Reading {
@@ -214,7 +244,8 @@ mod tests {
     }
 
     /// Transactional commits count once their producer's COMMIT marker is
-    /// read, in their place by offset; an ABORT, or no marker, drops them.
+    /// read, in their place by offset; an ABORT drops them, and with no
+    /// marker yet they stay pending (not among the records read).
     #[test]
     fn transactional_commits_wait_for_their_marker() {
         let (k1, v1) = commit_record(1);

@@ -1,23 +1,32 @@
 //! The transaction APIs a client sends (Kafka's `KafkaApis` handlers):
-//! AddPartitionsToTxn (the client versions, 0 to 3) and EndTxn (0 to 4).
+//! AddPartitionsToTxn (the client versions, 0 to 3), AddOffsetsToTxn (0 to
+//! 3), TxnOffsetCommit (0 to 3) and EndTxn (0 to 4).
 //! Each decodes, asks the coordinator, and downgrades the codes older
 //! clients do not know.
 
 use std::collections::BTreeSet;
 
 use kafka_protocol::ResponseError;
+use kafka_protocol::messages::add_offsets_to_txn_request::AddOffsetsToTxnRequest;
+use kafka_protocol::messages::add_offsets_to_txn_response::AddOffsetsToTxnResponse;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnRequest;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::end_txn_request::EndTxnRequest;
 use kafka_protocol::messages::end_txn_response::EndTxnResponse;
+use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::{ProducerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use log::{info, warn};
 
 use super::metadata::TopicPartition;
 use crate::kafka::broker::Broker;
+use crate::kafka::group::commits::CommitArgs;
+use crate::kafka::group::offsets::OFFSETS_TOPIC;
 
 /// PRODUCER_FENCED (90) is INVALID_PRODUCER_EPOCH (47) to a client whose
 /// request version is below `below`: it does not know the newer code.
@@ -124,4 +133,120 @@ pub fn end_txn(b: &Broker, version: i16, r: EndTxnRequest) -> EndTxnResponse {
             resp.with_error_code(e.code())
         }
     }
+}
+
+/// AddOffsetsToTxn v0–3: the group's partition of `__consumer_offsets`
+/// (made with the topic if needed: the transaction's marker goes there)
+/// joins the transaction, with AddPartitionsToTxn's answers.
+pub fn add_offsets(b: &Broker, version: i16, r: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+    let id = r.transactional_id.0.to_string();
+    let group = r.group_id.0.to_string();
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
+    let answer = match b.groups.offsets_partition(&group) {
+        Ok(n) => {
+            let tp: BTreeSet<TopicPartition> = [(OFFSETS_TOPIC.to_string(), n as i32)].into();
+            b.txns
+                .add_partitions(&id, pid, epoch, &tp, crate::storage::now_ms())
+                .map_err(|e| downgrade_fenced(e, version, 2))
+        }
+        Err(e) => {
+            warn!("Kafka: AddOffsetsToTxn of group {group}: no partition of {OFFSETS_TOPIC}: {e}");
+            Err(ResponseError::CoordinatorNotAvailable)
+        }
+    };
+    let resp = AddOffsetsToTxnResponse::default();
+    match answer {
+        Ok(()) => resp,
+        Err(e) => {
+            warn!(
+                "Kafka: AddOffsetsToTxn of transactional id {id} (group {group}, producer {pid}, epoch {epoch}) refused with {e:?}"
+            );
+            resp.with_error_code(e.code())
+        }
+    }
+}
+
+/// TxnOffsetCommit v0–3: the offsets are written in the producer's
+/// transaction once the group's partition of `__consumer_offsets` is known
+/// to be in it (AddOffsetsToTxn); they count when the transaction commits.
+pub fn txn_offset_commit(
+    b: &Broker,
+    version: i16,
+    r: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let id = r.transactional_id.0.to_string();
+    let group = r.group_id.0.to_string();
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
+    // Fields of v3 and up (KIP-447); below, a producer that names no member.
+    let (generation, member) = if version >= 3 {
+        (r.generation_id, r.member_id.to_string())
+    } else {
+        (-1, String::new())
+    };
+    let mut shape: Vec<(String, Vec<i32>)> = Vec::new();
+    let mut parts = Vec::new();
+    for t in &r.topics {
+        let name = t.name.0.to_string();
+        shape.push((
+            name.clone(),
+            t.partitions.iter().map(|p| p.partition_index).collect(),
+        ));
+        for p in &t.partitions {
+            parts.push(CommitArgs {
+                topic: name.clone(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: if version >= 2 {
+                    p.committed_leader_epoch
+                } else {
+                    -1
+                },
+                metadata: p.committed_metadata.as_deref().unwrap_or("").to_string(),
+            });
+        }
+    }
+    let n = parts.len();
+    let tp = (
+        OFFSETS_TOPIC,
+        b.groups.offsets_partition_index(&group) as i32,
+    );
+    let exists = |t: &str, p: i32| b.partition(t, p).is_some();
+    let answers = b
+        .txns
+        .append_in_txn(&id, pid, epoch, tp, || {
+            b.groups
+                .txn_commit(&group, (pid, epoch), generation, &member, parts, &exists)
+        })
+        .unwrap_or_else(|e| {
+            let code = match e {
+                ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+                ResponseError::ConcurrentTransactions | ResponseError::NotCoordinator => {
+                    ResponseError::CoordinatorLoadInProgress
+                }
+                other => other,
+            };
+            warn!(
+                "Kafka: TxnOffsetCommit of transactional id {id} (group {group}, producer {pid}, epoch {epoch}) refused with {code:?}"
+            );
+            vec![Some(code); n]
+        });
+    let mut codes = answers.into_iter();
+    let topics = shape
+        .into_iter()
+        .map(|(name, ps)| {
+            let partitions = ps
+                .into_iter()
+                .map(|p| {
+                    let code = codes.next().flatten().map_or(0, |e| e.code());
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(p)
+                        .with_error_code(code)
+                })
+                .collect();
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(TopicName(StrBytes::from_string(name)))
+                .with_partitions(partitions)
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
 }

@@ -32,10 +32,16 @@ const COORDINATOR_EPOCH: i32 = 0;
 /// `transaction.max.timeout.ms`, Kafka's default.
 pub const MAX_TIMEOUT_MS: i32 = 900_000;
 
+/// What is told of each marker written: (topic, partition, producer id,
+/// commit). The broker hands `__consumer_offsets`' to the group
+/// coordinator, whose transactional offsets count from then.
+pub type MarkerHook = Box<dyn Fn(&str, i32, i64, bool) + Send + Sync>;
+
 pub struct TxnCoordinator {
     pub states: TxnStateManager,
     mgr: Arc<LogManager>,
     pub max_timeout_ms: i32,
+    on_marker: std::sync::OnceLock<MarkerHook>,
 }
 
 /// InitProducerId's answer: the producer id and epoch, or an error.
@@ -62,6 +68,14 @@ impl TxnCoordinator {
             states,
             mgr,
             max_timeout_ms,
+            on_marker: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Sets what is told of each marker written (once, before any).
+    pub fn on_marker(&self, hook: MarkerHook) {
+        if self.on_marker.set(hook).is_err() {
+            warn!("the transaction coordinator's marker hook was set twice; the first is kept");
         }
     }
 
@@ -352,12 +366,19 @@ impl TxnCoordinator {
                 // Kafka drops a partition with no leader: it was deleted.
                 continue;
             };
-            if let Err(e) = log.append_end_txn_marker(pid, epoch, COORDINATOR_EPOCH, commit) {
-                warn!(
-                    "Transactional id {id}: the {} marker for {name} was not written: {e}",
-                    if commit { "COMMIT" } else { "ABORT" }
-                );
-                left.push(name);
+            match log.append_end_txn_marker(pid, epoch, COORDINATOR_EPOCH, commit) {
+                Ok(_) => {
+                    if let Some(hook) = self.on_marker.get() {
+                        hook(topic, *p, pid, commit);
+                    }
+                }
+                Err(e) => {
+                    warn!(
+                        "Transactional id {id}: the {} marker for {name} was not written: {e}",
+                        if commit { "COMMIT" } else { "ABORT" }
+                    );
+                    left.push(name);
+                }
             }
         }
         let mut inner = self.states.lock();

@@ -112,6 +112,13 @@ impl PartitionLog {
         self.append_produced_from(records, Some(Origin::Client))
     }
 
+    /// A transaction coordinator's transactional batches (Kafka's append of
+    /// origin `COORDINATOR`: the group coordinator's TxnOffsetCommit
+    /// records): the epoch and transaction rules apply, not the sequence.
+    pub fn append_from_coordinator(&self, records: &[u8]) -> Result<ProducedInfo> {
+        self.append_produced_from(records, Some(Origin::Coordinator))
+    }
+
     /// The aborted transactions a `read_committed` fetch from `from` up to
     /// `upper` (exclusive) must skip (Kafka's
     /// `LocalLog.collectAbortedTransactions`): from the segment holding
