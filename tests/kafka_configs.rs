@@ -376,6 +376,8 @@ fn default_request(key: ApiKey) -> RequestKind {
         EndTxn: end_txn_request::EndTxnRequest,
         AddOffsetsToTxn: add_offsets_to_txn_request::AddOffsetsToTxnRequest,
         TxnOffsetCommit: txn_offset_commit_request::TxnOffsetCommitRequest,
+        DescribeTransactions: describe_transactions_request::DescribeTransactionsRequest,
+        ListTransactions: list_transactions_request::ListTransactionsRequest,
         DescribeConfigs: describe_configs_request::DescribeConfigsRequest,
         AlterConfigs: alter_configs_request::AlterConfigsRequest,
         CreatePartitions: create_partitions_request::CreatePartitionsRequest,

@@ -857,3 +857,109 @@ fn a_consume_transform_produce_loop_is_exactly_once() {
         "the aborted transaction's output is in the log"
     );
 }
+
+/// DescribeTransactions and ListTransactions (what `kafka-transactions.sh
+/// describe` and `list` send), with Kafka's filters and errors.
+#[test]
+fn transactions_are_described_and_listed() {
+    use kafka_protocol::messages::describe_transactions_request::DescribeTransactionsRequest;
+    use kafka_protocol::messages::describe_transactions_response::DescribeTransactionsResponse;
+    use kafka_protocol::messages::list_transactions_request::ListTransactionsRequest;
+    use kafka_protocol::messages::list_transactions_response::ListTransactionsResponse;
+
+    let (_tmp, data) = data_dir(&["t-0", "t-1", "u-0"]);
+    let s = Server::start(&data, &[]);
+    let mut c = Conn::new(&s.addr);
+    let r = init(&mut c, 4, "open", 45_000);
+    let open = (r.producer_id.0, r.producer_epoch);
+    assert!(ok(&add(
+        &mut c,
+        3,
+        "open",
+        open,
+        &[("u", 0), ("t", 1), ("t", 0)]
+    )));
+    let r = init(&mut c, 4, "idle", 60_000);
+    let idle = (r.producer_id.0, r.producer_epoch);
+
+    let req = DescribeTransactionsRequest::default().with_transactional_ids(vec![
+        TransactionalId(sb("open")),
+        TransactionalId(sb("nobody")),
+        TransactionalId(sb("")),
+    ]);
+    let r: DescribeTransactionsResponse = c.call(ApiKey::DescribeTransactions, 0, &req);
+    let d = &r.transaction_states[0];
+    assert_eq!(
+        (
+            d.error_code,
+            d.transaction_state.as_str(),
+            d.transaction_timeout_ms,
+            d.producer_id.0,
+            d.producer_epoch
+        ),
+        (0, "Ongoing", 45_000, open.0, open.1)
+    );
+    assert!(d.transaction_start_time_ms > 0);
+    let topics: Vec<(String, Vec<i32>)> = d
+        .topics
+        .iter()
+        .map(|t| (t.topic.0.to_string(), t.partitions.clone()))
+        .collect();
+    assert_eq!(
+        topics,
+        vec![("t".to_string(), vec![0, 1]), ("u".to_string(), vec![0])]
+    );
+    assert_eq!(
+        r.transaction_states[1].error_code,
+        ResponseError::TransactionalIdNotFound.code()
+    );
+    assert_eq!(
+        r.transaction_states[2].error_code,
+        ResponseError::InvalidRequest.code()
+    );
+
+    let list = |c: &mut Conn, version: i16, states: &[&str], pids: &[i64], duration: i64| {
+        let req = ListTransactionsRequest::default()
+            .with_state_filters(states.iter().map(|s| sb(s)).collect())
+            .with_producer_id_filters(pids.iter().map(|p| ProducerId(*p)).collect())
+            .with_duration_filter(duration);
+        let r: ListTransactionsResponse = c.call(ApiKey::ListTransactions, version, &req);
+        let unknown: Vec<String> = r
+            .unknown_state_filters
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut found: Vec<(String, i64, String)> = r
+            .transaction_states
+            .iter()
+            .map(|t| {
+                (
+                    t.transactional_id.0.to_string(),
+                    t.producer_id.0,
+                    t.transaction_state.to_string(),
+                )
+            })
+            .collect();
+        found.sort();
+        (r.error_code, unknown, found)
+    };
+    let both = vec![
+        ("idle".to_string(), idle.0, "Empty".to_string()),
+        ("open".to_string(), open.0, "Ongoing".to_string()),
+    ];
+    assert_eq!(list(&mut c, 0, &[], &[], -1), (0, vec![], both.clone()));
+    assert_eq!(
+        list(&mut c, 0, &["Ongoing", "Bogus"], &[], -1),
+        (0, vec!["Bogus".to_string()], vec![both[1].clone()])
+    );
+    assert_eq!(
+        list(&mut c, 0, &[], &[idle.0], -1),
+        (0, vec![], vec![both[0].clone()])
+    );
+    // Open for longer than an hour: none. An Empty id's start is -1, so any
+    // duration passes it, as in Kafka.
+    assert_eq!(
+        list(&mut c, 1, &[], &[], 3_600_000),
+        (0, vec![], vec![both[0].clone()])
+    );
+}

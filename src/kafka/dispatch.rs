@@ -188,6 +188,12 @@ fn route(b: &Broker, h: &RequestHeader, request: RequestKind) -> Outcome {
             txn::api::add_partitions(b, v, r),
         )),
         RequestKind::EndTxn(r) => respond(ResponseKind::EndTxn(txn::api::end_txn(b, v, r))),
+        RequestKind::DescribeTransactions(r) => {
+            respond(ResponseKind::DescribeTransactions(txn::api::describe(b, r)))
+        }
+        RequestKind::ListTransactions(r) => {
+            respond(ResponseKind::ListTransactions(txn::api::list(b, v, r)))
+        }
         RequestKind::AddOffsetsToTxn(r) => respond(ResponseKind::AddOffsetsToTxn(
             txn::api::add_offsets(b, v, r),
         )),

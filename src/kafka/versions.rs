@@ -87,6 +87,8 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
+    api(ApiKey::DescribeTransactions, 0, 0),
+    api(ApiKey::ListTransactions, 0, 1),
 ];
 
 /// The entry for an API, if it is served at all.

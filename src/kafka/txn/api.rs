@@ -1,6 +1,8 @@
 //! The transaction APIs a client sends (Kafka's `KafkaApis` handlers):
 //! AddPartitionsToTxn (the client versions, 0 to 3), AddOffsetsToTxn (0 to
-//! 3), TxnOffsetCommit (0 to 3) and EndTxn (0 to 4).
+//! 3), TxnOffsetCommit (0 to 3) and EndTxn (0 to 4); and what
+//! `kafka-transactions.sh` asks: DescribeTransactions (0) and
+//! ListTransactions (0 and 1; 2's id pattern is not served).
 //! Each decodes, asks the coordinator, and downgrades the codes older
 //! clients do not know.
 
@@ -13,8 +15,16 @@ use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnR
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult,
 };
+use kafka_protocol::messages::describe_transactions_request::DescribeTransactionsRequest;
+use kafka_protocol::messages::describe_transactions_response::{
+    DescribeTransactionsResponse, TopicData, TransactionState as Described,
+};
 use kafka_protocol::messages::end_txn_request::EndTxnRequest;
 use kafka_protocol::messages::end_txn_response::EndTxnResponse;
+use kafka_protocol::messages::list_transactions_request::ListTransactionsRequest;
+use kafka_protocol::messages::list_transactions_response::{
+    ListTransactionsResponse, TransactionState as Listed,
+};
 use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
@@ -249,4 +259,60 @@ pub fn txn_offset_commit(
         })
         .collect();
     TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+/// DescribeTransactions v0: each id's state, timeout, start, producer and
+/// partitions, or its error.
+pub fn describe(b: &Broker, r: DescribeTransactionsRequest) -> DescribeTransactionsResponse {
+    let states = r.transactional_ids.into_iter().map(|id| {
+        let d = Described::default().with_transactional_id(id.clone());
+        match b.txns.describe(id.0.as_str()) {
+            Err(e) => d.with_error_code(e.code()),
+            Ok(m) => {
+                let mut topics: Vec<TopicData> = Vec::new();
+                for (t, p) in &m.partitions {
+                    if topics.last().is_none_or(|x| x.topic.0.as_str() != t) {
+                        topics.push(
+                            TopicData::default()
+                                .with_topic(TopicName(StrBytes::from_string(t.clone()))),
+                        );
+                    }
+                    topics.last_mut().expect("pushed").partitions.push(*p);
+                }
+                d.with_transaction_state(StrBytes::from_static_str(m.state.name()))
+                    .with_transaction_timeout_ms(m.timeout_ms)
+                    .with_transaction_start_time_ms(m.start_ms)
+                    .with_producer_id(ProducerId(m.producer_id))
+                    .with_producer_epoch(m.producer_epoch)
+                    .with_topics(topics)
+            }
+        }
+    });
+    DescribeTransactionsResponse::default().with_transaction_states(states.collect())
+}
+
+/// ListTransactions v0–1: the ids that pass the state, producer and (v1)
+/// duration filters.
+pub fn list(b: &Broker, version: i16, r: ListTransactionsRequest) -> ListTransactionsResponse {
+    let pids: Vec<i64> = r.producer_id_filters.iter().map(|p| p.0).collect();
+    let states: Vec<String> = r.state_filters.iter().map(|s| s.to_string()).collect();
+    let duration = if version >= 1 { r.duration_filter } else { -1 };
+    let (unknown, found) = b
+        .txns
+        .list(&pids, &states, duration, crate::storage::now_ms());
+    ListTransactionsResponse::default()
+        .with_unknown_state_filters(unknown.into_iter().map(StrBytes::from_string).collect())
+        .with_transaction_states(
+            found
+                .into_iter()
+                .map(|(id, pid, state)| {
+                    Listed::default()
+                        .with_transactional_id(kafka_protocol::messages::TransactionalId(
+                            StrBytes::from_string(id),
+                        ))
+                        .with_producer_id(ProducerId(pid))
+                        .with_transaction_state(StrBytes::from_static_str(state.name()))
+                })
+                .collect(),
+        )
 }

@@ -504,6 +504,66 @@ impl TxnCoordinator {
         }
     }
 
+    /// Kafka's `handleDescribeTransactions` for one id: its metadata, or
+    /// INVALID_REQUEST (empty id), NOT_COORDINATOR (its partition of the
+    /// topic failed to load) or TRANSACTIONAL_ID_NOT_FOUND.
+    pub fn describe(&self, id: &str) -> Result<TxnMetadata, ResponseError> {
+        if id.is_empty() {
+            return Err(ResponseError::InvalidRequest);
+        }
+        let inner = self.states.lock();
+        if self.states.failed(&inner, id) {
+            return Err(ResponseError::NotCoordinator);
+        }
+        match inner.ids.get(id) {
+            Some(m) if m.state != TxnState::Dead => Ok(m.clone()),
+            _ => Err(ResponseError::TransactionalIdNotFound),
+        }
+    }
+
+    /// Kafka's `listTransactionStates`: (id, producer id, state) of each id
+    /// that passes the filters (none given: all), Dead ones never; and the
+    /// state names it does not know.
+    pub fn list(
+        &self,
+        producer_ids: &[i64],
+        states: &[String],
+        duration_ms: i64,
+        now: i64,
+    ) -> (Vec<String>, Vec<(String, i64, TxnState)>) {
+        const STATES: [TxnState; 8] = [
+            TxnState::Empty,
+            TxnState::Ongoing,
+            TxnState::PrepareCommit,
+            TxnState::PrepareAbort,
+            TxnState::CompleteCommit,
+            TxnState::CompleteAbort,
+            TxnState::Dead,
+            TxnState::PrepareEpochFence,
+        ];
+        let mut unknown = Vec::new();
+        let mut wanted = Vec::new();
+        for name in states {
+            match STATES.iter().find(|s| s.name() == name) {
+                Some(s) => wanted.push(*s),
+                None => unknown.push(name.clone()),
+            }
+        }
+        let inner = self.states.lock();
+        let found = inner
+            .ids
+            .iter()
+            .filter(|(_, m)| {
+                m.state != TxnState::Dead
+                    && (producer_ids.is_empty() || producer_ids.contains(&m.producer_id))
+                    && (states.is_empty() || wanted.contains(&m.state))
+                    && !(duration_ms >= 0 && now - m.start_ms <= duration_ms)
+            })
+            .map(|(id, m)| (id.clone(), m.producer_id, m.state))
+            .collect();
+        (unknown, found)
+    }
+
     /// A client's transactional batches for `topic`-`partition`, appended
     /// by `append` once the partition is known to be in the producer's
     /// open transaction (Kafka's produce-time verification, KIP-890 part
