@@ -963,3 +963,84 @@ fn transactions_are_described_and_listed() {
         (0, vec![], vec![both[0].clone()])
     );
 }
+
+/// What the listener's transactions leave on disk, as `commitfs dump`
+/// prints it in kafka-dump-log's words: the markers, the abort's
+/// `.txnindex` entry, the open transaction in the producer snapshot, and
+/// each state change of the id in `__transaction_state`.
+#[test]
+fn dump_shows_the_transactions_kafkas_way() {
+    let (_tmp, data) = data_dir(&["t-0"]);
+    let mut s = Server::start(&data, &[]);
+    let mut c = Conn::new(&s.addr);
+    let r = init(&mut c, 4, "tx", 60_000);
+    let me = (r.producer_id.0, r.producer_epoch);
+    let values = ["c1", "a1", "open"];
+    for (i, v) in values.iter().enumerate() {
+        assert!(ok(&add(&mut c, 3, "tx", me, &[("t", 0)])));
+        let b = batch(me.0, 0, i as i32, true, &[v]);
+        assert_eq!(produce(&mut c, Some("tx"), "t", b).0, 0);
+        if i < 2 {
+            assert_eq!(end(&mut c, 3, "tx", me, i == 0), 0);
+        }
+    }
+    drop(c);
+    assert!(s.stop());
+    let dump = |args: &[&str], file: &str| -> String {
+        let out = kafka_support::bounded::run(
+            std::process::Command::new(env!("CARGO_BIN_EXE_commitfs"))
+                .arg("dump")
+                .args(args)
+                .arg(data.join(file)),
+            "commitfs dump",
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let log = dump(&["--deep-iteration"], "t-0/00000000000000000000.log");
+    for want in [
+        "endTxnMarker: COMMIT coordinatorEpoch: 0",
+        "endTxnMarker: ABORT coordinatorEpoch: 0",
+        &format!("producerId: {} producerEpoch: 0", me.0),
+        "isTransactional: true isControl: true",
+    ] {
+        assert!(log.contains(want), "{want} not in:\n{log}");
+    }
+    let index = dump(&[], "t-0/00000000000000000000.txnindex");
+    assert!(
+        index.contains(&format!(
+            "version: 0 producerId: {} firstOffset: 2 lastOffset: 3 lastStableOffset: 4",
+            me.0
+        )),
+        "{index}"
+    );
+    let snapshot = dump(&[], "t-0/00000000000000000005.snapshot");
+    assert!(
+        snapshot.contains(&format!(
+            "producerId: {} producerEpoch: 0 coordinatorEpoch: 0 currentTxnFirstOffset: OptionalLong[4]",
+            me.0
+        )),
+        "{snapshot}"
+    );
+    let states = dump(
+        &["--transaction-log-decoder"],
+        "__transaction_state-0/00000000000000000000.log",
+    );
+    let statuses: Vec<&str> = states
+        .lines()
+        .filter_map(|l| l.split("\"transactionStatus\":").nth(1))
+        .map(|rest| rest.split(',').next().unwrap())
+        .collect();
+    // Empty at InitProducerId; then each transaction Ongoing, Prepare and
+    // Complete (commit 2 and 4, abort 3 and 5); the last one left Ongoing.
+    assert_eq!(
+        statuses,
+        ["0", "1", "2", "4", "1", "3", "5", "1"],
+        "{states}"
+    );
+    assert!(states.contains(r#""transactionalId":"tx""#), "{states}");
+}
