@@ -363,3 +363,44 @@ fn an_abort_is_indexed_in_its_markers_segment() {
     drop(log);
     mgr.close().unwrap();
 }
+
+/// A partition's `status` in the tree names its last stable offset and the
+/// transactions that hold it back (producer@first offset); a shell append
+/// is never held back by one.
+#[test]
+fn status_shows_the_last_stable_offset_and_open_transactions() {
+    use commitfs::backend::Backend;
+    use commitfs::backend::local::LocalBackend;
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = std::sync::Arc::new(open(tmp.path()));
+    let log = mgr.create_partition("t-0").unwrap();
+    let backend = LocalBackend::new(mgr.clone());
+    let status = || backend.partition("t-0").unwrap().status().unwrap().text();
+    assert!(
+        status().contains("last_stable_offset: 0\nopen_transactions:\n"),
+        "{}",
+        status()
+    );
+    log.append(&[NewRecord::value(b"plain")]).unwrap();
+    assert_eq!(txn(&log, 7, 0, 2), 1);
+    assert_eq!(txn(&log, 9, 0, 1), 3);
+    // The shell's append lands at once, above the open transactions.
+    assert_eq!(
+        log.append(&[NewRecord::value(b"shell")])
+            .unwrap()
+            .first_offset,
+        4
+    );
+    assert!(status().contains("high_watermark: 5\n"), "{}", status());
+    assert!(
+        status().contains("last_stable_offset: 1\nopen_transactions: 7@1 9@3\n"),
+        "{}",
+        status()
+    );
+    log.append_end_txn_marker(7, 0, 0, true).unwrap();
+    assert!(
+        status().contains("last_stable_offset: 3\nopen_transactions: 9@3\n"),
+        "{}",
+        status()
+    );
+}

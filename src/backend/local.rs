@@ -284,6 +284,19 @@ impl Partition for LocalPartition {
             ("active_segment", s.active_segment.to_string()),
             ("lookup_bytes_read", s.lookup_bytes_read.to_string()),
             ("fsyncs", s.fsyncs.to_string()),
+            // What a read_committed reader may read up to, and what holds it
+            // back: each open transaction as producer@first offset.
+            (
+                "last_stable_offset",
+                self.log.last_stable_offset().to_string(),
+            ),
+            (
+                "open_transactions",
+                (self.log.open_transactions().iter())
+                    .map(|(first, pid)| format!("{pid}@{first}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
         ];
         if self.log.config().cleanup_policy.compact() {
             detail.extend(cleaner_fields(&self.log.cleaner_status()?));

@@ -247,7 +247,10 @@ impl Status {
                      high_watermark: {high_watermark}\n"
                 );
                 for (k, v) in detail {
-                    out.push_str(&format!("{k}: {v}\n"));
+                    match v.is_empty() {
+                        true => out.push_str(&format!("{k}:\n")),
+                        false => out.push_str(&format!("{k}: {v}\n")),
+                    }
                 }
                 out
             }
