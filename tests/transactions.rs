@@ -404,3 +404,39 @@ fn status_shows_the_last_stable_offset_and_open_transactions() {
         status()
     );
 }
+
+/// `offset/N` of a transaction's record says what became of it in the
+/// xattr `user.kafka.transaction`: committed, aborted or open; a plain
+/// record has none.
+#[test]
+fn a_records_xattr_says_what_became_of_its_transaction() {
+    use commitfs::backend::local::LocalBackend;
+    use commitfs::fs::Tree;
+    use std::ffi::OsStr;
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = std::sync::Arc::new(open(tmp.path()));
+    let log = mgr.create_partition("t-0").unwrap();
+    assert_eq!(txn(&log, 7, 0, 1), 0);
+    assert_eq!(txn(&log, 8, 0, 1), 1);
+    log.append_end_txn_marker(7, 0, 0, false).unwrap();
+    log.append_end_txn_marker(8, 0, 0, true).unwrap();
+    assert_eq!(txn(&log, 9, 0, 1), 4);
+    log.append(&[NewRecord::value(b"plain")]).unwrap();
+    let tree = Tree::new(std::sync::Arc::new(LocalBackend::new(mgr.clone())));
+    let dir = tree.lookup(1, OsStr::new("t-0")).unwrap().attr.ino;
+    let offsets = tree.lookup(dir, OsStr::new("offset")).unwrap().attr.ino;
+    let outcome = |n: i64| {
+        let ino = tree
+            .lookup(offsets, OsStr::new(&n.to_string()))
+            .unwrap()
+            .attr
+            .ino;
+        tree.getxattr(ino, OsStr::new("user.kafka.transaction"))
+            .map(|v| String::from_utf8(v).unwrap())
+            .map_err(|e| e.errno)
+    };
+    assert_eq!(outcome(0), Ok("aborted".to_string()));
+    assert_eq!(outcome(1), Ok("committed".to_string()));
+    assert_eq!(outcome(4), Ok("open".to_string()));
+    assert_eq!(outcome(5), Err(libc::ENODATA), "a plain record");
+}

@@ -242,11 +242,16 @@ impl Partition for LocalPartition {
 
     fn record(&self, offset: i64) -> BackendResult<RecordEntry> {
         let e = self.log.read_entry(offset)?;
+        let transaction = match e.transactional {
+            true => Some(self.log.transaction_of(offset, e.producer_id)?.name()),
+            false => None,
+        };
         Ok(RecordEntry {
             record: e.record,
             batch_base_offset: Some(e.batch_base_offset),
             position: Some(e.position),
             timestamp_type: e.timestamp_type,
+            transaction,
         })
     }
 

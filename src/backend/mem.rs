@@ -631,6 +631,8 @@ impl Partition for MemPartition {
                 batch_base_offset: None,
                 position: None,
                 timestamp_type: *timestamp_type,
+                // The in-memory store takes no transactions.
+                transaction: None,
             }),
             None => Err(BackendError::new(
                 ErrorKind::NoRecord,

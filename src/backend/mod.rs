@@ -213,6 +213,9 @@ pub struct RecordEntry {
     /// The batch's file position in its segment, where the backend knows it.
     pub position: Option<u64>,
     pub timestamp_type: TimestampType,
+    /// For a record of a transaction, what became of it (`committed`,
+    /// `aborted`, `open`), where the backend knows.
+    pub transaction: Option<&'static str>,
 }
 
 /// A partition's `status`: the figures every backend has, then its own.

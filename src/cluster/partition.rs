@@ -234,6 +234,9 @@ impl Partition for ClusterPartition {
                 batch_base_offset: None,
                 position: None,
                 timestamp_type: f.timestamp_type,
+                // The cluster's records come through a client, which does
+                // not say what became of their transaction.
+                transaction: None,
             }),
             None => {
                 // Nothing fetched there: past the log end, or a marker.

@@ -124,5 +124,8 @@ fn record_xattrs(e: &RecordEntry, path: &str) -> Vec<(String, Vec<u8>)> {
             position.to_string().into_bytes(),
         ));
     }
+    if let Some(t) = e.transaction {
+        out.push(("user.kafka.transaction".to_string(), t.as_bytes().to_vec()));
+    }
     out
 }

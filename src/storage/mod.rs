@@ -39,7 +39,7 @@ pub use manager::{
 pub use names::{parse_partition_name, segment_file_name};
 pub use partition::{
     AppendInfo, CleanerStatus, FetchRead, Isolation, LEADER_EPOCH, PROPERTIES_FILE, PartitionLog,
-    PartitionStatus, ProducedInfo,
+    PartitionStatus, ProducedInfo, TxnOutcome,
 };
 pub use progress::ProgressFn;
 pub use stream::STREAM_LENGTHS_FILE;

@@ -28,6 +28,9 @@ pub struct RecordEntry {
     pub position: u64,
     pub segment_base_offset: i64,
     pub timestamp_type: TimestampType,
+    /// The batch's producer id (-1: none) and whether it is transactional.
+    pub producer_id: i64,
+    pub transactional: bool,
 }
 
 /// What lookups keep between two of them.
@@ -97,6 +100,8 @@ impl LocalLog {
             position: cached.position,
             segment_base_offset: batch.segment_base_offset,
             timestamp_type: cached.header.timestamp_type(),
+            producer_id: cached.header.producer_id,
+            transactional: cached.header.is_transactional(),
         })
     }
 

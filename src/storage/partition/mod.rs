@@ -47,6 +47,7 @@ pub use encoded::LEADER_EPOCH;
 pub(crate) use follow::Followed;
 pub use produce::ProducedInfo;
 pub use read::{FetchRead, Isolation};
+pub use txn::TxnOutcome;
 
 use config::PartitionConfig;
 

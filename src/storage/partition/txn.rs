@@ -22,6 +22,24 @@ use crate::storage::error::{Result, StorageError};
 use crate::storage::now_ms;
 use crate::storage::producer_state::{Marker, Origin};
 
+/// What became of a transactional record's transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxnOutcome {
+    Committed,
+    Aborted,
+    Open,
+}
+
+impl TxnOutcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            TxnOutcome::Committed => "committed",
+            TxnOutcome::Aborted => "aborted",
+            TxnOutcome::Open => "open",
+        }
+    }
+}
+
 impl PartitionLog {
     /// The last stable offset (`UnifiedLog.lastStableOffset`): the high
     /// watermark, or the first offset of the oldest open transaction when
@@ -117,6 +135,31 @@ impl PartitionLog {
     /// records): the epoch and transaction rules apply, not the sequence.
     pub fn append_from_coordinator(&self, records: &[u8]) -> Result<ProducedInfo> {
         self.append_produced_from(records, Some(Origin::Coordinator))
+    }
+
+    /// What became of the transaction of the record at `offset`, of
+    /// producer `producer_id` (a transactional batch's record): aborted
+    /// when an entry of the `.txnindex` covers it, open while its
+    /// producer's transaction from at or before it is, else committed.
+    pub fn transaction_of(&self, offset: i64, producer_id: i64) -> Result<TxnOutcome> {
+        let aborted = self
+            .aborted_transactions(offset, offset + 1)?
+            .iter()
+            .any(|t| {
+                t.producer_id == producer_id && t.first_offset <= offset && offset <= t.last_offset
+            });
+        if aborted {
+            return Ok(TxnOutcome::Aborted);
+        }
+        let open = self
+            .open_transactions()
+            .iter()
+            .any(|(first, pid)| *pid == producer_id && *first <= offset);
+        Ok(if open {
+            TxnOutcome::Open
+        } else {
+            TxnOutcome::Committed
+        })
     }
 
     /// The aborted transactions a `read_committed` fetch from `from` up to
