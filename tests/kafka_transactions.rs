@@ -1044,3 +1044,126 @@ fn dump_shows_the_transactions_kafkas_way() {
     );
     assert!(states.contains(r#""transactionalId":"tx""#), "{states}");
 }
+
+const EOS_UNTIL_DONE: &str = r#"
+import sys, time
+from confluent_kafka import Consumer, Producer, TopicPartition
+addr, n = sys.argv[1], int(sys.argv[2])
+tp = TopicPartition('in', 0)
+c = Consumer({'bootstrap.servers': addr, 'group.id': 'eos', 'enable.auto.commit': False,
+              'auto.offset.reset': 'earliest', 'isolation.level': 'read_committed'})
+p = Producer({'bootstrap.servers': addr, 'transactional.id': 'eos-tx',
+              'transaction.timeout.ms': 10000})
+p.init_transactions(60)
+c.assign([tp])
+while True:
+    msgs = [m for m in c.consume(10, 1) if not m.error()]
+    if not msgs:
+        # Before its first record, a consumer has no position: the group's
+        # committed offset says whether the input is done.
+        if c.committed([tp], 60)[0].offset >= n:
+            break
+        continue
+    p.begin_transaction()
+    for m in msgs:
+        p.produce('out', value=m.value().upper())
+    p.send_offsets_to_transaction(c.position([tp]), c.consumer_group_metadata(), 60)
+    p.commit_transaction(60)
+    # Ten records a transaction, and a pause: the work outlasts the kills.
+    time.sleep(0.02)
+c.close()
+print('done')
+"#;
+
+/// The consume-transform-produce loop of 10,000 records, its client
+/// killed with SIGKILL at random points, 24 times, and the daemon killed
+/// with it (first) every third time: once a last client runs to the end,
+/// a read_committed consumer of the output reads each input record exactly
+/// once. The seed is printed; COMMITFS_TEST_SEED replays it.
+#[test]
+fn a_consume_transform_produce_loop_is_exactly_once_through_kills() {
+    let Some(py) = require(python()) else { return };
+    let seed: u64 = std::env::var("COMMITFS_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    println!("COMMITFS_TEST_SEED={seed}");
+    let mut rng = seed | 1;
+    let mut next = move |below: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % below
+    };
+    let (_tmp, data) = data_dir(&["in-0", "out-0"]);
+    let mut s = Server::start(&data, &[]);
+    let n = 10_000;
+    let values: Vec<String> = (0..n).map(|i| format!("r{i:05}")).collect();
+    {
+        let mut c = Conn::new(&s.addr);
+        for chunk in values.chunks(500) {
+            let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            assert_eq!(
+                produce(&mut c, None, "in", batch(-1, -1, -1, false, &refs)).0,
+                0
+            );
+        }
+    }
+    let (mut clients, mut daemons) = (0, 0);
+    for round in 0..24 {
+        let mut client = std::process::Command::new(&py)
+            .arg("-c")
+            .arg(EOS_UNTIL_DONE)
+            .args([&s.addr, &n.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300 + next(2500)));
+        let kill_daemon = round % 3 == 2;
+        if kill_daemon {
+            s.kill();
+            daemons += 1;
+        }
+        // Killed even if it finished: its exit status is not looked at.
+        let _ = client.kill();
+        let _ = client.wait();
+        clients += 1;
+        if kill_daemon {
+            s = Server::start(&data, &[]);
+        }
+    }
+    // How far the killed clients got (for the log: how far depends on the
+    // machine's speed, so nothing is asserted of it).
+    let written = kafka_support::decode_partition_records(&data.join("out-0")).len();
+    println!(
+        "{clients} clients and {daemons} daemons killed; {written} records and markers in out-0 before the last client"
+    );
+    let last =
+        std::panic::catch_unwind(|| run_python(&py, EOS_UNTIL_DONE, &[&s.addr, &n.to_string()]));
+    let Ok(out) = last else {
+        panic!(
+            "the last client did not finish (seed {seed}); the daemon's log:\n{}",
+            s.log()
+        );
+    };
+    assert_eq!(out.trim(), "done");
+    let read = run_python(
+        &py,
+        CONSUME,
+        &[&s.addr, "confluent", "out", "read_committed"],
+    );
+    let mut got: Vec<&str> = read.trim().split(',').collect();
+    got.sort_unstable();
+    let want: Vec<String> = values.iter().map(|v| v.to_uppercase()).collect();
+    let dups = got.windows(2).filter(|w| w[0] == w[1]).count();
+    assert_eq!(dups, 0, "records read twice (seed {seed})");
+    assert_eq!(got.len(), n, "records missing (seed {seed})");
+    assert_eq!(got, want.iter().map(String::as_str).collect::<Vec<_>>());
+}
