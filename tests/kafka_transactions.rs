@@ -819,14 +819,48 @@ c.close()
 print(done)
 "#;
 
+const EOS_KAFKA_PYTHON: &str = r#"
+import sys
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition, OffsetAndMetadata
+addr, n = sys.argv[1], int(sys.argv[2])
+tp = TopicPartition('in', 0)
+c = KafkaConsumer(bootstrap_servers=addr, group_id='eos-kp', enable_auto_commit=False,
+                  auto_offset_reset='earliest', isolation_level='read_committed')
+c.assign([tp])
+p = KafkaProducer(bootstrap_servers=addr, transactional_id='eos-kp-tx')
+p.init_transactions()
+done, aborted = 0, False
+while done < n:
+    msgs = c.poll(timeout_ms=1000, max_records=50).get(tp, [])
+    if not msgs:
+        continue
+    p.begin_transaction()
+    for m in msgs:
+        p.send('out-kp', value=m.value.upper())
+    offsets = {tp: OffsetAndMetadata(msgs[-1].offset + 1, '', -1)}
+    p.send_offsets_to_transaction(offsets, 'eos-kp')
+    if not aborted and done > 0:
+        aborted = True
+        p.flush()
+        p.abort_transaction()
+        c.seek(tp, c.committed(tp))
+        continue
+    p.commit_transaction()
+    done += len(msgs)
+p.close()
+c.close()
+print(done)
+"#;
+
 /// A consume-transform-produce loop of confluent-kafka with
 /// `send_offsets_to_transaction`, one of its transactions aborted: a
 /// read_committed consumer of the output reads each input record once, and
-/// the group's committed offset is the input's end.
+/// the group's committed offset is the input's end. The same with
+/// kafka-python's loop.
 #[test]
 fn a_consume_transform_produce_loop_is_exactly_once() {
     let Some(py) = require(python()) else { return };
-    let (_tmp, data) = data_dir(&["in-0", "out-0"]);
+    let (_tmp, data) = data_dir(&["in-0", "out-0", "out-kp-0"]);
     let s = Server::start(&data, &[]);
     let mut c = Conn::new(&s.addr);
     let n = 300;
@@ -856,6 +890,15 @@ fn a_consume_transform_produce_loop_is_exactly_once() {
         all.trim().split(',').count() > n,
         "the aborted transaction's output is in the log"
     );
+
+    let out = run_python(&py, EOS_KAFKA_PYTHON, &[&s.addr, &n.to_string()]);
+    assert_eq!(out.trim(), n.to_string());
+    let read = run_python(
+        &py,
+        CONSUME,
+        &[&s.addr, "kafka-python", "out-kp", "read_committed"],
+    );
+    assert_eq!(read.trim(), want.join(","), "kafka-python's loop");
 }
 
 /// DescribeTransactions and ListTransactions (what `kafka-transactions.sh
