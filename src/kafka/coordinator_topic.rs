@@ -118,14 +118,7 @@ impl CoordinatorTopic {
             return Ok(());
         }
         let log = self.partition_of(key)?;
-        let recs: Vec<NewRecord> = records
-            .iter()
-            .map(|(k, v)| NewRecord {
-                key: Some(k),
-                value: v.as_deref(),
-                headers: &[],
-            })
-            .collect();
+        let recs = new_records(records);
         log.append(&recs).map(|_| ())
     }
 
@@ -144,14 +137,7 @@ impl CoordinatorTopic {
             return Ok(());
         }
         let log = self.partition_of(key)?;
-        let recs: Vec<NewRecord> = records
-            .iter()
-            .map(|(k, v)| NewRecord {
-                key: Some(k),
-                value: v.as_deref(),
-                headers: &[],
-            })
-            .collect();
+        let recs = new_records(records);
         let mut b = Vec::new();
         crate::record::encode_batch(&mut b, 0, crate::storage::now_ms(), &recs);
         // Attributes: transactional; producer id, epoch, base sequence 0.
@@ -204,6 +190,18 @@ impl CoordinatorTopic {
             Err(e) => warn!("{}: could not make it compacted: {e}", log.name()),
         }
     }
+}
+
+/// Key-value pairs as the records of an append.
+fn new_records(records: &[KeyValue]) -> Vec<NewRecord<'_>> {
+    records
+        .iter()
+        .map(|(k, v)| NewRecord {
+            key: Some(k),
+            value: v.as_deref(),
+            headers: &[],
+        })
+        .collect()
 }
 
 /// Bytes read at a time when a partition is read back.

@@ -60,6 +60,23 @@ impl Coordinator {
         None
     }
 
+    /// What refuses a commit of `group` before its group is looked at: an
+    /// empty group id, a partition of `__consumer_offsets` that failed to
+    /// load, a data directory served read-only.
+    fn refused_before_commit(&self, api: &str, group: &str) -> Option<ResponseError> {
+        if group.is_empty() {
+            return Some(ResponseError::InvalidGroupId);
+        }
+        if let Some(e) = self.unavailable(api, group) {
+            return Some(e);
+        }
+        if self.read_only() {
+            warn!("Kafka: {api} of group {group} refused: the data directory is served read-only");
+            return Some(ResponseError::GroupAuthorizationFailed);
+        }
+        None
+    }
+
     /// OffsetCommit: each partition's answer, in order (`None`: committed).
     /// The records are written, as one batch, before anything is answered.
     pub fn commit(
@@ -72,17 +89,8 @@ impl Coordinator {
         exists: &dyn Fn(&str, i32) -> bool,
     ) -> Vec<Option<ResponseError>> {
         let all = |e: ResponseError| vec![Some(e); parts.len()];
-        if group.is_empty() {
-            return all(ResponseError::InvalidGroupId);
-        }
-        if let Some(e) = self.unavailable("OffsetCommit", group) {
+        if let Some(e) = self.refused_before_commit("OffsetCommit", group) {
             return all(e);
-        }
-        if self.read_only() {
-            warn!(
-                "Kafka: OffsetCommit of group {group} refused: the data directory is served read-only"
-            );
-            return all(ResponseError::GroupAuthorizationFailed);
         }
         let mut inner = self.inner.lock();
         let now = Instant::now();
@@ -217,17 +225,8 @@ impl Coordinator {
         exists: &dyn Fn(&str, i32) -> bool,
     ) -> Vec<Option<ResponseError>> {
         let all = |e: ResponseError| vec![Some(e); parts.len()];
-        if group.is_empty() {
-            return all(ResponseError::InvalidGroupId);
-        }
-        if let Some(e) = self.unavailable("TxnOffsetCommit", group) {
+        if let Some(e) = self.refused_before_commit("TxnOffsetCommit", group) {
             return all(e);
-        }
-        if self.read_only() {
-            warn!(
-                "Kafka: TxnOffsetCommit of group {group} refused: the data directory is served read-only"
-            );
-            return all(ResponseError::GroupAuthorizationFailed);
         }
         let mut inner = self.inner.lock();
         let now = Instant::now();

@@ -183,18 +183,8 @@ impl TxnCoordinator {
             return Err(ResponseError::InvalidRequest);
         }
         let mut inner = self.states.lock();
-        if self.states.failed(&inner, id) {
-            return Err(ResponseError::NotCoordinator);
-        }
-        let Some(m) = inner.ids.get_mut(id) else {
-            return Err(ResponseError::InvalidProducerIdMapping);
-        };
-        if m.producer_id != producer_id {
-            return Err(ResponseError::InvalidProducerIdMapping);
-        }
-        if m.producer_epoch != epoch {
-            return Err(ResponseError::ProducerFenced);
-        }
+        self.producer_of(&inner, id, producer_id, epoch)?;
+        let m = inner.ids.get_mut(id).expect("checked above");
         if m.pending.is_some()
             || matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
         {
@@ -254,21 +244,7 @@ impl TxnCoordinator {
         if id.is_empty() {
             return Err(ResponseError::InvalidRequest);
         }
-        {
-            let inner = self.states.lock();
-            if self.states.failed(&inner, id) {
-                return Err(ResponseError::NotCoordinator);
-            }
-            let Some(m) = inner.ids.get(id) else {
-                return Err(ResponseError::InvalidProducerIdMapping);
-            };
-            if m.producer_id != producer_id {
-                return Err(ResponseError::InvalidProducerIdMapping);
-            }
-            if m.producer_epoch != epoch {
-                return Err(ResponseError::ProducerFenced);
-            }
-        }
+        self.producer_of(&self.states.lock(), id, producer_id, epoch)?;
         self.end_locked(id, commit, None, now)
     }
 
@@ -578,7 +554,30 @@ impl TxnCoordinator {
         append: impl FnOnce() -> T,
     ) -> Result<T, ResponseError> {
         let inner = self.states.lock();
-        if self.states.failed(&inner, id) {
+        let m = self.producer_of(&inner, id, producer_id, epoch)?;
+        if m.pending.is_some()
+            || matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+        {
+            return Err(ResponseError::ConcurrentTransactions);
+        }
+        if m.state != TxnState::Ongoing || !m.partitions.contains(&(tp.0.to_string(), tp.1)) {
+            return Err(ResponseError::InvalidTxnState);
+        }
+        Ok(append())
+    }
+
+    /// An id's metadata, when (`producer_id`, `epoch`) is its producer
+    /// (Kafka's checks in this order): NOT_COORDINATOR when its partition
+    /// of the topic failed to load, INVALID_PRODUCER_ID_MAPPING for an
+    /// unknown id or another producer, PRODUCER_FENCED for another epoch.
+    fn producer_of<'a>(
+        &self,
+        inner: &'a Inner,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+    ) -> Result<&'a TxnMetadata, ResponseError> {
+        if self.states.failed(inner, id) {
             return Err(ResponseError::NotCoordinator);
         }
         let Some(m) = inner.ids.get(id) else {
@@ -590,15 +589,7 @@ impl TxnCoordinator {
         if m.producer_epoch != epoch {
             return Err(ResponseError::ProducerFenced);
         }
-        if m.pending.is_some()
-            || matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
-        {
-            return Err(ResponseError::ConcurrentTransactions);
-        }
-        if m.state != TxnState::Ongoing || !m.partitions.contains(&(tp.0.to_string(), tp.1)) {
-            return Err(ResponseError::InvalidTxnState);
-        }
-        Ok(append())
+        Ok(m)
     }
 
     fn write(&self, inner: &mut Inner, id: &str, t: &Transit) -> Result<(), ResponseError> {
