@@ -64,8 +64,16 @@ impl PartitionLog {
         let completed = self.replay_producer_state(names, recovered_from)?;
         // Without a replay (a partition that never had a producer id, so
         // no snapshot) nothing is known to rebuild them from: they stay.
-        if let (Some(from), Some(completed)) = (recovered_from, completed) {
-            self.rebuild_txn_indexes(from, &completed)?;
+        if let (Some(from), Some(completed)) = (recovered_from, &completed) {
+            self.rebuild_txn_indexes(from, completed)?;
+        }
+        // Kafka's `rebuildProducerState` ends with a snapshot at the log
+        // end: what was replayed is not replayed again, and a producer
+        // state that the replay found (an open transaction, a sequence)
+        // is not lost when the snapshots it came from went with the
+        // segments recovery removed.
+        if completed.is_some() {
+            self.producers.take_snapshot(self.log_end_offset())?;
         }
         self.publish_first_unstable();
         Ok(())
