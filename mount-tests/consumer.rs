@@ -64,7 +64,7 @@ fn log_reads_as_the_consumer_stream() {
 
 /// A child process killed and reaped on drop, so no `tail -f` outlives its test
 /// or holds the mount busy (declare it after the mount: it drops first).
-struct Reaped(Child);
+pub(crate) struct Reaped(pub Child);
 
 impl Drop for Reaped {
     fn drop(&mut self) {

@@ -576,3 +576,145 @@ fn producers_and_shell_appends_never_interleave_within_a_batch() {
         "the writers did not overlap ({switches} switches between writers)"
     );
 }
+
+/// A transactional confluent-kafka producer: a transaction of two records,
+/// flushed and left open until the test says so (the file `commit` in the
+/// signal directory), then committed; then one of one record, aborted.
+const TXN_OPEN_THEN_COMMIT: &str = r#"
+import os, sys, time
+from confluent_kafka import Producer
+addr, signals = sys.argv[1], sys.argv[2]
+def mark(name):
+    open(os.path.join(signals, name), 'w').close()
+def wait_for(name):
+    end = time.time() + 120
+    while not os.path.exists(os.path.join(signals, name)):
+        if time.time() > end:
+            sys.exit('the test never wrote ' + name)
+        time.sleep(0.05)
+p = Producer({'bootstrap.servers': addr, 'transactional.id': 'committed-view'})
+p.init_transactions(60)
+p.begin_transaction()
+p.produce('t', b'txn-a1', partition=0)
+p.produce('t', b'txn-a2', partition=0)
+assert p.flush(60) == 0
+mark('open')
+wait_for('commit')
+p.commit_transaction(60)
+p.begin_transaction()
+p.produce('t', b'txn-b1', partition=0)
+assert p.flush(60) == 0
+p.abort_transaction(60)
+"#;
+
+/// `committed` is the log as a `read_committed` consumer reads it: an open
+/// transaction's records, and everything after them, wait for its commit
+/// (a shell append lands in `log` at once, and in `committed` when the
+/// transaction before it ends, as in a read_committed consumer); `tail -f
+/// committed` prints them then; an aborted transaction's never show.
+#[test]
+fn committed_shows_a_transaction_when_it_commits() {
+    use crate::consumer::Reaped;
+    use std::io::{BufRead, BufReader};
+    use std::sync::mpsc;
+    if !fuse_or_skip() {
+        return;
+    }
+    let Some(py) = require(python()) else { return };
+    let (m, addr) = mount_with_listener(&[]);
+    m.ok("mkdir t-0");
+    m.ok("echo plain-1 >> t-0/log");
+    assert_eq!(m.ok("stat -c %a t-0/committed").trim(), "444");
+    m.fails("echo x >> t-0/committed", "Permission denied");
+
+    let mut tail = Reaped(
+        Command::new("tail")
+            .args(["-n", "+1", "-f"])
+            .arg(m.mnt.join("t-0/committed"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn tail -f"),
+    );
+    let out = tail.0.stdout.take().expect("tail stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    // A bound only for a tail that never sees the growth.
+    let next = |what: &str| -> String {
+        rx.recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("tail -f committed printed nothing for {what} in 60 s"))
+    };
+    assert_eq!(next("the first line"), "plain-1");
+
+    let signals = tempfile::tempdir().unwrap();
+    let producer = spawn(
+        Command::new(&py)
+            .arg("-c")
+            .arg(TXN_OPEN_THEN_COMMIT)
+            .arg(&addr)
+            .arg(signals.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        "the transactional producer",
+    );
+    let open = signals.path().join("open");
+    let start = Instant::now();
+    while !open.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the producer never flushed its open transaction"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    m.ok("echo plain-2 >> t-0/log");
+    assert_eq!(m.ok("cat t-0/log"), "plain-1\ntxn-a1\ntxn-a2\nplain-2\n");
+    assert_eq!(m.ok("cat t-0/committed"), "plain-1\n");
+    assert_eq!(m.ok("stat -c %s t-0/committed").trim(), "8");
+    let status = m.ok("cat t-0/status");
+    assert!(
+        status.contains("last_stable_offset: 1\n"),
+        "an open transaction from offset 1:\n{status}"
+    );
+
+    std::fs::write(signals.path().join("commit"), b"").unwrap();
+    let out = finish_within(
+        producer,
+        "the transactional producer",
+        Duration::from_secs(180),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in ["txn-a1", "txn-a2", "plain-2"] {
+        assert_eq!(next(want), want);
+    }
+    // Offsets: plain-1 0, txn-a1 1, txn-a2 2, plain-2 3, COMMIT 4,
+    // txn-b1 5, ABORT 6.
+    assert_eq!(
+        m.ok("cat t-0/log"),
+        "plain-1\ntxn-a1\ntxn-a2\nplain-2\ntxn-b1\n"
+    );
+    assert_eq!(
+        m.ok("cat t-0/committed"),
+        "plain-1\ntxn-a1\ntxn-a2\nplain-2\n"
+    );
+    assert_eq!(
+        m.ok("getfattr --only-values -n user.kafka.transaction t-0/offset/5"),
+        "aborted"
+    );
+    // Lines after the aborted transaction show at once.
+    m.ok("echo plain-3 >> t-0/log");
+    assert_eq!(next("plain-3"), "plain-3");
+    drop(tail);
+}

@@ -10,15 +10,16 @@ use std::time::SystemTime;
 
 use super::groups::Groups;
 use super::{
-    AppendError, Appended, Backend, BackendError, BackendResult, Compaction, ErrorKind, FileInfo,
-    LineFormat, LogControl, Offsets, Partition, RawFiles, RecordEntry, RootFiles, StatFs, Status,
+    AppendError, Appended, Backend, BackendError, BackendResult, CommittedStream, Compaction,
+    ErrorKind, FileInfo, LineFormat, LogControl, Offsets, Partition, RawFiles, RecordEntry,
+    RootFiles, StatFs, Status,
 };
 use crate::record::NewRecord;
 use crate::storage::names::parse_segment_file_name;
 use crate::storage::producer_ids::PRODUCER_IDS_FILE;
 use crate::storage::{
-    CONFIG_NAMES, LogManager, PROPERTIES_FILE, PartitionFile, PartitionLog, STREAM_LENGTHS_FILE,
-    StorageError, segment_file_name,
+    COMMITTED_LENGTHS_FILE, CONFIG_NAMES, LogManager, PROPERTIES_FILE, PartitionFile, PartitionLog,
+    STREAM_LENGTHS_FILE, StorageError, segment_file_name,
 };
 
 /// The daemon's log, in the root of a read-write mount's data directory.
@@ -70,7 +71,10 @@ fn cleaner_fields(c: &crate::storage::CleanerStatus) -> Vec<(&'static str, Strin
 
 /// A partition directory's files, but commitfs's own bookkeeping.
 fn shown_in_partition(name: &str) -> bool {
-    !(transient_or_dot(name) || name == PROPERTIES_FILE || name == STREAM_LENGTHS_FILE)
+    !(transient_or_dot(name)
+        || name == PROPERTIES_FILE
+        || name == STREAM_LENGTHS_FILE
+        || name == COMMITTED_LENGTHS_FILE)
 }
 
 /// The data directory's own files (Kafka's), but the daemon's log and
@@ -363,12 +367,26 @@ impl Partition for LocalPartition {
         Some(self)
     }
 
+    fn committed(&self) -> Option<&dyn CommittedStream> {
+        Some(self)
+    }
+
     fn log_control(&self) -> Option<&dyn LogControl> {
         Some(self)
     }
 
     fn compaction(&self) -> Option<&dyn Compaction> {
         Some(self)
+    }
+}
+
+impl CommittedStream for LocalPartition {
+    fn committed_len(&self) -> BackendResult<u64> {
+        Ok(self.log.committed_len()?)
+    }
+
+    fn read_committed(&self, pos: u64, buf: &mut [u8]) -> BackendResult<usize> {
+        Ok(self.log.read_committed(pos, buf)?)
     }
 }
 

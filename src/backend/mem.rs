@@ -30,8 +30,8 @@ use super::groups::Groups;
 use super::line_format::LineFormat;
 use super::mem_groups::MemGroups;
 use super::{
-    AppendError, Appended, Backend, BackendError, BackendResult, ErrorKind, IO_SIZE, Landed,
-    LogControl, Offsets, Partition, RecordEntry, StatFs, Status,
+    AppendError, Appended, Backend, BackendError, BackendResult, CommittedStream, ErrorKind,
+    IO_SIZE, Landed, LogControl, Offsets, Partition, RecordEntry, StatFs, Status,
 };
 use crate::names::{parse_partition_name, validate_new_partition_name};
 use crate::record::{Header, NewRecord, Record, TimestampType, batch_size};
@@ -51,6 +51,8 @@ pub enum Call {
     Record,
     StreamLen,
     ReadStream,
+    CommittedLen,
+    ReadCommitted,
     OffsetForTimestamp,
     Status,
     Config,
@@ -734,6 +736,21 @@ impl Partition for MemPartition {
 
     fn log_control(&self) -> Option<&dyn LogControl> {
         self.shared.log_control.then_some(self as &dyn LogControl)
+    }
+
+    fn committed(&self) -> Option<&dyn CommittedStream> {
+        Some(self)
+    }
+}
+
+/// The in-memory store takes no transactions: everything is committed.
+impl CommittedStream for MemPartition {
+    fn committed_len(&self) -> BackendResult<u64> {
+        Ok(self.read(Call::CommittedLen)?.stream_len())
+    }
+
+    fn read_committed(&self, pos: u64, buf: &mut [u8]) -> BackendResult<usize> {
+        Ok(self.read(Call::ReadCommitted)?.read_stream(pos, buf))
     }
 }
 

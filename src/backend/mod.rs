@@ -126,6 +126,11 @@ pub trait Partition: Send + Sync {
     fn raw_files(&self) -> Option<&dyn RawFiles> {
         None
     }
+    /// The `read_committed` view of the log (`committed`), where the
+    /// backend can tell what is committed.
+    fn committed(&self) -> Option<&dyn CommittedStream> {
+        None
+    }
     /// Rolling and flushing by request, where the log is the backend's to roll.
     /// A pass of the log cleaner asked for (`compact`), where the backend
     /// cleans its partitions itself.
@@ -135,6 +140,16 @@ pub trait Partition: Send + Sync {
     fn log_control(&self) -> Option<&dyn LogControl> {
         None
     }
+}
+
+/// What a `read_committed` console consumer prints: the consumer stream of
+/// the records below the last stable offset, those of aborted transactions
+/// left out.
+pub trait CommittedStream: Send + Sync {
+    /// Its length from the log start.
+    fn committed_len(&self) -> BackendResult<u64>;
+    /// Copies its bytes at `pos` into `buf`; returns how many (0 at the end).
+    fn read_committed(&self, pos: u64, buf: &mut [u8]) -> BackendResult<usize>;
 }
 
 /// The files of a partition directory: segments, indexes, side files.

@@ -38,6 +38,8 @@ pub enum Handle {
         /// Bytes after the last newline seen on this handle.
         partial: Vec<u8>,
     },
+    /// `committed`: reads return the `read_committed` consumer stream.
+    Committed(Arc<dyn Partition>),
     Control {
         partition: Arc<dyn Partition>,
         control: Control,

@@ -14,6 +14,8 @@ pub enum NodeKey {
     /// A file of the partition directory as storage lists it (segments, side files).
     Raw(Arc<str>, Arc<str>),
     Log(Arc<str>),
+    /// `committed`: the log as a `read_committed` consumer reads it.
+    Committed(Arc<str>),
     OffsetDir(Arc<str>),
     Offset(Arc<str>, i64),
     TimeDir(Arc<str>),
@@ -75,6 +77,7 @@ impl Control {
 }
 
 pub const LOG: &str = "log";
+pub const COMMITTED: &str = "committed";
 pub const OFFSET: &str = "offset";
 pub const ROLL: &str = "roll";
 pub const FLUSH: &str = "flush";
@@ -91,6 +94,7 @@ pub const GROUP_OFFSETS: &str = "offsets";
 /// The generated entries of a partition directory, listed after its raw files.
 pub const SPECIAL_NAMES: &[&str] = &[
     LOG,
+    COMMITTED,
     OFFSET,
     TIME,
     ROLL,
@@ -115,6 +119,7 @@ impl NodeKey {
             NodeKey::Partition(p)
             | NodeKey::Raw(p, _)
             | NodeKey::Log(p)
+            | NodeKey::Committed(p)
             | NodeKey::OffsetDir(p)
             | NodeKey::Offset(p, _)
             | NodeKey::TimeDir(p)
@@ -156,6 +161,7 @@ impl NodeKey {
         let p = p.clone();
         Some(match name {
             LOG => NodeKey::Log(p),
+            COMMITTED => NodeKey::Committed(p),
             OFFSET => NodeKey::OffsetDir(p),
             TIME => NodeKey::TimeDir(p),
             DELETE_RECORDS => NodeKey::Control(p, Control::DeleteRecords),
@@ -176,6 +182,7 @@ impl NodeKey {
             NodeKey::Partition(p) => p.to_string(),
             NodeKey::Raw(p, f) => format!("{p}/{f}"),
             NodeKey::Log(p) => format!("{p}/{LOG}"),
+            NodeKey::Committed(p) => format!("{p}/{COMMITTED}"),
             NodeKey::OffsetDir(p) => format!("{p}/{OFFSET}"),
             NodeKey::Offset(p, n) => format!("{p}/{OFFSET}/{n}"),
             NodeKey::TimeDir(p) => format!("{p}/{TIME}"),

@@ -111,6 +111,11 @@ impl Tree {
                 partition: part,
                 partial: Vec::new(),
             },
+            // Direct I/O as for `log`: it grows as transactions commit.
+            NodeKey::Committed(_) => {
+                super::tree::committed(&*part, &key)?;
+                Handle::Committed(part)
+            }
             NodeKey::Time(_, ms) => {
                 Handle::Snapshot(self.time_text(&*part, *ms, &key)?.into_bytes())
             }
@@ -225,6 +230,7 @@ impl Tree {
         enum Source {
             Raw(Arc<dyn Partition>, Arc<str>),
             Stream(Arc<dyn Partition>),
+            Committed(Arc<dyn Partition>),
             RootFile(Arc<str>),
         }
         let size = size as usize;
@@ -247,6 +253,7 @@ impl Tree {
                     partition, name, ..
                 } => Source::Raw(partition.clone(), name.clone()),
                 Handle::Log { partition, .. } => Source::Stream(partition.clone()),
+                Handle::Committed(partition) => Source::Committed(partition.clone()),
                 Handle::RootFile(name) => Source::RootFile(name.clone()),
                 Handle::Control { .. } | Handle::Dir(_) => {
                     return Err(FsError::quiet(libc::EBADF));
@@ -265,6 +272,10 @@ impl Tree {
                     None => return Err(FsError::quiet(libc::ENOENT)),
                 },
                 Source::Stream(partition) => partition.read_stream(at, to),
+                Source::Committed(partition) => match partition.committed() {
+                    Some(view) => view.read_committed(at, to),
+                    None => return Err(FsError::quiet(libc::ENOENT)),
+                },
                 Source::RootFile(name) => match self.backend.root_files() {
                     Some(files) => files.read(name, at, to),
                     None => return Err(FsError::quiet(libc::ENOENT)),
@@ -305,7 +316,11 @@ impl Tree {
             Handle::GroupOffset {
                 group, partition, ..
             } => self.reset_group_offset(group, partition, data, &path)?,
-            Handle::Snapshot(_) | Handle::Raw { .. } | Handle::RootFile(_) | Handle::Dir(_) => {
+            Handle::Snapshot(_)
+            | Handle::Raw { .. }
+            | Handle::RootFile(_)
+            | Handle::Committed(_)
+            | Handle::Dir(_) => {
                 return Err(FsError::refuse(
                     libc::EBADF,
                     format!("write to {path}"),

@@ -12,7 +12,9 @@ use super::handle::HandleTable;
 use super::inode::{self, InodeTable, ROOT_INO};
 use super::node::{Control, GROUPS, NodeKey, parse_offset_name};
 use super::passthrough::Passthrough;
-use crate::backend::{Backend, ErrorKind, FileInfo, IO_SIZE, LineFormat, Partition, line_format};
+use crate::backend::{
+    Backend, CommittedStream, ErrorKind, FileInfo, IO_SIZE, LineFormat, Partition, line_format,
+};
 
 /// Sizes, `status` and the partition set change with every append, roll or
 /// mkdir, so the kernel must ask every time: stale sizes must never show.
@@ -171,6 +173,7 @@ impl Tree {
                 None
             }
             NodeKey::Control(_, Control::Compact) if part.compaction().is_none() => None,
+            NodeKey::Committed(_) if part.committed().is_none() => None,
             key => Some(key),
         }
     }
@@ -390,6 +393,14 @@ impl Tree {
                     .map_err(|e| FsError::backend(format!("sizing {}", key.path()), &e))?;
                 (attr(len, part.log_mtime().unwrap_or(self.started)), TTL)
             }
+            // A transaction's records join it when its marker is appended:
+            // the log's mtime moves then too.
+            NodeKey::Committed(_) => {
+                let len = committed(&*part, key)?
+                    .committed_len()
+                    .map_err(|e| FsError::backend(format!("sizing {}", key.path()), &e))?;
+                (attr(len, part.log_mtime().unwrap_or(self.started)), TTL)
+            }
             NodeKey::Control(..) => (attr(0, self.started), TTL),
             NodeKey::Time(_, ms) => {
                 let text = self.time_text(&*part, *ms, key)?;
@@ -438,6 +449,7 @@ impl Tree {
             NodeKey::Control(..) => (NodeType::RegularFile, 0o200),
             NodeKey::RootFile(_)
             | NodeKey::Raw(..)
+            | NodeKey::Committed(_)
             | NodeKey::Time(..)
             | NodeKey::Offset(..)
             | NodeKey::Status(_)
@@ -494,6 +506,18 @@ impl Tree {
 }
 
 /// The topic of partition `name` if Kafka itself writes it.
+/// The `committed` view of a partition, which lookup offers only where the
+/// backend has one.
+pub(super) fn committed<'p>(
+    part: &'p dyn Partition,
+    key: &NodeKey,
+) -> FsResult<&'p dyn CommittedStream> {
+    part.committed().ok_or_else(|| {
+        log::debug!("{}: the backend has no read_committed view", key.path());
+        FsError::quiet(libc::ENOENT)
+    })
+}
+
 fn kafka_owned_topic(name: &str) -> Option<&str> {
     crate::names::parse_partition_name(name)
         .ok()

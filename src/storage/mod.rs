@@ -42,7 +42,7 @@ pub use partition::{
     PartitionStatus, ProducedInfo, TxnOutcome,
 };
 pub use progress::ProgressFn;
-pub use stream::STREAM_LENGTHS_FILE;
+pub use stream::{COMMITTED_LENGTHS_FILE, STREAM_LENGTHS_FILE};
 pub use topics::{Topic, is_internal_topic};
 
 /// The wall clock, in milliseconds since the epoch: Kafka's timestamps.

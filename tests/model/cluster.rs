@@ -143,6 +143,7 @@ impl System for ClusterSystem {
             raw_files: false,
             log_control: false,
             compaction: false,
+            committed: false,
             times: self.full(),
             configs: false,
             groups: true,

@@ -153,6 +153,7 @@ impl<S: System> Harness<S> {
         }
         for (n, kind) in [
             ("log", FILE),
+            ("committed", FILE),
             ("offset", DIR),
             ("time", DIR),
             ("roll", FILE),
@@ -165,6 +166,7 @@ impl<S: System> Harness<S> {
             let offered = match n {
                 "roll" | "flush" => f.log_control,
                 "compact" => f.compaction,
+                "committed" => f.committed,
                 _ => true,
             };
             if offered {
@@ -181,6 +183,12 @@ impl<S: System> Harness<S> {
         self.compare_attr(&[name, "log"], FILE, 0o644, Some(p.stream().len() as u64));
         let stream = self.read_all(&[name, "log"]);
         self.same(&format!("{name}/log"), stream, Ok(p.stream()));
+        if f.committed {
+            let len = Some(p.stream().len() as u64);
+            self.compare_attr(&[name, "committed"], FILE, 0o444, len);
+            let committed = self.read_all(&[name, "committed"]);
+            self.same(&format!("{name}/committed"), committed, Ok(p.stream()));
+        }
         for c in ["roll", "flush", "delete-records", "compact"] {
             if want.iter().any(|(n, _)| n == c) {
                 self.compare_attr(&[name, c], FILE, 0o200, Some(0));

@@ -207,7 +207,8 @@ impl<S: System> Harness<S> {
                 ]
                 .contains(&name)
                     || (["roll", "flush"].contains(&name) && self.sys.profile().log_control)
-                    || (name == "compact" && self.sys.profile().compaction);
+                    || (name == "compact" && self.sys.profile().compaction)
+                    || (name == "committed" && self.sys.profile().committed);
                 special || self.raw_names(part).iter().any(|f| f == name)
             }
             Node::OffsetDir => canonical_decimal(name)
@@ -349,24 +350,39 @@ impl<S: System> Harness<S> {
         self.outcome(&format!("{op} of {path:?}/{name}"), got, want);
     }
 
-    /// A read of `log` at a position: the stream's bytes there.
+    /// A read of `log` at a position: the stream's bytes there; and of
+    /// `committed`, where the backend has it (the same bytes: the model
+    /// holds no transactions).
     fn probe_read_log(&mut self, part: &str, pos: u16, len: u16) {
-        let Some(p) = self.model.partitions.get(part) else {
-            let got = self.open(&[part, "log"], READ).map(|_| ());
-            self.same("open of a missing partition's log", got, Err(libc::ENOENT));
-            return;
-        };
-        let stream = p.stream();
-        let pos = pos as usize % (stream.len() + 8);
-        let want = stream[pos.min(stream.len())..(pos + len as usize).min(stream.len())].to_vec();
-        let fh = self.open(&[part, "log"], READ).expect("log opens");
-        let mut buf = Vec::new();
-        let got = errno(self.sys.tree().read(fh, pos as u64, len as u32, &mut buf));
-        self.outcome(
-            &format!("read of {part}/log at {pos}"),
-            got.map(|_| buf),
-            Ok(want),
-        );
-        self.same("release", errno(self.sys.tree().release(fh)), Ok(()));
+        let mut names = vec!["log"];
+        if self.sys.profile().committed {
+            names.push("committed");
+        }
+        for name in names {
+            let Some(p) = self.model.partitions.get(part) else {
+                let got = self.open(&[part, name], READ).map(|_| ());
+                self.same(
+                    &format!("open of a missing partition's {name}"),
+                    got,
+                    Err(libc::ENOENT),
+                );
+                continue;
+            };
+            let stream = p.stream();
+            let pos = pos as usize % (stream.len() + 8);
+            let want =
+                stream[pos.min(stream.len())..(pos + len as usize).min(stream.len())].to_vec();
+            let fh = self
+                .open(&[part, name], READ)
+                .unwrap_or_else(|e| panic!("{name} opens: {e}"));
+            let mut buf = Vec::new();
+            let got = errno(self.sys.tree().read(fh, pos as u64, len as u32, &mut buf));
+            self.outcome(
+                &format!("read of {part}/{name} at {pos}"),
+                got.map(|_| buf),
+                Ok(want),
+            );
+            self.same("release", errno(self.sys.tree().release(fh)), Ok(()));
+        }
     }
 }

@@ -31,6 +31,9 @@ pub struct Profile {
     pub log_control: bool,
     /// `compact` (the `Compaction` capability): a backend with a log cleaner.
     pub compaction: bool,
+    /// `committed` (the `CommittedStream` capability). The model's appends
+    /// are never transactional, so it reads as `log` does.
+    pub committed: bool,
     /// `time/<ms>` is answered from the records' timestamps: librdkafka's
     /// mock cluster answers every lookup by time with "none".
     pub times: bool,
@@ -128,6 +131,7 @@ impl System for LocalSystem {
             raw_files: true,
             log_control: true,
             compaction: true,
+            committed: true,
             times: true,
             configs: true,
             groups: false,
@@ -229,6 +233,7 @@ impl System for MemSystem {
             raw_files: false,
             log_control: self.log_control,
             compaction: false,
+            committed: true,
             times: true,
             configs: true,
             groups: true,

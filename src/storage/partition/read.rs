@@ -12,13 +12,15 @@
 //! README's durability section for what survives power loss.
 
 use std::fs::File;
+use std::sync::Arc;
 
 use super::PartitionLog;
 use crate::record::Record;
 use crate::record::state_files::AbortedTxn;
 use crate::storage::error::{Result, StorageError};
 use crate::storage::local_log::{PartitionFile, RecordEntry, SegmentSlice};
-use crate::storage::stream::Stream;
+use crate::storage::segment::LogSegment;
+use crate::storage::stream::{Stream, View};
 
 /// What a fetch of one partition found.
 pub struct FetchRead {
@@ -142,7 +144,7 @@ impl PartitionLog {
         self.check_online()?;
         let segs = self.local.segment_list();
         let mut stream = self.stream.lock();
-        let len = stream.len(&segs, self.log_start_offset(), &self.tally)?;
+        let len = stream.len(&segs, self.log_start_offset(), &self.tally, View::All)?;
         self.save_stream_after_read(&mut stream);
         Ok(len)
     }
@@ -152,12 +154,56 @@ impl PartitionLog {
         self.check_online()?;
         let segs = self.local.segment_list();
         let mut stream = self.stream.lock();
-        let n = stream.read(&segs, self.log_start_offset(), pos, buf, &self.tally)?;
+        let n = stream.read(
+            &segs,
+            self.log_start_offset(),
+            pos,
+            buf,
+            &self.tally,
+            View::All,
+        )?;
         self.save_stream_after_read(&mut stream);
         Ok(n)
     }
 
-    /// Saves new stream lengths (`commitfs.streamlen`).
+    /// Length of the `read_committed` consumer stream: the records below
+    /// the last stable offset, those of aborted transactions left out.
+    pub fn committed_len(&self) -> Result<u64> {
+        self.with_committed(|stream, segs, log_start, view| {
+            stream.len(segs, log_start, &self.tally, view)
+        })
+    }
+
+    /// Reads the `read_committed` consumer stream at `pos`; returns the
+    /// bytes copied.
+    pub fn read_committed(&self, pos: u64, buf: &mut [u8]) -> Result<usize> {
+        self.with_committed(|stream, segs, log_start, view| {
+            stream.read(segs, log_start, pos, buf, &self.tally, view)
+        })
+    }
+
+    fn with_committed<T>(
+        &self,
+        f: impl FnOnce(&mut Stream, &[Arc<LogSegment>], i64, View) -> Result<T>,
+    ) -> Result<T> {
+        self.check_online()?;
+        // The bound first: every batch below it, and the `.txnindex` entry
+        // of each abort among them, is then in the segments and indexes
+        // read after. Records below the log start are not shown anyway.
+        let decided = self.first_undecided_offset();
+        let aborted = |from: i64| self.aborted_transactions(from, decided);
+        let view = View::Committed {
+            decided,
+            aborted: &aborted,
+        };
+        let segs = self.local.segment_list();
+        let mut stream = self.stream.lock();
+        let out = f(&mut stream, &segs, self.log_start_offset(), view)?;
+        self.save_stream_after_read(&mut stream);
+        Ok(out)
+    }
+
+    /// Saves new stream lengths (`commitfs.streamlen`, `commitfs.committedlen`).
     pub(super) fn save_stream(&self, stream: &mut Stream) -> Result<()> {
         if self.local.is_deleted() {
             return Ok(());

@@ -50,6 +50,15 @@ impl PartitionLog {
         first_unstable.max(self.log_start_offset()).min(hw)
     }
 
+    /// The first offset not known to be decided: the first offset of the
+    /// oldest open transaction, or the high watermark. Unlike the last
+    /// stable offset it is not raised to the log start, so every batch
+    /// below it is committed, aborted or plain for good.
+    pub(crate) fn first_undecided_offset(&self) -> i64 {
+        let first_unstable = self.first_unstable.load(Ordering::Acquire);
+        first_unstable.min(self.high_watermark())
+    }
+
     /// The open transactions, (first offset, producer id), oldest first.
     pub fn open_transactions(&self) -> Vec<(i64, i64)> {
         self.producers.open_transactions()

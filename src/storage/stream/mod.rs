@@ -1,6 +1,8 @@
-//! The consumer view of a partition (`cat log`): every record from the log
+//! The consumer views of a partition. `cat log`: every record from the log
 //! start offset, its value bytes then `\n`, in offset order, control records
 //! skipped — what `kafka-console-consumer --from-beginning` prints.
+//! `cat committed`: the same for a `read_committed` consumer — the records
+//! below the last stable offset, those of aborted transactions left out.
 //!
 //! Positions count from the current log start offset: when retention or
 //! delete-records moves the start, the stream (and its size) shrinks from
@@ -20,8 +22,11 @@ use std::sync::{Arc, Weak};
 use log::warn;
 
 mod cursor;
+mod filter;
 
 use cursor::{Cursor, Cursors};
+pub(crate) use filter::View;
+use filter::{Admit, Filter};
 
 use super::checkpoint::write_atomically;
 use super::error::Result;
@@ -29,8 +34,11 @@ use super::segment::LogSegment;
 use crate::record::Batch;
 use crate::record::values::{ValueCursor, walk_values};
 
-/// Per-segment stream lengths: `base_offset length` lines.
+/// Per-segment stream lengths of `log`: `base_offset length` lines.
 pub const STREAM_LENGTHS_FILE: &str = "commitfs.streamlen";
+/// The same for `committed`, of the segments wholly below the last stable
+/// offset (their committed length no longer changes).
+pub const COMMITTED_LENGTHS_FILE: &str = "commitfs.committedlen";
 /// A map point roughly every this many `.log` bytes.
 const MAP_INTERVAL: u64 = 64 * 1024;
 /// Segment maps kept in memory at once; lengths are kept for all.
@@ -56,6 +64,9 @@ struct SegmentMap {
     len: u64,
     /// File bytes covered so far.
     covered: u64,
+    /// The last offset of the batch at `covered` when the view ended
+    /// there (the last stable offset): nothing to map until it moves past.
+    stopped_at: Option<i64>,
     since_point: u64,
     last_used: u64,
 }
@@ -72,17 +83,30 @@ impl SegmentMap {
             }],
             len: 0,
             covered: 0,
+            stopped_at: None,
             since_point: 0,
             last_used: 0,
         }
     }
 
-    /// Brings the map up to the segment's published end.
-    fn extend(&mut self, seg: &LogSegment) -> Result<()> {
+    /// Brings the map up to the segment's published end, or to the end of
+    /// the view if that comes first.
+    fn extend(&mut self, seg: &LogSegment, filter: &mut Filter) -> Result<()> {
         if self.covered >= seg.size()? {
             return Ok(());
         }
+        if let (Some(stopped), Some(end)) = (self.stopped_at, filter.end())
+            && end <= stopped
+        {
+            return Ok(());
+        }
+        self.stopped_at = None;
         seg.for_each_batch(self.covered, |pos, batch| {
+            let admit = filter.admit(&batch.header)?;
+            if admit == Admit::Stop {
+                self.stopped_at = Some(batch.header.last_offset());
+                return Ok(false);
+            }
             if self.since_point >= MAP_INTERVAL {
                 self.points.push(MapPoint {
                     stream_pos: self.len,
@@ -91,7 +115,9 @@ impl SegmentMap {
                 });
                 self.since_point = 0;
             }
-            self.len += batch_stream_len(batch)?;
+            if admit == Admit::Take {
+                self.len += batch_stream_len(batch)?;
+            }
             self.covered = pos + batch.size() as u64;
             self.since_point += batch.size() as u64;
             Ok(true)
@@ -186,13 +212,28 @@ impl AppendTally {
     }
 }
 
-/// The stream state of one partition (under the partition's stream lock).
-pub(crate) struct Stream {
+/// A sealed segment's length in a view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Known {
+    len: u64,
+    /// The segment's size it was counted at, where the view needs it:
+    /// `committed` counts a segment once the last stable offset passed
+    /// it, and a segment sealed, then active again after a crash (the
+    /// empty one after it gone), then sealed again must not keep it.
+    /// `log` learns such a segment's length again from the append tally.
+    size: Option<u64>,
+}
+
+/// What one view has learned of a partition's segments.
+struct ViewState {
+    /// Where the lengths of sealed segments are kept: `base length` lines,
+    /// `base length size` where the size is kept.
+    file: &'static str,
+    /// Whether lengths hold only at the size they were counted at.
+    sized: bool,
     /// Known lengths of sealed segments (persisted).
-    sealed: BTreeMap<i64, u64>,
+    sealed: BTreeMap<i64, Known>,
     dirty: bool,
-    /// Bases of segments being replaced: their lengths are not kept.
-    retiring: BTreeSet<i64>,
     maps: BTreeMap<i64, SegmentMap>,
     /// (log start offset, first segment base) -> bytes of that segment's
     /// records below the log start offset.
@@ -202,13 +243,13 @@ pub(crate) struct Stream {
     cursors: Cursors,
 }
 
-impl Stream {
-    /// No lengths known (an offline partition's).
-    pub fn empty() -> Stream {
-        Stream {
-            sealed: BTreeMap::new(),
-            dirty: false,
-            retiring: BTreeSet::new(),
+impl ViewState {
+    fn new(file: &'static str, sealed: BTreeMap<i64, Known>, dirty: bool) -> ViewState {
+        ViewState {
+            file,
+            sized: file == COMMITTED_LENGTHS_FILE,
+            sealed,
+            dirty,
             maps: BTreeMap::new(),
             prefix: None,
             clock: 0,
@@ -218,16 +259,17 @@ impl Stream {
 
     /// Loads the persisted lengths, dropping those of segments at or after
     /// `invalid_from` (segments recovery may have changed).
-    pub fn load(dir: &Path, invalid_from: Option<i64>) -> Stream {
+    fn load(dir: &Path, file: &'static str, invalid_from: Option<i64>) -> ViewState {
         let mut sealed = BTreeMap::new();
-        if let Ok(text) = fs::read_to_string(dir.join(STREAM_LENGTHS_FILE)) {
+        if let Ok(text) = fs::read_to_string(dir.join(file)) {
             for line in text.lines() {
                 let mut it = line.split_whitespace();
-                if let (Some(Ok(b)), Some(Ok(l))) = (
+                if let (Some(Ok(b)), Some(Ok(len))) = (
                     it.next().map(str::parse::<i64>),
                     it.next().map(str::parse::<u64>),
                 ) {
-                    sealed.insert(b, l);
+                    let size = it.next().and_then(|z| z.parse().ok());
+                    sealed.insert(b, Known { len, size });
                 }
             }
         }
@@ -235,18 +277,11 @@ impl Stream {
         if let Some(from) = invalid_from {
             sealed.retain(|b, _| *b < from);
         }
-        Stream {
-            dirty: sealed.len() != before,
-            retiring: BTreeSet::new(),
-            sealed,
-            maps: BTreeMap::new(),
-            prefix: None,
-            clock: 0,
-            cursors: Cursors::default(),
-        }
+        let dirty = sealed.len() != before;
+        ViewState::new(file, sealed, dirty)
     }
 
-    fn map(&mut self, seg: &Arc<LogSegment>) -> Result<&mut SegmentMap> {
+    fn map(&mut self, seg: &Arc<LogSegment>, filter: &mut Filter) -> Result<&mut SegmentMap> {
         self.clock += 1;
         let clock = self.clock;
         if !self.maps.contains_key(&seg.base_offset)
@@ -271,32 +306,50 @@ impl Stream {
             .entry(seg.base_offset)
             .or_insert_with(|| SegmentMap::new(seg));
         map.last_used = clock;
-        map.extend(seg)?;
+        map.extend(seg, filter)?;
         Ok(map)
     }
 
-    /// A segment's stream length: persisted for sealed segments, else computed.
-    fn segment_len(&mut self, seg: &Arc<LogSegment>, tally: &AppendTally) -> Result<u64> {
+    /// A segment's stream length: persisted for sealed segments, else
+    /// computed. `tally` counts the active segment's, where the view's
+    /// length is what was appended.
+    fn segment_len(
+        &mut self,
+        seg: &Arc<LogSegment>,
+        tally: Option<&AppendTally>,
+        filter: &mut Filter,
+        retiring: &BTreeSet<i64>,
+    ) -> Result<u64> {
         if !seg.is_active()
-            && let Some(l) = self.sealed.get(&seg.base_offset)
+            && let Some(k) = self.sealed.get(&seg.base_offset)
+            && (!self.sized || k.size == Some(seg.size()?))
         {
-            return Ok(*l);
+            return Ok(k.len);
         }
         if seg.is_active()
+            && let Some(tally) = tally
             && let Some(l) = tally.active_len(seg.base_offset, seg.size()?)
         {
             return Ok(l);
         }
-        let len = self.map(seg)?.len;
-        if !seg.is_active() && !self.retiring.contains(&seg.base_offset) {
-            self.sealed.insert(seg.base_offset, len);
+        let size = seg.size()?;
+        let map = self.map(seg, filter)?;
+        let (len, whole) = (map.len, map.covered >= size);
+        if !seg.is_active() && whole && !retiring.contains(&seg.base_offset) {
+            let size = self.sized.then_some(size);
+            self.sealed.insert(seg.base_offset, Known { len, size });
             self.dirty = true;
         }
         Ok(len)
     }
 
     /// Bytes of the first segment's records below the log start offset.
-    fn prefix(&mut self, first: &Arc<LogSegment>, log_start: i64) -> Result<u64> {
+    fn prefix(
+        &mut self,
+        first: &Arc<LogSegment>,
+        log_start: i64,
+        filter: &mut Filter,
+    ) -> Result<u64> {
         if log_start <= first.base_offset {
             return Ok(0);
         }
@@ -306,70 +359,85 @@ impl Stream {
         {
             return Ok(v);
         }
-        let point = self.map(first)?.point_for_offset(log_start);
+        let point = self.map(first, filter)?.point_for_offset(log_start);
         let mut bytes = point.stream_pos;
+        let mut cut = false;
         first.for_each_batch(point.file_pos, |_, batch| {
             if batch.header.base_offset >= log_start {
                 return Ok(false);
             }
-            if !batch.header.is_control() {
-                for r in batch.records()? {
-                    if r.offset >= log_start {
-                        break;
-                    }
-                    bytes += r.value.as_ref().map_or(0, |v| v.len() as u64) + 1;
+            match filter.admit(&batch.header)? {
+                Admit::Stop => {
+                    // An open transaction's batch below the log start:
+                    // what lies below it is counted once it is decided.
+                    cut = true;
+                    return Ok(false);
                 }
+                Admit::Skip => return Ok(true),
+                Admit::Take => {}
+            }
+            for r in batch.records()? {
+                if r.offset >= log_start {
+                    break;
+                }
+                bytes += r.value.as_ref().map_or(0, |v| v.len() as u64) + 1;
             }
             Ok(true)
         })?;
-        self.prefix = Some((key, bytes));
+        if !cut {
+            self.prefix = Some((key, bytes));
+        }
         Ok(bytes)
     }
 
-    /// The stream's length from the log start offset.
-    pub fn len(
+    fn len(
         &mut self,
         segments: &[Arc<LogSegment>],
         log_start: i64,
-        tally: &AppendTally,
+        tally: Option<&AppendTally>,
+        filter: &mut Filter,
+        retiring: &BTreeSet<i64>,
     ) -> Result<u64> {
-        self.absorb(tally);
         let mut total = 0;
         for seg in segments {
-            total += self.segment_len(seg, tally)?;
+            if filter.end().is_some_and(|end| seg.base_offset >= end) {
+                break;
+            }
+            total += self.segment_len(seg, tally, filter, retiring)?;
         }
         let prefix = match segments.first() {
-            Some(first) => self.prefix(first, log_start)?,
+            Some(first) => self.prefix(first, log_start, filter)?,
             None => 0,
         };
         Ok(total.saturating_sub(prefix))
     }
 
-    /// Copies stream bytes at `pos` into `buf`; returns how many.
-    pub fn read(
+    #[allow(clippy::too_many_arguments)]
+    fn read(
         &mut self,
         segments: &[Arc<LogSegment>],
         log_start: i64,
         pos: u64,
         buf: &mut [u8],
-        tally: &AppendTally,
+        tally: Option<&AppendTally>,
+        filter: &mut Filter,
+        retiring: &BTreeSet<i64>,
     ) -> Result<usize> {
-        self.absorb(tally);
         let Some(first) = segments.first() else {
             return Ok(0);
         };
-        let mut p = pos + self.prefix(first, log_start)?;
+        let mut p = pos + self.prefix(first, log_start, filter)?;
         let mut filled = 0;
         for seg in segments {
-            if filled == buf.len() {
+            if filled == buf.len() || filter.end().is_some_and(|end| seg.base_offset >= end) {
                 break;
             }
-            let len = self.segment_len(seg, tally)?;
+            let len = self.segment_len(seg, tally, filter, retiring)?;
             if p >= len {
                 p -= len;
                 continue;
             }
-            filled = self.read_segment(seg, p, buf, filled)?;
+            filled = self.read_segment(seg, p, buf, filled, filter)?;
             p = 0;
         }
         Ok(filled)
@@ -384,12 +452,13 @@ impl Stream {
         mut p: u64,
         buf: &mut [u8],
         mut filled: usize,
+        filter: &mut Filter,
     ) -> Result<usize> {
         let (entry, entry_filled) = (p, filled);
         let (batch_pos, mut resume, mut s) = match self.cursors.take(seg, p) {
             Some(c) => (c.batch_pos, Some(c.record), c.record_stream_pos),
             None => {
-                let point = self.map(seg)?.point_for_stream_pos(p);
+                let point = self.map(seg, filter)?.point_for_stream_pos(p);
                 (point.file_pos, None, point.stream_pos)
             }
         };
@@ -397,8 +466,10 @@ impl Stream {
         let mut stopped = None;
         let walked = seg.for_each_batch_in(&mut window, (batch_pos, STREAM_CHUNK), |at, batch| {
             let from = resume.take().unwrap_or_default();
-            if batch.header.is_control() {
-                return Ok(true);
+            match filter.admit(&batch.header)? {
+                Admit::Stop => return Ok(false),
+                Admit::Skip => return Ok(true),
+                Admit::Take => {}
             }
             let section = batch.uncompressed_section()?;
             let stop = walk_values(&batch.header, &section, from, |value| {
@@ -446,14 +517,148 @@ impl Stream {
         Ok(filled)
     }
 
-    /// Forgets what was learned of segment `base`: its file changed
-    /// underneath (a read-only mount following another writer, the log
-    /// cleaner's swap).
-    pub fn forget(&mut self, base: i64) {
+    /// Takes the lengths of segments sealed by appends since the last look.
+    fn absorb(&mut self, tally: &AppendTally) {
+        for (base, len) in tally.take_sealed() {
+            let changed = match len {
+                Some(len) => {
+                    let known = Known { len, size: None };
+                    self.sealed.insert(base, known) != Some(known)
+                }
+                None => self.sealed.remove(&base).is_some(),
+            };
+            self.dirty |= changed;
+        }
+    }
+
+    fn forget(&mut self, base: i64) {
         self.cursors.forget(base);
         self.dirty |= self.sealed.remove(&base).is_some();
         self.maps.remove(&base);
         self.prefix = None;
+    }
+
+    fn save(&mut self, dir: &Path, live: &[i64], writable: bool) -> Result<()> {
+        let before = self.sealed.len();
+        self.sealed.retain(|b, _| live.binary_search(b).is_ok());
+        self.maps.retain(|b, _| live.binary_search(b).is_ok());
+        if self.sealed.len() != before {
+            self.dirty = true;
+        }
+        if !self.dirty || !writable {
+            return Ok(());
+        }
+        let text: String = self
+            .sealed
+            .iter()
+            .map(|(b, k)| match k.size {
+                Some(size) => format!("{b} {} {size}\n", k.len),
+                None => format!("{b} {}\n", k.len),
+            })
+            .collect();
+        match write_atomically(&dir.join(self.file), text.as_bytes()) {
+            Ok(()) => {
+                self.dirty = false;
+                Ok(())
+            }
+            Err(e) => {
+                warn!("Could not save stream lengths in {}: {e}", dir.display());
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The stream state of one partition (under the partition's stream lock):
+/// `log` and `committed`.
+pub(crate) struct Stream {
+    all: ViewState,
+    committed: ViewState,
+    /// Bases of segments being replaced: their lengths are not kept.
+    retiring: BTreeSet<i64>,
+}
+
+impl Stream {
+    /// No lengths known (an offline partition's).
+    pub fn empty() -> Stream {
+        Stream {
+            all: ViewState::new(STREAM_LENGTHS_FILE, BTreeMap::new(), false),
+            committed: ViewState::new(COMMITTED_LENGTHS_FILE, BTreeMap::new(), false),
+            retiring: BTreeSet::new(),
+        }
+    }
+
+    /// Loads the persisted lengths, dropping those of segments at or after
+    /// `invalid_from` (segments recovery may have changed).
+    pub fn load(dir: &Path, invalid_from: Option<i64>) -> Stream {
+        Stream {
+            all: ViewState::load(dir, STREAM_LENGTHS_FILE, invalid_from),
+            committed: ViewState::load(dir, COMMITTED_LENGTHS_FILE, invalid_from),
+            retiring: BTreeSet::new(),
+        }
+    }
+
+    /// The view's state, the tally of appends where it counts them, and
+    /// the segments being replaced.
+    fn parts<'s, 't>(
+        &'s mut self,
+        view: &View,
+        tally: &'t AppendTally,
+    ) -> (
+        &'s mut ViewState,
+        Option<&'t AppendTally>,
+        &'s BTreeSet<i64>,
+    ) {
+        let Stream {
+            all,
+            committed,
+            retiring,
+        } = self;
+        match view {
+            View::All => {
+                all.absorb(tally);
+                (all, Some(tally), retiring)
+            }
+            // An append changes the committed length of the active segment
+            // only once the last stable offset moves past it.
+            View::Committed { .. } => (committed, None, retiring),
+        }
+    }
+
+    /// The stream's length from the log start offset.
+    pub fn len(
+        &mut self,
+        segments: &[Arc<LogSegment>],
+        log_start: i64,
+        tally: &AppendTally,
+        view: View,
+    ) -> Result<u64> {
+        let mut filter = Filter::new(view);
+        let (state, tally, retiring) = self.parts(&view, tally);
+        state.len(segments, log_start, tally, &mut filter, retiring)
+    }
+
+    /// Copies stream bytes at `pos` into `buf`; returns how many.
+    pub fn read(
+        &mut self,
+        segments: &[Arc<LogSegment>],
+        log_start: i64,
+        pos: u64,
+        buf: &mut [u8],
+        tally: &AppendTally,
+        view: View,
+    ) -> Result<usize> {
+        let mut filter = Filter::new(view);
+        let (state, tally, retiring) = self.parts(&view, tally);
+        state.read(segments, log_start, pos, buf, tally, &mut filter, retiring)
+    }
+
+    /// Forgets what was learned of segment `base`: its file changed
+    /// underneath (a read-only mount following another writer, the log
+    /// cleaner's swap).
+    pub fn forget(&mut self, base: i64) {
+        self.all.forget(base);
+        self.committed.forget(base);
     }
 
     /// Segments `bases` are about to be replaced: their lengths are
@@ -474,48 +679,21 @@ impl Stream {
         }
     }
 
-    /// The persisted length of segment `base`, if any.
+    /// The persisted `log` length of segment `base`, if any.
     pub fn known_len(&self, base: i64) -> Option<u64> {
-        self.sealed.get(&base).copied()
+        self.all.sealed.get(&base).map(|k| k.len)
     }
 
     /// Takes the lengths of segments sealed by appends since the last look.
     pub fn absorb(&mut self, tally: &AppendTally) {
-        for (base, len) in tally.take_sealed() {
-            let changed = match len {
-                Some(len) => self.sealed.insert(base, len) != Some(len),
-                None => self.sealed.remove(&base).is_some(),
-            };
-            self.dirty |= changed;
-        }
+        self.all.absorb(tally);
     }
 
     /// Forgets segments that are gone and persists new sealed lengths. A
     /// failed write keeps them to be saved again.
     pub fn save(&mut self, dir: &Path, live: &[i64], writable: bool) -> Result<()> {
-        let before = self.sealed.len();
-        self.sealed.retain(|b, _| live.binary_search(b).is_ok());
-        self.maps.retain(|b, _| live.binary_search(b).is_ok());
-        if self.sealed.len() != before {
-            self.dirty = true;
-        }
-        if !self.dirty || !writable {
-            return Ok(());
-        }
-        let text: String = self
-            .sealed
-            .iter()
-            .map(|(b, l)| format!("{b} {l}\n"))
-            .collect();
-        match write_atomically(&dir.join(STREAM_LENGTHS_FILE), text.as_bytes()) {
-            Ok(()) => {
-                self.dirty = false;
-                Ok(())
-            }
-            Err(e) => {
-                warn!("Could not save stream lengths in {}: {e}", dir.display());
-                Err(e)
-            }
-        }
+        let all = self.all.save(dir, live, writable);
+        let committed = self.committed.save(dir, live, writable);
+        all.and(committed)
     }
 }
