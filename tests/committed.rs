@@ -42,6 +42,8 @@ fn batch(pid: i64, seq: i32, values: &[String], transactional: bool) -> BytesMut
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             sequence: seq + i as i32,
+            // Now: an old timestamp would let retention (7 days) delete
+            // segments under the test, whenever its check runs.
             timestamp: 1_700_000_000_000,
             key: None,
             value: Some(v.clone().into_bytes().into()),
@@ -70,6 +72,9 @@ enum Op {
     DeleteRecords(u8),
     Restart,
     Crash,
+    /// A crash before any recovery point was checkpointed: recovery
+    /// starts at the first segment, whatever the log start.
+    CrashUnchecked,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -81,6 +86,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..4).prop_map(Op::DeleteRecords),
         1 => Just(Op::Restart),
         1 => Just(Op::Crash),
+        1 => Just(Op::CrashUnchecked),
     ]
 }
 
@@ -236,11 +242,16 @@ fn run(ops: &[Op], chunk: usize, at: u16) {
                 let to = (m.log_start + *k as i64).min(m.log_end);
                 m.log_start = m.log_start.max(log.delete_records_before(to).unwrap());
             }
-            Op::Restart | Op::Crash => {
+            Op::Restart | Op::Crash | Op::CrashUnchecked => {
                 drop(log);
-                if matches!(op, Op::Crash) {
+                if matches!(op, Op::Crash | Op::CrashUnchecked) {
                     drop(mgr);
                     let _ = std::fs::remove_file(tmp.path().join(".kafka_cleanshutdown"));
+                    if matches!(op, Op::CrashUnchecked) {
+                        let _ = std::fs::remove_file(
+                            tmp.path().join("recovery-point-offset-checkpoint"),
+                        );
+                    }
                 } else {
                     mgr.close().unwrap();
                 }
@@ -342,6 +353,23 @@ fn runs_that_failed_once() {
             "an open transaction through two crashes",
             &[Plain(1), Txn(0, 1), Roll, Crash, Crash],
         ),
+        (
+            // Recovery from below the first segment (the log start moved
+            // past the recovery point) must still start producer state
+            // from the snapshot at that segment's base, which holds the
+            // transaction whose first batch was deleted with segment 0.
+            "a recovery point below the first segment",
+            &[
+                Txn(0, 2),
+                Plain(1),
+                Plain(3),
+                Crash,
+                DeleteRecords(2),
+                Txn(0, 1),
+                Plain(3),
+                CrashUnchecked,
+            ],
+        ),
     ];
     for (what, ops) in runs {
         eprintln!("{what}");
@@ -349,3 +377,165 @@ fn runs_that_failed_once() {
     }
 }
 
+/// Runs the property once drew that failed an earlier version of the code.
+#[test]
+fn runs_that_failed_once() {
+    use Op::*;
+    let runs: &[(&str, &[Op])] = &[
+        (
+            // The log start moved into an open transaction: its records
+            // below the start count once it is decided, not before.
+            "a log start inside an open transaction",
+            &[Plain(1), Txn(0, 2), DeleteRecords(2), End(0, true)],
+        ),
+        (
+            "an abort below a log start moved past it",
+            &[
+                Txn(1, 1),
+                Txn(0, 1),
+                Txn(0, 1),
+                DeleteRecords(1),
+                End(1, false),
+                DeleteRecords(1),
+            ],
+        ),
+        (
+            // After the crash the sealed segment is active again and grows:
+            // the committed length counted while it was sealed is stale.
+            "a segment sealed, active again after a crash, sealed again",
+            &[
+                Plain(1),
+                Roll,
+                Crash,
+                Txn(2, 1),
+                Plain(1),
+                Plain(1),
+                End(2, false),
+                Plain(1),
+                Plain(1),
+                Plain(1),
+            ],
+        ),
+        (
+            // The first recovery removes the snapshots with the empty
+            // segment; the second must still find the open transaction.
+            "an open transaction through two crashes",
+            &[Plain(1), Txn(0, 1), Roll, Crash, Crash],
+        ),
+        (
+            // Recovery from below the first segment (the log start moved
+            // past the recovery point) must still start producer state
+            // from the snapshot at that segment's base, which holds the
+            // transaction whose first batch was deleted with segment 0.
+            "a recovery point below the first segment",
+            &[
+                Txn(0, 2),
+                Plain(1),
+                Plain(3),
+                Crash,
+                DeleteRecords(2),
+                Txn(0, 1),
+                Plain(3),
+                CrashUnchecked,
+            ],
+        ),
+    ];
+    for (what, ops) in runs {
+        eprintln!("{what}");
+        run(ops, 1, 0);
+    }
+}
+
+/// A read-only open of a directory another process writes (here a
+/// writable manager, as a broker would be) follows the writer's
+/// transactions: the open one it found at load, then those begun, committed
+/// and aborted after, replayed from what the writer appended.
+#[test]
+fn a_read_only_view_follows_the_writers_transactions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let writer = open(tmp.path());
+    let log = writer.create_partition("t-0").unwrap();
+    let mut m = Model::default();
+    let plain = |log: &PartitionLog, m: &mut Model| {
+        let v = m.values(1, "plain");
+        log.append(&[NewRecord::value(v[0].as_bytes())]).unwrap();
+        m.records.insert(m.log_end, v[0].clone());
+        m.log_end += 1;
+    };
+    let txn = |log: &PartitionLog, m: &mut Model, pid: i64| {
+        let v = m.values(2, &format!("txn{pid}"));
+        let seq = m.next_seq.entry(pid).or_insert(0);
+        log.append_transactional(&batch(pid, *seq, &v, true))
+            .unwrap();
+        *seq += 2;
+        let e = m.open.entry(pid).or_insert((m.log_end, Vec::new()));
+        for v in v {
+            e.1.push(m.log_end);
+            m.records.insert(m.log_end, v);
+            m.log_end += 1;
+        }
+    };
+    let end = |log: &PartitionLog, m: &mut Model, pid: i64, commit: bool| {
+        log.append_end_txn_marker(pid, 0, 0, commit).unwrap();
+        let (_, offsets) = m.open.remove(&pid).unwrap();
+        if !commit {
+            m.aborted.extend(offsets);
+        }
+        m.log_end += 1;
+    };
+    plain(&log, &mut m);
+    txn(&log, &mut m, 7);
+    plain(&log, &mut m);
+    log.flush().unwrap();
+
+    let reader = LogManager::open(
+        tmp.path(),
+        LogConfig::default(),
+        OpenOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    // Each look follows the writer; a change within the directory
+    // timestamp's granularity shows at a later look, so looks repeat
+    // until the log end is the writer's.
+    let look = |m: &Model| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let p = reader.partition("t-0").unwrap();
+            if p.log_end_offset() == m.log_end {
+                return p;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the reader never saw {}",
+                m.log_end
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    let p = look(&m);
+    assert_eq!(p.open_transactions(), vec![(1, 7)], "found at load");
+    check(&p, &m, 0, 7, 3);
+
+    end(&log, &mut m, 7, true);
+    txn(&log, &mut m, 8);
+    plain(&log, &mut m);
+    log.roll().unwrap();
+    txn(&log, &mut m, 9);
+    end(&log, &mut m, 8, false);
+    plain(&log, &mut m);
+    log.flush().unwrap();
+    let p = look(&m);
+    assert_eq!(p.open_transactions(), vec![(m.log_end - 4, 9)]);
+    check(&p, &m, 1, 5, 11);
+
+    end(&log, &mut m, 9, true);
+    log.flush().unwrap();
+    let p = look(&m);
+    assert_eq!(p.open_transactions(), vec![]);
+    check(&p, &m, 2, 64, 0);
+    drop((p, log));
+    writer.close().unwrap();
+}

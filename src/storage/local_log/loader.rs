@@ -72,9 +72,14 @@ impl LocalLog {
         // What a completed swap replaced is new to the partition too.
         let mut recovered_from = swapped;
         if !ctx.clean_shutdown {
+            // Kafka recovers from the segment holding the recovery point,
+            // or from the first one when the point is below them all (the
+            // log start moved past it): its base, not the lowest offset,
+            // so that producer state starts from a snapshot at or below it.
             let from = segments
                 .range(..=recovery_point)
                 .next_back()
+                .or_else(|| segments.iter().next())
                 .map_or(i64::MIN, |(b, _)| *b);
             recovered_from = Some(recovered_from.map_or(from, |s: i64| s.min(from)));
             recover_segments(&id.name, &mut segments, recovery_point, ctx.progress)?;
