@@ -436,7 +436,7 @@ fn marker(offset: i64, commit: bool) -> Vec<u8> {
 }
 
 #[test]
-fn transactions_read_uncommitted() {
+fn transactions_read_uncommitted_and_committed() {
     let mut m = mount!();
     m.unmount_clean();
     std::fs::remove_dir_all(&m.data).unwrap();
@@ -450,6 +450,14 @@ fn transactions_read_uncommitted() {
     seg.extend(marker(4, false));
     seg.extend(txn_batch(5, &[v("plain")], false, false));
     std::fs::write(dir.join("00000000000000000000.log"), &seg).unwrap();
+    // The abort's `.txnindex` entry, as Kafka's `AbortedTxn` lays it out:
+    // version (short 0), producer id 7, first offset 3, last offset 4 (the
+    // marker), last stable offset 5.
+    let mut entry = 0i16.to_be_bytes().to_vec();
+    for n in [7i64, 3, 4, 5] {
+        entry.extend(n.to_be_bytes());
+    }
+    std::fs::write(dir.join("00000000000000000000.txnindex"), &entry).unwrap();
     let before = snapshot(&m.data);
     m.opts = vec!["ro".to_string()];
     m.remount();
@@ -477,6 +485,13 @@ fn transactions_read_uncommitted() {
     // read_uncommitted: the aborted record is in the stream, the markers are not.
     assert_eq!(m.ok("cat txn-0/log"), "t1\nt2\naborted-1\nplain\n");
     assert_eq!(m.ok("tail -n 2 txn-0/log"), "aborted-1\nplain\n");
+    // read_committed: the aborted transaction's record is left out.
+    assert_eq!(m.ok("cat txn-0/committed"), "t1\nt2\nplain\n");
+    assert_eq!(m.ok("stat -c %s txn-0/committed").trim(), "12");
+    assert_eq!(
+        m.ok("getfattr --only-values -n user.kafka.transaction txn-0/offset/3"),
+        "aborted"
+    );
     assert_eq!(m.ok("cat txn-0/time/1700000000003"), "3\n");
     let dump = m.ok(&format!(
         "{BIN} dump --deep-iteration {}",

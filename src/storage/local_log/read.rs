@@ -193,7 +193,14 @@ impl LocalLog {
         for seg in self.segments.from(from) {
             let file = seg.log_file()?;
             let size = seg.size()?;
-            let mut walk = BatchReader::new(file, seg.path(), 0, size, WALK_CHUNK);
+            // The segment holding `from` is walked from its index entry:
+            // a replay after a snapshot, or of what a followed writer
+            // appended, reads no more than the batches it needs.
+            let start = match from > seg.base_offset {
+                true => u64::from(seg.lookup(from)?.position).min(size),
+                false => 0,
+            };
+            let mut walk = BatchReader::new(file, seg.path(), start, size, WALK_CHUNK);
             let mut failed = None;
             walk.for_each_header(|position, h| {
                 if h.base_offset >= end {

@@ -61,6 +61,9 @@ impl PartitionLog {
     /// log end, then the batches after it, their headers walked by the local
     /// log straight into producer state's replay.
     fn load_producer_state(&self, names: &[String], recovered_from: Option<i64>) -> Result<()> {
+        // A read-only partition rebuilds no `.txnindex`: it reads them as
+        // the writer left them, and replays from the latest snapshot.
+        let recovered_from = recovered_from.filter(|_| self.local.writable());
         let completed = self.replay_producer_state(names, recovered_from)?;
         // Without a replay (a partition that never had a producer id, so
         // no snapshot) nothing is known to rebuild them from: they stay.
@@ -84,7 +87,7 @@ impl PartitionLog {
     /// offsets. After a recovery from `recovered_from`, the snapshot is
     /// one at or below it, so that every marker of the recovered segments
     /// is replayed.
-    fn replay_producer_state(
+    pub(super) fn replay_producer_state(
         &self,
         names: &[String],
         recovered_from: Option<i64>,

@@ -43,7 +43,8 @@ pub(crate) struct ProducerStateManager {
     dir: PathBuf,
     /// `<topic>-<partition>`, for the log lines.
     name: String,
-    /// A read-only partition keeps no producer state and writes no file.
+    /// A read-only partition keeps producer state in memory only: it reads
+    /// the snapshots and the log, and writes or deletes no file.
     writable: bool,
     /// Changed under the log's writer lock only.
     state: Mutex<ProducerStates>,
@@ -269,9 +270,6 @@ impl ProducerStateManager {
         log_end: i64,
         at_most: i64,
     ) -> Result<Option<i64>> {
-        if !self.writable {
-            return Ok(None);
-        }
         let mut offsets: Vec<i64> = names
             .iter()
             .filter_map(|n| match parse_segment_file_name(n) {
@@ -301,10 +299,11 @@ impl ProducerStateManager {
                     from = Some(offset);
                     break;
                 }
-                Err(e) => {
+                Err(e) if self.writable => {
                     warn!("Deleting corrupt producer snapshot {}: {e}", path.display());
                     self.remove_snapshot(offset)?;
                 }
+                Err(e) => warn!("Skipping corrupt producer snapshot {}: {e}", path.display()),
             }
         }
         let from = from.unwrap_or_else(|| {
@@ -337,6 +336,9 @@ impl ProducerStateManager {
         for o in offsets {
             if o <= end && (bases.contains(&o) || Some(o) == latest_stray) {
                 kept.push(o);
+            } else if !self.writable {
+                // Another process's (a broker's) to remove.
+                continue;
             } else {
                 info!(
                     "{}: deleting producer snapshot {o} (log end offset {end})",
@@ -346,6 +348,12 @@ impl ProducerStateManager {
             }
         }
         Ok(kept)
+    }
+
+    /// Forgets every producer: a read-only partition whose writer cut its
+    /// log loads them again.
+    pub fn reset(&self) {
+        *self.state.lock() = ProducerStates::default();
     }
 
     /// The state, taken to apply the batches from `from` on as they are
