@@ -46,14 +46,16 @@ pub(super) enum Admit {
     Stop,
 }
 
+/// Aborted transactions' offset ranges by producer id, sorted by first offset.
+type AbortedRanges = HashMap<i64, Vec<(i64, i64)>>;
+
 /// A [`View`] as one walk applies it: the aborted transactions are read
 /// once a transactional batch needs them, so a log without transactions
 /// never reads a `.txnindex`.
 pub(super) struct Filter<'a> {
     view: View<'a>,
-    /// Aborted ranges by producer id, sorted by first offset, and the
-    /// offset they were collected from.
-    aborted: Option<(i64, HashMap<i64, Vec<(i64, i64)>>)>,
+    /// The aborted ranges, and the offset they were collected from.
+    aborted: Option<(i64, AbortedRanges)>,
 }
 
 impl<'a> Filter<'a> {
@@ -98,7 +100,7 @@ impl<'a> Filter<'a> {
             .as_ref()
             .is_none_or(|(from, _)| *from > h.base_offset)
         {
-            let mut by_producer: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+            let mut by_producer = AbortedRanges::new();
             for t in aborted(h.base_offset)? {
                 by_producer
                     .entry(t.producer_id)
