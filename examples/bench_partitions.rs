@@ -55,8 +55,13 @@ impl Tmpfs {
 }
 
 impl Drop for Tmpfs {
+    /// Retried for a while: a daemon that is still exiting holds the tmpfs
+    /// busy, and a tmpfs left mounted would outlive the run.
     fn drop(&mut self) {
-        let _ = run("umount", &[&s(&self.0)]);
+        let start = Instant::now();
+        while run("umount", &[&s(&self.0)]).is_err() && start.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 
