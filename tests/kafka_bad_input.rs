@@ -329,7 +329,10 @@ fn other_refusals(c: &mut Conn) -> usize {
         1,
         &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
     );
-    assert_eq!(r.error_code, 33, "SASL: UNSUPPORTED_SASL_MECHANISM");
+    assert_eq!(
+        r.error_code, 34,
+        "SASL on a PLAINTEXT listener: ILLEGAL_SASL_STATE"
+    );
     let r: FetchResponse = c.call(
         ApiKey::Fetch,
         12,

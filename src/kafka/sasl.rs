@@ -1,13 +1,14 @@
-//! SASL: not served. A handshake is answered UNSUPPORTED_SASL_MECHANISM
-//! with no mechanism enabled; the listener is PLAINTEXT only.
+//! SASL: no listener authenticates yet. A handshake that reaches the
+//! request handlers comes on a listener without SASL, which Kafka's
+//! `KafkaApis.handleSaslHandshakeRequest` answers ILLEGAL_SASL_STATE.
 
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::sasl_handshake_response::SaslHandshakeResponse;
 use log::warn;
 
 pub fn handshake() -> SaslHandshakeResponse {
-    warn!("Kafka: a SASL handshake refused: the listener is PLAINTEXT, without authentication");
+    warn!("Kafka: a SASL handshake refused: the listener it came on does not authenticate");
     SaslHandshakeResponse::default()
-        .with_error_code(ResponseError::UnsupportedSaslMechanism.code())
+        .with_error_code(ResponseError::IllegalSaslState.code())
         .with_mechanisms(Vec::new())
 }
