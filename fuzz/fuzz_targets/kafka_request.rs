@@ -28,7 +28,9 @@ use bytes::Bytes;
 use commitfs::kafka::broker::Broker;
 use commitfs::kafka::dispatch::{Handled, handle_frame};
 use commitfs::kafka::splice::{Outgoing, Progress};
-use commitfs::kafka::{Endpoint, LazyHugeAlloc, ListenerConfig};
+use commitfs::kafka::{
+    Endpoint, LazyHugeAlloc, Listener, ListenerConfig, SecurityProtocol, Session,
+};
 use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use kafka_protocol::messages::{
@@ -57,11 +59,15 @@ fn broker(dir: &std::path::Path) -> Broker {
         .expect("append");
     p0.append(&[NewRecord::value(b"c")]).expect("append");
     drop(p0);
-    let advertised = Endpoint {
-        host: "127.0.0.1".into(),
-        port: 9092,
+    let advertised = Listener {
+        name: "PLAINTEXT".into(),
+        protocol: SecurityProtocol::Plaintext,
+        endpoint: Endpoint {
+            host: "127.0.0.1".into(),
+            port: 9092,
+        },
     };
-    let b = Broker::new(Arc::new(mgr), ListenerConfig::default(), advertised);
+    let b = Broker::new(Arc::new(mgr), ListenerConfig::default(), vec![advertised]);
     // Stopping: a Fetch long poll or a JoinGroup returns at once instead of
     // waiting for a timeout the input chose.
     b.stop();
@@ -125,7 +131,11 @@ fuzz_target!(|data: &[u8]| {
         tempfile::tempdir().unwrap()
     };
     let b = broker(tmp.path());
-    let answer = match handle_frame(&b, Bytes::copy_from_slice(data)) {
+    let session = Session {
+        listener: 0,
+        peer: "127.0.0.1:40000".parse().unwrap(),
+    };
+    let answer = match handle_frame(&b, &session, Bytes::copy_from_slice(data)) {
         Ok(Handled::Reply(r)) => Ok(r),
         // A long poll waiting for data: only a Fetch may park, and it
         // holds nothing the next input could see (each has its own broker).

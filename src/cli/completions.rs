@@ -65,6 +65,7 @@ const MOUNT_OPTIONS: &[&str] = &[
     "subtype=",
     "listeners=",
     "advertised.listeners=",
+    "listener.security.protocol.map=",
     "auto.create.topics.enable=",
     "num.partitions=",
     "socket.request.max.bytes=",
@@ -387,6 +388,9 @@ mod tests {
                     "log.cleaner.threads=" => format!("{k}2"),
                     "auto.create.topics.enable=" => format!("{k}true"),
                     "listeners=" => format!("{k}PLAINTEXT://127.0.0.1:9092"),
+                    "listener.security.protocol.map=" => format!(
+                        "{k}PLAINTEXT:PLAINTEXT;INTERNAL:PLAINTEXT,listeners=PLAINTEXT://127.0.0.1:9092"
+                    ),
                     "advertised.listeners=" => {
                         format!("{k}PLAINTEXT://h:1,listeners=PLAINTEXT://127.0.0.1:9092")
                     }

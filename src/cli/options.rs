@@ -102,6 +102,13 @@ impl DaemonOptions {
                     .set(topic, &v.replace(';', ","))
                     .map_err(|e| e.to_string())?
             }
+            // Lists too: `listeners=PLAINTEXT://127.0.0.1:9092;INTERNAL://127.0.0.1:9093`.
+            Some((
+                k @ ("listeners" | "advertised.listeners" | "listener.security.protocol.map"),
+                v,
+            )) => {
+                self.kafka.set(k, &v.replace(';', ","))?;
+            }
             Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) => {
                 self.kafka.set(k, v)?;
             }

@@ -56,7 +56,7 @@ fn parse_options(args: &ServeArgs) -> Result<DaemonOptions, String> {
         o.kafka.set("listeners", l)?;
     }
     o.check()?;
-    if o.kafka.listener.is_none() {
+    if !o.kafka.has_listeners() {
         return Err(
             "nothing to serve: give --listeners PLAINTEXT://HOST:PORT (the listener is off by default)"
                 .to_string(),

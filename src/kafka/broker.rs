@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::storage::producer_ids::ProducerIds;
 use crate::storage::{LogManager, PartitionLog};
 
-use super::config::{Endpoint, ListenerConfig};
+use super::config::{Endpoint, Listener, ListenerConfig};
 use super::group::coordinator::Coordinator;
 use super::group::offsets::OFFSETS_TOPIC;
 use super::txn::coordinator::TxnCoordinator;
@@ -17,8 +17,9 @@ use super::txn::state::TxnStateManager;
 pub struct Broker {
     pub mgr: Arc<LogManager>,
     pub config: ListenerConfig,
-    /// What Metadata advertises (the listener's actual port if it bound port 0).
-    pub advertised: Endpoint,
+    /// What Metadata advertises, one per listener in the order of
+    /// `listeners` (a listener's actual port if it bound port 0).
+    pub advertised: Vec<Listener>,
     pub cluster_id: String,
     /// The group coordinator (every group's: there is one broker).
     pub groups: Arc<Coordinator>,
@@ -35,7 +36,7 @@ impl Broker {
     /// `__transaction_state`, and the transactions left prepared at the
     /// last stop are completed (their markers may go to
     /// `__consumer_offsets`, so the groups are loaded first).
-    pub fn new(mgr: Arc<LogManager>, config: ListenerConfig, advertised: Endpoint) -> Broker {
+    pub fn new(mgr: Arc<LogManager>, config: ListenerConfig, advertised: Vec<Listener>) -> Broker {
         let cluster_id = cluster_id(&mgr);
         let groups = Arc::new(Coordinator::new(mgr.clone(), config.groups.clone()));
         let producer_ids = ProducerIds::new(mgr.dir(), mgr.read_only());
@@ -65,6 +66,12 @@ impl Broker {
             cluster_id,
             stopping: AtomicBool::new(false),
         }
+    }
+
+    /// The address the clients of `listener` are told to connect to.
+    pub fn advertised(&self, listener: usize) -> &Endpoint {
+        let i = listener.min(self.advertised.len().saturating_sub(1));
+        &self.advertised[i].endpoint
     }
 
     pub fn node_id(&self) -> i32 {

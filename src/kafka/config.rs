@@ -42,6 +42,7 @@ pub const FAILED_AUTHENTICATION_DELAY_MS: i64 = 100;
 pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "listeners",
     "advertised.listeners",
+    "listener.security.protocol.map",
     "auto.create.topics.enable",
     "num.partitions",
     "socket.request.max.bytes",
@@ -76,7 +77,40 @@ fn millis(value: &str, min: u64) -> Option<Duration> {
         .map(Duration::from_millis)
 }
 
-/// One `PLAINTEXT://HOST:PORT`.
+/// Kafka's `SecurityProtocol`: how a listener's connections are secured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    pub const ALL: [SecurityProtocol; 4] = [
+        SecurityProtocol::Plaintext,
+        SecurityProtocol::Ssl,
+        SecurityProtocol::SaslPlaintext,
+        SecurityProtocol::SaslSsl,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+
+    /// `SecurityProtocol.forName`: the name in any case.
+    pub fn for_name(name: &str) -> Option<SecurityProtocol> {
+        let upper = name.to_ascii_uppercase();
+        Self::ALL.into_iter().find(|p| p.name() == upper)
+    }
+}
+
+/// Where a listener binds or is advertised: a host and a port.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
     pub host: String,
@@ -84,30 +118,6 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Parses Kafka's listener syntax. Only PLAINTEXT exists here, and the
-    /// host must be given: the listener binds exactly what it is told to.
-    pub fn parse(text: &str) -> Result<Endpoint, String> {
-        let rest = text.strip_prefix("PLAINTEXT://").ok_or_else(|| {
-            format!("listener {text:?}: only PLAINTEXT://HOST:PORT is served (no TLS or SASL)")
-        })?;
-        let (host, port) = rest
-            .rsplit_once(':')
-            .ok_or_else(|| format!("listener {text:?}: expected PLAINTEXT://HOST:PORT"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        if host.is_empty() {
-            return Err(format!(
-                "listener {text:?}: give the address to bind (0.0.0.0 for every IPv4 interface)"
-            ));
-        }
-        let port: u16 = port
-            .parse()
-            .map_err(|_| format!("listener {text:?}: {port:?} is not a port number"))?;
-        Ok(Endpoint {
-            host: host.to_string(),
-            port,
-        })
-    }
-
     /// Every address the host resolves to, IPv4 first, without repeats.
     pub fn resolve(&self) -> Result<Vec<SocketAddr>, String> {
         let mut addrs: Vec<SocketAddr> = (self.host.as_str(), self.port)
@@ -126,19 +136,138 @@ impl Endpoint {
 impl std::fmt::Display for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.host.contains(':') {
-            write!(f, "PLAINTEXT://[{}]:{}", self.host, self.port)
+            write!(f, "[{}]:{}", self.host, self.port)
         } else {
-            write!(f, "PLAINTEXT://{}:{}", self.host, self.port)
+            write!(f, "{}:{}", self.host, self.port)
         }
     }
+}
+
+/// One entry of `listeners` or `advertised.listeners`: `NAME://HOST:PORT`,
+/// its security protocol from `listener.security.protocol.map`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listener {
+    /// Upper case, as Kafka's `ListenerName.normalised`.
+    pub name: String,
+    pub protocol: SecurityProtocol,
+    pub endpoint: Endpoint,
+}
+
+impl std::fmt::Display for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}://{}", self.name, self.endpoint)
+    }
+}
+
+/// Kafka's default `listener.security.protocol.map`: each protocol is a
+/// listener name of its own.
+pub const DEFAULT_PROTOCOL_MAP: &str =
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL";
+
+/// Kafka's `Csv.parseCsvList`: split at commas with the blanks around them,
+/// empty entries dropped.
+fn csv_list(text: &str) -> Vec<&str> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .collect()
+}
+
+/// `listener.security.protocol.map` (`KafkaConfig.effectiveListenerSecurityProtocolMap`):
+/// `NAME:PROTOCOL` pairs split at the last `:`, names upper-cased; a given
+/// map replaces the default one.
+pub fn protocol_map(text: &str) -> Result<Vec<(String, SecurityProtocol)>, String> {
+    const NAME: &str = "listener.security.protocol.map";
+    let mut out: Vec<(String, SecurityProtocol)> = Vec::new();
+    if text.is_empty() {
+        return Ok(out);
+    }
+    for pair in text.split(',').map(str::trim) {
+        let Some((name, protocol)) = pair.rsplit_once(':') else {
+            // What Java's `substring(0, -1)` says.
+            return Err(format!(
+                "Error parsing configuration property '{NAME}': begin 0, end -1, length {}",
+                pair.encode_utf16().count()
+            ));
+        };
+        let protocol = protocol.trim();
+        let protocol = SecurityProtocol::for_name(protocol)
+            .ok_or_else(|| format!("Invalid security protocol `{protocol}` defined in {NAME}"))?;
+        let name = name.trim();
+        if name.is_empty() {
+            return Err("The provided listener name is null or empty string".to_string());
+        }
+        let name = name.to_ascii_uppercase();
+        out.retain(|(n, _)| *n != name);
+        out.push((name, protocol));
+    }
+    Ok(out)
+}
+
+/// Kafka's `SocketServerConfigs.listenerListToEndPoints`, whose messages
+/// `CoreUtils` wraps: `NAME://HOST:PORT` entries, each name's protocol from
+/// the map. The host must be given here: the listener binds exactly what
+/// it is told to (Kafka binds every interface for an empty one).
+pub fn parse_listeners(
+    text: &str,
+    map: &[(String, SecurityProtocol)],
+) -> Result<Vec<Listener>, String> {
+    let fail = |why: String| format!("Error creating broker listeners from '{text}': {why}");
+    let mut out = Vec::new();
+    for entry in csv_list(text.trim()) {
+        let unparsable = || fail(format!("Unable to parse {entry} to a broker endpoint"));
+        let (name, rest) = entry.split_once("://").ok_or_else(unparsable)?;
+        let (host, port) = rest.rsplit_once(':').ok_or_else(unparsable)?;
+        let host = host.strip_prefix('[').unwrap_or(host);
+        let host = host.strip_suffix(']').unwrap_or(host);
+        let host_ok = host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-%._:".contains(c));
+        let digits = port.strip_prefix('-').unwrap_or(port);
+        if !host_ok || digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+            return Err(unparsable());
+        }
+        if name.trim().is_empty() {
+            return Err(fail(
+                "The provided listener name is null or empty string".into(),
+            ));
+        }
+        let name = name.to_ascii_uppercase();
+        let protocol = map
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, p)| *p)
+            .ok_or_else(|| fail(format!("No security protocol defined for listener {name}")))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("listener {entry}: {port} is not a port number (0 to 65535)"))?;
+        if host.is_empty() {
+            return Err(format!(
+                "listener {entry}: give the address to bind (0.0.0.0 for every IPv4 interface)"
+            ));
+        }
+        out.push(Listener {
+            name,
+            protocol,
+            endpoint: Endpoint {
+                host: host.to_string(),
+                port,
+            },
+        });
+    }
+    Ok(out)
 }
 
 /// The Kafka face's settings. Without `listeners` nothing listens.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListenerConfig {
-    pub listener: Option<Endpoint>,
-    /// What Metadata tells clients to connect to; the listener by default.
-    pub advertised: Option<Endpoint>,
+    /// `listeners` as given.
+    pub listeners_text: Option<String>,
+    /// `advertised.listeners` as given: what Metadata tells the clients of
+    /// each listener to connect to; the bound address by default.
+    pub advertised_text: Option<String>,
+    /// `listener.security.protocol.map` as given.
+    pub protocol_map_text: Option<String>,
     pub auto_create_topics: bool,
     /// Partitions of a topic created by Metadata's auto-creation.
     pub num_partitions: u32,
@@ -183,8 +312,9 @@ pub struct ListenerConfig {
 impl Default for ListenerConfig {
     fn default() -> Self {
         ListenerConfig {
-            listener: None,
-            advertised: None,
+            listeners_text: None,
+            advertised_text: None,
+            protocol_map_text: None,
             auto_create_topics: false,
             num_partitions: 1,
             socket_request_max_bytes: DEFAULT_SOCKET_REQUEST_MAX_BYTES,
@@ -296,8 +426,10 @@ impl ListenerConfig {
     pub fn set(&mut self, name: &str, value: &str) -> Result<bool, String> {
         let invalid = |why: &str| format!("Invalid value {value} for configuration {name}: {why}");
         match name {
-            "listeners" => self.listener = Some(Endpoint::parse(value)?),
-            "advertised.listeners" => self.advertised = Some(Endpoint::parse(value)?),
+            // Checked together (`check`): each needs the others.
+            "listeners" => self.listeners_text = Some(value.to_string()),
+            "advertised.listeners" => self.advertised_text = Some(value.to_string()),
+            "listener.security.protocol.map" => self.protocol_map_text = Some(value.to_string()),
             "auto.create.topics.enable" => {
                 self.auto_create_topics = match value {
                     "true" => true,
@@ -410,9 +542,19 @@ impl ListenerConfig {
     /// Settings that only mean something with a listener are refused without one.
     /// And Kafka's cross-checks (`KafkaConfig.validateValues`), with its messages.
     pub fn check(&self) -> Result<(), String> {
-        if self.listener.is_none() && self.advertised.is_some() {
+        if self.listeners_text.is_none() && self.advertised_text.is_some() {
             return Err("advertised.listeners needs listeners".to_string());
         }
+        let listeners = self.listeners()?;
+        for l in &listeners {
+            if l.protocol != SecurityProtocol::Plaintext {
+                return Err(format!(
+                    "listener {l}: its security protocol {} is not served yet; only PLAINTEXT is",
+                    l.protocol.name()
+                ));
+            }
+        }
+        self.advertised_listeners()?;
         let queued = self.queued_max_request_bytes();
         if queued > 0 && queued < self.socket_request_max_bytes as i64 {
             return Err(
@@ -473,14 +615,15 @@ impl ListenerConfig {
         let ms = |d: Duration| Some(d.as_millis().to_string());
         let n = |v: &dyn ToString| Some(v.to_string());
         vec![
+            ("listeners", self.listeners_text.clone(), Text),
+            ("advertised.listeners", self.advertised_text.clone(), Text),
             (
-                "listeners",
-                self.listener.as_ref().map(|l| l.to_string()),
-                Text,
-            ),
-            (
-                "advertised.listeners",
-                self.advertised.as_ref().map(|l| l.to_string()),
+                "listener.security.protocol.map",
+                Some(
+                    self.protocol_map_text
+                        .clone()
+                        .unwrap_or_else(|| DEFAULT_PROTOCOL_MAP.to_string()),
+                ),
                 Text,
             ),
             (
@@ -561,6 +704,123 @@ impl ListenerConfig {
         ]
     }
 
+    /// Whether `listeners` was given: without it nothing listens.
+    pub fn has_listeners(&self) -> bool {
+        self.listeners_text.is_some()
+    }
+
+    fn protocols(&self) -> Result<Vec<(String, SecurityProtocol)>, String> {
+        protocol_map(
+            self.protocol_map_text
+                .as_deref()
+                .unwrap_or(DEFAULT_PROTOCOL_MAP),
+        )
+    }
+
+    /// `listeners`, parsed and checked as `KafkaConfig` does: names and
+    /// ports distinct (port 0, a free port, may repeat; two listeners may
+    /// share a port when one binds an IPv4 and the other an IPv6 address).
+    pub fn listeners(&self) -> Result<Vec<Listener>, String> {
+        let Some(text) = &self.listeners_text else {
+            return Ok(Vec::new());
+        };
+        let listeners = parse_listeners(text, &self.protocols()?)?;
+        // Scala's `require`, as `CoreUtils.listenerListToEndPoints` checks.
+        let fail = |why: String| format!("requirement failed: {why}");
+        let mut names: Vec<&str> = listeners.iter().map(|l| l.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.len() != listeners.len() {
+            return Err(fail(format!(
+                "Each listener must have a different name, listeners: {text}"
+            )));
+        }
+        let mut ports: Vec<u16> = listeners
+            .iter()
+            .map(|l| l.endpoint.port)
+            .filter(|p| *p != 0)
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        for port in ports {
+            let on: Vec<&str> = listeners
+                .iter()
+                .filter(|l| l.endpoint.port == port)
+                .map(|l| l.endpoint.host.as_str())
+                .collect();
+            if on.len() < 2 {
+                continue;
+            }
+            let ip = |h: &str| h.parse::<IpAddr>().ok();
+            let (with_ip, without_ip): (Vec<&str>, Vec<&str>) =
+                on.iter().partition(|h| ip(h).is_some());
+            if without_ip.len() > 1 {
+                return Err(fail(format!(
+                    "Each listener must have a different port, listeners: {text}"
+                )));
+            }
+            let two = format!(
+                "If you have two listeners on the same port then one needs to be IPv4 and the \
+                 other IPv6, listeners: {text}, port: {port}"
+            );
+            match with_ip.as_slice() {
+                [] => {}
+                [a, b] => {
+                    let v4_and_v6 = matches!(
+                        (ip(a), ip(b)),
+                        (Some(IpAddr::V4(_)), Some(IpAddr::V6(_)))
+                            | (Some(IpAddr::V6(_)), Some(IpAddr::V4(_)))
+                    );
+                    if !v4_and_v6 {
+                        return Err(fail(two));
+                    }
+                    if !without_ip.is_empty() {
+                        return Err(two);
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "Each listener must have a different port unless exactly one listener \
+                         has an IPv4 address and the other IPv6 address, listeners: {text}, port: {port}"
+                    ));
+                }
+            }
+        }
+        Ok(listeners)
+    }
+
+    /// `advertised.listeners`, checked against `listeners` as `KafkaConfig`
+    /// does; a listener it does not name advertises its bound address.
+    pub fn advertised_listeners(&self) -> Result<Vec<Listener>, String> {
+        let Some(text) = &self.advertised_text else {
+            return Ok(Vec::new());
+        };
+        let advertised = parse_listeners(text, &self.protocols()?)?;
+        let listeners = self.listeners()?;
+        let known = |n: &str| listeners.iter().any(|l| l.name == n);
+        if !advertised.iter().all(|a| known(&a.name)) {
+            let names = |v: &[Listener]| {
+                v.iter()
+                    .map(|l| l.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            return Err(format!(
+                "requirement failed: advertised.listeners listener names must be equal to or a subset of the ones \
+                 defined in listeners. Found {}. The valid options based on the current \
+                 configuration are {}",
+                names(&advertised),
+                names(&listeners)
+            ));
+        }
+        if advertised.iter().any(|a| a.endpoint.host == "0.0.0.0") {
+            return Err("requirement failed: advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. \
+                 Use a routable IP address."
+                .to_string());
+        }
+        Ok(advertised)
+    }
+
     /// `queued.max.request.bytes` in force: what was given, else
     /// `socket.request.max.bytes` (100 MiB by default). Kafka's default is -1
     /// (no bound), which its JVM heap (1 GiB in `kafka-server-start.sh`)
@@ -595,21 +855,132 @@ mod tests {
 
     #[test]
     fn listener_syntax() {
-        let e = Endpoint::parse("PLAINTEXT://127.0.0.1:9092").unwrap();
-        assert_eq!((e.host.as_str(), e.port), ("127.0.0.1", 9092));
-        assert_eq!(e.to_string(), "PLAINTEXT://127.0.0.1:9092");
-        let e = Endpoint::parse("PLAINTEXT://[::1]:9092").unwrap();
-        assert_eq!(e.host, "::1");
-        assert_eq!(e.to_string(), "PLAINTEXT://[::1]:9092");
-        for bad in [
-            "127.0.0.1:9092",
-            "SSL://127.0.0.1:9092",
-            "PLAINTEXT://:9092",
-            "PLAINTEXT://h:x",
-            "PLAINTEXT://h",
-        ] {
-            assert!(Endpoint::parse(bad).is_err(), "{bad}");
-        }
+        let map = protocol_map(DEFAULT_PROTOCOL_MAP).unwrap();
+        let l = parse_listeners("PLAINTEXT://127.0.0.1:9092", &map).unwrap();
+        assert_eq!(l[0].name, "PLAINTEXT");
+        assert_eq!(l[0].protocol, SecurityProtocol::Plaintext);
+        assert_eq!(l[0].endpoint.host, "127.0.0.1");
+        assert_eq!(l[0].to_string(), "PLAINTEXT://127.0.0.1:9092");
+        let l = parse_listeners(" plaintext://[::1]:9092 , SSL://h:1", &map).unwrap();
+        assert_eq!(l[0].endpoint.host, "::1");
+        assert_eq!(l[0].to_string(), "PLAINTEXT://[::1]:9092");
+        assert_eq!(l[1].protocol, SecurityProtocol::Ssl);
+        let bad = |text: &str| parse_listeners(text, &map).unwrap_err();
+        assert_eq!(
+            bad("127.0.0.1:9092"),
+            "Error creating broker listeners from '127.0.0.1:9092': Unable to parse \
+             127.0.0.1:9092 to a broker endpoint"
+        );
+        assert_eq!(
+            bad("PLAINTEXT://h:x"),
+            "Error creating broker listeners from 'PLAINTEXT://h:x': Unable to parse \
+             PLAINTEXT://h:x to a broker endpoint"
+        );
+        assert_eq!(
+            bad("INTERNAL://h:1"),
+            "Error creating broker listeners from 'INTERNAL://h:1': No security protocol \
+             defined for listener INTERNAL"
+        );
+        assert!(bad("PLAINTEXT://:9092").contains("give the address to bind"));
+        assert!(bad("PLAINTEXT://h:70000").contains("not a port number"));
+    }
+
+    #[test]
+    fn listener_checks_in_kafkas_words() {
+        let config = |pairs: &[(&str, &str)]| {
+            let mut c = ListenerConfig::default();
+            for (k, v) in pairs {
+                c.set(k, v).unwrap();
+            }
+            c
+        };
+        let two = "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0";
+        let map = "PLAINTEXT:PLAINTEXT,internal:plaintext";
+        let c = config(&[("listeners", two), ("listener.security.protocol.map", map)]);
+        c.check().unwrap();
+        let names: Vec<String> = c.listeners().unwrap().into_iter().map(|l| l.name).collect();
+        assert_eq!(names, ["PLAINTEXT", "INTERNAL"]);
+        // A given map replaces the default one.
+        let c = config(&[
+            ("listeners", "PLAINTEXT://h:1"),
+            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT"),
+        ]);
+        assert_eq!(
+            c.check().unwrap_err(),
+            "Error creating broker listeners from 'PLAINTEXT://h:1': No security protocol \
+             defined for listener PLAINTEXT"
+        );
+        let err = |pairs: &[(&str, &str)]| config(pairs).check().unwrap_err();
+        assert_eq!(
+            err(&[
+                ("listeners", "PLAINTEXT://h:1"),
+                ("listener.security.protocol.map", "PLAINTEXT:TLS")
+            ]),
+            "Invalid security protocol `TLS` defined in listener.security.protocol.map"
+        );
+        assert_eq!(
+            err(&[
+                ("listeners", "PLAINTEXT://h:1"),
+                ("listener.security.protocol.map", "PLAINTEXT")
+            ]),
+            "Error parsing configuration property 'listener.security.protocol.map': begin 0, \
+             end -1, length 9"
+        );
+        assert_eq!(
+            err(&[("listeners", "PLAINTEXT://a:1,plaintext://b:2")]),
+            "requirement failed: Each listener must have a different name, listeners: \
+             PLAINTEXT://a:1,plaintext://b:2"
+        );
+        assert_eq!(
+            err(&[("listeners", "PLAINTEXT://a:1,SSL://b:1")]),
+            "requirement failed: Each listener must have a different port, listeners: \
+             PLAINTEXT://a:1,SSL://b:1"
+        );
+        assert_eq!(
+            err(&[("listeners", "PLAINTEXT://127.0.0.1:1,SSL://127.0.0.2:1")]),
+            "requirement failed: If you have two listeners on the same port then one needs \
+             to be IPv4 and the other IPv6, listeners: PLAINTEXT://127.0.0.1:1,SSL://127.0.0.2:1, \
+             port: 1"
+        );
+        // One IPv4 and one IPv6 address may share a port: then only the
+        // protocol stops it (SSL is not served yet).
+        assert_eq!(
+            err(&[("listeners", "PLAINTEXT://127.0.0.1:1,SSL://[::1]:1")]),
+            "listener SSL://[::1]:1: its security protocol SSL is not served yet; only \
+             PLAINTEXT is"
+        );
+        assert_eq!(
+            err(&[
+                ("listeners", "PLAINTEXT://h:1"),
+                ("advertised.listeners", "PLAINTEXT://h:1,OTHER://h:2"),
+                (
+                    "listener.security.protocol.map",
+                    "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"
+                )
+            ]),
+            "requirement failed: advertised.listeners listener names must be equal to or a \
+             subset of the ones defined in listeners. Found PLAINTEXT,OTHER. The valid options \
+             based on the current configuration are PLAINTEXT"
+        );
+        assert_eq!(
+            err(&[
+                ("listeners", "PLAINTEXT://0.0.0.0:1"),
+                ("advertised.listeners", "PLAINTEXT://0.0.0.0:1")
+            ]),
+            "requirement failed: advertised.listeners cannot use the nonroutable meta-address \
+             0.0.0.0. Use a routable IP address."
+        );
+        // Advertised ports may repeat.
+        config(&[
+            ("listeners", two),
+            ("listener.security.protocol.map", map),
+            (
+                "advertised.listeners",
+                "PLAINTEXT://h:9092,INTERNAL://h:9092",
+            ),
+        ])
+        .check()
+        .unwrap();
     }
 
     #[test]

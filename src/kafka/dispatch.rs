@@ -9,6 +9,7 @@ use log::debug;
 
 use super::broker::Broker;
 use super::error::Refusal;
+use super::session::Session;
 use super::splice::SpliceBuf;
 use super::versions::{api_name, api_versions, served};
 use super::{
@@ -80,7 +81,7 @@ fn malformed(key: ApiKey, version: i16, what: &str, e: impl std::fmt::Display) -
 }
 
 /// Decodes, handles and encodes one request.
-pub fn handle_frame(broker: &Broker, frame: Bytes) -> Result<Handled, Refusal> {
+pub fn handle_frame(broker: &Broker, session: &Session, frame: Bytes) -> Result<Handled, Refusal> {
     if frame.len() < 4 {
         return Err(Refusal::ShortHeader(frame.len()));
     }
@@ -125,7 +126,7 @@ pub fn handle_frame(broker: &Broker, frame: Bytes) -> Result<Handled, Refusal> {
         key,
         version,
         correlation_id,
-        route(broker, &header, request),
+        route(broker, session, &header, request),
     )
 }
 
@@ -151,12 +152,14 @@ fn finish_outcome(
     }
 }
 
-fn route(b: &Broker, h: &RequestHeader, request: RequestKind) -> Outcome {
+fn route(b: &Broker, session: &Session, h: &RequestHeader, request: RequestKind) -> Outcome {
     let v = h.request_api_version;
     let respond = |r: ResponseKind| Outcome::Respond(r);
     match request {
         RequestKind::ApiVersions(_) => respond(ResponseKind::ApiVersions(api_versions(true))),
-        RequestKind::Metadata(r) => respond(ResponseKind::Metadata(metadata::handle(b, v, r))),
+        RequestKind::Metadata(r) => {
+            respond(ResponseKind::Metadata(metadata::handle(b, session, v, r)))
+        }
         RequestKind::Produce(r) => produce::handle(b, v, r),
         RequestKind::Fetch(r) => fetch::handle(b, v, r),
         RequestKind::ListOffsets(r) => {
@@ -200,7 +203,7 @@ fn route(b: &Broker, h: &RequestHeader, request: RequestKind) -> Outcome {
         RequestKind::TxnOffsetCommit(r) => respond(ResponseKind::TxnOffsetCommit(
             txn::api::txn_offset_commit(b, v, r),
         )),
-        other => group::handle(b, v, h.client_id.as_deref().unwrap_or(""), other),
+        other => group::handle(b, session, v, h.client_id.as_deref().unwrap_or(""), other),
     }
 }
 

@@ -24,14 +24,21 @@ use log::{info, warn};
 use super::broker::Broker;
 use super::error::{Family, code_for};
 use super::internal_topics;
+use super::session::Session;
 use crate::names::validate_topic;
 use crate::storage::{StorageError, Topic, is_internal_topic};
 
-pub fn handle(b: &Broker, version: i16, req: MetadataRequest) -> MetadataResponse {
+pub fn handle(
+    b: &Broker,
+    session: &Session,
+    version: i16,
+    req: MetadataRequest,
+) -> MetadataResponse {
+    let advertised = b.advertised(session.listener);
     let broker = MetadataResponseBroker::default()
         .with_node_id(BrokerId(b.node_id()))
-        .with_host(StrBytes::from_string(b.advertised.host.clone()))
-        .with_port(b.advertised.port as i32);
+        .with_host(StrBytes::from_string(advertised.host.clone()))
+        .with_port(advertised.port as i32);
     // v0 has no null list: an empty one means every topic.
     let wanted: Option<Vec<String>> = match req.topics {
         None => None,

@@ -49,6 +49,7 @@ pub mod metadata;
 pub mod produce;
 pub mod sasl;
 pub mod server;
+pub mod session;
 pub mod splice;
 pub mod topic_configs;
 pub mod topics;
@@ -57,5 +58,6 @@ pub mod versions;
 pub mod workers;
 
 pub use alloc::LazyHugeAlloc;
-pub use config::{Endpoint, ListenerConfig};
+pub use config::{Endpoint, Listener, ListenerConfig, SecurityProtocol};
 pub use server::KafkaServer;
+pub use session::Session;

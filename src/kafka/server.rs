@@ -43,10 +43,11 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
 use super::broker::Broker;
-use super::config::{Endpoint, ListenerConfig};
+use super::config::{Endpoint, Listener, ListenerConfig};
 use super::error::Refusal;
 use super::frame::frame_size;
 use super::limits::{ConnectionQuotas, Lease, MemoryPool, fd_cap, nofile_limit};
+use super::session::Session;
 use super::splice::{Outgoing, Progress};
 use super::workers::{Completions, Done, Job, Work, Workers};
 use crate::storage::LogManager;
@@ -59,7 +60,8 @@ const READ_CHUNK: usize = 256 * 1024;
 /// A running listener. [`KafkaServer::stop`] (or drop) ends it.
 pub struct KafkaServer {
     shared: Arc<Shared>,
-    addrs: Vec<SocketAddr>,
+    /// Each bound address, with the index of its listener.
+    addrs: Vec<(SocketAddr, usize)>,
     acceptor: Option<(JoinHandle<()>, Arc<Waker>)>,
     processors: Vec<(JoinHandle<usize>, Arc<ProcessorHandle>)>,
     /// Expires committed offsets and removes empty groups.
@@ -86,28 +88,48 @@ impl KafkaServer {
         config: ListenerConfig,
     ) -> Result<Option<KafkaServer>, String> {
         config.check()?;
-        let Some(endpoint) = config.listener.clone() else {
+        let listeners = config.listeners()?;
+        if listeners.is_empty() {
             return Ok(None);
-        };
-        let mut sockets: Vec<std::net::TcpListener> = Vec::new();
-        for addr in endpoint.resolve()? {
-            // Port 0 binds a free port; every address of a name shares it.
-            let addr = match sockets.first().and_then(|s| s.local_addr().ok()) {
-                Some(first) if endpoint.port == 0 => SocketAddr::new(addr.ip(), first.port()),
-                _ => addr,
-            };
-            let l = std::net::TcpListener::bind(addr)
-                .map_err(|e| format!("cannot listen on {addr} ({endpoint}): {e}"))?;
-            l.set_nonblocking(true)
-                .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-            sockets.push(l);
         }
-        let addrs: Vec<SocketAddr> = sockets.iter().filter_map(|s| s.local_addr().ok()).collect();
-        let port = addrs.first().map_or(endpoint.port, |a| a.port());
-        let advertised = config.advertised.clone().unwrap_or(Endpoint {
-            host: endpoint.host.clone(),
-            port,
-        });
+        let given_advertised = config.advertised_listeners()?;
+        // Every socket, with the index of its listener.
+        let mut sockets: Vec<(std::net::TcpListener, usize)> = Vec::new();
+        let mut advertised = Vec::new();
+        for (i, listener) in listeners.iter().enumerate() {
+            let endpoint = &listener.endpoint;
+            let mut bound: Option<u16> = None;
+            for addr in endpoint.resolve()? {
+                // Port 0 binds a free port; every address of a name shares it.
+                let addr = match bound {
+                    Some(port) if endpoint.port == 0 => SocketAddr::new(addr.ip(), port),
+                    _ => addr,
+                };
+                let l = std::net::TcpListener::bind(addr)
+                    .map_err(|e| format!("cannot listen on {addr} ({listener}): {e}"))?;
+                l.set_nonblocking(true)
+                    .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+                bound = bound.or_else(|| l.local_addr().ok().map(|a| a.port()));
+                sockets.push((l, i));
+            }
+            // A listener `advertised.listeners` does not name advertises
+            // what it bound.
+            let own = given_advertised
+                .iter()
+                .find(|a| a.name == listener.name)
+                .cloned();
+            advertised.push(own.unwrap_or_else(|| Listener {
+                endpoint: Endpoint {
+                    host: endpoint.host.clone(),
+                    port: bound.unwrap_or(endpoint.port),
+                },
+                ..listener.clone()
+            }));
+        }
+        let addrs: Vec<(SocketAddr, usize)> = sockets
+            .iter()
+            .filter_map(|(s, i)| Some((s.local_addr().ok()?, *i)))
+            .collect();
         let nofile = nofile_limit();
         let max_partitions = mgr.max_partitions() as u64;
         let quotas = ConnectionQuotas::new(&config, fd_cap(nofile, max_partitions));
@@ -173,12 +195,12 @@ impl KafkaServer {
             let _ = w2.wake();
         }));
         let mut listeners = Vec::new();
-        for (i, s) in sockets.into_iter().enumerate() {
+        for (token, (s, i)) in sockets.into_iter().enumerate() {
             let mut l = TcpListener::from_std(s);
             poll.registry()
-                .register(&mut l, Token(i), Interest::READABLE)
+                .register(&mut l, Token(token), Interest::READABLE)
                 .map_err(|e| format!("cannot poll the listener: {e}"))?;
-            listeners.push(l);
+            listeners.push((l, i));
         }
         let mut acceptor = Acceptor {
             poll,
@@ -193,10 +215,13 @@ impl KafkaServer {
             .spawn(move || acceptor.run())
             .map_err(|e| format!("cannot start the Kafka accept thread: {e}"))?;
         server.acceptor = Some((t, waker));
-        for a in &server.addrs {
+        for (a, i) in &server.addrs {
+            let l = &shared.broker.advertised[*i];
             info!(
-                "Kafka listener on {a} (PLAINTEXT, no authentication), advertised as {}",
-                shared.broker.advertised
+                "Kafka listener on {a} ({}, {}, no authentication), advertised as {}",
+                l.name,
+                l.protocol.name(),
+                l.endpoint
             );
         }
         let queued = match shared.pool.size() {
@@ -219,17 +244,18 @@ impl KafkaServer {
     /// The group coordinator, as the tree's `groups/` shows it.
     pub fn groups(&self) -> super::group::admin::CoordinatorGroups {
         let b = &self.shared.broker;
+        let first = b.advertised(0);
         let id = crate::backend::groups::Coordinator {
             id: b.node_id(),
-            host: b.advertised.host.clone(),
-            port: b.advertised.port as i32,
+            host: first.host.clone(),
+            port: first.port as i32,
         };
         super::group::admin::CoordinatorGroups::new(b.groups.clone(), b.mgr.clone(), Some(id))
     }
 
-    /// The addresses actually bound.
+    /// The addresses actually bound, of every listener.
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.addrs.clone()
+        self.addrs.iter().map(|(a, _)| *a).collect()
     }
 
     /// Stops accepting, closes every connection and waits for every thread
@@ -287,7 +313,8 @@ fn out_of_fds(e: &std::io::Error) -> bool {
 
 struct Acceptor {
     poll: Poll,
-    listeners: Vec<TcpListener>,
+    /// Each socket, with the index of its listener.
+    listeners: Vec<(TcpListener, usize)>,
     shared: Arc<Shared>,
     processors: Vec<Arc<ProcessorHandle>>,
     next: usize,
@@ -327,8 +354,8 @@ impl Acceptor {
                 // max.connections: the acceptor waits for a close (its waker).
                 return None;
             }
-            match self.listeners[i].accept() {
-                Ok((stream, peer)) => self.admit(stream, peer),
+            match self.listeners[i].0.accept() {
+                Ok((stream, peer)) => self.admit(stream, peer, self.listeners[i].1),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
                 Err(e) if out_of_fds(&e) => {
                     if !self.refuse_one(i, &e) {
@@ -355,7 +382,7 @@ impl Acceptor {
             return false;
         };
         drop(spare);
-        let refused = match self.listeners[i].accept() {
+        let refused = match self.listeners[i].0.accept() {
             Ok((stream, peer)) => {
                 drop(stream);
                 warn!(
@@ -370,7 +397,7 @@ impl Acceptor {
         refused
     }
 
-    fn admit(&mut self, stream: TcpStream, peer: SocketAddr) {
+    fn admit(&mut self, stream: TcpStream, peer: SocketAddr, listener: usize) {
         let ip = peer.ip();
         if let Err(too_many) = self.shared.quotas.inc(ip) {
             info!(
@@ -386,7 +413,7 @@ impl Acceptor {
         set_keepalive(&stream);
         let p = &self.processors[self.next % self.processors.len()];
         self.next = self.next.wrapping_add(1);
-        p.inbox.lock().new_conns.push((stream, peer));
+        p.inbox.lock().new_conns.push((stream, peer, listener));
         let _ = p.waker.wake();
     }
 }
@@ -409,7 +436,7 @@ fn set_keepalive(s: &TcpStream) {
 /// requests from the handlers, and word that pool memory came back.
 #[derive(Default)]
 struct Inbox {
-    new_conns: Vec<(TcpStream, SocketAddr)>,
+    new_conns: Vec<(TcpStream, SocketAddr, usize)>,
     done: Vec<(usize, Done)>,
     memory: bool,
 }
@@ -449,16 +476,19 @@ enum Phase {
 struct Conn {
     stream: TcpStream,
     peer: SocketAddr,
+    /// The index of the listener it came in on.
+    listener: usize,
     phase: Phase,
     /// Last read or write, for `connections.max.idle.ms`.
     active: Instant,
 }
 
 impl Conn {
-    fn new(stream: TcpStream, peer: SocketAddr) -> Conn {
+    fn new(stream: TcpStream, peer: SocketAddr, listener: usize) -> Conn {
         Conn {
             stream,
             peer,
+            listener,
             phase: Phase::Size {
                 buf: [0; 4],
                 got: 0,
@@ -549,7 +579,7 @@ impl Processor {
                 std::mem::take(&mut inbox.memory),
             )
         };
-        for (mut stream, peer) in new_conns {
+        for (mut stream, peer, listener) in new_conns {
             let id = self.next_id;
             self.next_id += 1;
             let registered = self.poll.registry().register(
@@ -563,7 +593,7 @@ impl Processor {
                 continue;
             }
             debug!("Kafka: connection from {peer}");
-            self.conns.insert(id, Conn::new(stream, peer));
+            self.conns.insert(id, Conn::new(stream, peer, listener));
             // Bytes may have come before the registration.
             self.pump(id);
         }
@@ -618,7 +648,10 @@ impl Processor {
                 let job = Job {
                     back: self.handle.clone(),
                     conn: id,
-                    peer: conn.peer,
+                    session: Session {
+                        listener: conn.listener,
+                        peer: conn.peer,
+                    },
                     work: Work::Frame(frame),
                     lease: Some(lease),
                 };

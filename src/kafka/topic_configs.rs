@@ -308,7 +308,13 @@ fn describe_broker(b: &Broker, synonyms: bool) -> Vec<DescribeConfigsResourceRes
         .map(|s| {
             // What Metadata advertises: the listener's own port when it bound 0.
             let value = match s.name {
-                "advertised.listeners" => Some(b.advertised.to_string()),
+                "advertised.listeners" => Some(
+                    b.advertised
+                        .iter()
+                        .map(|l| l.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                ),
                 _ => s.value.clone(),
             };
             let mut all = Vec::new();

@@ -8,7 +8,7 @@
 //! append to any partition, or at its deadline.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
+
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -21,6 +21,7 @@ use super::broker::Broker;
 use super::dispatch::{Encoded, Handled, Parked, handle_frame};
 use super::error::Refusal;
 use super::limits::Lease;
+use super::session::Session;
 
 /// Threads kept even when idle.
 const MIN_WORKERS: usize = 2;
@@ -45,7 +46,8 @@ pub trait Completions: Send + Sync {
 pub struct Job {
     pub back: Arc<dyn Completions>,
     pub conn: usize,
-    pub peer: SocketAddr,
+    /// The connection's listener and peer.
+    pub session: Session,
     pub work: Work,
     /// The request's bytes in the memory pool, given back when it is done.
     pub lease: Option<Lease>,
@@ -145,15 +147,16 @@ impl Workers {
         let Job {
             back,
             conn,
-            peer,
+            session,
             work,
             lease,
         } = job;
+        let peer = session.peer;
         super::group::set_peer(&peer);
         let broker = &*self.broker;
         // A bug must cost one connection, never the daemon.
         let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match work {
-            Work::Frame(frame) => handle_frame(broker, frame),
+            Work::Frame(frame) => handle_frame(broker, &session, frame),
             Work::Retry(parked) => parked.retry(broker),
         }));
         let done = match handled {
@@ -162,7 +165,7 @@ impl Workers {
                 self.purgatory.park(Job {
                     back,
                     conn,
-                    peer,
+                    session,
                     work: Work::Retry(parked),
                     lease,
                 });

@@ -28,6 +28,7 @@ pub mod offsets;
 pub mod records;
 pub mod state;
 
+use super::session::Session;
 use std::cell::RefCell;
 
 use kafka_protocol::ResponseError;
@@ -70,7 +71,13 @@ fn peer() -> String {
     PEER.with(|p| p.borrow().clone())
 }
 
-pub fn handle(b: &Broker, version: i16, client_id: &str, request: RequestKind) -> Outcome {
+pub fn handle(
+    b: &Broker,
+    session: &Session,
+    version: i16,
+    client_id: &str,
+    request: RequestKind,
+) -> Outcome {
     if let Some(len) = longest_id(&request).filter(|n| *n > MAX_STRING_BYTES) {
         return Outcome::Close(format!(
             "a group or member id of {len} bytes: Kafka's strings hold at most {MAX_STRING_BYTES}"
@@ -78,7 +85,7 @@ pub fn handle(b: &Broker, version: i16, client_id: &str, request: RequestKind) -
     }
     let response = match request {
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(find_coordinator(b, version, r))
+            ResponseKind::FindCoordinator(find_coordinator(b, session, version, r))
         }
         RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(api::join(b, version, client_id, r)),
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(api::sync(b, version, r)),
@@ -137,6 +144,7 @@ fn longest_id(request: &RequestKind) -> Option<usize> {
 /// write of a transactional id's state).
 fn find_coordinator(
     b: &Broker,
+    session: &Session,
     version: i16,
     r: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
@@ -154,7 +162,8 @@ fn find_coordinator(
         }
     };
     let (host, port) = if node >= 0 {
-        (b.advertised.host.clone(), b.advertised.port as i32)
+        let a = b.advertised(session.listener);
+        (a.host.clone(), a.port as i32)
     } else {
         (String::new(), -1)
     };
