@@ -12,7 +12,7 @@ use super::offset_map::{KeyHash, OffsetMap};
 use super::read_ahead::CleanChunk;
 use super::txn::{TxnTracker, control_type};
 use crate::record::retain::{RecordView, empty_header, for_each_record, rebuild_batch};
-use crate::record::{Batch, BatchHeader, BatchIter};
+use crate::record::{Batch, BatchHeader, BatchIter, RecordError};
 use crate::storage::error::Result;
 
 /// A producer's last batch as producer state knows it (Kafka's `LastRecord`).
@@ -140,6 +140,28 @@ pub(super) fn batch_verdict(
     })
 }
 
+/// One record as the reader found it: enough to decide whether it stays
+/// without decoding it again (a batch is decoded again only when it keeps
+/// some of its records and loses others, or needs a delete horizon).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ReadRecord {
+    pub offset: i64,
+    pub key: ReadKey,
+    pub is_tombstone: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ReadKey {
+    /// A data record without a key that would be looked up: dropped,
+    /// counted as invalid.
+    Missing,
+    /// Not looked up: a marker's record, one past the map's latest offset,
+    /// or one of a batch whose records all go.
+    Unlooked,
+    /// The key's hash, as the map hashes it.
+    Hashed(KeyHash),
+}
+
 /// The whole batches of one chunk through the filter into `out`.
 pub(super) fn filter_chunk(
     map: &OffsetMap,
@@ -149,23 +171,25 @@ pub(super) fn filter_chunk(
     res: &mut Filtered,
 ) -> Result<()> {
     let batches = BatchIter::new(&chunk.bytes[..chunk.len]).map_while(|item| item.ok());
+    let mut keep = Vec::new();
     for (((_, batch), at), verdict) in batches.zip(chunk.starts.windows(2)).zip(&chunk.verdicts) {
-        let hashes = &chunk.hashes[at[0]..at[1]];
-        filter_batch(&batch, *verdict, ctx, map, hashes, out, res)?;
+        let records = &chunk.records[at[0]..at[1]];
+        filter_batch(&batch, *verdict, ctx, map, records, &mut keep, out, res)?;
     }
     Ok(())
 }
 
-/// Filters one batch into `out`, counting it in `res`. `hashes` holds the
-/// hash of each key the batch looks up (a record with a key at or below
-/// the map's latest offset), in order, as the map hashes them (one
-/// missing is hashed here).
+/// Filters one batch into `out`, counting it in `res`. `records` holds
+/// each of the batch's records, in order, as the reader found them (none
+/// for a batch that goes whole); `keep` is a buffer for their verdicts.
+#[allow(clippy::too_many_arguments)]
 fn filter_batch(
     batch: &Batch,
     verdict: Verdict,
     ctx: &FilterContext,
     map: &OffsetMap,
-    hashes: &[KeyHash],
+    records: &[ReadRecord],
+    keep: &mut Vec<bool>,
     out: &mut Vec<u8>,
     res: &mut Filtered,
 ) -> Result<()> {
@@ -179,58 +203,87 @@ fn filter_batch(
     if retention == Retention::Delete {
         return Ok(());
     }
-    let section = batch.uncompressed_section()?;
-    let latest = map.latest_offset();
-    // Every slot is asked for before the first lookup, so that the batch's
-    // cache misses overlap.
-    if verdict.looks_up(h) {
-        for hash in hashes {
-            map.prefetch(hash);
+    res.messages_read += records.len() as u64;
+    keep.clear();
+    let (mut kept, mut tombstones) = (0usize, false);
+    if discard_records {
+        keep.resize(records.len(), false);
+    } else if h.is_control() {
+        keep.resize(records.len(), true);
+        kept = records.len();
+        tombstones = records.iter().any(|r| r.is_tombstone);
+    } else {
+        // Every slot is asked for before the first lookup, so that the
+        // batch's cache misses overlap.
+        for r in records {
+            if let ReadKey::Hashed(hash) = &r.key {
+                map.prefetch(hash);
+            }
+        }
+        let retain_deletes = !h.has_delete_horizon() || ctx.now < h.base_timestamp;
+        for r in records {
+            let stays = match &r.key {
+                ReadKey::Unlooked => true,
+                ReadKey::Hashed(hash) => {
+                    r.offset >= map.get_hashed(hash) && (!r.is_tombstone || retain_deletes)
+                }
+                ReadKey::Missing => {
+                    res.invalid += 1;
+                    false
+                }
+            };
+            keep.push(stays);
+            if stays {
+                kept += 1;
+                tombstones |= r.is_tombstone;
+            }
         }
     }
-    let mut hashes = hashes.iter();
-    let mut kept: Vec<RecordView> = Vec::new();
-    let (mut dropped, mut tombstones) = (false, false);
-    for_each_record(h, &section, |r| {
-        res.messages_read += 1;
-        let keep = if discard_records {
-            false
-        } else if h.is_control() || r.offset > latest {
-            true
-        } else if let Some(key) = r.key {
-            let hash = hashes.next().copied().unwrap_or_else(|| map.hash(key));
-            let retain_deletes = !h.has_delete_horizon() || ctx.now < h.base_timestamp;
-            r.offset >= map.get_hashed(&hash) && (!r.is_tombstone || retain_deletes)
-        } else {
-            res.invalid += 1;
-            false
-        };
-        if keep {
-            tombstones |= r.is_tombstone;
-            kept.push(r);
-        } else {
-            dropped = true;
-        }
-        true
-    })?;
-    if !kept.is_empty() {
-        let set_horizon = (tombstones || marker_for_empty_txn) && !h.has_delete_horizon();
-        write_retained(batch, &kept, dropped, set_horizon, ctx, out, res)
-    } else {
+    if kept == 0 {
         if retention == Retention::RetainEmpty {
             empty_header(h, out);
             res.retained(h.max_timestamp, h.last_offset(), h.last_offset(), 0, 61);
         }
-        Ok(())
+        return Ok(());
     }
+    let set_horizon = (tombstones || marker_for_empty_txn) && !h.has_delete_horizon();
+    if kept == records.len() && !set_horizon {
+        out.extend_from_slice(batch.bytes());
+        res.retained(
+            h.max_timestamp,
+            h.last_offset(),
+            h.last_offset(),
+            kept as u64,
+            batch.size() as u64,
+        );
+        return Ok(());
+    }
+    let section = batch.uncompressed_section()?;
+    let mut views: Vec<RecordView> = Vec::with_capacity(kept);
+    let mut at = 0;
+    for_each_record(h, &section, |r| {
+        if keep.get(at).copied().unwrap_or(false) {
+            views.push(r);
+        }
+        at += 1;
+        true
+    })?;
+    if views.len() != kept || at != records.len() {
+        return Err(RecordError::Corrupt(format!(
+            "batch {}: {at} records where the reader found {}",
+            h.base_offset,
+            records.len()
+        ))
+        .into());
+    }
+    rebuild_retained(batch, &views, set_horizon, ctx, out, res)
 }
 
-/// `filterTo` for a batch that keeps records: the original bytes when
-/// nothing changed, else the batch rebuilt (a new horizon where needed).
-fn write_retained(
+/// `filterTo` for a batch that keeps some of its records, or needs a
+/// delete horizon: the batch rebuilt.
+fn rebuild_retained(
     batch: &Batch,
     kept: &[RecordView],
-    dropped: bool,
     set_horizon: bool,
     ctx: &FilterContext,
     out: &mut Vec<u8>,
@@ -238,17 +291,6 @@ fn write_retained(
 ) -> Result<()> {
     let h = &batch.header;
     let n = kept.len() as u64;
-    if !dropped && !set_horizon {
-        out.extend_from_slice(batch.bytes());
-        res.retained(
-            h.max_timestamp,
-            h.last_offset(),
-            h.last_offset(),
-            n,
-            batch.size() as u64,
-        );
-        return Ok(());
-    }
     let horizon = if set_horizon {
         Some(ctx.now.saturating_add(ctx.delete_retention_ms))
     } else if h.has_delete_horizon() {

@@ -8,18 +8,19 @@
 //!   cleaner thread puts them into the map in the records' order.
 //! - [`SegmentReader`], for `cleanInto`: a segment's chunks, their CRCs
 //!   checked, each batch judged in order (its retention, the transaction
-//!   rules: Kafka's `checkBatchRetention`), the keys it looks up hashed.
-//!   Filtering a chunk then needs only the chunk and the map, so either
-//!   thread may do it ([`Sharing`]); the cleaner thread writes the chunks
-//!   in log order.
+//!   rules: Kafka's `checkBatchRetention`), its records decoded once into
+//!   their offsets, tombstone flags and the hashes of the keys it looks
+//!   up. Filtering a chunk then needs only the chunk and the map, so either
+//!   thread may do it ([`Sharing`]); it decodes (and inflates) a batch
+//!   again only to rebuild it. The cleaner thread writes the chunks in log
+//!   order.
 //!
 //! Reading, checking and hashing took as long as the rest; one after the
 //! other, they made a pass twice as long. A pass now takes two cores for
 //! as long as it runs. While the map is built, the puts must follow the
 //! records' order and stay on the cleaner thread; while segments are
 //! cleaned, the reader also filters a chunk whenever the cleaner thread
-//! has fallen behind, so neither core waits for the other. A compressed
-//! batch is inflated on both threads.
+//! has fallen behind, so neither core waits for the other.
 //!
 //! A channel holds 16 chunks, so a reader is never more than that ahead.
 //! When the map fills, or the pass stops, the cleaner thread drops its end
@@ -31,7 +32,9 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use log::info;
 
 use super::CleanerConfig;
-use super::filter::{FilterContext, Filtered, Verdict, batch_verdict, filter_chunk};
+use super::filter::{
+    FilterContext, Filtered, ReadKey, ReadRecord, Retention, Verdict, batch_verdict, filter_chunk,
+};
 use super::offset_map::{KeyHash, KeyHasher, OffsetMap};
 use super::throttle::Throttler;
 use super::txn::{TxnTracker, control_type};
@@ -244,7 +247,7 @@ fn grown(
 }
 
 /// One chunk of a segment to clean: its bytes (whole batches first, CRCs
-/// checked), each batch's verdict, and the keys it looks up hashed.
+/// checked), each batch's verdict, and its records as read.
 pub(super) struct CleanChunk {
     pub bytes: Vec<u8>,
     /// The chunk's length that was read (`bytes` may hold more: a buffer
@@ -252,11 +255,11 @@ pub(super) struct CleanChunk {
     pub len: usize,
     /// Each whole batch's verdict, in order.
     pub verdicts: Vec<Verdict>,
-    /// The hash of every key a batch looks up, in order (see
-    /// [`Verdict::looks_up`]; a record past the map's latest offset is kept
-    /// without one).
-    pub hashes: Vec<KeyHash>,
-    /// Where each whole batch's entries start in `hashes`, and the end.
+    /// Every record of every whole batch that does not go whole, in order,
+    /// with the hash of each key it looks up (see [`Verdict::looks_up`]; a
+    /// record past the map's latest offset is kept without one).
+    pub records: Vec<ReadRecord>,
+    /// Where each whole batch's records start in `records`, and the end.
     pub starts: Vec<usize>,
 }
 
@@ -322,6 +325,7 @@ impl SegmentReader<'_> {
         // Buffers this thread is done with, before the cleaner thread's.
         let mut spare: Vec<Vec<u8>> = Vec::new();
         let mut n = 0u64;
+        let mut records_cap = 0;
         while position < size {
             let mut bytes = take_buffer(&mut spare, used);
             let len = read_chunk(seg, position, read_size, &mut bytes)?;
@@ -330,10 +334,11 @@ impl SegmentReader<'_> {
                 bytes,
                 len,
                 verdicts: Vec::new(),
-                hashes: Vec::new(),
+                records: Vec::with_capacity(records_cap),
                 starts: Vec::new(),
             };
             let valid = self.scan_chunk(&mut chunk, position)?;
+            records_cap = records_cap.max(chunk.records.len());
             if valid == 0 {
                 read_size = grown(
                     self.id,
@@ -380,8 +385,9 @@ impl SegmentReader<'_> {
         Ok(())
     }
 
-    /// Checks each whole batch's CRC, judges it and hashes the keys it
-    /// looks up; returns the whole batches' length.
+    /// Checks each whole batch's CRC, judges it, and reads the records
+    /// of each batch that does not go whole, hashing the keys it looks up;
+    /// returns the whole batches' length.
     fn scan_chunk(&mut self, chunk: &mut CleanChunk, position: u64) -> Result<u64> {
         let mut valid = 0u64;
         let latest = self.map.latest_offset();
@@ -397,24 +403,30 @@ impl SegmentReader<'_> {
             })?;
             let verdict = batch_verdict(&batch, self.ctx, self.txn)?;
             chunk.verdicts.push(verdict);
-            chunk.starts.push(chunk.hashes.len());
+            chunk.starts.push(chunk.records.len());
             let h = batch.header;
-            if verdict.looks_up(&h) && h.base_offset <= latest {
+            if verdict.retention != Retention::Delete {
+                let looks_up = verdict.looks_up(&h);
                 let section = batch.uncompressed_section()?;
-                let hashes = &mut chunk.hashes;
+                let records = &mut chunk.records;
                 let map = self.map;
                 for_each_record(&h, &section, |r| {
-                    if let Some(key) = r.key
-                        && r.offset <= latest
-                    {
-                        hashes.push(map.hash(key));
-                    }
+                    let key = match r.key {
+                        _ if !looks_up || r.offset > latest => ReadKey::Unlooked,
+                        Some(key) => ReadKey::Hashed(map.hash(key)),
+                        None => ReadKey::Missing,
+                    };
+                    records.push(ReadRecord {
+                        offset: r.offset,
+                        key,
+                        is_tombstone: r.is_tombstone,
+                    });
                     true
                 })?;
             }
             valid += batch.size() as u64;
         }
-        chunk.starts.push(chunk.hashes.len());
+        chunk.starts.push(chunk.records.len());
         Ok(valid)
     }
 }
