@@ -163,6 +163,7 @@ impl<'a> Cleaner<'a> {
         stats: &mut CleanerStats,
     ) -> Result<()> {
         self.map.clear();
+        self.map.track(start, end);
         let segs = log.cleaner_segments();
         let dirty = log_segments(&segs, start, end);
         info!(
@@ -427,6 +428,7 @@ fn put_chunk(
     }
     let mut i = 0;
     for batch in &chunk.batches {
+        map.batch_read(batch.base_offset);
         while i < batch.keyed_end {
             if let Some(ahead) = keyed.get(i + AHEAD) {
                 map.prefetch(&ahead.hash);

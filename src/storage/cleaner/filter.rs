@@ -160,6 +160,12 @@ pub(super) enum ReadKey {
     Unlooked,
     /// The key's hash, as the map hashes it.
     Hashed(KeyHash),
+    /// Put into the map at this offset while it was built, and its key's
+    /// latest there: what a lookup would answer, without one.
+    Latest,
+    /// Put into the map at this offset, then replaced by a later record
+    /// of its key.
+    Superseded,
 }
 
 /// The whole batches of one chunk through the filter into `out`.
@@ -227,6 +233,8 @@ fn filter_batch(
                 ReadKey::Hashed(hash) => {
                     r.offset >= map.get_hashed(hash) && (!r.is_tombstone || retain_deletes)
                 }
+                ReadKey::Latest => !r.is_tombstone || retain_deletes,
+                ReadKey::Superseded => false,
                 ReadKey::Missing => {
                     res.invalid += 1;
                     false

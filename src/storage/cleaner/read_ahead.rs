@@ -9,8 +9,8 @@
 //! - [`SegmentReader`], for `cleanInto`: a segment's chunks, their CRCs
 //!   checked, each batch judged in order (its retention, the transaction
 //!   rules: Kafka's `checkBatchRetention`), its records decoded once into
-//!   their offsets, tombstone flags and the hashes of the keys it looks
-//!   up. Filtering a chunk then needs only the chunk and the map, so either
+//!   their offsets, tombstone flags and, for each key it looks up, what
+//!   the map's puts already tell of it or else the key's hash. Filtering a chunk then needs only the chunk and the map, so either
 //!   thread may do it ([`Sharing`]); it decodes (and inflates) a batch
 //!   again only to rebuild it. The cleaner thread writes the chunks in log
 //!   order.
@@ -73,6 +73,7 @@ pub(super) struct Keyed {
 }
 
 pub(super) struct MappedBatch {
+    pub base_offset: i64,
     /// One past the batch's last entry in [`MappedChunk::keyed`].
     pub keyed_end: usize,
     /// Records the batch counts as read (a marker counts one).
@@ -179,6 +180,7 @@ fn map_chunk(
             at
         };
         chunk.batches.push(MappedBatch {
+            base_offset: h.base_offset,
             keyed_end: chunk.keyed.len(),
             records,
             last_offset: (h.last_offset() >= start).then(|| h.last_offset()),
@@ -413,7 +415,11 @@ impl SegmentReader<'_> {
                 for_each_record(&h, &section, |r| {
                     let key = match r.key {
                         _ if !looks_up || r.offset > latest => ReadKey::Unlooked,
-                        Some(key) => ReadKey::Hashed(map.hash(key)),
+                        Some(key) => match map.superseded(r.offset) {
+                            Some(true) => ReadKey::Superseded,
+                            Some(false) => ReadKey::Latest,
+                            None => ReadKey::Hashed(map.hash(key)),
+                        },
                         None => ReadKey::Missing,
                     };
                     records.push(ReadRecord {
