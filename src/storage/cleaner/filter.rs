@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use super::offset_map::{KeyHash, OffsetMap};
-use super::read_ahead::CleanChunk;
+use super::read_ahead::{CleanChunk, Scanned};
 use super::txn::{TxnTracker, control_type};
 use crate::record::retain::{RecordView, empty_header, for_each_record, rebuild_batch};
 use crate::record::{Batch, BatchHeader, BatchIter, RecordError};
@@ -178,20 +178,23 @@ pub(super) fn filter_chunk(
 ) -> Result<()> {
     let batches = BatchIter::new(&chunk.bytes[..chunk.len]).map_while(|item| item.ok());
     let mut keep = Vec::new();
-    for (((_, batch), at), verdict) in batches.zip(chunk.starts.windows(2)).zip(&chunk.verdicts) {
-        let records = &chunk.records[at[0]..at[1]];
-        filter_batch(&batch, *verdict, ctx, map, records, &mut keep, out, res)?;
+    let mut start = 0;
+    for ((_, batch), scanned) in batches.zip(&chunk.batches) {
+        let records = &chunk.records[start..scanned.records_end];
+        start = scanned.records_end;
+        filter_batch(&batch, scanned, ctx, map, records, &mut keep, out, res)?;
     }
     Ok(())
 }
 
 /// Filters one batch into `out`, counting it in `res`. `records` holds
 /// each of the batch's records, in order, as the reader found them (none
-/// for a batch that goes whole); `keep` is a buffer for their verdicts.
+/// for a batch that goes whole or was superseded whole); `keep` is a
+/// buffer for their verdicts.
 #[allow(clippy::too_many_arguments)]
 fn filter_batch(
     batch: &Batch,
-    verdict: Verdict,
+    scanned: &Scanned,
     ctx: &FilterContext,
     map: &OffsetMap,
     records: &[ReadRecord],
@@ -204,16 +207,20 @@ fn filter_batch(
         retention,
         discard_records,
         marker_for_empty_txn,
-    } = verdict;
+    } = scanned.verdict;
     res.bytes_read += batch.size() as u64;
     if retention == Retention::Delete {
         return Ok(());
     }
-    res.messages_read += records.len() as u64;
+    res.messages_read += if scanned.superseded {
+        h.record_count as u64
+    } else {
+        records.len() as u64
+    };
     keep.clear();
     let (mut kept, mut tombstones) = (0usize, false);
-    if discard_records {
-        keep.resize(records.len(), false);
+    if discard_records || scanned.superseded {
+        // Nothing stays.
     } else if h.is_control() {
         keep.resize(records.len(), true);
         kept = records.len();

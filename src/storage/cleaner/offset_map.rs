@@ -145,6 +145,12 @@ impl OffsetMap {
         self.puts.superseded(offset)
     }
 
+    /// Whether [`Self::superseded`] answers `Some(true)` for every offset
+    /// of `first..=last` (a batch's), word by word.
+    pub fn all_superseded(&self, first: i64, last: i64) -> bool {
+        self.puts.all_superseded(first, last)
+    }
+
     /// A batch starting at `base` is read: a log whose batches go back in
     /// offset order is no longer tracked.
     pub fn batch_read(&mut self, base: i64) {
@@ -335,6 +341,29 @@ impl Puts {
         }
     }
 
+    fn all_superseded(&self, first: i64, last: i64) -> bool {
+        if !self.ordered || first > last {
+            return false;
+        }
+        let (Some(_), Some(_)) = (self.at(first), self.at(last)) else {
+            return false;
+        };
+        // Both bits of each offset set: the bits `2 * from..2 * (to + 1)`.
+        let from = (first - self.start) as usize * BITS_PER_OFFSET;
+        let to = (last - self.start + 1) as usize * BITS_PER_OFFSET;
+        let mut at = from;
+        while at < to {
+            let (word, bit) = (at / 64, at % 64);
+            let n = (to - at).min(64 - bit);
+            let mask = (u64::MAX >> (64 - n)) << bit;
+            if self.bits[word] & mask != mask {
+                return false;
+            }
+            at += n;
+        }
+        true
+    }
+
     #[inline]
     fn superseded(&self, offset: i64) -> Option<bool> {
         if !self.ordered {
@@ -515,6 +544,25 @@ mod tests {
         }
         m.clear();
         assert_eq!(m.superseded(13), None);
+    }
+
+    /// A range is superseded whole when each of its offsets is, across
+    /// the bits' words.
+    #[test]
+    fn all_superseded_is_every_offset_superseded() {
+        let mut m = OffsetMap::new(24 * 1000);
+        m.track(5, 305);
+        // Keys repeat every 7 offsets; offsets 100 and 200 are put nowhere.
+        for offset in (5..305).filter(|o| o % 100 != 0) {
+            m.put(format!("k{}", offset % 7).as_bytes(), offset);
+        }
+        for first in 0..310 {
+            for last in first..(first + 80).min(310) {
+                let each = (first..=last).all(|o| m.superseded(o) == Some(true));
+                assert_eq!(m.all_superseded(first, last), each, "{first}..={last}");
+            }
+        }
+        assert!(m.all_superseded(5, 99) && !m.all_superseded(5, 100));
     }
 
     /// A put at or before an offset already put or declared read, or a

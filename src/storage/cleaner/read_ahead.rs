@@ -255,14 +255,24 @@ pub(super) struct CleanChunk {
     /// The chunk's length that was read (`bytes` may hold more: a buffer
     /// used again).
     pub len: usize,
-    /// Each whole batch's verdict, in order.
-    pub verdicts: Vec<Verdict>,
+    /// Each whole batch, in order.
+    pub batches: Vec<Scanned>,
     /// Every record of every whole batch that does not go whole, in order,
     /// with the hash of each key it looks up (see [`Verdict::looks_up`]; a
     /// record past the map's latest offset is kept without one).
     pub records: Vec<ReadRecord>,
-    /// Where each whole batch's records start in `records`, and the end.
-    pub starts: Vec<usize>,
+}
+
+/// One whole batch of a [`CleanChunk`], as the reader judged it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Scanned {
+    pub verdict: Verdict,
+    /// One past the batch's last record in [`CleanChunk::records`].
+    pub records_end: usize,
+    /// Each of the batch's offsets was put into the map, and each put
+    /// replaced by a later one of its key: every record goes, and the
+    /// batch was not decoded (none of its records are in `records`).
+    pub superseded: bool,
 }
 
 /// A chunk as the reader sends it, in log order: to filter, or filtered
@@ -335,9 +345,8 @@ impl SegmentReader<'_> {
             let mut chunk = CleanChunk {
                 bytes,
                 len,
-                verdicts: Vec::new(),
+                batches: Vec::new(),
                 records: Vec::with_capacity(records_cap),
-                starts: Vec::new(),
             };
             let valid = self.scan_chunk(&mut chunk, position)?;
             records_cap = records_cap.max(chunk.records.len());
@@ -404,10 +413,17 @@ impl SegmentReader<'_> {
                 reason: e.to_string(),
             })?;
             let verdict = batch_verdict(&batch, self.ctx, self.txn)?;
-            chunk.verdicts.push(verdict);
-            chunk.starts.push(chunk.records.len());
             let h = batch.header;
-            if verdict.retention != Retention::Delete {
+            // A batch the map's puts already replaced record by record:
+            // one offset a record (the count spans its offsets), each put
+            // and replaced. Its records were decoded while the map was
+            // built; they need not be again.
+            let superseded = verdict.looks_up(&h)
+                && h.last_offset() <= latest
+                && h.record_count > 0
+                && h.record_count as i64 == h.last_offset() - h.base_offset + 1
+                && self.map.all_superseded(h.base_offset, h.last_offset());
+            if verdict.retention != Retention::Delete && !superseded {
                 let looks_up = verdict.looks_up(&h);
                 let section = batch.uncompressed_section()?;
                 let records = &mut chunk.records;
@@ -430,9 +446,13 @@ impl SegmentReader<'_> {
                     true
                 })?;
             }
+            chunk.batches.push(Scanned {
+                verdict,
+                records_end: chunk.records.len(),
+                superseded,
+            });
             valid += batch.size() as u64;
         }
-        chunk.starts.push(chunk.records.len());
         Ok(valid)
     }
 }
