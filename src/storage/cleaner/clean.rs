@@ -188,10 +188,11 @@ impl<'a> Cleaner<'a> {
             max_message: log.config().max_message_bytes,
         };
         let (tx, rx) = sync_channel(16);
+        let (used_tx, used_rx) = channel();
         std::thread::scope(|scope| {
             let thread = std::thread::Builder::new()
                 .name(format!("cleaner-{}-reader", self.id))
-                .spawn_scoped(scope, move || reader.run(tx))
+                .spawn_scoped(scope, move || reader.run(tx, used_rx))
                 .at(log.dir())?;
             let mut put = || -> Result<()> {
                 for mapped in rx.iter() {
@@ -201,6 +202,7 @@ impl<'a> Cleaner<'a> {
                             if put_chunk(self.map, &chunk, max_entries, stats) {
                                 return Ok(());
                             }
+                            let _ = used_tx.send(chunk);
                         }
                         Mapped::SegmentEnd { next_segment_start } => {
                             self.map.update_latest_offset(next_segment_start - 1)

@@ -97,14 +97,19 @@ pub(super) struct DirtyReader<'a> {
 }
 
 impl DirtyReader<'_> {
-    /// Reads the whole section into `tx`; an error ends it, sent as the last item.
-    pub fn run(mut self, tx: SyncSender<Result<Mapped>>) {
-        if let Err(e) = self.read_all(&tx) {
+    /// Reads the whole section into `tx`, taking chunks the cleaner thread
+    /// is done with back from `used`; an error ends it, sent as the last item.
+    pub fn run(mut self, tx: SyncSender<Result<Mapped>>, used: Receiver<MappedChunk>) {
+        if let Err(e) = self.read_all(&tx, &used) {
             let _ = tx.send(Err(e));
         }
     }
 
-    fn read_all(&mut self, tx: &SyncSender<Result<Mapped>>) -> Result<()> {
+    fn read_all(
+        &mut self,
+        tx: &SyncSender<Result<Mapped>>,
+        used: &Receiver<MappedChunk>,
+    ) -> Result<()> {
         let mut buf = Vec::new();
         for (i, seg) in self.segs.iter().enumerate() {
             let next_segment_start = self.segs.get(i + 1).map_or(self.end, |s| s.base_offset);
@@ -114,7 +119,17 @@ impl DirtyReader<'_> {
             while position < size {
                 let n = read_chunk(seg, position, read_size, &mut buf)?;
                 self.throttler.maybe_throttle(n as u64);
-                let chunk = map_chunk(&buf[..n], self.start, &mut self.txn, &self.hasher)?;
+                // A chunk's vectors used again: grown anew for each chunk,
+                // they were pages faulted in on this thread and read cold
+                // on the other.
+                let mut chunk = used.try_recv().unwrap_or_default();
+                map_chunk(
+                    &buf[..n],
+                    self.start,
+                    &mut self.txn,
+                    &self.hasher,
+                    &mut chunk,
+                )?;
                 let valid = chunk.valid;
                 if tx.send(Ok(Mapped::Chunk(chunk))).is_err() {
                     return Ok(());
@@ -143,15 +158,18 @@ impl DirtyReader<'_> {
     }
 }
 
-/// The whole batches of one chunk: what Kafka's `buildOffsetMapForSegment`
-/// puts of each, but the puts.
+/// The whole batches of one chunk into `chunk`: what Kafka's
+/// `buildOffsetMapForSegment` puts of each, but the puts.
 fn map_chunk(
     bytes: &[u8],
     start: i64,
     txn: &mut TxnTracker,
     hasher: &KeyHasher,
-) -> Result<MappedChunk> {
-    let mut chunk = MappedChunk::default();
+    chunk: &mut MappedChunk,
+) -> Result<()> {
+    chunk.keyed.clear();
+    chunk.batches.clear();
+    chunk.valid = 0;
     for item in BatchIter::new(bytes) {
         let Ok((_, batch)) = item else { break };
         let h = batch.header;
@@ -187,7 +205,7 @@ fn map_chunk(
         });
         chunk.valid += batch.size() as u64;
     }
-    Ok(chunk)
+    Ok(())
 }
 
 /// Reads up to `read_size` bytes of `seg` at `position` into `buf`; returns
