@@ -60,4 +60,4 @@ pub mod workers;
 pub use alloc::LazyHugeAlloc;
 pub use config::{Endpoint, Listener, ListenerConfig, SecurityProtocol};
 pub use server::KafkaServer;
-pub use session::Session;
+pub use session::{Principal, Session};

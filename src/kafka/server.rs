@@ -47,7 +47,7 @@ use super::config::{Endpoint, Listener, ListenerConfig};
 use super::error::Refusal;
 use super::frame::frame_size;
 use super::limits::{ConnectionQuotas, Lease, MemoryPool, fd_cap, nofile_limit};
-use super::session::Session;
+use super::session::{Principal, Session};
 use super::splice::{Outgoing, Progress};
 use super::workers::{Completions, Done, Job, Work, Workers};
 use crate::storage::LogManager;
@@ -478,6 +478,8 @@ struct Conn {
     peer: SocketAddr,
     /// The index of the listener it came in on.
     listener: usize,
+    /// Who the connection authenticated as.
+    principal: Principal,
     phase: Phase,
     /// Last read or write, for `connections.max.idle.ms`.
     active: Instant,
@@ -489,6 +491,7 @@ impl Conn {
             stream,
             peer,
             listener,
+            principal: Principal::anonymous(),
             phase: Phase::Size {
                 buf: [0; 4],
                 got: 0,
@@ -651,6 +654,7 @@ impl Processor {
                     session: Session {
                         listener: conn.listener,
                         peer: conn.peer,
+                        principal: conn.principal.clone(),
                     },
                     work: Work::Frame(frame),
                     lease: Some(lease),
