@@ -194,9 +194,14 @@ impl Outgoing {
     /// Writes as much as the socket takes. `Done` once the whole response
     /// is out; `Blocked` when the socket would block.
     pub fn write_to<S: Write + AsRawFd>(&mut self, sock: &mut S) -> std::io::Result<Progress> {
+        self.write_into(&mut Plain(sock))
+    }
+
+    /// [`Outgoing::write_to`] through any [`Sink`] (TLS, say).
+    pub fn write_into<K: Sink>(&mut self, sock: &mut K) -> std::io::Result<Progress> {
         if !self.corked && !self.body.spliced.is_empty() {
             // The pieces leave as full packets, not one per write.
-            set_cork(sock.as_raw_fd(), 1);
+            sock.cork(true);
             self.corked = true;
         }
         loop {
@@ -207,7 +212,7 @@ impl Outgoing {
             }
             if self.at == self.parts.len() {
                 if self.corked {
-                    set_cork(sock.as_raw_fd(), 0);
+                    sock.cork(false);
                     self.corked = false;
                 }
                 return Ok(Progress::Done);
@@ -228,12 +233,7 @@ impl Outgoing {
                 Part::File(i) => {
                     let slice = &self.body.spliced[i].1;
                     let file = slice.file()?;
-                    send_file(
-                        sock.as_raw_fd(),
-                        file,
-                        slice.position + self.off,
-                        slice.len - self.off,
-                    )
+                    sock.send_file(file, slice.position + self.off, slice.len - self.off)
                 }
             };
             match written {
@@ -251,6 +251,38 @@ impl Outgoing {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// Where a response's bytes go: a plain socket (with `sendfile(2)` for file
+/// slices) or a TLS connection (which reads file slices and encrypts them).
+pub trait Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize>;
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize>;
+    /// At most `len` bytes of `file` from `position`: how many went.
+    fn send_file(&mut self, file: &File, position: u64, len: u64) -> std::io::Result<u64>;
+    /// Hold partial packets back while a response's pieces go out.
+    fn cork(&mut self, on: bool);
+}
+
+/// A plaintext socket.
+pub struct Plain<'a, S>(pub &'a mut S);
+
+impl<S: Write + AsRawFd> Sink for Plain<'_, S> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> std::io::Result<usize> {
+        self.0.write_vectored(bufs)
+    }
+
+    fn send_file(&mut self, file: &File, position: u64, len: u64) -> std::io::Result<u64> {
+        send_file(self.0.as_raw_fd(), file, position, len)
+    }
+
+    fn cork(&mut self, on: bool) {
+        set_cork(self.0.as_raw_fd(), on as libc::c_int);
     }
 }
 
