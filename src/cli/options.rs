@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use commitfs::backend::LineFormat;
 use commitfs::kafka::ListenerConfig;
-use commitfs::kafka::config::BROKER_CONFIG_NAMES;
+use commitfs::kafka::config::{BROKER_CONFIG_NAMES, is_security_name};
 use commitfs::storage::cleaner::{CLEANER_CONFIG_NAMES, CleanerConfig, TOPIC_SYNONYMS};
 use commitfs::storage::{CONFIG_NAMES, LogConfig};
 
@@ -16,10 +16,43 @@ use super::logging::LogSettings;
 /// Kafka's default `log.retention.check.interval.ms`.
 const DEFAULT_RETENTION_CHECK_MS: u64 = 300_000;
 
-/// Each `-o` token, split at commas.
+/// Settings whose values are comma-separated lists. An `-o` that starts
+/// with one of them (listener-prefixed or not) is that one setting, commas
+/// and all: `-o ssl.enabled.protocols=TLSv1.2,TLSv1.3`.
+const LIST_SETTINGS: &[&str] = &[
+    "listeners",
+    "advertised.listeners",
+    "listener.security.protocol.map",
+    "max.connections.per.ip.overrides",
+    "ssl.enabled.protocols",
+    "ssl.cipher.suites",
+    "cleanup.policy",
+    "log.cleanup.policy",
+];
+
+/// Whether one `-o` value is a single list setting.
+fn is_list_setting(raw: &str) -> bool {
+    let Some((name, _)) = raw.trim().split_once('=') else {
+        return false;
+    };
+    let base = match name.strip_prefix("listener.name.") {
+        Some(rest) => rest.split_once('.').map_or(rest, |(_, b)| b),
+        None => name,
+    };
+    LIST_SETTINGS.contains(&base)
+}
+
+/// Each `-o` token: split at commas, but for an `-o` that carries one list
+/// setting whole (see [`LIST_SETTINGS`]).
 pub fn tokens(raw: &[String]) -> impl Iterator<Item = &str> {
     raw.iter()
-        .flat_map(|s| s.split(','))
+        .flat_map(|s| {
+            if is_list_setting(s) {
+                vec![s.as_str()]
+            } else {
+                s.split(',').collect()
+            }
+        })
         .map(str::trim)
         .filter(|t| !t.is_empty())
 }
@@ -109,8 +142,8 @@ impl DaemonOptions {
             )) => {
                 self.kafka.set(k, &v.replace(';', ","))?;
             }
-            Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) => {
-                self.kafka.set(k, v)?;
+            Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) || is_security_name(k) => {
+                self.kafka.set(k, &v.replace(';', ","))?;
             }
             Some((k, v)) => return self.log.set(k, v),
             _ => return Ok(false),
@@ -139,6 +172,46 @@ fn max_partitions(v: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_o_carries_one_list_setting_whole() {
+        let raw = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let got: Vec<String> = tokens(&raw(&[
+            "ssl.enabled.protocols=TLSv1.2,TLSv1.3",
+            "listener.name.secure.ssl.cipher.suites=A, B",
+            "segment.bytes=1048576,ro",
+            "listeners=SSL://a:1,PLAINTEXT://a:2",
+        ]))
+        .map(str::to_string)
+        .collect();
+        assert_eq!(
+            got,
+            [
+                "ssl.enabled.protocols=TLSv1.2,TLSv1.3",
+                "listener.name.secure.ssl.cipher.suites=A, B",
+                "segment.bytes=1048576",
+                "ro",
+                "listeners=SSL://a:1,PLAINTEXT://a:2",
+            ]
+        );
+        let mut o = DaemonOptions::default();
+        assert!(
+            o.take("listener.name.secure.ssl.keystore.location=/k.pem")
+                .unwrap()
+        );
+        assert_eq!(
+            o.kafka
+                .security
+                .get("listener.name.secure.ssl.keystore.location")
+                .map(String::as_str),
+            Some("/k.pem")
+        );
+        assert_eq!(
+            o.take("ssl.client.auth=maybe").unwrap_err(),
+            "Invalid value maybe for configuration ssl.client.auth: String must be one of: \
+             required, requested, none"
+        );
+    }
 
     #[test]
     fn daemon_options_in_kafka_words() {
