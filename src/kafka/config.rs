@@ -19,8 +19,9 @@
 //! but one: `queued.max.request.bytes` defaults to `socket.request.max.bytes`
 //! rather than Kafka's -1 (no bound), see [`ListenerConfig::queued_max_request_bytes`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::group::GroupSettings;
@@ -67,6 +68,19 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "queued.max.request.bytes",
     "num.network.threads",
 ];
+
+/// Whether `name` is a TLS setting: `ssl.*`, or `listener.name.<name>.ssl.*`.
+pub fn is_security_name(name: &str) -> bool {
+    super::tls::SSL_CONFIG_NAMES.contains(&security_base_name(name))
+}
+
+/// `ssl.keystore.location` of `listener.name.secure.ssl.keystore.location`.
+fn security_base_name(name: &str) -> &str {
+    match name.strip_prefix("listener.name.") {
+        Some(rest) => rest.split_once('.').map_or(rest, |(_, base)| base),
+        None => name,
+    }
+}
 
 /// A count of milliseconds of at least `min`.
 fn millis(value: &str, min: u64) -> Option<Duration> {
@@ -307,6 +321,9 @@ pub struct ListenerConfig {
     pub queued_max_request_bytes_set: Option<i64>,
     /// `num.network.threads`: the threads that read requests and write responses.
     pub num_network_threads: u32,
+    /// The TLS settings (`ssl.*`, and `listener.name.<name>.ssl.*` for one
+    /// listener), as given; read by [`ListenerConfig::tls_config`].
+    pub security: BTreeMap<String, String>,
 }
 
 impl Default for ListenerConfig {
@@ -332,6 +349,7 @@ impl Default for ListenerConfig {
             connections_max_idle_ms: DEFAULT_CONNECTIONS_MAX_IDLE_MS,
             queued_max_request_bytes_set: None,
             num_network_threads: DEFAULT_NUM_NETWORK_THREADS,
+            security: BTreeMap::new(),
         }
     }
 }
@@ -512,9 +530,33 @@ impl ListenerConfig {
             "transactional.id.expiration.ms" => {
                 self.txn_id_expiration_ms = int_at_least(name, value, 1, i32::MAX as i64)? as u64
             }
+            _ if is_security_name(name) => {
+                let plain = security_base_name(name);
+                super::tls::check_value(plain, value)?;
+                self.security.insert(name.to_string(), value.to_string());
+            }
             _ => return self.set_group_limit(name, value),
         }
         Ok(true)
+    }
+
+    /// The TLS server config of listener `l`, `None` when it is not a TLS
+    /// listener, or what is wrong with its settings.
+    pub fn tls_config(&self, l: &Listener) -> Result<Option<Arc<rustls::ServerConfig>>, String> {
+        if !matches!(
+            l.protocol,
+            SecurityProtocol::Ssl | SecurityProtocol::SaslSsl
+        ) {
+            return Ok(None);
+        }
+        let get = |name: &str| self.security.get(name).cloned();
+        let shown = l.to_string();
+        let lookup = super::tls::Lookup {
+            listener: &l.name,
+            shown: &shown,
+            get: &get,
+        };
+        super::tls::server_config(&lookup, l.protocol).map(Some)
     }
 
     /// The group coordinator's limits, with `GroupCoordinatorConfig`'s
@@ -547,12 +589,16 @@ impl ListenerConfig {
         }
         let listeners = self.listeners()?;
         for l in &listeners {
-            if l.protocol != SecurityProtocol::Plaintext {
+            if matches!(
+                l.protocol,
+                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+            ) {
                 return Err(format!(
-                    "listener {l}: its security protocol {} is not served yet; only PLAINTEXT is",
+                    "listener {l}: its security protocol {} is not served yet; PLAINTEXT and SSL are",
                     l.protocol.name()
                 ));
             }
+            self.tls_config(l)?;
         }
         self.advertised_listeners()?;
         let queued = self.queued_max_request_bytes();
@@ -943,11 +989,12 @@ mod tests {
              port: 1"
         );
         // One IPv4 and one IPv6 address may share a port: then only the
-        // protocol stops it (SSL is not served yet).
+        // missing keystore stops it.
         assert_eq!(
             err(&[("listeners", "PLAINTEXT://127.0.0.1:1,SSL://[::1]:1")]),
-            "listener SSL://[::1]:1: its security protocol SSL is not served yet; only \
-             PLAINTEXT is"
+            "listener SSL://[::1]:1: a TLS listener needs a key and a certificate: set \
+             ssl.keystore.location (with ssl.keystore.type=PEM) or \
+             ssl.keystore.certificate.chain and ssl.keystore.key"
         );
         assert_eq!(
             err(&[

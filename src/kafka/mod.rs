@@ -51,6 +51,7 @@ pub mod sasl;
 pub mod server;
 pub mod session;
 pub mod splice;
+pub mod tls;
 pub mod topic_configs;
 pub mod topics;
 pub mod txn;

@@ -43,12 +43,13 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
 use super::broker::Broker;
-use super::config::{Endpoint, Listener, ListenerConfig};
+use super::config::{Endpoint, Listener, ListenerConfig, SecurityProtocol};
 use super::error::Refusal;
 use super::frame::frame_size;
 use super::limits::{ConnectionQuotas, Lease, MemoryPool, fd_cap, nofile_limit};
 use super::session::{Principal, Session};
 use super::splice::{Outgoing, Progress};
+use super::tls::{TlsConn, TlsError, TlsSink};
 use super::workers::{Completions, Done, Job, Work, Workers};
 use crate::storage::LogManager;
 
@@ -73,6 +74,8 @@ pub struct KafkaServer {
 /// What every thread of the listener shares.
 struct Shared {
     broker: Arc<Broker>,
+    /// Each listener's TLS config (`None`: a plaintext listener).
+    tls: Vec<Option<Arc<rustls::ServerConfig>>>,
     quotas: ConnectionQuotas,
     pool: Arc<MemoryPool>,
     workers: Arc<Workers>,
@@ -93,6 +96,10 @@ impl KafkaServer {
             return Ok(None);
         }
         let given_advertised = config.advertised_listeners()?;
+        let tls = listeners
+            .iter()
+            .map(|l| config.tls_config(l))
+            .collect::<Result<Vec<_>, String>>()?;
         // Every socket, with the index of its listener.
         let mut sockets: Vec<(std::net::TcpListener, usize)> = Vec::new();
         let mut advertised = Vec::new();
@@ -143,6 +150,7 @@ impl KafkaServer {
         let txn_cleaner = super::txn::cleanup::TxnCleaner::start(broker.clone())?;
         let shared = Arc::new(Shared {
             broker,
+            tls,
             quotas,
             pool,
             workers,
@@ -194,6 +202,7 @@ impl KafkaServer {
         shared.quotas.set_acceptor(Arc::new(move || {
             let _ = w2.wake();
         }));
+        let listeners_shown = listeners.clone();
         let mut listeners = Vec::new();
         for (token, (s, i)) in sockets.into_iter().enumerate() {
             let mut l = TcpListener::from_std(s);
@@ -217,8 +226,15 @@ impl KafkaServer {
         server.acceptor = Some((t, waker));
         for (a, i) in &server.addrs {
             let l = &shared.broker.advertised[*i];
+            let security = match &shared.tls[*i] {
+                None => "no authentication".to_string(),
+                Some(_) => format!(
+                    "TLS, client certificates {}",
+                    client_auth_shown(&shared.broker.config, &listeners_shown[*i])
+                ),
+            };
             info!(
-                "Kafka listener on {a} ({}, {}, no authentication), advertised as {}",
+                "Kafka listener on {a} ({}, {}, {security}), advertised as {}",
                 l.name,
                 l.protocol.name(),
                 l.endpoint
@@ -295,6 +311,23 @@ impl KafkaServer {
 impl Drop for KafkaServer {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Whether a TLS listener asks for client certificates, for its log line.
+fn client_auth_shown(config: &ListenerConfig, l: &Listener) -> &'static str {
+    let prefixed = format!(
+        "listener.name.{}.ssl.client.auth",
+        l.name.to_ascii_lowercase()
+    );
+    let v = config.security.get(&prefixed).or(match l.protocol {
+        SecurityProtocol::SaslSsl => None,
+        _ => config.security.get("ssl.client.auth"),
+    });
+    match v.map(|v| v.trim()) {
+        Some("required") => "required",
+        Some("requested") => "requested",
+        _ => "not asked for",
     }
 }
 
@@ -471,10 +504,10 @@ enum Phase {
     Writing(Outgoing),
 }
 
-/// One connection. The socket is plaintext; TLS would wrap it here, with a
-/// handshake phase before the first `Size`.
+/// One connection: its socket, and its TLS state on a TLS listener.
 struct Conn {
     stream: TcpStream,
+    tls: Option<Box<TlsConn>>,
     peer: SocketAddr,
     /// The index of the listener it came in on.
     listener: usize,
@@ -486,9 +519,15 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(stream: TcpStream, peer: SocketAddr, listener: usize) -> Conn {
+    fn new(
+        stream: TcpStream,
+        peer: SocketAddr,
+        listener: usize,
+        tls: Option<Box<TlsConn>>,
+    ) -> Conn {
         Conn {
             stream,
+            tls,
             peer,
             listener,
             principal: Principal::anonymous(),
@@ -521,6 +560,8 @@ enum Closing {
     /// Refused: logged as a warning.
     Refused(Refusal),
     Idle,
+    /// Idle in the middle of its TLS handshake.
+    Handshake,
 }
 
 struct Processor {
@@ -595,8 +636,21 @@ impl Processor {
                 self.shared.quotas.dec(peer.ip());
                 continue;
             }
+            let tls = match &self.shared.tls[listener] {
+                None => None,
+                Some(config) => match TlsConn::new(config.clone()) {
+                    Ok(t) => Some(Box::new(t)),
+                    Err(e) => {
+                        warn!("Kafka: dropping the connection from {peer}: cannot start TLS: {e}");
+                        let _ = self.poll.registry().deregister(&mut stream);
+                        self.shared.quotas.dec(peer.ip());
+                        continue;
+                    }
+                },
+            };
             debug!("Kafka: connection from {peer}");
-            self.conns.insert(id, Conn::new(stream, peer, listener));
+            self.conns
+                .insert(id, Conn::new(stream, peer, listener, tls));
             // Bytes may have come before the registration.
             self.pump(id);
         }
@@ -679,7 +733,18 @@ impl Processor {
             .map(|(id, _)| *id)
             .collect();
         for id in expired {
-            self.close(id, Closing::Idle);
+            let handshaking = self.conns[&id]
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.handshaking());
+            self.close(
+                id,
+                if handshaking {
+                    Closing::Handshake
+                } else {
+                    Closing::Idle
+                },
+            );
         }
     }
 
@@ -700,6 +765,13 @@ impl Processor {
                 "Kafka: closing the connection from {peer}: idle for more than \
                  connections.max.idle.ms"
             ),
+            Closing::Handshake => info!(
+                "Kafka: closing the connection from {peer}: its TLS handshake did not go on \
+                 for connections.max.idle.ms"
+            ),
+        }
+        if let Some(tls) = &mut conn.tls {
+            tls.close(&mut conn.stream);
         }
         let _ = self.poll.registry().deregister(&mut conn.stream);
         let _ = conn.stream.shutdown(std::net::Shutdown::Both);
@@ -711,10 +783,25 @@ impl Processor {
 /// Reads and writes what the connection's phase calls for, until the
 /// socket would block or a request is whole.
 fn advance(conn: &mut Conn, shared: &Shared) -> Step {
+    // What TLS holds for the socket goes first: the socket may have become
+    // writable for it alone.
+    if let Some(tls) = &mut conn.tls {
+        match tls.flush(&mut conn.stream) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => return Step::Close(Closing::Io(format!("writing failed: {e}"))),
+        }
+    }
     loop {
         match &mut conn.phase {
             Phase::InFlight => return Step::Wait,
-            Phase::Writing(out) => match out.write_to(&mut conn.stream) {
+            Phase::Writing(out) => match match &mut conn.tls {
+                None => out.write_to(&mut conn.stream),
+                Some(tls) => out.write_into(&mut TlsSink {
+                    tls,
+                    sock: &mut conn.stream,
+                }),
+            } {
                 Ok(Progress::Done) => {
                     conn.active = Instant::now();
                     conn.phase = Phase::Size {
@@ -728,7 +815,13 @@ fn advance(conn: &mut Conn, shared: &Shared) -> Step {
                 }
                 Err(e) => return Step::Close(Closing::Io(format!("writing failed: {e}"))),
             },
-            Phase::Size { buf, got } => match conn.stream.read(&mut buf[*got..]) {
+            Phase::Size { buf, got } => match read(
+                &mut conn.stream,
+                &mut conn.tls,
+                &mut conn.principal,
+                conn.peer,
+                &mut buf[*got..],
+            ) {
                 Ok(0) if *got == 0 => return Step::Close(Closing::Peer),
                 Ok(0) => {
                     return Step::Close(Closing::Io(
@@ -777,7 +870,13 @@ fn advance(conn: &mut Conn, shared: &Shared) -> Step {
                 let start = buf.len();
                 let want = (*size - start).min(READ_CHUNK);
                 buf.resize(start + want, 0);
-                let r = conn.stream.read(&mut buf[start..]);
+                let r = read(
+                    &mut conn.stream,
+                    &mut conn.tls,
+                    &mut conn.principal,
+                    conn.peer,
+                    &mut buf[start..],
+                );
                 let got = *r.as_ref().unwrap_or(&0);
                 buf.truncate(start + got);
                 match r {
@@ -792,6 +891,43 @@ fn advance(conn: &mut Conn, shared: &Shared) -> Step {
                     Err(e) => return Step::Close(Closing::Io(e.to_string())),
                 }
             }
+        }
+    }
+}
+
+/// Reads a connection's bytes: through TLS on a TLS listener, where the end
+/// of the handshake sets the connection's principal and a failed handshake
+/// is logged (with the alert sent) and ends the connection.
+fn read(
+    stream: &mut TcpStream,
+    tls: &mut Option<Box<TlsConn>>,
+    principal: &mut Principal,
+    peer: SocketAddr,
+    buf: &mut [u8],
+) -> std::io::Result<usize> {
+    let Some(tls) = tls else {
+        return stream.read(buf);
+    };
+    let handshaking = tls.handshaking();
+    let r = tls.read(stream, buf);
+    if let Some(p) = tls.take_principal() {
+        debug!("Kafka: TLS connection from {peer} established as {p}");
+        *principal = p;
+    }
+    match r {
+        Ok(n) => Ok(n),
+        Err(TlsError::Io(e)) => Err(e),
+        Err(TlsError::Protocol(e)) => {
+            tls.send_alert(stream);
+            if handshaking {
+                warn!("Kafka: failed authentication with {peer} (SSL handshake failed: {e})");
+            } else {
+                warn!("Kafka: closing the connection from {peer}: a TLS error: {e}");
+            }
+            Err(std::io::Error::new(
+                ErrorKind::InvalidData,
+                format!("TLS: {e}"),
+            ))
         }
     }
 }
