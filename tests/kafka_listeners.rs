@@ -163,8 +163,9 @@ fn bad_listener_configs_stop_the_daemon_in_kafkas_words() {
              No security protocol defined for listener INTERNAL",
         ),
         (
-            vec!["--listeners", "SSL://127.0.0.1:0"],
-            "listener SSL://127.0.0.1:0: its security protocol SSL is not served yet; only PLAINTEXT is",
+            vec!["--listeners", "SASL_SSL://127.0.0.1:0"],
+            "listener SASL_SSL://127.0.0.1:0: its security protocol SASL_SSL is not served yet; \
+             PLAINTEXT and SSL are",
         ),
         (
             vec![

@@ -224,16 +224,45 @@ impl Server {
     /// [`Server::start`] with the daemon's log at `log_path` (off a disk
     /// the test fills, say).
     pub fn start_logging_to(data: &Path, log_path: &Path, opts: &[&str]) -> Server {
-        Server::spawn(data, log_path, opts, None)
+        Server::spawn(
+            data,
+            log_path,
+            opts,
+            None,
+            "PLAINTEXT://127.0.0.1:0",
+            PARK_LOG,
+        )
+    }
+
+    /// [`Server::start`] with `listeners` of its own (one bound address,
+    /// the first listener's, is `addr`) and `RUST_LOG=rust_log`.
+    pub fn start_on(data: &Path, listeners: &str, opts: &[&str], rust_log: &str) -> Server {
+        let log_path = data.with_extension("serve.log");
+        Server::spawn(data, &log_path, opts, None, listeners, rust_log)
     }
 
     /// [`Server::start`] of a daemon with `nofile` descriptors
     /// (RLIMIT_NOFILE, soft and hard).
     pub fn start_limited(data: &Path, opts: &[&str], nofile: u64) -> Server {
-        Server::spawn(data, &data.with_extension("serve.log"), opts, Some(nofile))
+        let log_path = data.with_extension("serve.log");
+        Server::spawn(
+            data,
+            &log_path,
+            opts,
+            Some(nofile),
+            "PLAINTEXT://127.0.0.1:0",
+            PARK_LOG,
+        )
     }
 
-    fn spawn(data: &Path, log_path: &Path, opts: &[&str], nofile: Option<u64>) -> Server {
+    fn spawn(
+        data: &Path,
+        log_path: &Path,
+        opts: &[&str],
+        nofile: Option<u64>,
+        listeners: &str,
+        rust_log: &str,
+    ) -> Server {
         let log_path = log_path.to_path_buf();
         let log = std::fs::File::options()
             .create(true)
@@ -242,9 +271,7 @@ impl Server {
             .expect("log file");
         let from = log.metadata().expect("log size").len() as usize;
         let mut cmd = Command::new(BIN);
-        cmd.arg("serve")
-            .arg("--listeners")
-            .arg("PLAINTEXT://127.0.0.1:0");
+        cmd.arg("serve").arg("--listeners").arg(listeners);
         for o in opts {
             cmd.arg("-o").arg(o);
         }
@@ -253,7 +280,7 @@ impl Server {
         }
         let mut child = cmd
             .arg(data)
-            .env("RUST_LOG", PARK_LOG)
+            .env("RUST_LOG", rust_log)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -337,6 +364,8 @@ pub fn limit_nofile(cmd: &mut Command, n: u64) {
 /// A raw connection speaking the protocol through `kafka-protocol`.
 pub struct Conn {
     pub stream: TcpStream,
+    /// The TLS client on an `SSL` or `SASL_SSL` listener.
+    pub tls: Option<rustls::ClientConnection>,
     next_id: i32,
 }
 
@@ -362,14 +391,97 @@ impl Conn {
         stream
             .set_read_timeout(Some(READ_TIMEOUT))
             .expect("timeout");
-        Conn { stream, next_id: 1 }
+        Conn {
+            stream,
+            tls: None,
+            next_id: 1,
+        }
+    }
+
+    /// A raw connection over a socket the test opened itself.
+    pub fn from_stream(stream: TcpStream) -> Conn {
+        stream
+            .set_read_timeout(Some(READ_TIMEOUT))
+            .expect("timeout");
+        Conn {
+            stream,
+            tls: None,
+            next_id: 1,
+        }
+    }
+
+    /// A connection to a TLS listener whose certificate chains to the PEM
+    /// file `ca`, with a client certificate (chain, key) if given; the
+    /// handshake's failure is an `Err`.
+    pub fn tls(addr: &str, ca: &Path, client: Option<(&Path, &Path)>) -> std::io::Result<Conn> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(ca).expect("CA file") {
+            roots.add(c.expect("CA certificate")).expect("CA root");
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(roots);
+        let config = match client {
+            None => builder.with_no_client_auth(),
+            Some((chain, key)) => {
+                let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(chain)
+                    .expect("client chain")
+                    .map(|c| c.expect("client certificate"))
+                    .collect();
+                let key = PrivateKeyDer::from_pem_file(key).expect("client key");
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .expect("client certificate and key")
+            }
+        };
+        let host = addr.rsplit_once(':').expect("host:port").0;
+        let name =
+            ServerName::try_from(host.trim_matches(['[', ']']).to_string()).expect("server name");
+        let mut tls = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
+            .map_err(std::io::Error::other)?;
+        let mut stream = TcpStream::connect(addr)?;
+        stream.set_read_timeout(Some(READ_TIMEOUT))?;
+        while tls.is_handshaking() {
+            tls.complete_io(&mut stream)?;
+        }
+        Ok(Conn {
+            stream,
+            tls: Some(tls),
+            next_id: 1,
+        })
+    }
+
+    fn write_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match &mut self.tls {
+            None => self.stream.write_all(bytes),
+            Some(tls) => rustls::Stream::new(tls, &mut self.stream).write_all(bytes),
+        }
+    }
+
+    fn read_bytes(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match &mut self.tls {
+            None => self.stream.read(buf),
+            Some(tls) => match rustls::Stream::new(tls, &mut self.stream).read(buf) {
+                // The server closed the TCP connection without close_notify.
+                Err(e) if e.kind() == ErrorKind::UnexpectedEof => Ok(0),
+                // A fatal alert (a refused certificate, say) ends the connection.
+                Err(e) if e.kind() == ErrorKind::InvalidData => {
+                    Err(std::io::Error::new(ErrorKind::ConnectionAborted, e))
+                }
+                r => r,
+            },
+        }
     }
 
     /// Sends a frame of raw bytes (the size prefix is added).
     pub fn send_raw(&mut self, body: &[u8]) {
         let mut frame = (body.len() as i32).to_be_bytes().to_vec();
         frame.extend_from_slice(body);
-        self.stream.write_all(&frame).expect("send");
+        self.write_bytes(&frame).expect("send");
     }
 
     /// The next response frame, or `None` when the server closed the
@@ -397,7 +509,7 @@ impl Conn {
     fn read_all(&mut self, buf: &mut [u8], what: &str) -> Option<bool> {
         let mut got = 0;
         while got < buf.len() {
-            match self.stream.read(&mut buf[got..]) {
+            match self.read_bytes(&mut buf[got..]) {
                 Ok(0) if got == 0 => return None,
                 Ok(0) => return Some(false),
                 Ok(n) => got += n,
@@ -416,7 +528,7 @@ impl Conn {
     pub fn after(&mut self) -> After {
         let mut b = [0u8; 64];
         loop {
-            return match self.stream.read(&mut b) {
+            return match self.read_bytes(&mut b) {
                 Ok(0) => After::Closed,
                 Ok(n) => After::Answered(n),
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
