@@ -14,6 +14,7 @@ use super::{
     ErrorKind, FileInfo, LineFormat, LogControl, Offsets, Partition, RawFiles, RecordEntry,
     RootFiles, StatFs, Status,
 };
+use crate::kafka::auth::SCRAM_CREDENTIALS_FILE;
 use crate::record::NewRecord;
 use crate::storage::names::parse_segment_file_name;
 use crate::storage::producer_ids::PRODUCER_IDS_FILE;
@@ -77,10 +78,14 @@ fn shown_in_partition(name: &str) -> bool {
         || name == COMMITTED_LENGTHS_FILE)
 }
 
-/// The data directory's own files (Kafka's), but the daemon's log and
-/// the listener's producer id block.
+/// The data directory's own files (Kafka's), but the daemon's log, the
+/// listener's producer id block and its users' SCRAM credentials (salted
+/// hashes, but a copy is still something to guess passwords against).
 fn shown_in_root(name: &str) -> bool {
-    !(transient_or_dot(name) || name == DAEMON_LOG_FILE || name == PRODUCER_IDS_FILE)
+    !(transient_or_dot(name)
+        || name == DAEMON_LOG_FILE
+        || name == PRODUCER_IDS_FILE
+        || name == SCRAM_CREDENTIALS_FILE)
 }
 
 fn not_shown(name: &str) -> BackendError {

@@ -18,6 +18,8 @@
 //!   [`list_offsets`], [`topics`] (CreateTopics, DeleteTopics),
 //!   [`delete_records`], [`topic_configs`] (DescribeConfigs,
 //!   IncrementalAlterConfigs), [`sasl`];
+//! - [`auth`]: SASL's mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
+//!   the users' SCRAM credentials;
 //! - [`internal_topics`]: what clients may do to Kafka's internal topics
 //!   and KRaft's metadata log, as Kafka answers;
 //! - [`group`]: the group coordinator (FindCoordinator, JoinGroup,
@@ -33,6 +35,7 @@
 //! can reach the listener can read and write every partition.
 
 pub mod alloc;
+pub mod auth;
 pub mod broker;
 pub mod config;
 pub mod coordinator_topic;
