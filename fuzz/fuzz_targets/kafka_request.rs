@@ -25,6 +25,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+use commitfs::kafka::auth::CredentialStore;
 use commitfs::kafka::broker::Broker;
 use commitfs::kafka::dispatch::{Handled, handle_frame};
 use commitfs::kafka::splice::{Outgoing, Progress};
@@ -67,7 +68,8 @@ fn broker(dir: &std::path::Path) -> Broker {
             port: 9092,
         },
     };
-    let b = Broker::new(Arc::new(mgr), ListenerConfig::default(), vec![advertised]);
+    let scram = CredentialStore::open(dir).expect("credentials");
+    let b = Broker::new(Arc::new(mgr), ListenerConfig::default(), vec![advertised], scram);
     // Stopping: a Fetch long poll or a JoinGroup returns at once instead of
     // waiting for a timeout the input chose.
     b.stop();

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::storage::producer_ids::ProducerIds;
 use crate::storage::{LogManager, PartitionLog};
 
+use super::auth::CredentialStore;
 use super::config::{Endpoint, Listener, ListenerConfig};
 use super::group::coordinator::Coordinator;
 use super::group::offsets::OFFSETS_TOPIC;
@@ -27,6 +28,8 @@ pub struct Broker {
     pub producer_ids: ProducerIds,
     /// The transaction coordinator (every transactional id's).
     pub txns: TxnCoordinator,
+    /// The users' SCRAM credentials (`commitfs.scram-credentials`).
+    pub scram: Arc<CredentialStore>,
     stopping: AtomicBool,
 }
 
@@ -36,7 +39,12 @@ impl Broker {
     /// `__transaction_state`, and the transactions left prepared at the
     /// last stop are completed (their markers may go to
     /// `__consumer_offsets`, so the groups are loaded first).
-    pub fn new(mgr: Arc<LogManager>, config: ListenerConfig, advertised: Vec<Listener>) -> Broker {
+    pub fn new(
+        mgr: Arc<LogManager>,
+        config: ListenerConfig,
+        advertised: Vec<Listener>,
+        scram: Arc<CredentialStore>,
+    ) -> Broker {
         let cluster_id = cluster_id(&mgr);
         let groups = Arc::new(Coordinator::new(mgr.clone(), config.groups.clone()));
         let producer_ids = ProducerIds::new(mgr.dir(), mgr.read_only());
@@ -60,6 +68,7 @@ impl Broker {
             groups,
             producer_ids,
             txns,
+            scram,
             mgr,
             config,
             advertised,

@@ -13,7 +13,8 @@ use super::session::Session;
 use super::splice::SpliceBuf;
 use super::versions::{api_name, api_versions, served};
 use super::{
-    delete_records, fetch, group, list_offsets, metadata, produce, sasl, topic_configs, topics, txn,
+    auth, delete_records, fetch, group, list_offsets, metadata, produce, sasl, topic_configs,
+    topics, txn,
 };
 use crate::storage::SegmentSlice;
 
@@ -186,6 +187,12 @@ fn route(b: &Broker, session: &Session, h: &RequestHeader, request: RequestKind)
         RequestKind::AlterConfigs(r) => {
             respond(ResponseKind::AlterConfigs(topic_configs::replace(b, r)))
         }
+        RequestKind::DescribeUserScramCredentials(r) => respond(
+            ResponseKind::DescribeUserScramCredentials(auth::admin::describe(b, r)),
+        ),
+        RequestKind::AlterUserScramCredentials(r) => respond(
+            ResponseKind::AlterUserScramCredentials(auth::admin::alter(b, r)),
+        ),
         RequestKind::SaslHandshake(_) => respond(ResponseKind::SaslHandshake(sasl::handshake())),
         RequestKind::AddPartitionsToTxn(r) => respond(ResponseKind::AddPartitionsToTxn(
             txn::api::add_partitions(b, v, r),

@@ -19,7 +19,8 @@
 //!   [`delete_records`], [`topic_configs`] (DescribeConfigs,
 //!   IncrementalAlterConfigs), [`sasl`];
 //! - [`auth`]: SASL's mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
-//!   the users' SCRAM credentials;
+//!   the users' SCRAM credentials, and AlterUserScramCredentials and
+//!   DescribeUserScramCredentials;
 //! - [`internal_topics`]: what clients may do to Kafka's internal topics
 //!   and KRaft's metadata log, as Kafka answers;
 //! - [`group`]: the group coordinator (FindCoordinator, JoinGroup,

@@ -42,6 +42,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
+use super::auth::CredentialStore;
 use super::broker::Broker;
 use super::config::{Endpoint, Listener, ListenerConfig, SecurityProtocol};
 use super::error::Refusal;
@@ -144,7 +145,12 @@ impl KafkaServer {
         let idle = config.idle_timeout();
         let max_request = config.socket_request_max_bytes;
         let threads = config.num_network_threads as usize;
-        let broker = Arc::new(Broker::new(mgr, config, advertised));
+        let scram = if mgr.read_only() {
+            CredentialStore::open_read_only(mgr.dir())?
+        } else {
+            CredentialStore::open(mgr.dir())?
+        };
+        let broker = Arc::new(Broker::new(mgr, config, advertised, scram));
         let workers = Workers::new(broker.clone())?;
         let cleaner = super::group::Cleaner::start(broker.clone())?;
         let txn_cleaner = super::txn::cleanup::TxnCleaner::start(broker.clone())?;

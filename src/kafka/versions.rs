@@ -17,6 +17,9 @@
 //! DeleteGroups) and InitProducerId are served by `kafka::group`; FindCoordinator v0 stays in
 //! the table for old librdkafka, which enables lz4 only if it is there.
 //!
+//! SCRAM users are managed with DescribeUserScramCredentials and
+//! AlterUserScramCredentials v0, the only version Kafka has (`kafka::auth`).
+//!
 //! Transactions are served at transactions version 0 (no
 //! `transaction.version` finalized feature is advertised, so clients stay
 //! off KIP-890's second part): AddPartitionsToTxn only in its client
@@ -87,6 +90,8 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
+    api(ApiKey::DescribeUserScramCredentials, 0, 0),
+    api(ApiKey::AlterUserScramCredentials, 0, 0),
     api(ApiKey::DescribeTransactions, 0, 0),
     api(ApiKey::ListTransactions, 0, 1),
 ];
@@ -124,6 +129,8 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::CreatePartitions => "CreatePartitions",
         ApiKey::DeleteGroups => "DeleteGroups",
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+        ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
+        ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
         _ => "an API not served",
     }
 }

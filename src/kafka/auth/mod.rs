@@ -1,13 +1,15 @@
 //! SASL on the Kafka listener, the pieces the connection's authenticator
 //! calls: the mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) as Kafka's
 //! `PlainSaslServer` and `ScramSaslServer` answer, the users' SCRAM
-//! credentials in the data directory.
+//! credentials in the data directory, and the admin APIs that change them.
 //!
 //! - [`scram`]: the SCRAM mechanisms, credentials and server exchange;
 //! - [`plain`]: PLAIN, checked against the SCRAM credentials;
 //! - [`credentials`]: the credential store (`commitfs.scram-credentials`)
-//!   and kafka-storage's `--add-scram` syntax.
+//!   and kafka-storage's `--add-scram` syntax;
+//! - [`admin`]: AlterUserScramCredentials and DescribeUserScramCredentials.
 
+pub mod admin;
 pub mod credentials;
 pub mod plain;
 pub mod scram;
