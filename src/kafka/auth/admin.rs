@@ -183,7 +183,13 @@ fn alter_store(
         });
         done.push(user);
     }
-    let failed = match store.apply(&changes) {
+    // A request refused whole leaves the file alone.
+    let applied = if changes.is_empty() {
+        Ok(())
+    } else {
+        store.apply(&changes)
+    };
+    let failed = match applied {
         Ok(()) => {
             for c in &changes {
                 match c {
@@ -550,6 +556,18 @@ mod tests {
         let store = CredentialStore::open_read_only(dir.path()).unwrap();
         let got = alter(&store, vec![], vec![upsert("alice", 1, 4096, "a")]);
         assert_eq!(got[0].1, ResponseError::ClusterAuthorizationFailed.code());
+        assert_eq!(
+            got[0].2.as_deref(),
+            Some("commitfs serves this data directory read-only: writes are refused")
+        );
         assert!(store.users().is_empty());
+        // Refusals alone write nothing, so they answer as on any store.
+        let got = alter(&store, vec![delete("alice", 1)], vec![]);
+        assert_eq!(got[0].1, ResponseError::ResourceNotFound.code());
+        assert!(
+            !dir.path()
+                .join(super::super::SCRAM_CREDENTIALS_FILE)
+                .exists()
+        );
     }
 }
