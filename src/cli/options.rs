@@ -26,6 +26,7 @@ const LIST_SETTINGS: &[&str] = &[
     "max.connections.per.ip.overrides",
     "ssl.enabled.protocols",
     "ssl.cipher.suites",
+    "sasl.enabled.mechanisms",
     "cleanup.policy",
     "log.cleanup.policy",
 ];

@@ -41,8 +41,21 @@ pub struct ServeArgs {
     /// max.connections, max.connections.per.ip,
     /// max.connections.per.ip.overrides, connections.max.idle.ms,
     /// queued.max.request.bytes, num.network.threads.
+    /// The TLS and SASL settings (ssl.*, sasl.enabled.mechanisms,
+    /// connection.failed.authentication.delay.ms, and listener-prefixed
+    /// listener.name.NAME.ssl.*) are -o options too. An -o that starts with
+    /// a list setting (listeners, ssl.enabled.protocols,
+    /// sasl.enabled.mechanisms, ...) is that one setting, commas and all.
     #[arg(short = 'o', value_name = "OPT[,OPT...]", action = clap::ArgAction::Append)]
     pub options: Vec<String>,
+    /// A SCRAM user to create or change before serving, in kafka-storage's
+    /// --add-scram form: 'SCRAM-SHA-256=[name=alice,password=alice-secret]'
+    /// (repeatable). Only the salted, iterated hash is stored.
+    #[arg(
+        long = "add-scram",
+        value_name = "MECHANISM=[name=USER,password=PASSWORD]"
+    )]
+    pub add_scram: Vec<String>,
 }
 
 fn parse_options(args: &ServeArgs) -> Result<DaemonOptions, String> {
@@ -54,6 +67,11 @@ fn parse_options(args: &ServeArgs) -> Result<DaemonOptions, String> {
     }
     if let Some(l) = &args.listeners {
         o.kafka.set("listeners", l)?;
+    }
+    for text in &args.add_scram {
+        // Checked now; applied when the listener opens the store.
+        commitfs::kafka::auth::parse_add_scram(text)?;
+        o.kafka.add_scram.push(text.clone());
     }
     o.check()?;
     if !o.kafka.has_listeners() {

@@ -33,10 +33,18 @@ pub const DEFAULT_SOCKET_REQUEST_MAX_BYTES: usize = 104_857_600;
 pub const DEFAULT_CONNECTIONS_MAX_IDLE_MS: i64 = 600_000;
 /// Kafka's default `num.network.threads`.
 pub const DEFAULT_NUM_NETWORK_THREADS: u32 = 3;
-/// Kafka's default `connection.failed.authentication.delay.ms`, which Kafka
-/// requires `connections.max.idle.ms` to exceed. There is no authentication
-/// here yet, so the setting is not offered; its default keeps Kafka's check.
+/// Kafka's default `connection.failed.authentication.delay.ms`: how long a
+/// connection whose authentication failed is kept before it is closed, so
+/// a client guessing passwords gets on slowly. Kafka requires
+/// `connections.max.idle.ms` to exceed it.
 pub const FAILED_AUTHENTICATION_DELAY_MS: i64 = 100;
+
+/// The SASL settings (each may also be given listener-prefixed, but the
+/// delay, which is the broker's).
+pub const SASL_CONFIG_NAMES: &[&str] = &[
+    "sasl.enabled.mechanisms",
+    "connection.failed.authentication.delay.ms",
+];
 
 /// The broker-level names this module understands (besides the topic
 /// configs, which storage owns).
@@ -71,7 +79,8 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
 
 /// Whether `name` is a TLS setting: `ssl.*`, or `listener.name.<name>.ssl.*`.
 pub fn is_security_name(name: &str) -> bool {
-    super::tls::SSL_CONFIG_NAMES.contains(&security_base_name(name))
+    let base = security_base_name(name);
+    super::tls::SSL_CONFIG_NAMES.contains(&base) || SASL_CONFIG_NAMES.contains(&base)
 }
 
 /// `ssl.keystore.location` of `listener.name.secure.ssl.keystore.location`.
@@ -324,6 +333,8 @@ pub struct ListenerConfig {
     /// The TLS settings (`ssl.*`, and `listener.name.<name>.ssl.*` for one
     /// listener), as given; read by [`ListenerConfig::tls_config`].
     pub security: BTreeMap<String, String>,
+    /// SCRAM users to set at start, in kafka-storage's `--add-scram` form.
+    pub add_scram: Vec<String>,
 }
 
 impl Default for ListenerConfig {
@@ -350,6 +361,7 @@ impl Default for ListenerConfig {
             queued_max_request_bytes_set: None,
             num_network_threads: DEFAULT_NUM_NETWORK_THREADS,
             security: BTreeMap::new(),
+            add_scram: Vec::new(),
         }
     }
 }
@@ -530,6 +542,11 @@ impl ListenerConfig {
             "transactional.id.expiration.ms" => {
                 self.txn_id_expiration_ms = int_at_least(name, value, 1, i32::MAX as i64)? as u64
             }
+            "connection.failed.authentication.delay.ms" => {
+                int_at_least(name, value, 0, i32::MAX as i64)?;
+                self.security
+                    .insert(name.to_string(), value.trim().to_string());
+            }
             _ if is_security_name(name) => {
                 let plain = security_base_name(name);
                 super::tls::check_value(plain, value)?;
@@ -538,6 +555,56 @@ impl ListenerConfig {
             _ => return self.set_group_limit(name, value),
         }
         Ok(true)
+    }
+
+    /// `connection.failed.authentication.delay.ms` (Kafka's INT, at least 0).
+    pub fn failed_auth_delay_ms(&self) -> i64 {
+        self.security
+            .get("connection.failed.authentication.delay.ms")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(FAILED_AUTHENTICATION_DELAY_MS)
+    }
+
+    /// `sasl.enabled.mechanisms` of listener `l` (listener-prefixed first),
+    /// `None` when it is not a SASL listener. Kafka's default, GSSAPI, is
+    /// not served, so a SASL listener must name its mechanisms.
+    pub fn sasl_mechanisms(&self, l: &Listener) -> Result<Option<Vec<String>>, String> {
+        if !matches!(
+            l.protocol,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        ) {
+            return Ok(None);
+        }
+        let prefixed = format!(
+            "listener.name.{}.sasl.enabled.mechanisms",
+            l.name.to_ascii_lowercase()
+        );
+        let served = super::auth::MECHANISMS.join(", ");
+        let Some(text) = self
+            .security
+            .get(&prefixed)
+            .or_else(|| self.security.get("sasl.enabled.mechanisms"))
+        else {
+            return Err(format!(
+                "listener {l}: set sasl.enabled.mechanisms to the mechanisms it serves ({served}); \
+                 Kafka's default, GSSAPI, is not served here"
+            ));
+        };
+        let mechanisms: Vec<String> = csv_list(text).into_iter().map(str::to_string).collect();
+        if mechanisms.is_empty() {
+            return Err(format!(
+                "listener {l}: sasl.enabled.mechanisms is empty; give some of {served}"
+            ));
+        }
+        for m in &mechanisms {
+            if !super::auth::MECHANISMS.contains(&m.as_str()) {
+                return Err(format!(
+                    "listener {l}: sasl.enabled.mechanisms names {m}, which is not served; \
+                     {served} are"
+                ));
+            }
+        }
+        Ok(Some(mechanisms))
     }
 
     /// The TLS server config of listener `l`, `None` when it is not a TLS
@@ -589,15 +656,7 @@ impl ListenerConfig {
         }
         let listeners = self.listeners()?;
         for l in &listeners {
-            if matches!(
-                l.protocol,
-                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
-            ) {
-                return Err(format!(
-                    "listener {l}: its security protocol {} is not served yet; PLAINTEXT and SSL are",
-                    l.protocol.name()
-                ));
-            }
+            self.sasl_mechanisms(l)?;
             self.tls_config(l)?;
         }
         self.advertised_listeners()?;
@@ -614,12 +673,13 @@ impl ListenerConfig {
                 .to_string());
         }
         if self.connections_max_idle_ms >= 0
-            && FAILED_AUTHENTICATION_DELAY_MS >= self.connections_max_idle_ms
+            && self.failed_auth_delay_ms() >= self.connections_max_idle_ms
         {
             return Err(format!(
-                "connection.failed.authentication.delay.ms={FAILED_AUTHENTICATION_DELAY_MS} should \
+                "connection.failed.authentication.delay.ms={} should \
                  always be less than connections.max.idle.ms={} to prevent failed authentication \
                  responses from timing out",
+                self.failed_auth_delay_ms(),
                 self.connections_max_idle_ms
             ));
         }

@@ -106,7 +106,7 @@ pub fn handle_frame(broker: &Broker, session: &Session, frame: Bytes) -> Result<
             header.client_id
         );
         let body = ResponseKind::ApiVersions(api_versions(false));
-        return encode(key, 0, correlation_id, body).map(|e| Handled::Reply(Some(e)));
+        return encode_response(key, 0, correlation_id, body).map(|e| Handled::Reply(Some(e)));
     }
     if version < api.served_min || version > api.max {
         return Err(Refusal::UnsupportedVersion {
@@ -139,7 +139,7 @@ fn finish_outcome(
 ) -> Result<Handled, Refusal> {
     let reply = |e: Encoded| Handled::Reply(Some(e));
     match outcome {
-        Outcome::Respond(body) => encode(key, version, correlation_id, body).map(reply),
+        Outcome::Respond(body) => encode_response(key, version, correlation_id, body).map(reply),
         Outcome::Fetch(body, slices) => {
             encode_fetch(version, correlation_id, body, slices).map(reply)
         }
@@ -194,6 +194,9 @@ fn route(b: &Broker, session: &Session, h: &RequestHeader, request: RequestKind)
             ResponseKind::AlterUserScramCredentials(auth::admin::alter(b, r)),
         ),
         RequestKind::SaslHandshake(_) => respond(ResponseKind::SaslHandshake(sasl::handshake())),
+        RequestKind::SaslAuthenticate(_) => {
+            respond(ResponseKind::SaslAuthenticate(sasl::authenticate()))
+        }
         RequestKind::AddPartitionsToTxn(r) => respond(ResponseKind::AddPartitionsToTxn(
             txn::api::add_partitions(b, v, r),
         )),
@@ -214,7 +217,8 @@ fn route(b: &Broker, session: &Session, h: &RequestHeader, request: RequestKind)
     }
 }
 
-fn encode(
+/// A response with its header, ready to write.
+pub fn encode_response(
     key: ApiKey,
     version: i16,
     correlation_id: i32,

@@ -16,6 +16,13 @@ use crate::storage::StorageError;
 pub enum Refusal {
     #[error("request size {size} is larger than socket.request.max.bytes ({max})")]
     FrameTooLarge { size: i64, max: usize },
+    /// Kafka's `SaslServerAuthenticator` reads at most this much before
+    /// a connection has authenticated.
+    #[error(
+        "Failing SASL authentication due to invalid receive size: {size} bytes, more than the \
+         {max} read before authentication"
+    )]
+    SaslFrameTooLarge { size: i64, max: usize },
     #[error("request size {0} is negative")]
     NegativeSize(i32),
     #[error("request of {0} bytes is shorter than a request header")]

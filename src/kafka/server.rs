@@ -43,6 +43,8 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
 use super::auth::CredentialStore;
+use super::auth::MAX_RECEIVE_SIZE;
+use super::auth::authenticator::{AuthStep, Authenticator};
 use super::broker::Broker;
 use super::config::{Endpoint, Listener, ListenerConfig, SecurityProtocol};
 use super::error::Refusal;
@@ -77,6 +79,10 @@ struct Shared {
     broker: Arc<Broker>,
     /// Each listener's TLS config (`None`: a plaintext listener).
     tls: Vec<Option<Arc<rustls::ServerConfig>>>,
+    /// Each listener's SASL mechanisms (`None`: no SASL).
+    sasl: Vec<Option<Vec<String>>>,
+    /// `connection.failed.authentication.delay.ms`.
+    failed_auth_delay: Duration,
     quotas: ConnectionQuotas,
     pool: Arc<MemoryPool>,
     workers: Arc<Workers>,
@@ -101,6 +107,11 @@ impl KafkaServer {
             .iter()
             .map(|l| config.tls_config(l))
             .collect::<Result<Vec<_>, String>>()?;
+        let sasl = listeners
+            .iter()
+            .map(|l| config.sasl_mechanisms(l))
+            .collect::<Result<Vec<_>, String>>()?;
+        let failed_auth_delay = Duration::from_millis(config.failed_auth_delay_ms().max(0) as u64);
         // Every socket, with the index of its listener.
         let mut sockets: Vec<(std::net::TcpListener, usize)> = Vec::new();
         let mut advertised = Vec::new();
@@ -150,6 +161,16 @@ impl KafkaServer {
         } else {
             CredentialStore::open(mgr.dir())?
         };
+        for text in &config.add_scram {
+            let (user, mechanism, credential) = super::auth::parse_add_scram(text)?;
+            scram
+                .upsert(&user, mechanism, credential)
+                .map_err(|e| format!("cannot store the SCRAM credential of {user}: {e}"))?;
+            info!(
+                "SCRAM credential of user {user:?} ({}) set from --add-scram",
+                mechanism.mechanism_name()
+            );
+        }
         let broker = Arc::new(Broker::new(mgr, config, advertised, scram));
         let workers = Workers::new(broker.clone())?;
         let cleaner = super::group::Cleaner::start(broker.clone())?;
@@ -157,6 +178,8 @@ impl KafkaServer {
         let shared = Arc::new(Shared {
             broker,
             tls,
+            sasl,
+            failed_auth_delay,
             quotas,
             pool,
             workers,
@@ -192,6 +215,7 @@ impl KafkaServer {
                 conns: HashMap::new(),
                 next_id: 0,
                 waiting_memory: VecDeque::new(),
+                closing: VecDeque::new(),
             };
             let t = std::thread::Builder::new()
                 .name(format!("kafka-network-{i}"))
@@ -232,13 +256,20 @@ impl KafkaServer {
         server.acceptor = Some((t, waker));
         for (a, i) in &server.addrs {
             let l = &shared.broker.advertised[*i];
-            let security = match &shared.tls[*i] {
+            let mut security = match &shared.tls[*i] {
                 None => "no authentication".to_string(),
                 Some(_) => format!(
                     "TLS, client certificates {}",
                     client_auth_shown(&shared.broker.config, &listeners_shown[*i])
                 ),
             };
+            if let Some(mechanisms) = &shared.sasl[*i] {
+                let sasl = format!("SASL {}", mechanisms.join(" "));
+                security = match &shared.tls[*i] {
+                    None => sasl,
+                    Some(_) => format!("{sasl}, {security}"),
+                };
+            }
             info!(
                 "Kafka listener on {a} ({}, {}, {security}), advertised as {}",
                 l.name,
@@ -519,6 +550,8 @@ struct Conn {
     listener: usize,
     /// Who the connection authenticated as.
     principal: Principal,
+    /// Where its SASL exchange is, on a SASL listener.
+    sasl: Sasl,
     phase: Phase,
     /// Last read or write, for `connections.max.idle.ms`.
     active: Instant,
@@ -530,6 +563,7 @@ impl Conn {
         peer: SocketAddr,
         listener: usize,
         tls: Option<Box<TlsConn>>,
+        sasl: Sasl,
     ) -> Conn {
         Conn {
             stream,
@@ -537,6 +571,7 @@ impl Conn {
             peer,
             listener,
             principal: Principal::anonymous(),
+            sasl,
             phase: Phase::Size {
                 buf: [0; 4],
                 got: 0,
@@ -544,6 +579,18 @@ impl Conn {
             active: Instant::now(),
         }
     }
+}
+
+/// A connection's SASL exchange.
+enum Sasl {
+    /// No SASL on its listener, or authenticated: requests are served.
+    Off,
+    /// Authenticating: its next frame goes to the exchange.
+    Waiting(Box<Authenticator>),
+    /// A frame of the exchange is with a handler.
+    Busy,
+    /// Failed: the connection closes once its answer is out and the delay passed.
+    Failed,
 }
 
 /// What pumping a connection came to.
@@ -568,6 +615,8 @@ enum Closing {
     Idle,
     /// Idle in the middle of its TLS handshake.
     Handshake,
+    /// Its SASL authentication failed (logged then) and the delay passed.
+    AuthenticationFailed,
 }
 
 struct Processor {
@@ -578,6 +627,9 @@ struct Processor {
     next_id: usize,
     /// Connections waiting for pool memory, in the order they asked.
     waiting_memory: VecDeque<usize>,
+    /// Connections whose authentication failed, with when they close
+    /// (in that order: the delay is the same for all).
+    closing: VecDeque<(Instant, usize)>,
 }
 
 impl Processor {
@@ -590,7 +642,11 @@ impl Processor {
             .map(|d| (d / 4).clamp(Duration::from_millis(10), Duration::from_secs(1)));
         let mut next_sweep = sweep_every.map(|d| Instant::now() + d);
         loop {
-            let timeout = next_sweep.map(|t| t.saturating_duration_since(Instant::now()));
+            let wake_at = match (next_sweep, self.closing.front()) {
+                (Some(a), Some((b, _))) => Some(a.min(*b)),
+                (a, b) => a.or(b.map(|(at, _)| *at)),
+            };
+            let timeout = wake_at.map(|t| t.saturating_duration_since(Instant::now()));
             if let Err(e) = self.poll.poll(&mut events, timeout)
                 && e.kind() != ErrorKind::Interrupted
             {
@@ -611,6 +667,11 @@ impl Processor {
                 self.pump(ev.token().0);
             }
             self.drain_inbox();
+            let now = Instant::now();
+            while self.closing.front().is_some_and(|(at, _)| *at <= now) {
+                let (_, id) = self.closing.pop_front().expect("looked at");
+                self.close(id, Closing::AuthenticationFailed);
+            }
             if let (Some(every), Some(at)) = (sweep_every, next_sweep)
                 && Instant::now() >= at
             {
@@ -654,9 +715,16 @@ impl Processor {
                     }
                 },
             };
+            let sasl = match &self.shared.sasl[listener] {
+                None => Sasl::Off,
+                Some(mechanisms) => Sasl::Waiting(Box::new(Authenticator::new(
+                    mechanisms.clone(),
+                    self.shared.broker.scram.clone(),
+                ))),
+            };
             debug!("Kafka: connection from {peer}");
             self.conns
-                .insert(id, Conn::new(stream, peer, listener, tls));
+                .insert(id, Conn::new(stream, peer, listener, tls, sasl));
             // Bytes may have come before the registration.
             self.pump(id);
         }
@@ -679,6 +747,33 @@ impl Processor {
                     self.close(id, Closing::Refused(r));
                     continue;
                 }
+                Done::Sasl(auth, step) => match step {
+                    AuthStep::Continue(reply) => {
+                        conn.sasl = Sasl::Waiting(auth);
+                        conn.phase = Phase::Writing(Outgoing::new(reply.prefix, reply.body));
+                    }
+                    AuthStep::Authenticated { reply, principal } => {
+                        info!(
+                            "Kafka: {} authenticated as {principal} with SASL",
+                            conn.peer
+                        );
+                        conn.principal = principal;
+                        conn.sasl = Sasl::Off;
+                        conn.phase = Phase::Writing(Outgoing::new(reply.prefix, reply.body));
+                    }
+                    AuthStep::Failed { reply, log } => {
+                        warn!("Kafka: failed authentication with {} ({log})", conn.peer);
+                        conn.sasl = Sasl::Failed;
+                        // Kafka's delay: a client guessing passwords gets
+                        // its answer, then waits for the close.
+                        let at = Instant::now() + self.shared.failed_auth_delay;
+                        self.closing.push_back((at, id));
+                        match reply {
+                            Some(r) => conn.phase = Phase::Writing(Outgoing::new(r.prefix, r.body)),
+                            None => conn.phase = Phase::InFlight,
+                        }
+                    }
+                },
                 Done::Panicked => {
                     self.close(id, Closing::Io("a request panicked".to_string()));
                     continue;
@@ -708,15 +803,31 @@ impl Processor {
                 let Some(conn) = self.conns.get(&id) else {
                     return;
                 };
+                let session = Session {
+                    listener: conn.listener,
+                    peer: conn.peer,
+                    principal: conn.principal.clone(),
+                };
+                let Some(conn) = self.conns.get_mut(&id) else {
+                    return;
+                };
+                let work = match std::mem::replace(&mut conn.sasl, Sasl::Busy) {
+                    Sasl::Off => {
+                        conn.sasl = Sasl::Off;
+                        Work::Frame(frame)
+                    }
+                    Sasl::Waiting(auth) => Work::Sasl(frame, auth),
+                    Sasl::Busy | Sasl::Failed => {
+                        // Never: a request is read only after the last one's answer.
+                        self.close(id, Closing::Io("a frame out of turn".to_string()));
+                        return;
+                    }
+                };
                 let job = Job {
                     back: self.handle.clone(),
                     conn: id,
-                    session: Session {
-                        listener: conn.listener,
-                        peer: conn.peer,
-                        principal: conn.principal.clone(),
-                    },
-                    work: Work::Frame(frame),
+                    session,
+                    work,
                     lease: Some(lease),
                 };
                 self.shared.workers.submit(job);
@@ -771,6 +882,9 @@ impl Processor {
                 "Kafka: closing the connection from {peer}: idle for more than \
                  connections.max.idle.ms"
             ),
+            Closing::AuthenticationFailed => {
+                debug!("Kafka: closing the connection from {peer}: its authentication failed")
+            }
             Closing::Handshake => info!(
                 "Kafka: closing the connection from {peer}: its TLS handshake did not go on \
                  for connections.max.idle.ms"
@@ -810,6 +924,11 @@ fn advance(conn: &mut Conn, shared: &Shared) -> Step {
             } {
                 Ok(Progress::Done) => {
                     conn.active = Instant::now();
+                    if matches!(conn.sasl, Sasl::Failed) {
+                        // Nothing more is read: the close is on its way.
+                        conn.phase = Phase::InFlight;
+                        return Step::Wait;
+                    }
                     conn.phase = Phase::Size {
                         buf: [0; 4],
                         got: 0,
@@ -840,8 +959,19 @@ fn advance(conn: &mut Conn, shared: &Shared) -> Step {
                     if *got < 4 {
                         continue;
                     }
-                    let size = match frame_size(*buf, shared.max_request) {
+                    // Before authentication, Kafka reads no more than
+                    // sasl.server.max.receive.size.
+                    let authenticating = !matches!(conn.sasl, Sasl::Off);
+                    let max = match authenticating {
+                        true => shared.max_request.min(MAX_RECEIVE_SIZE),
+                        false => shared.max_request,
+                    };
+                    let size = match frame_size(*buf, max) {
                         Ok(size) => size,
+                        Err(Refusal::FrameTooLarge { size, max }) if authenticating => {
+                            let r = Refusal::SaslFrameTooLarge { size, max };
+                            return Step::Close(Closing::Refused(r));
+                        }
                         Err(r) => return Step::Close(Closing::Refused(r)),
                     };
                     conn.phase = Phase::NeedMemory { size };

@@ -76,6 +76,7 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::DescribeGroups, 0, 5),
     api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::SaslHandshake, 0, 1),
+    api(ApiKey::SaslAuthenticate, 0, 2),
     api(ApiKey::ApiVersions, 0, 3),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use log::error;
 use parking_lot::{Condvar, Mutex};
 
+use super::auth::authenticator::{AuthStep, Authenticator};
 use super::broker::Broker;
 use super::dispatch::{Encoded, Handled, Parked, handle_frame};
 use super::error::Refusal;
@@ -33,6 +34,8 @@ const IDLE_EXIT: Duration = Duration::from_secs(30);
 /// What became of a request, for its connection's network thread.
 pub enum Done {
     Reply(Option<Encoded>),
+    /// A frame of a SASL exchange, and the exchange to go on with.
+    Sasl(Box<Authenticator>, AuthStep),
     Refused(Refusal),
     Panicked,
 }
@@ -55,6 +58,8 @@ pub struct Job {
 
 pub enum Work {
     Frame(Bytes),
+    /// A frame of a connection still authenticating (see `auth::authenticator`).
+    Sasl(Bytes, Box<Authenticator>),
     Retry(Parked),
 }
 
@@ -154,10 +159,31 @@ impl Workers {
         let peer = session.peer;
         super::group::set_peer(&peer);
         let broker = &*self.broker;
+        let work = match work {
+            Work::Sasl(frame, mut auth) => {
+                let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    auth.handle(broker, &session, frame)
+                }));
+                let done = match step {
+                    Ok(step) => Done::Sasl(auth, step),
+                    Err(_) => {
+                        error!(
+                            "Kafka: a SASL exchange with {peer} panicked; closing its connection"
+                        );
+                        Done::Panicked
+                    }
+                };
+                drop(lease);
+                back.complete(conn, done);
+                return;
+            }
+            other => other,
+        };
         // A bug must cost one connection, never the daemon.
         let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match work {
             Work::Frame(frame) => handle_frame(broker, &session, frame),
             Work::Retry(parked) => parked.retry(broker),
+            Work::Sasl(..) => unreachable!("a SASL frame is handled above"),
         }));
         let done = match handled {
             Ok(Ok(Handled::Reply(r))) => Done::Reply(r),
@@ -220,7 +246,7 @@ struct Parking {
 fn parked(job: &Job) -> Option<&Parked> {
     match &job.work {
         Work::Retry(p) => Some(p),
-        Work::Frame(_) => None,
+        Work::Frame(_) | Work::Sasl(..) => None,
     }
 }
 

@@ -10,6 +10,7 @@
 //! - [`admin`]: AlterUserScramCredentials and DescribeUserScramCredentials.
 
 pub mod admin;
+pub mod authenticator;
 pub mod credentials;
 pub mod plain;
 pub mod scram;
