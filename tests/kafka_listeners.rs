@@ -164,8 +164,9 @@ fn bad_listener_configs_stop_the_daemon_in_kafkas_words() {
         ),
         (
             vec!["--listeners", "SASL_SSL://127.0.0.1:0"],
-            "listener SASL_SSL://127.0.0.1:0: its security protocol SASL_SSL is not served yet; \
-             PLAINTEXT and SSL are",
+            "listener SASL_SSL://127.0.0.1:0: set sasl.enabled.mechanisms to the mechanisms it \
+             serves (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); Kafka's default, GSSAPI, is not served \
+             here",
         ),
         (
             vec![

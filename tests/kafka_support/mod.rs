@@ -237,8 +237,23 @@ impl Server {
     /// [`Server::start`] with `listeners` of its own (one bound address,
     /// the first listener's, is `addr`) and `RUST_LOG=rust_log`.
     pub fn start_on(data: &Path, listeners: &str, opts: &[&str], rust_log: &str) -> Server {
+        Server::start_with_args(data, listeners, opts, rust_log, &[])
+    }
+
+    /// [`Server::start_on`] with more arguments to `serve` (`--add-scram`).
+    pub fn start_with_args(
+        data: &Path,
+        listeners: &str,
+        opts: &[&str],
+        rust_log: &str,
+        args: &[&str],
+    ) -> Server {
         let log_path = data.with_extension("serve.log");
-        Server::spawn(data, &log_path, opts, None, listeners, rust_log)
+        let mut all: Vec<String> = Vec::new();
+        for a in args {
+            all.push(a.to_string());
+        }
+        Server::spawn_args(data, &log_path, opts, None, listeners, rust_log, &all)
     }
 
     /// [`Server::start`] of a daemon with `nofile` descriptors
@@ -263,6 +278,18 @@ impl Server {
         listeners: &str,
         rust_log: &str,
     ) -> Server {
+        Server::spawn_args(data, log_path, opts, nofile, listeners, rust_log, &[])
+    }
+
+    fn spawn_args(
+        data: &Path,
+        log_path: &Path,
+        opts: &[&str],
+        nofile: Option<u64>,
+        listeners: &str,
+        rust_log: &str,
+        args: &[String],
+    ) -> Server {
         let log_path = log_path.to_path_buf();
         let log = std::fs::File::options()
             .create(true)
@@ -271,7 +298,10 @@ impl Server {
             .expect("log file");
         let from = log.metadata().expect("log size").len() as usize;
         let mut cmd = Command::new(BIN);
-        cmd.arg("serve").arg("--listeners").arg(listeners);
+        cmd.arg("serve")
+            .arg("--listeners")
+            .arg(listeners)
+            .args(args);
         for o in opts {
             cmd.arg("-o").arg(o);
         }
