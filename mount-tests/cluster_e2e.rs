@@ -6,7 +6,9 @@
 //!   by kafka-python, and the other way round;
 //! - `tail -f` on B follows appends made through A;
 //! - `commitfs dump` of A's data directory shows the batches B's producer sent;
-//! - faults: A killed with SIGKILL and restarted while B appends in a loop.
+//! - faults: A killed with SIGKILL and restarted while B appends in a loop;
+//! - B authenticates to A's `SASL_SSL` listener (SCRAM-SHA-512 over TLS
+//!   with a test CA) with the client settings a user gives any Kafka.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -439,5 +441,80 @@ fn the_listener_killed_and_restarted_under_an_appending_cluster_mount() {
         b.log()
     );
     drop(b);
+    a.unmount_clean();
+}
+
+const CREATE_USER: &str = r#"
+from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+import sys
+a = AdminClient({"bootstrap.servers": sys.argv[1]})
+up = UserScramCredentialUpsertion(sys.argv[2], ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), sys.argv[3].encode())
+for f in a.alter_user_scram_credentials([up]).values():
+    f.result(timeout=60)
+print("created")
+"#;
+
+/// The address of A's listener named `name`, from its log line.
+fn named_listener(log: &str, name: &str) -> String {
+    log.lines()
+        .find_map(|l| {
+            let (addr, rest) = l.split_once("Kafka listener on ")?.1.split_once(' ')?;
+            rest.starts_with(&format!("({name}, "))
+                .then(|| addr.to_string())
+        })
+        .unwrap_or_else(|| panic!("no {name} listener in the log:\n{log}"))
+}
+
+/// B mounts A's `SASL_SSL` listener as bob (made through AdminClient on
+/// A's PLAINTEXT listener): writes through B arrive in A, A's log names
+/// bob, and neither daemon's log holds the password.
+#[test]
+fn cluster_mount_over_a_sasl_ssl_listener() {
+    if !fuse_or_skip() {
+        return;
+    }
+    let Some(py) = require(python()) else { return };
+    let certs = tempfile::tempdir().unwrap();
+    let ca = crate::test_ca::TestCa::new(&certs.path().join("ca"));
+    let cert = ca.server("broker");
+    let ks = format!("ssl.keystore.location={}", cert.keystore.display());
+    let a = Mount::new(&[
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "sasl.enabled.mechanisms=SCRAM-SHA-512",
+        &ks,
+    ]);
+    let plain = named_listener(&a.log(), "PLAINTEXT");
+    let secure = named_listener(&a.log(), "SASL_SSL");
+    let password = "bob-Mount-Secret-93";
+    let out = run_python(&py, CREATE_USER, &[&plain, "bob", password]);
+    assert!(out.contains("created"), "{out}");
+    let pw = format!("sasl.password={password}");
+    let ca_loc = format!("ssl.ca.location={}", ca.ca_pem.display());
+    let mut b = Daemonised::start(
+        &secure,
+        &[
+            "security.protocol=SASL_SSL",
+            "sasl.mechanisms=SCRAM-SHA-512",
+            "sasl.username=bob",
+            &pw,
+            &ca_loc,
+            "request.timeout.ms=5000",
+        ],
+    );
+    b.ok("mkdir s-0");
+    b.ok("printf 'one\\ntwo\\n' >> s-0/log");
+    assert_eq!(std::fs::read(a.mnt.join("s-0/offset/0")).unwrap(), b"one");
+    assert_eq!(std::fs::read(a.mnt.join("s-0/offset/1")).unwrap(), b"two");
+    assert_eq!(b.ok("cat s-0/log"), "one\ntwo\n");
+    assert!(
+        a.log().contains("authenticated as User:bob with SASL"),
+        "{}",
+        a.log()
+    );
+    assert!(!a.log().contains(password), "A's log holds the password");
+    assert!(!b.log().contains(password), "B's log holds the password");
+    assert!(b.unmount(), "B did not exit after umount:\n{}", b.log());
+    drop(b);
+    let mut a = a;
     a.unmount_clean();
 }

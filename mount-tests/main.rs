@@ -6,6 +6,8 @@ mod harness;
 mod kafka_support;
 #[path = "../tests/support/kafka_writer.rs"]
 mod kafka_writer;
+#[path = "../tests/support/test_ca.rs"]
+mod test_ca;
 
 mod basic;
 mod cluster;
