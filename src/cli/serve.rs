@@ -17,9 +17,10 @@ use super::options::{DaemonOptions, tokens};
 pub struct ServeArgs {
     /// The data directory (Kafka's log.dir); created if missing.
     pub data_dir: PathBuf,
-    /// Where to listen, as Kafka's `listeners`: PLAINTEXT://HOST:PORT (port 0
-    /// picks a free port). PLAINTEXT has no authentication: anyone who can
-    /// reach it can read and write every partition.
+    /// Where to listen, as Kafka's `listeners`: NAME://HOST:PORT entries,
+    /// comma-separated (port 0 picks a free port); PLAINTEXT, SSL,
+    /// SASL_PLAINTEXT or SASL_SSL. PLAINTEXT has no authentication: anyone
+    /// who can reach it can read and write every partition.
     #[arg(long, value_name = "PLAINTEXT://HOST:PORT")]
     pub listeners: Option<String>,
     /// Options, comma-separated, repeatable: Kafka topic configs as defaults

@@ -19,8 +19,12 @@
 //!   [`delete_records`], [`topic_configs`] (DescribeConfigs,
 //!   IncrementalAlterConfigs), [`sasl`];
 //! - [`auth`]: SASL's mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
-//!   the users' SCRAM credentials, and AlterUserScramCredentials and
+//!   a connection's exchange before it is served (`authenticator`), the
+//!   users' SCRAM credentials, and AlterUserScramCredentials and
 //!   DescribeUserScramCredentials;
+//! - [`tls`]: TLS with rustls: the server config from Kafka's `ssl.*`
+//!   settings, a connection's TLS over a non-blocking socket, the principal
+//!   of a client certificate;
 //! - [`internal_topics`]: what clients may do to Kafka's internal topics
 //!   and KRaft's metadata log, as Kafka answers;
 //! - [`group`]: the group coordinator (FindCoordinator, JoinGroup,
@@ -32,8 +36,9 @@
 //!   of failure to Kafka error codes, a table per family of APIs;
 //! - [`alloc`]: the allocator that keeps a lying array length from aborting.
 //!
-//! PLAINTEXT only: there is no authentication and no encryption. Anyone who
-//! can reach the listener can read and write every partition.
+//! A PLAINTEXT listener has no authentication and no encryption: anyone who
+//! can reach it can read and write every partition. SSL, SASL_PLAINTEXT
+//! and SASL_SSL listeners authenticate; no authorizer (ACLs) yet.
 
 pub mod alloc;
 pub mod auth;
