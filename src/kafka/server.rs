@@ -531,7 +531,12 @@ enum Phase {
     NeedMemory { size: usize },
     /// Reading the request's bytes into memory taken from the pool.
     Body {
+        /// Zeroed ahead of `filled` by at most [`READ_CHUNK`], once: a TLS
+        /// read brings one record (16 KiB) at a time, and zeroing a whole
+        /// chunk before each would cost more than the bytes.
         buf: Vec<u8>,
+        /// Bytes of `buf` read so far.
+        filled: usize,
         size: usize,
         lease: Lease,
     },
@@ -990,38 +995,49 @@ fn advance(conn: &mut Conn, shared: &Shared) -> Step {
                 // The buffer's pages are touched only as bytes arrive.
                 conn.phase = Phase::Body {
                     buf: Vec::with_capacity(size),
+                    filled: 0,
                     size,
                     lease,
                 };
             }
-            Phase::Body { buf, size, .. } => {
-                if buf.len() == *size {
-                    let Phase::Body { buf, lease, .. } =
-                        std::mem::replace(&mut conn.phase, Phase::InFlight)
+            Phase::Body {
+                buf, filled, size, ..
+            } => {
+                if *filled == *size {
+                    let Phase::Body {
+                        mut buf,
+                        size,
+                        lease,
+                        ..
+                    } = std::mem::replace(&mut conn.phase, Phase::InFlight)
                     else {
                         unreachable!("the phase was just matched as Body");
                     };
+                    buf.truncate(size);
                     return Step::Request(Bytes::from(buf), lease);
                 }
-                let start = buf.len();
+                let start = *filled;
                 let want = (*size - start).min(READ_CHUNK);
-                buf.resize(start + want, 0);
+                if buf.len() < start + want {
+                    buf.resize(start + want, 0);
+                }
                 let r = read(
                     &mut conn.stream,
                     &mut conn.tls,
                     &mut conn.principal,
                     conn.peer,
-                    &mut buf[start..],
+                    &mut buf[start..start + want],
                 );
-                let got = *r.as_ref().unwrap_or(&0);
-                buf.truncate(start + got);
                 match r {
                     Ok(0) => {
                         return Step::Close(Closing::Io(format!(
                             "connection closed after {start} of a {size}-byte request"
                         )));
                     }
-                    Ok(_) => conn.active = Instant::now(),
+                    Ok(n) => {
+                        *filled += n;
+                        conn.active = Instant::now();
+                    }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Wait,
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     Err(e) => return Step::Close(Closing::Io(e.to_string())),

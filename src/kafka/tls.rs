@@ -443,14 +443,14 @@ pub struct TlsConn {
 thread_local! {
     /// File bytes on their way into `rustls`: one buffer per network
     /// thread, not one per connection (10,000 idle TLS connections that
-    /// once fetched would otherwise hold 64 KiB each).
+    /// once fetched would otherwise hold 128 KiB each).
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The most plaintext `rustls` buffers for sending before the socket takes it.
 const SEND_BUFFER: usize = 256 * 1024;
 /// The most file bytes read for one write.
-const FILE_CHUNK: usize = 64 * 1024;
+const FILE_CHUNK: usize = 128 * 1024;
 
 impl TlsConn {
     pub fn new(config: Arc<ServerConfig>) -> Result<TlsConn, rustls::Error> {
