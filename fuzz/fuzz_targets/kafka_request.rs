@@ -136,6 +136,7 @@ fuzz_target!(|data: &[u8]| {
     let session = Session {
         listener: 0,
         peer: "127.0.0.1:40000".parse().unwrap(),
+        principal: commitfs::kafka::Principal::anonymous(),
     };
     let answer = match handle_frame(&b, &session, Bytes::copy_from_slice(data)) {
         Ok(Handled::Reply(r)) => Ok(r),
