@@ -674,3 +674,39 @@ fn bad_sasl_settings_refuse_to_start() {
     );
     assert!(!out.status.success());
 }
+
+/// SaslHandshake v0 (Kafka 0.10's clients): the tokens then come bare,
+/// size-prefixed with no request header, and so do the answers; a wrong
+/// password closes the connection without one.
+#[test]
+fn handshake_v0_takes_bare_tokens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = data_dir(tmp.path(), &["t-0"]);
+    let s = sasl_server(
+        &data,
+        "SASL_PLAINTEXT://127.0.0.1:0",
+        &["sasl.enabled.mechanisms=PLAIN"],
+    );
+    let v0 = |c: &mut Conn| {
+        let h: SaslHandshakeResponse = c.call(
+            ApiKey::SaslHandshake,
+            0,
+            &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+        );
+        assert_eq!(h.error_code, 0);
+    };
+    let mut c = Conn::new(&s.addr);
+    v0(&mut c);
+    c.send_raw(format!("\0alice\0{ALICE_PASSWORD}").as_bytes());
+    let answer = c.recv_raw().expect("an answer to the token");
+    assert!(answer.is_empty(), "PLAIN's server sends no token back");
+    metadata_works(&mut c);
+    wait_for_log(&s, "authenticated as User:alice with SASL", 1);
+
+    let mut c = Conn::new(&s.addr);
+    v0(&mut c);
+    c.send_raw(format!("\0alice\0{WRONG_PASSWORD}").as_bytes());
+    c.expect_closed("a wrong password after SaslHandshake v0");
+    wait_for_log(&s, "user \"alice\" failed to authenticate", 1);
+    assert_no_secret_in_log(&s);
+}
