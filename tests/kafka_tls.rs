@@ -561,3 +561,26 @@ fn listener_prefixed_settings_and_lists() {
     let mut c = Conn::tls(&s.addr, &ca.ca_pem, None).unwrap();
     assert_eq!(api_versions(&mut c).error_code, 0);
 }
+
+/// `ssl.enabled.protocols=TLSv1.2`: a client that offers both gets TLS 1.2;
+/// the default serves TLS 1.3.
+#[test]
+fn enabled_protocols_choose_the_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = TestCa::new(&tmp.path().join("ca"));
+    let server_cert = ca.server("broker");
+    let data = data_dir(tmp.path(), &[]);
+    for (opts, want) in [
+        (
+            vec!["ssl.enabled.protocols=TLSv1.2"],
+            rustls::ProtocolVersion::TLSv1_2,
+        ),
+        (vec![], rustls::ProtocolVersion::TLSv1_3),
+    ] {
+        let s = ssl_server(&data, &server_cert.keystore, &opts);
+        let mut c = Conn::tls(&s.addr, &ca.ca_pem, None).unwrap();
+        assert_eq!(api_versions(&mut c).error_code, 0);
+        let got = c.tls.as_ref().unwrap().protocol_version();
+        assert_eq!(got, Some(want), "{opts:?}");
+    }
+}
