@@ -14,6 +14,7 @@ use super::{
     ErrorKind, FileInfo, LineFormat, LogControl, Offsets, Partition, RawFiles, RecordEntry,
     RootFiles, StatFs, Status,
 };
+use crate::kafka::acl::ACLS_FILE;
 use crate::kafka::auth::SCRAM_CREDENTIALS_FILE;
 use crate::record::NewRecord;
 use crate::storage::names::parse_segment_file_name;
@@ -79,13 +80,15 @@ fn shown_in_partition(name: &str) -> bool {
 }
 
 /// The data directory's own files (Kafka's), but the daemon's log, the
-/// listener's producer id block and its users' SCRAM credentials (salted
-/// hashes, but a copy is still something to guess passwords against).
+/// listener's producer id block, its users' SCRAM credentials (salted
+/// hashes, but a copy is still something to guess passwords against) and
+/// its ACLs (changed only through CreateAcls and DeleteAcls).
 fn shown_in_root(name: &str) -> bool {
     !(transient_or_dot(name)
         || name == DAEMON_LOG_FILE
         || name == PRODUCER_IDS_FILE
-        || name == SCRAM_CREDENTIALS_FILE)
+        || name == SCRAM_CREDENTIALS_FILE
+        || name == ACLS_FILE)
 }
 
 fn not_shown(name: &str) -> BackendError {

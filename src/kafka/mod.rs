@@ -40,6 +40,7 @@
 //! can reach it can read and write every partition. SSL, SASL_PLAINTEXT
 //! and SASL_SSL listeners authenticate; no authorizer (ACLs) yet.
 
+pub mod acl;
 pub mod alloc;
 pub mod auth;
 pub mod broker;
