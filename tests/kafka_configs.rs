@@ -367,6 +367,7 @@ fn default_request(key: ApiKey) -> RequestKind {
         DescribeGroups: describe_groups_request::DescribeGroupsRequest,
         ListGroups: list_groups_request::ListGroupsRequest,
         SaslHandshake: sasl_handshake_request::SaslHandshakeRequest,
+        SaslAuthenticate: sasl_authenticate_request::SaslAuthenticateRequest,
         ApiVersions: api_versions_request::ApiVersionsRequest,
         CreateTopics: create_topics_request::CreateTopicsRequest,
         DeleteTopics: delete_topics_request::DeleteTopicsRequest,
@@ -383,6 +384,11 @@ fn default_request(key: ApiKey) -> RequestKind {
         CreatePartitions: create_partitions_request::CreatePartitionsRequest,
         DeleteGroups: delete_groups_request::DeleteGroupsRequest,
         IncrementalAlterConfigs: incremental_alter_configs_request::IncrementalAlterConfigsRequest,
+        DescribeAcls: describe_acls_request::DescribeAclsRequest,
+        CreateAcls: create_acls_request::CreateAclsRequest,
+        DeleteAcls: delete_acls_request::DeleteAclsRequest,
+        DescribeUserScramCredentials: describe_user_scram_credentials_request::DescribeUserScramCredentialsRequest,
+        AlterUserScramCredentials: alter_user_scram_credentials_request::AlterUserScramCredentialsRequest,
     );
     match &mut r {
         // acks=0 is answered with nothing, by design.
