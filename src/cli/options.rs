@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use commitfs::backend::LineFormat;
 use commitfs::kafka::ListenerConfig;
-use commitfs::kafka::config::{BROKER_CONFIG_NAMES, is_security_name};
+use commitfs::kafka::config::{AUTHORIZER_CONFIG_NAMES, BROKER_CONFIG_NAMES, is_security_name};
 use commitfs::storage::cleaner::{CLEANER_CONFIG_NAMES, CleanerConfig, TOPIC_SYNONYMS};
 use commitfs::storage::{CONFIG_NAMES, LogConfig};
 
@@ -142,6 +142,11 @@ impl DaemonOptions {
                 v,
             )) => {
                 self.kafka.set(k, &v.replace(';', ","))?;
+            }
+            // Kafka's own separator is `;`, and a principal may hold commas
+            // (`User:CN=a,O=b`), so nothing is replaced.
+            Some((k, v)) if AUTHORIZER_CONFIG_NAMES.contains(&k) => {
+                self.kafka.set(k, v)?;
             }
             Some((k, v)) if BROKER_CONFIG_NAMES.contains(&k) || is_security_name(k) => {
                 self.kafka.set(k, &v.replace(';', ","))?;

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::storage::producer_ids::ProducerIds;
 use crate::storage::{LogManager, PartitionLog};
 
+use super::acl::Authorizer;
 use super::auth::CredentialStore;
 use super::config::{Endpoint, Listener, ListenerConfig};
 use super::group::coordinator::Coordinator;
@@ -30,6 +31,9 @@ pub struct Broker {
     pub txns: TxnCoordinator,
     /// The users' SCRAM credentials (`commitfs.scram-credentials`).
     pub scram: Arc<CredentialStore>,
+    /// The ACLs and their decisions; `None` without `authorizer.class.name`:
+    /// everything is allowed.
+    pub authorizer: Option<Authorizer>,
     stopping: AtomicBool,
 }
 
@@ -69,6 +73,7 @@ impl Broker {
             producer_ids,
             txns,
             scram,
+            authorizer: None,
             mgr,
             config,
             advertised,

@@ -75,7 +75,17 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "connections.max.idle.ms",
     "queued.max.request.bytes",
     "num.network.threads",
+    "authorizer.class.name",
 ];
+
+/// `StandardAuthorizer`'s own settings (the authorizer's, not in Kafka's
+/// `KafkaConfig`, so DescribeConfigs does not list them).
+pub const AUTHORIZER_CONFIG_NAMES: &[&str] = &["super.users", "allow.everyone.if.no.acl.found"];
+
+/// The one authorizer there is (KRaft's).
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+/// ZooKeeper's authorizer, gone with ZooKeeper in Kafka 4.0.
+pub const ZK_ACL_AUTHORIZER: &str = "kafka.security.authorizer.AclAuthorizer";
 
 /// Whether `name` is a TLS setting: `ssl.*`, or `listener.name.<name>.ssl.*`.
 pub fn is_security_name(name: &str) -> bool {
@@ -335,6 +345,12 @@ pub struct ListenerConfig {
     pub security: BTreeMap<String, String>,
     /// SCRAM users to set at start, in kafka-storage's `--add-scram` form.
     pub add_scram: Vec<String>,
+    /// `authorizer.class.name` is [`STANDARD_AUTHORIZER`]: ACLs are enforced.
+    pub authorizer: bool,
+    /// `super.users`, split at `;` and trimmed, as `StandardAuthorizer` does.
+    pub super_users: Vec<String>,
+    /// `allow.everyone.if.no.acl.found`.
+    pub allow_everyone_if_no_acl: bool,
 }
 
 impl Default for ListenerConfig {
@@ -362,6 +378,9 @@ impl Default for ListenerConfig {
             num_network_threads: DEFAULT_NUM_NETWORK_THREADS,
             security: BTreeMap::new(),
             add_scram: Vec::new(),
+            authorizer: false,
+            super_users: Vec::new(),
+            allow_everyone_if_no_acl: false,
         }
     }
 }
@@ -541,6 +560,30 @@ impl ListenerConfig {
             }
             "transactional.id.expiration.ms" => {
                 self.txn_id_expiration_ms = int_at_least(name, value, 1, i32::MAX as i64)? as u64
+            }
+            "authorizer.class.name" => {
+                self.authorizer = match value.trim() {
+                    "" => false,
+                    STANDARD_AUTHORIZER => true,
+                    ZK_ACL_AUTHORIZER => {
+                        return Err(invalid(&format!(
+                            "{ZK_ACL_AUTHORIZER} was ZooKeeper's authorizer and is gone from \
+                             Kafka 4.0; use {STANDARD_AUTHORIZER}, which takes the same ACLs"
+                        )));
+                    }
+                    other => return Err(invalid(&format!("Class {other} could not be found."))),
+                }
+            }
+            // `StandardAuthorizer.getConfiguredSuperUsers`.
+            "super.users" => {
+                self.super_users = (value.split(';').map(str::trim))
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            }
+            // Java's `Boolean.parseBoolean`: anything but "true" is false.
+            "allow.everyone.if.no.acl.found" => {
+                self.allow_everyone_if_no_acl = value.trim().eq_ignore_ascii_case("true")
             }
             "connection.failed.authentication.delay.ms" => {
                 int_at_least(name, value, 0, i32::MAX as i64)?;
@@ -807,6 +850,18 @@ impl ListenerConfig {
                 Long,
             ),
             ("num.network.threads", n(&self.num_network_threads), Int),
+            (
+                "authorizer.class.name",
+                Some(
+                    if self.authorizer {
+                        STANDARD_AUTHORIZER
+                    } else {
+                        ""
+                    }
+                    .to_string(),
+                ),
+                Text,
+            ),
         ]
     }
 
@@ -1196,6 +1251,35 @@ mod tests {
         assert_eq!(c.groups.retention_check, Duration::from_millis(250));
         assert_eq!(c.groups.metadata_max_bytes, -1);
     }
+    #[test]
+    fn authorizer_settings() {
+        let mut c = ListenerConfig::default();
+        assert!(!c.authorizer);
+        c.set("authorizer.class.name", STANDARD_AUTHORIZER).unwrap();
+        assert!(c.authorizer);
+        c.set("authorizer.class.name", "").unwrap();
+        assert!(!c.authorizer);
+        let e = c
+            .set("authorizer.class.name", ZK_ACL_AUTHORIZER)
+            .unwrap_err();
+        assert!(e.starts_with("Invalid value kafka.security.authorizer.AclAuthorizer for configuration authorizer.class.name: "), "{e}");
+        assert!(e.contains(STANDARD_AUTHORIZER), "{e}");
+        assert_eq!(
+            c.set("authorizer.class.name", "x.Y").unwrap_err(),
+            "Invalid value x.Y for configuration authorizer.class.name: Class x.Y could not be found."
+        );
+        c.set("super.users", " User:admin ;User:CN=a,O=b;; ")
+            .unwrap();
+        assert_eq!(c.super_users, ["User:admin", "User:CN=a,O=b"]);
+        c.set("allow.everyone.if.no.acl.found", "TRUE").unwrap();
+        assert!(c.allow_everyone_if_no_acl);
+        c.set("allow.everyone.if.no.acl.found", "yes").unwrap();
+        assert!(!c.allow_everyone_if_no_acl);
+        for k in AUTHORIZER_CONFIG_NAMES {
+            assert!(!BROKER_CONFIG_NAMES.contains(k));
+        }
+    }
+
     /// DescribeConfigs lists every broker setting, in order, and says which
     /// were given.
     #[test]

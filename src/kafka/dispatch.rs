@@ -13,7 +13,7 @@ use super::session::Session;
 use super::splice::SpliceBuf;
 use super::versions::{api_name, api_versions, served};
 use super::{
-    auth, delete_records, fetch, group, list_offsets, metadata, produce, sasl, topic_configs,
+    acl, auth, delete_records, fetch, group, list_offsets, metadata, produce, sasl, topic_configs,
     topics, txn,
 };
 use crate::storage::SegmentSlice;
@@ -193,6 +193,15 @@ fn route(b: &Broker, session: &Session, h: &RequestHeader, request: RequestKind)
         RequestKind::AlterUserScramCredentials(r) => respond(
             ResponseKind::AlterUserScramCredentials(auth::admin::alter(b, r)),
         ),
+        RequestKind::CreateAcls(r) => {
+            respond(ResponseKind::CreateAcls(acl::api::create(b, session, r)))
+        }
+        RequestKind::DescribeAcls(r) => respond(ResponseKind::DescribeAcls(acl::api::describe(
+            b, session, r,
+        ))),
+        RequestKind::DeleteAcls(r) => {
+            respond(ResponseKind::DeleteAcls(acl::api::delete(b, session, r)))
+        }
         RequestKind::SaslHandshake(_) => respond(ResponseKind::SaslHandshake(sasl::handshake())),
         RequestKind::SaslAuthenticate(_) => {
             respond(ResponseKind::SaslAuthenticate(sasl::authenticate()))

@@ -42,6 +42,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
+use super::acl::{AclStore, Authorizer, AuthorizerSettings};
 use super::auth::CredentialStore;
 use super::auth::MAX_RECEIVE_SIZE;
 use super::auth::authenticator::{AuthStep, Authenticator};
@@ -171,7 +172,21 @@ impl KafkaServer {
                 mechanism.mechanism_name()
             );
         }
-        let broker = Arc::new(Broker::new(mgr, config, advertised, scram));
+        let authorizer = if config.authorizer {
+            let settings = AuthorizerSettings {
+                super_users: config.super_users.iter().cloned().collect(),
+                allow_everyone_if_no_acl: config.allow_everyone_if_no_acl,
+            };
+            Some(Authorizer::new(
+                settings,
+                AclStore::open(mgr.dir(), mgr.read_only())?,
+            ))
+        } else {
+            None
+        };
+        let mut broker = Broker::new(mgr, config, advertised, scram);
+        broker.authorizer = authorizer;
+        let broker = Arc::new(broker);
         let workers = Workers::new(broker.clone())?;
         let cleaner = super::group::Cleaner::start(broker.clone())?;
         let txn_cleaner = super::txn::cleanup::TxnCleaner::start(broker.clone())?;

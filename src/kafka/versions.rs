@@ -17,6 +17,9 @@
 //! DeleteGroups) and InitProducerId are served by `kafka::group`; FindCoordinator v0 stays in
 //! the table for old librdkafka, which enables lz4 only if it is there.
 //!
+//! ACLs are managed with CreateAcls, DescribeAcls and DeleteAcls 1–3
+//! (Kafka 4.0 dropped v0, which had no pattern type; `kafka::acl`).
+//!
 //! SCRAM users are managed with DescribeUserScramCredentials and
 //! AlterUserScramCredentials v0, the only version Kafka has (`kafka::auth`).
 //!
@@ -85,6 +88,9 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::AddOffsetsToTxn, 0, 3),
     api(ApiKey::EndTxn, 0, 4),
     api(ApiKey::TxnOffsetCommit, 0, 3),
+    api(ApiKey::DescribeAcls, 1, 3),
+    api(ApiKey::CreateAcls, 1, 3),
+    api(ApiKey::DeleteAcls, 1, 3),
     api(ApiKey::DescribeConfigs, 1, 4),
     api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::SaslAuthenticate, 0, 2),
@@ -125,6 +131,9 @@ pub fn api_name(key: ApiKey) -> &'static str {
         ApiKey::DeleteTopics => "DeleteTopics",
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::InitProducerId => "InitProducerId",
+        ApiKey::DescribeAcls => "DescribeAcls",
+        ApiKey::CreateAcls => "CreateAcls",
+        ApiKey::DeleteAcls => "DeleteAcls",
         ApiKey::DescribeConfigs => "DescribeConfigs",
         ApiKey::AlterConfigs => "AlterConfigs",
         ApiKey::CreatePartitions => "CreatePartitions",

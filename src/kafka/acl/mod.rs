@@ -13,3 +13,56 @@ pub use model::{
     AclBinding, AclBindingFilter, CLUSTER_NAME, Operation, PatternType, Permission, ResourceType,
 };
 pub use store::{ACLS_FILE, AclStore};
+
+pub mod api;
+
+use crate::kafka::broker::Broker;
+use crate::kafka::session::Session;
+
+/// Whether `s` may do `op` on the resource `name` of type `rt`: always
+/// with no authorizer. A denial is logged as Kafka's authorizer logs it.
+pub fn allowed(b: &Broker, s: &Session, op: Operation, rt: ResourceType, name: &str) -> bool {
+    decide(b, s, op, rt, name, true)
+}
+
+/// As [`allowed`], a denial logged at TRACE only: Kafka's
+/// `logIfDenied = false`, for checks that filter rather than refuse.
+pub fn allowed_quietly(
+    b: &Broker,
+    s: &Session,
+    op: Operation,
+    rt: ResourceType,
+    name: &str,
+) -> bool {
+    decide(b, s, op, rt, name, false)
+}
+
+/// `op` on the CLUSTER resource.
+pub fn cluster(b: &Broker, s: &Session, op: Operation) -> bool {
+    allowed(b, s, op, ResourceType::Cluster, CLUSTER_NAME)
+}
+
+/// `authorizeByResourceType`: `op` on some resource of type `rt`.
+pub fn any_of_type(b: &Broker, s: &Session, op: Operation, rt: ResourceType) -> bool {
+    match &b.authorizer {
+        None => true,
+        Some(a) => a.authorize_by_resource_type(&s.principal, s.peer.ip(), op, rt),
+    }
+}
+
+fn decide(
+    b: &Broker,
+    s: &Session,
+    op: Operation,
+    rt: ResourceType,
+    name: &str,
+    log_if_denied: bool,
+) -> bool {
+    let Some(a) = &b.authorizer else {
+        return true;
+    };
+    let host = s.peer.ip();
+    let rule = a.authorize(&s.principal, host, op, rt, name);
+    authorizer::log_decision(&s.principal, host, op, rt, name, &rule, log_if_denied);
+    rule.allowed()
+}
