@@ -12,12 +12,18 @@ use super::broker::Broker;
 use super::error::{Family, code_for};
 use super::internal_topics;
 
-pub fn handle(b: &Broker, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+/// `may_delete`: DELETE on the topic.
+pub fn handle(
+    b: &Broker,
+    req: DeleteRecordsRequest,
+    may_delete: &dyn Fn(&str) -> bool,
+) -> DeleteRecordsResponse {
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
             let topic = t.name.0.as_str().to_string();
+            let allowed = may_delete(&topic);
             let partitions = t
                 .partitions
                 .iter()
@@ -29,6 +35,9 @@ pub fn handle(b: &Broker, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
                         "DeleteRecords of {topic}-{} before {}",
                         p.partition_index, p.offset
                     );
+                    if !allowed {
+                        return r.with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let Some(log) = b.partition(&topic, p.partition_index) else {
                         warn!("Kafka: {what} refused: no such partition");
                         return r.with_error_code(ResponseError::UnknownTopicOrPartition.code());

@@ -7,6 +7,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 use log::debug;
 
+use super::acl::{Operation, ResourceType};
 use super::broker::Broker;
 use super::error::Refusal;
 use super::session::Session;
@@ -153,6 +154,8 @@ fn finish_outcome(
     }
 }
 
+const TOPIC: ResourceType = ResourceType::Topic;
+
 fn route(b: &Broker, session: &Session, h: &RequestHeader, request: RequestKind) -> Outcome {
     let v = h.request_api_version;
     let respond = |r: ResponseKind| Outcome::Respond(r);
@@ -161,37 +164,51 @@ fn route(b: &Broker, session: &Session, h: &RequestHeader, request: RequestKind)
         RequestKind::Metadata(r) => {
             respond(ResponseKind::Metadata(metadata::handle(b, session, v, r)))
         }
-        RequestKind::Produce(r) => produce::handle(b, v, r),
-        RequestKind::Fetch(r) => fetch::handle(b, v, r),
-        RequestKind::ListOffsets(r) => {
-            respond(ResponseKind::ListOffsets(list_offsets::handle(b, v, r)))
-        }
+        RequestKind::Produce(r) => produce::handle(b, session, v, r),
+        RequestKind::Fetch(r) => fetch::handle(b, session, v, r),
+        RequestKind::ListOffsets(r) => respond(ResponseKind::ListOffsets(list_offsets::handle(
+            b, session, v, r,
+        ))),
         RequestKind::CreateTopics(r) => {
-            respond(ResponseKind::CreateTopics(topics::create(b, v, r)))
+            respond(ResponseKind::CreateTopics(topics::create(b, v, r, &|t| {
+                may_create(b, session, t)
+            })))
         }
         RequestKind::CreatePartitions(r) => respond(ResponseKind::CreatePartitions(
-            topics::create_partitions(b, r),
+            topics::create_partitions(b, r, &|t| {
+                acl::allowed(b, session, Operation::Alter, TOPIC, t)
+            }),
         )),
         RequestKind::DeleteTopics(r) => {
-            respond(ResponseKind::DeleteTopics(topics::delete(b, v, r)))
+            respond(ResponseKind::DeleteTopics(topics::delete(b, v, r, &|t| {
+                acl::allowed(b, session, Operation::Delete, TOPIC, t)
+            })))
         }
-        RequestKind::DeleteRecords(r) => {
-            respond(ResponseKind::DeleteRecords(delete_records::handle(b, r)))
-        }
+        RequestKind::DeleteRecords(r) => respond(ResponseKind::DeleteRecords(
+            delete_records::handle(b, r, &|t| {
+                acl::allowed(b, session, Operation::Delete, TOPIC, t)
+            }),
+        )),
         RequestKind::DescribeConfigs(r) => respond(ResponseKind::DescribeConfigs(
-            topic_configs::describe(b, v, r),
+            topic_configs::describe(b, v, r, &|rt, n| {
+                acl::config_resource(b, session, Operation::DescribeConfigs, rt, n)
+            }),
         )),
         RequestKind::IncrementalAlterConfigs(r) => respond(ResponseKind::IncrementalAlterConfigs(
-            topic_configs::alter(b, r),
+            topic_configs::alter(b, r, &|rt, n| {
+                acl::config_resource(b, session, Operation::AlterConfigs, rt, n)
+            }),
         )),
-        RequestKind::AlterConfigs(r) => {
-            respond(ResponseKind::AlterConfigs(topic_configs::replace(b, r)))
-        }
+        RequestKind::AlterConfigs(r) => respond(ResponseKind::AlterConfigs(
+            topic_configs::replace(b, r, &|rt, n| {
+                acl::config_resource(b, session, Operation::AlterConfigs, rt, n)
+            }),
+        )),
         RequestKind::DescribeUserScramCredentials(r) => respond(
-            ResponseKind::DescribeUserScramCredentials(auth::admin::describe(b, r)),
+            ResponseKind::DescribeUserScramCredentials(auth::admin::describe(b, session, r)),
         ),
         RequestKind::AlterUserScramCredentials(r) => respond(
-            ResponseKind::AlterUserScramCredentials(auth::admin::alter(b, r)),
+            ResponseKind::AlterUserScramCredentials(auth::admin::alter(b, session, r)),
         ),
         RequestKind::CreateAcls(r) => {
             respond(ResponseKind::CreateAcls(acl::api::create(b, session, r)))
@@ -207,23 +224,36 @@ fn route(b: &Broker, session: &Session, h: &RequestHeader, request: RequestKind)
             respond(ResponseKind::SaslAuthenticate(sasl::authenticate()))
         }
         RequestKind::AddPartitionsToTxn(r) => respond(ResponseKind::AddPartitionsToTxn(
-            txn::api::add_partitions(b, v, r),
+            txn::api::add_partitions(b, session, v, r),
         )),
-        RequestKind::EndTxn(r) => respond(ResponseKind::EndTxn(txn::api::end_txn(b, v, r))),
-        RequestKind::DescribeTransactions(r) => {
-            respond(ResponseKind::DescribeTransactions(txn::api::describe(b, r)))
+        RequestKind::EndTxn(r) => {
+            respond(ResponseKind::EndTxn(txn::api::end_txn(b, session, v, r)))
         }
-        RequestKind::ListTransactions(r) => {
-            respond(ResponseKind::ListTransactions(txn::api::list(b, v, r)))
-        }
+        RequestKind::DescribeTransactions(r) => respond(ResponseKind::DescribeTransactions(
+            txn::api::describe(b, session, r),
+        )),
+        RequestKind::ListTransactions(r) => respond(ResponseKind::ListTransactions(
+            txn::api::list(b, session, v, r),
+        )),
         RequestKind::AddOffsetsToTxn(r) => respond(ResponseKind::AddOffsetsToTxn(
-            txn::api::add_offsets(b, v, r),
+            txn::api::add_offsets(b, session, v, r),
         )),
         RequestKind::TxnOffsetCommit(r) => respond(ResponseKind::TxnOffsetCommit(
-            txn::api::txn_offset_commit(b, v, r),
+            txn::api::txn_offset_commit(b, session, v, r),
         )),
         other => group::handle(b, session, v, h.client_id.as_deref().unwrap_or(""), other),
     }
+}
+
+/// CreateTopics' check: CREATE on the cluster, else on the topic.
+fn may_create(b: &Broker, session: &Session, topic: &str) -> bool {
+    acl::allowed_quietly(
+        b,
+        session,
+        Operation::Create,
+        ResourceType::Cluster,
+        acl::CLUSTER_NAME,
+    ) || acl::allowed(b, session, Operation::Create, TOPIC, topic)
 }
 
 /// A response with its header, ready to write.

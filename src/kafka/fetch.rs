@@ -21,9 +21,11 @@ use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchResponse, FetchableTopicResponse, PartitionData,
 };
 
+use super::acl::{self, Operation, ResourceType};
 use super::broker::Broker;
 use super::dispatch::Outcome;
 use super::error::{Family, code_for};
+use super::session::Session;
 use super::splice::{MAX_PLACEHOLDER, placeholder};
 use crate::storage::{Isolation, SegmentSlice, StorageError};
 
@@ -45,6 +47,8 @@ struct Pass {
 /// [`Waiting::seen`], or at [`Waiting::deadline`].
 pub struct Waiting {
     req: FetchRequest,
+    /// Per topic of the request, whether READ was refused (decided once).
+    denied: Vec<bool>,
     version: i16,
     deadline: Instant,
     seen: u64,
@@ -61,11 +65,11 @@ impl Waiting {
     }
 
     pub fn retry(self, b: &Broker) -> Outcome {
-        attempt(b, self.version, self.req, self.deadline)
+        attempt(b, self.version, self.req, self.denied, self.deadline)
     }
 }
 
-pub fn handle(b: &Broker, version: i16, req: FetchRequest) -> Outcome {
+pub fn handle(b: &Broker, s: &Session, version: i16, req: FetchRequest) -> Outcome {
     if req.session_id != 0 {
         // No session was ever handed out, so none can be found.
         return Outcome::Fetch(
@@ -74,11 +78,20 @@ pub fn handle(b: &Broker, version: i16, req: FetchRequest) -> Outcome {
         );
     }
     let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT);
-    attempt(b, version, req, Instant::now() + wait)
+    let denied = (req.topics.iter())
+        .map(|t| !acl::allowed(b, s, Operation::Read, ResourceType::Topic, &t.topic))
+        .collect();
+    attempt(b, version, req, denied, Instant::now() + wait)
 }
 
 /// One read of every partition: the response, or the request parked.
-fn attempt(b: &Broker, version: i16, req: FetchRequest, deadline: Instant) -> Outcome {
+fn attempt(
+    b: &Broker,
+    version: i16,
+    req: FetchRequest,
+    denied: Vec<bool>,
+    deadline: Instant,
+) -> Outcome {
     let min_bytes = req.min_bytes.max(0) as u64;
     let max_bytes = if version >= 3 {
         (req.max_bytes.max(0) as u64).min(FETCH_MAX_BYTES)
@@ -86,7 +99,7 @@ fn attempt(b: &Broker, version: i16, req: FetchRequest, deadline: Instant) -> Ou
         FETCH_MAX_BYTES
     };
     let seen = b.mgr.appends().generation();
-    let pass = read_pass(b, &req, max_bytes);
+    let pass = read_pass(b, &req, &denied, max_bytes);
     let done = pass.bytes >= min_bytes
         || req.topics.is_empty()
         || pass.errors
@@ -98,13 +111,14 @@ fn attempt(b: &Broker, version: i16, req: FetchRequest, deadline: Instant) -> Ou
     }
     Outcome::Wait(Box::new(Waiting {
         req,
+        denied,
         version,
         deadline,
         seen,
     }))
 }
 
-fn read_pass(b: &Broker, req: &FetchRequest, max_bytes: u64) -> Pass {
+fn read_pass(b: &Broker, req: &FetchRequest, denied: &[bool], max_bytes: u64) -> Pass {
     let mut pass = Pass {
         responses: Vec::with_capacity(req.topics.len()),
         slices: Vec::new(),
@@ -115,10 +129,23 @@ fn read_pass(b: &Broker, req: &FetchRequest, max_bytes: u64) -> Pass {
         1 => Isolation::ReadCommitted,
         _ => Isolation::ReadUncommitted,
     };
-    for topic in &req.topics {
+    for (i, topic) in req.topics.iter().enumerate() {
         let name = topic.topic.0.as_str();
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
+            if denied.get(i).copied().unwrap_or(false) {
+                // `FetchResponse.partitionResponse`: no offsets, no records.
+                pass.errors = true;
+                partitions.push(
+                    PartitionData::default()
+                        .with_partition_index(p.partition)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1),
+                );
+                continue;
+            }
             let left = max_bytes.saturating_sub(pass.bytes);
             partitions.push(read_partition(b, name, p, left, isolation, &mut pass));
         }

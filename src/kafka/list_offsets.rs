@@ -8,24 +8,37 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse,
 };
 
+use super::acl::{self, Operation, ResourceType};
 use super::broker::Broker;
 use super::error::{Family, code_for};
+use super::session::Session;
 use crate::storage::{PartitionLog, Result};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 
-pub fn handle(b: &Broker, version: i16, req: ListOffsetsRequest) -> ListOffsetsResponse {
+pub fn handle(
+    b: &Broker,
+    s: &Session,
+    version: i16,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
             let name = t.name.0.as_str().to_string();
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| one(b, version, req.isolation_level, &name, p))
+            let may = acl::allowed(b, s, Operation::Describe, ResourceType::Topic, &name);
+            let partitions = (t.partitions.iter())
+                .map(|p| match may {
+                    true => one(b, version, req.isolation_level, &name, p),
+                    false => ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+                })
                 .collect();
             ListOffsetsTopicResponse::default()
                 .with_name(t.name)

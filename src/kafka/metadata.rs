@@ -21,12 +21,16 @@ use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use log::{info, warn};
 
+use super::acl::{self, CLUSTER_NAME, Operation, ResourceType};
 use super::broker::Broker;
 use super::error::{Family, code_for};
 use super::internal_topics;
 use super::session::Session;
 use crate::names::validate_topic;
 use crate::storage::{StorageError, Topic, is_internal_topic};
+
+use Operation::Describe;
+const TOPIC: ResourceType = ResourceType::Topic;
 
 pub fn handle(
     b: &Broker,
@@ -57,9 +61,16 @@ pub fn handle(
             .topics()
             .iter()
             .filter(|t| internal_topics::listed(&t.name))
+            // Topics that may not be described are left out, unlogged.
+            .filter(|t| acl::allowed_quietly(b, session, Describe, TOPIC, &t.name))
             .map(|t| describe(b, t))
             .collect(),
-        Some(names) => names.iter().map(|n| lookup(b, n, may_create)).collect(),
+        Some(names) => (names.iter())
+            .map(|n| match acl::allowed(b, session, Describe, TOPIC, n) {
+                true => lookup(b, session, n, may_create),
+                false => refused(n, ResponseError::TopicAuthorizationFailed),
+            })
+            .collect(),
     };
     MetadataResponse::default()
         .with_brokers(vec![broker])
@@ -68,12 +79,14 @@ pub fn handle(
         .with_topics(topics)
 }
 
-fn lookup(b: &Broker, name: &str, may_create: bool) -> MetadataResponseTopic {
-    let failed = |code: ResponseError| {
-        MetadataResponseTopic::default()
-            .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
-            .with_error_code(code.code())
-    };
+fn refused(name: &str, code: ResponseError) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+        .with_error_code(code.code())
+}
+
+fn lookup(b: &Broker, s: &Session, name: &str, may_create: bool) -> MetadataResponseTopic {
+    let failed = |code: ResponseError| refused(name, code);
     if !internal_topics::listed(name) {
         return failed(ResponseError::UnknownTopicOrPartition);
     }
@@ -86,6 +99,11 @@ fn lookup(b: &Broker, name: &str, may_create: bool) -> MetadataResponseTopic {
     }
     if !may_create || b.mgr.read_only() {
         return failed(ResponseError::UnknownTopicOrPartition);
+    }
+    if !acl::allowed_quietly(b, s, Operation::Create, ResourceType::Cluster, CLUSTER_NAME)
+        && !acl::allowed(b, s, Operation::Create, TOPIC, name)
+    {
+        return failed(ResponseError::TopicAuthorizationFailed);
     }
     match b.mgr.create_topic(name, b.config.num_partitions) {
         Ok(t) => {

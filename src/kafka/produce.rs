@@ -20,10 +20,12 @@ use log::warn;
 
 use std::collections::BTreeSet;
 
+use super::acl::{self, Operation, ResourceType};
 use super::broker::Broker;
 use super::dispatch::Outcome;
 use super::error::{Family, code_for, message_for};
 use super::internal_topics;
+use super::session::Session;
 use crate::record::BatchIter;
 
 fn refused(
@@ -79,7 +81,7 @@ fn transactional_producers(records: &[u8], into: &mut BTreeSet<(i64, i16)>) {
     }
 }
 
-pub fn handle(b: &Broker, version: i16, req: ProduceRequest) -> Outcome {
+pub fn handle(b: &Broker, s: &Session, version: i16, req: ProduceRequest) -> Outcome {
     let acks = req.acks;
     let mut producers = BTreeSet::new();
     for topic in &req.topic_data {
@@ -95,6 +97,10 @@ pub fn handle(b: &Broker, version: i16, req: ProduceRequest) -> Outcome {
         Some((ResponseError::InvalidRequiredAcks, None))
     } else if !producers.is_empty() && txn_id.is_none() {
         warn!("Kafka: a Produce of transactional batches without a transactional id refused");
+        Some((ResponseError::TransactionalIdAuthorizationFailed, None))
+    } else if let Some(id) = txn_id.as_deref().filter(|_| !producers.is_empty())
+        && !acl::allowed(b, s, Operation::Write, ResourceType::TransactionalId, id)
+    {
         Some((ResponseError::TransactionalIdAuthorizationFailed, None))
     } else if producers.len() > 1 {
         warn!(
@@ -113,10 +119,17 @@ pub fn handle(b: &Broker, version: i16, req: ProduceRequest) -> Outcome {
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
         let name = topic.name.0.as_str().to_string();
+        let may_write = acl::allowed(b, s, Operation::Write, ResourceType::Topic, &name);
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for p in topic.partition_data {
             let r = match &whole_request_error {
                 Some((code, msg)) => refused(p.index, *code, msg.clone(), version),
+                None if !may_write => refused(
+                    p.index,
+                    ResponseError::TopicAuthorizationFailed,
+                    None,
+                    version,
+                ),
                 None => produce_one(
                     b,
                     &name,

@@ -80,7 +80,13 @@ fn entry(
         .with_documentation(None)
 }
 
-pub fn describe(b: &Broker, version: i16, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+/// `refused`: the authorization check of one resource (type, name).
+pub fn describe(
+    b: &Broker,
+    version: i16,
+    req: DescribeConfigsRequest,
+    refused: &dyn Fn(i8, &str) -> Option<ResponseError>,
+) -> DescribeConfigsResponse {
     let results = req
         .resources
         .iter()
@@ -94,6 +100,9 @@ pub fn describe(b: &Broker, version: i16, req: DescribeConfigsRequest) -> Descri
                     .is_none_or(|keys| keys.iter().any(|k| k.as_str() == name))
             };
             let synonyms = req.include_synonyms;
+            if let Some(code) = refused(r.resource_type, r.resource_name.as_str()) {
+                return result.with_error_code(code.code());
+            }
             let described = match r.resource_type {
                 TOPIC => describe_topic(b, r, synonyms),
                 BROKER => Ok(describe_broker(b, synonyms)),
@@ -362,7 +371,11 @@ fn cleaner_settings(b: &Broker) -> Vec<DescribeConfigsResourceResult> {
         .collect()
 }
 
-pub fn alter(b: &Broker, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
+pub fn alter(
+    b: &Broker,
+    req: IncrementalAlterConfigsRequest,
+    refused: &dyn Fn(i8, &str) -> Option<ResponseError>,
+) -> IncrementalAlterConfigsResponse {
     let responses = req
         .resources
         .iter()
@@ -370,6 +383,9 @@ pub fn alter(b: &Broker, req: IncrementalAlterConfigsRequest) -> IncrementalAlte
             let resp = AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
+            if let Some(code) = refused(r.resource_type, r.resource_name.as_str()) {
+                return resp.with_error_code(code.code());
+            }
             let done = match r.resource_type {
                 TOPIC => alter_topic(b, r, req.validate_only),
                 BROKER => Err((
@@ -503,21 +519,30 @@ fn alter_topic(b: &Broker, r: &AlterConfigsResource, validate_only: bool) -> Res
 /// AlterConfigs: each resource's new set of configs replaces its old one,
 /// with Kafka's refusals (`ConfigAdminManager.preprocess` on the broker,
 /// then the controller's `legacyAlterConfigs` for topics).
-pub fn replace(b: &Broker, req: AlterConfigsRequest) -> AlterConfigsResponse {
+pub fn replace(
+    b: &Broker,
+    req: AlterConfigsRequest,
+    refused: &dyn Fn(i8, &str) -> Option<ResponseError>,
+) -> AlterConfigsResponse {
     let key = |r: &legacy::AlterConfigsResource| (r.resource_type, r.resource_name.clone());
     let responses = req
         .resources
         .iter()
         .map(|r| {
             let twice = req.resources.iter().filter(|o| key(o) == key(r)).count() > 1;
-            let done = match twice {
-                true => Err((
-                    ResponseError::InvalidRequest,
-                    "Each resource must appear at most once.".to_string(),
-                )),
-                false => replace_resource(b, r, req.validate_only),
+            let (code, msg) = match refused(r.resource_type, r.resource_name.as_str()) {
+                Some(code) => (code.code(), None),
+                None => {
+                    let done = match twice {
+                        true => Err((
+                            ResponseError::InvalidRequest,
+                            "Each resource must appear at most once.".to_string(),
+                        )),
+                        false => replace_resource(b, r, req.validate_only),
+                    };
+                    answer("AlterConfigs", &r.resource_name, done)
+                }
             };
-            let (code, msg) = answer("AlterConfigs", &r.resource_name, done);
             legacy_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone())

@@ -67,7 +67,13 @@ fn requested_partitions(b: &Broker, req: &CreateTopicsRequest) -> u64 {
         .sum()
 }
 
-pub fn create(b: &Broker, version: i16, req: CreateTopicsRequest) -> CreateTopicsResponse {
+/// `may_create`: CREATE on the cluster or on the topic.
+pub fn create(
+    b: &Broker,
+    version: i16,
+    req: CreateTopicsRequest,
+    may_create: &dyn Fn(&str) -> bool,
+) -> CreateTopicsResponse {
     let over = requested_partitions(b, &req) > MAX_PARTITIONS_PER_REQUEST;
     let topics = req
         .topics
@@ -75,7 +81,13 @@ pub fn create(b: &Broker, version: i16, req: CreateTopicsRequest) -> CreateTopic
         .map(|t| {
             let name = t.name.0.as_str();
             let result = CreatableTopicResult::default().with_name(t.name.clone());
-            let outcome = if over {
+            let outcome = if !may_create(name) {
+                // ControllerApis' text.
+                Err((
+                    ResponseError::TopicAuthorizationFailed,
+                    "Authorization failed.".to_string(),
+                ))
+            } else if over {
                 Err((ResponseError::PolicyViolation, EXCESSIVE.to_string()))
             } else {
                 create_one(b, t, req.validate_only)
@@ -178,7 +190,13 @@ fn create_one(b: &Broker, t: &CreatableTopic, validate_only: bool) -> Result<u32
     Ok(count)
 }
 
-pub fn delete(b: &Broker, version: i16, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+/// `may_delete`: DELETE on the topic (which implies DESCRIBE).
+pub fn delete(
+    b: &Broker,
+    version: i16,
+    req: DeleteTopicsRequest,
+    may_delete: &dyn Fn(&str) -> bool,
+) -> DeleteTopicsResponse {
     // v6 names topics in `topics` (by name or id); earlier versions in `topic_names`.
     let names: Vec<Option<TopicName>> = if version >= 6 {
         req.topics.into_iter().map(|t| t.name).collect()
@@ -195,6 +213,9 @@ pub fn delete(b: &Broker, version: i16, req: DeleteTopicsRequest) -> DeleteTopic
             };
             let r = DeletableTopicResult::default().with_name(Some(name.clone()));
             let topic = name.0.as_str();
+            if !may_delete(topic) {
+                return r.with_error_code(ResponseError::TopicAuthorizationFailed.code());
+            }
             let refused =
                 internal_topics::delete_topic(topic).filter(|_| b.mgr.topic(topic).is_some());
             if let Some((code, msg)) = refused {
@@ -239,14 +260,21 @@ fn added_partitions(b: &Broker, req: &CreatePartitionsRequest) -> u64 {
 
 /// CreatePartitions: grows each topic to `count` partitions, the new ones
 /// made in order (`T-n`, `T-n+1`, ...) as `mkdir` makes them, all or none.
-pub fn create_partitions(b: &Broker, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+/// `may_alter`: ALTER on the topic.
+pub fn create_partitions(
+    b: &Broker,
+    req: CreatePartitionsRequest,
+    may_alter: &dyn Fn(&str) -> bool,
+) -> CreatePartitionsResponse {
     let over = added_partitions(b, &req) > MAX_PARTITIONS_PER_REQUEST;
     let results = req
         .topics
         .iter()
         .map(|t| {
             let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
-            let outcome = if over {
+            let outcome = if !may_alter(t.name.0.as_str()) {
+                Err((ResponseError::TopicAuthorizationFailed, None))
+            } else if over {
                 Err((ResponseError::PolicyViolation, Some(EXCESSIVE.to_string())))
             } else {
                 grow_one(b, t, req.validate_only)

@@ -66,3 +66,24 @@ fn decide(
     authorizer::log_decision(&s.principal, host, op, rt, name, &rule, log_if_denied);
     rule.allowed()
 }
+
+/// DescribeConfigs' and the AlterConfigs' check of one `ConfigResource`
+/// (`op` DESCRIBE_CONFIGS or ALTER_CONFIGS): a topic's on the topic, the
+/// broker's on the cluster; the error when refused.
+pub fn config_resource(
+    b: &Broker,
+    s: &Session,
+    op: Operation,
+    resource_type: i8,
+    name: &str,
+) -> Option<kafka_protocol::ResponseError> {
+    use kafka_protocol::ResponseError;
+    // ConfigResource.Type: TOPIC 2, BROKER 4, BROKER_LOGGER 8.
+    match resource_type {
+        2 if !allowed(b, s, op, ResourceType::Topic, name) => {
+            Some(ResponseError::TopicAuthorizationFailed)
+        }
+        4 | 8 if !cluster(b, s, op) => Some(ResponseError::ClusterAuthorizationFailed),
+        _ => None,
+    }
+}

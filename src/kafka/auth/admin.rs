@@ -23,8 +23,10 @@ use log::{info, warn};
 
 use super::credentials::{Change, CredentialStore};
 use super::scram::{ScramCredential, ScramMechanism};
+use crate::kafka::acl::{self, Operation};
 use crate::kafka::broker::Broker;
 use crate::kafka::error::message_for;
+use crate::kafka::session::Session;
 use crate::storage::StorageError;
 
 /// A refusal: a code and Kafka's text (`None` where Kafka sends none).
@@ -88,9 +90,17 @@ impl<T> Decisions<T> {
 
 pub fn alter(
     b: &Broker,
+    s: &Session,
     request: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
-    // Kafka authorizes ALTER on the CLUSTER resource here.
+    if !acl::cluster(b, s, Operation::Alter) {
+        // `AlterUserScramCredentialsRequest.getErrorResponse`: every user named.
+        let code = ResponseError::ClusterAuthorizationFailed.code();
+        let users = (request.deletions.iter().map(|d| d.name.to_string()))
+            .chain(request.upsertions.iter().map(|u| u.name.to_string()));
+        let results = users.map(|u| result(&u, code, None)).collect();
+        return AlterUserScramCredentialsResponse::default().with_results(results);
+    }
     alter_store(&b.scram, request)
 }
 
@@ -244,9 +254,13 @@ fn result(user: &str, code: i16, text: Option<String>) -> AlterUserScramCredenti
 
 pub fn describe(
     b: &Broker,
+    s: &Session,
     request: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
-    // Kafka authorizes DESCRIBE on the CLUSTER resource here.
+    if !acl::cluster(b, s, Operation::Describe) {
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     describe_store(&b.scram, request)
 }
 

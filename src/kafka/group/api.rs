@@ -89,6 +89,32 @@ pub fn join(b: &Broker, version: i16, client_id: &str, r: JoinGroupRequest) -> J
     }
 }
 
+/// `JoinGroupRequest.getErrorResponse`: no generation, no member, no leader.
+pub fn join_refused(version: i16, code: i16) -> JoinGroupResponse {
+    let resp = JoinGroupResponse::default()
+        .with_error_code(code)
+        .with_generation_id(-1)
+        .with_leader(StrBytes::default())
+        .with_member_id(StrBytes::default());
+    if version >= 7 {
+        resp.with_protocol_name(None)
+    } else {
+        resp.with_protocol_name(Some(StrBytes::default()))
+    }
+}
+
+/// `SyncGroupRequest.getErrorResponse`: an empty assignment.
+pub fn sync_refused(version: i16, code: i16) -> SyncGroupResponse {
+    let resp = SyncGroupResponse::default()
+        .with_error_code(code)
+        .with_assignment(Bytes::new());
+    if version >= 5 {
+        resp.with_protocol_type(None).with_protocol_name(None)
+    } else {
+        resp
+    }
+}
+
 pub fn sync(b: &Broker, version: i16, r: SyncGroupRequest) -> SyncGroupResponse {
     let assignments: BTreeMap<String, Bytes> = r
         .assignments
@@ -151,7 +177,13 @@ pub fn leave(b: &Broker, version: i16, r: LeaveGroupRequest) -> LeaveGroupRespon
     LeaveGroupResponse::default().with_members(members)
 }
 
-pub fn list_groups(b: &Broker, version: i16, r: ListGroupsRequest) -> ListGroupsResponse {
+/// `may_describe`: whether a group is listed (Kafka's DESCRIBE filter).
+pub fn list_groups(
+    b: &Broker,
+    version: i16,
+    r: ListGroupsRequest,
+    may_describe: &dyn Fn(&str) -> bool,
+) -> ListGroupsResponse {
     let states: Vec<String> = r.states_filter.iter().map(s).collect();
     let types: Vec<String> = r.types_filter.iter().map(|t| s(t).to_lowercase()).collect();
     let groups = b
@@ -160,6 +192,7 @@ pub fn list_groups(b: &Broker, version: i16, r: ListGroupsRequest) -> ListGroups
         .into_iter()
         .filter(|g| states.is_empty() || states.iter().any(|st| st.eq_ignore_ascii_case(g.state)))
         .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+        .filter(|g| may_describe(&g.group))
         .map(|g| {
             let l = ListedGroup::default()
                 .with_group_id(GroupId(sb(&g.group)))
@@ -179,12 +212,21 @@ pub fn list_groups(b: &Broker, version: i16, r: ListGroupsRequest) -> ListGroups
     ListGroupsResponse::default().with_groups(groups)
 }
 
-pub fn describe_groups(b: &Broker, r: DescribeGroupsRequest) -> DescribeGroupsResponse {
+/// A group `may_describe` refuses is GROUP_AUTHORIZATION_FAILED, its
+/// state and protocol empty (`DescribeGroupsResponse.groupError`).
+pub fn describe_groups(
+    b: &Broker,
+    r: DescribeGroupsRequest,
+    may_describe: &dyn Fn(&str) -> bool,
+) -> DescribeGroupsResponse {
     let groups = r
         .groups
         .iter()
         .map(|id| {
             let d = DescribedGroup::default().with_group_id(id.clone());
+            if !may_describe(id.0.as_str()) {
+                return d.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
             match b.groups.describe(id.0.as_str()) {
                 Err(e) => d.with_error_code(e.code()),
                 // Kafka answers an unknown group as Dead, with no error.
@@ -212,12 +254,26 @@ pub fn describe_groups(b: &Broker, r: DescribeGroupsRequest) -> DescribeGroupsRe
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
-pub fn delete_groups(b: &Broker, r: DeleteGroupsRequest) -> DeleteGroupsResponse {
-    let ids: Vec<String> = r.groups_names.iter().map(|g| s(&g.0)).collect();
-    let mut results = Vec::with_capacity(ids.len());
-    for (g, e) in r.groups_names.into_iter().zip(b.groups.delete_groups(&ids)) {
+/// A group `may_delete` refuses is GROUP_AUTHORIZATION_FAILED, untouched.
+pub fn delete_groups(
+    b: &Broker,
+    r: DeleteGroupsRequest,
+    may_delete: &dyn Fn(&str) -> bool,
+) -> DeleteGroupsResponse {
+    let (allowed, refused): (Vec<GroupId>, Vec<GroupId>) =
+        (r.groups_names.into_iter()).partition(|g| may_delete(g.0.as_str()));
+    let ids: Vec<String> = allowed.iter().map(|g| s(&g.0)).collect();
+    let mut results = Vec::with_capacity(ids.len() + refused.len());
+    for (g, e) in allowed.into_iter().zip(b.groups.delete_groups(&ids)) {
         let result = DeletableGroupResult::default().with_group_id(g);
         results.push(result.with_error_code(code(e)));
+    }
+    for g in refused {
+        results.push(
+            DeletableGroupResult::default()
+                .with_group_id(g)
+                .with_error_code(ResponseError::GroupAuthorizationFailed.code()),
+        );
     }
     DeleteGroupsResponse::default().with_results(results)
 }

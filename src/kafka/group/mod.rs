@@ -51,6 +51,7 @@ use kafka_protocol::messages::{BrokerId, ProducerId, RequestKind, ResponseKind, 
 use kafka_protocol::protocol::StrBytes;
 use log::{info, warn};
 
+use super::acl::{self, Operation, ResourceType};
 use super::broker::Broker;
 use super::dispatch::Outcome;
 pub use cleanup::Cleaner;
@@ -83,7 +84,31 @@ pub fn handle(
             "a group or member id of {len} bytes: Kafka's strings hold at most {MAX_STRING_BYTES}"
         ));
     }
+    let group_read = |g: &str| acl::allowed(b, session, Operation::Read, ResourceType::Group, g);
+    let topic_read = |t: &str| acl::allowed(b, session, Operation::Read, ResourceType::Topic, t);
+    let group_describe =
+        |g: &str| acl::allowed(b, session, Operation::Describe, ResourceType::Group, g);
+    let topic_describe =
+        |t: &str| acl::allowed(b, session, Operation::Describe, ResourceType::Topic, t);
+    let group_delete =
+        |g: &str| acl::allowed(b, session, Operation::Delete, ResourceType::Group, g);
+    let group_denied = ResponseError::GroupAuthorizationFailed.code();
     let response = match request {
+        RequestKind::JoinGroup(r) if !group_read(&r.group_id) => {
+            ResponseKind::JoinGroup(api::join_refused(version, group_denied))
+        }
+        RequestKind::SyncGroup(r) if !group_read(&r.group_id) => {
+            ResponseKind::SyncGroup(api::sync_refused(version, group_denied))
+        }
+        RequestKind::Heartbeat(r) if !group_read(&r.group_id) => ResponseKind::Heartbeat(
+            kafka_protocol::messages::HeartbeatResponse::default().with_error_code(group_denied),
+        ),
+        RequestKind::LeaveGroup(r) if !group_read(&r.group_id) => ResponseKind::LeaveGroup(
+            kafka_protocol::messages::LeaveGroupResponse::default().with_error_code(group_denied),
+        ),
+        RequestKind::OffsetCommit(r) if !group_read(&r.group_id) => {
+            ResponseKind::OffsetCommit(offset_commit_refused(&r, group_denied))
+        }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator(b, session, version, r))
         }
@@ -91,14 +116,39 @@ pub fn handle(
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(api::sync(b, version, r)),
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(api::heartbeat(b, r)),
         RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(api::leave(b, version, r)),
-        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit(b, version, r)),
-        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch(b, version, r)),
-        RequestKind::ListGroups(r) => ResponseKind::ListGroups(api::list_groups(b, version, r)),
-        RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(api::describe_groups(b, r)),
-        RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(init_producer_id(b, version, &r))
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(offset_commit(b, version, r, &topic_read))
         }
-        RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(api::delete_groups(b, r)),
+        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch(
+            b,
+            version,
+            r,
+            &group_describe,
+            &topic_describe,
+        )),
+        RequestKind::ListGroups(r) => {
+            // Kafka's filter, unlogged: CLUSTER DESCRIBE shows every group.
+            let all = acl::allowed_quietly(
+                b,
+                session,
+                Operation::Describe,
+                ResourceType::Cluster,
+                acl::CLUSTER_NAME,
+            );
+            let may = |g: &str| {
+                all || acl::allowed_quietly(b, session, Operation::Describe, ResourceType::Group, g)
+            };
+            ResponseKind::ListGroups(api::list_groups(b, version, r, &may))
+        }
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(api::describe_groups(b, r, &group_describe))
+        }
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(init_producer_id(b, session, version, &r))
+        }
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(api::delete_groups(b, r, &group_delete))
+        }
         _ => return Outcome::Close("a request of an API that is not served".to_string()),
     };
     Outcome::Respond(response)
@@ -148,7 +198,25 @@ fn find_coordinator(
     version: i16,
     r: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let (code, msg, node) = match r.key_type {
+    let key_type = r.key_type;
+    let judge = |key: &str| match key_type {
+        0 if !acl::allowed(b, session, Operation::Describe, ResourceType::Group, key) => {
+            (ResponseError::GroupAuthorizationFailed.code(), None, -1)
+        }
+        1 if !acl::allowed(
+            b,
+            session,
+            Operation::Describe,
+            ResourceType::TransactionalId,
+            key,
+        ) =>
+        {
+            (
+                ResponseError::TransactionalIdAuthorizationFailed.code(),
+                None,
+                -1,
+            )
+        }
         0 | 1 => (0, None, b.node_id()),
         t => {
             warn!(
@@ -156,31 +224,36 @@ fn find_coordinator(
             );
             (
                 ResponseError::InvalidRequest.code(),
-                Some("unknown key type"),
+                Some(StrBytes::from_static_str("unknown key type")),
                 -1,
             )
         }
     };
-    let (host, port) = if node >= 0 {
-        let a = b.advertised(session.listener);
-        (a.host.clone(), a.port as i32)
-    } else {
-        (String::new(), -1)
+    let address = |node: i32| {
+        if node >= 0 {
+            let a = b.advertised(session.listener);
+            (a.host.clone(), a.port as i32)
+        } else {
+            (String::new(), -1)
+        }
     };
-    let msg = msg.map(StrBytes::from_static_str);
     let resp = FindCoordinatorResponse::default();
     if version >= 4 {
         let keys = r.coordinator_keys.into_iter().map(|k| {
+            let (code, msg, node) = judge(&k);
+            let (host, port) = address(node);
             Coordinator::default()
                 .with_key(k)
                 .with_node_id(BrokerId(node))
-                .with_host(StrBytes::from_string(host.clone()))
+                .with_host(StrBytes::from_string(host))
                 .with_port(port)
                 .with_error_code(code)
-                .with_error_message(msg.clone())
+                .with_error_message(msg)
         });
         return resp.with_coordinators(keys.collect());
     }
+    let (code, msg, node) = judge(&r.key);
+    let (host, port) = address(node);
     let resp = resp
         .with_error_code(code)
         .with_node_id(BrokerId(node))
@@ -193,13 +266,22 @@ fn find_coordinator(
     }
 }
 
-fn offset_commit(b: &Broker, version: i16, r: OffsetCommitRequest) -> OffsetCommitResponse {
+fn offset_commit(
+    b: &Broker,
+    version: i16,
+    r: OffsetCommitRequest,
+    may_read: &dyn Fn(&str) -> bool,
+) -> OffsetCommitResponse {
     let group = r.group_id.0.as_str().to_string();
     let mut shape = Vec::new();
     let mut parts = Vec::new();
     for t in &r.topics {
         let topic = t.name.0.as_str().to_string();
-        shape.push((t.name.clone(), t.partitions.len()));
+        let allowed = may_read(&topic);
+        shape.push((t.name.clone(), t.partitions.len(), allowed));
+        if !allowed {
+            continue;
+        }
         for p in &t.partitions {
             parts.push(CommitArgs {
                 topic: topic.clone(),
@@ -232,9 +314,12 @@ fn offset_commit(b: &Broker, version: i16, r: OffsetCommitRequest) -> OffsetComm
     );
     let mut answers = answers.into_iter();
     let mut topics = Vec::new();
-    for (t, (name, n)) in r.topics.iter().zip(shape) {
+    for (t, (name, n, allowed)) in r.topics.iter().zip(shape) {
         let partitions = t.partitions.iter().take(n).map(|p| {
-            let e = answers.next().flatten();
+            let e = match allowed {
+                true => answers.next().flatten(),
+                false => Some(ResponseError::TopicAuthorizationFailed),
+            };
             OffsetCommitResponsePartition::default()
                 .with_partition_index(p.partition_index)
                 .with_error_code(e.map_or(0, |e| e.code()))
@@ -248,7 +333,17 @@ fn offset_commit(b: &Broker, version: i16, r: OffsetCommitRequest) -> OffsetComm
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-fn offset_fetch(b: &Broker, version: i16, r: OffsetFetchRequest) -> OffsetFetchResponse {
+/// `may_group` is DESCRIBE on a group, `may_topic` DESCRIBE on a topic:
+/// a topic that may not be described is left out of an all-topics answer
+/// and TOPIC_AUTHORIZATION_FAILED when asked for by name.
+fn offset_fetch(
+    b: &Broker,
+    version: i16,
+    r: OffsetFetchRequest,
+    may_group: &dyn Fn(&str) -> bool,
+    may_topic: &dyn Fn(&str) -> bool,
+) -> OffsetFetchResponse {
+    const DENIED: ResponseError = ResponseError::TopicAuthorizationFailed;
     let name = |t: &str| TopicName(StrBytes::from_string(t.to_string()));
     let meta = |f: &Fetched| Some(StrBytes::from_string(f.metadata.clone()));
     let wanted = |ts: Option<Vec<(TopicName, Vec<i32>)>>| {
@@ -272,15 +367,27 @@ fn offset_fetch(b: &Broker, version: i16, r: OffsetFetchRequest) -> OffsetFetchR
                     .collect()
             });
             let resp = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+            if !may_group(g.group_id.0.as_str()) {
+                return resp.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
+            let all = asked.is_none();
             let topics = match b.groups.fetch(g.group_id.0.as_str(), wanted(asked)) {
                 Ok(topics) => topics,
                 Err(e) => return resp.with_error_code(e.code()),
             };
             let group = g.group_id.0.as_str();
-            let topics = topics.into_iter().map(|(t, ps)| {
+            let topics = topics.into_iter().filter(|(t, _)| !all || may_topic(t));
+            let topics = topics.map(|(t, ps)| {
+                let allowed = may_topic(&t);
                 let parts = ps.iter().map(|f| {
                     let p =
                         OffsetFetchResponsePartitions::default().with_partition_index(f.partition);
+                    if !allowed {
+                        return p
+                            .with_committed_offset(-1)
+                            .with_metadata(Some(StrBytes::default()))
+                            .with_error_code(DENIED.code());
+                    }
                     if unstable(group, &t, f.partition) {
                         return p.with_committed_offset(-1).with_error_code(UNSTABLE.code());
                     }
@@ -302,14 +409,26 @@ fn offset_fetch(b: &Broker, version: i16, r: OffsetFetchRequest) -> OffsetFetchR
             .collect()
     });
     let asked = wanted(asked);
+    if !may_group(r.group_id.0.as_str()) {
+        return offset_fetch_refused(version, ResponseError::GroupAuthorizationFailed, asked);
+    }
+    let all = asked.is_none();
     let topics = match b.groups.fetch(r.group_id.0.as_str(), asked.clone()) {
         Ok(topics) => topics,
         Err(e) => return offset_fetch_refused(version, e, asked),
     };
     let group = r.group_id.0.as_str();
-    let topics = topics.into_iter().map(|(t, ps)| {
+    let topics = topics.into_iter().filter(|(t, _)| !all || may_topic(t));
+    let topics = topics.map(|(t, ps)| {
+        let allowed = may_topic(&t);
         let parts = ps.iter().map(|f| {
             let p = OffsetFetchResponsePartition::default().with_partition_index(f.partition);
+            if !allowed {
+                return p
+                    .with_committed_offset(-1)
+                    .with_metadata(Some(StrBytes::default()))
+                    .with_error_code(DENIED.code());
+            }
             if unstable(group, &t, f.partition) {
                 return p.with_committed_offset(-1).with_error_code(UNSTABLE.code());
             }
@@ -322,6 +441,21 @@ fn offset_fetch(b: &Broker, version: i16, r: OffsetFetchRequest) -> OffsetFetchR
             .with_partitions(parts.collect())
     });
     OffsetFetchResponse::default().with_topics(topics.collect())
+}
+
+/// `OffsetCommitRequest.getErrorResponse`: every partition carries the error.
+fn offset_commit_refused(r: &OffsetCommitRequest, code: i16) -> OffsetCommitResponse {
+    let topics = r.topics.iter().map(|t| {
+        let partitions = t.partitions.iter().map(|p| {
+            OffsetCommitResponsePartition::default()
+                .with_partition_index(p.partition_index)
+                .with_error_code(code)
+        });
+        OffsetCommitResponseTopic::default()
+            .with_name(t.name.clone())
+            .with_partitions(partitions.collect())
+    });
+    OffsetCommitResponse::default().with_topics(topics.collect())
 }
 
 /// A refused OffsetFetch before v8: the error at the top from v2 on; v1 has
@@ -353,13 +487,44 @@ fn offset_fetch_refused(
 /// (Kafka gives a new id even to one that asks to bump its epoch, when it
 /// has no transactional id); ids are unique across restarts. With a
 /// transactional id, the transaction coordinator answers.
-fn init_producer_id(b: &Broker, version: i16, r: &InitProducerIdRequest) -> InitProducerIdResponse {
+fn init_producer_id(
+    b: &Broker,
+    session: &Session,
+    version: i16,
+    r: &InitProducerIdRequest,
+) -> InitProducerIdResponse {
     let refused = |code: ResponseError| {
         InitProducerIdResponse::default()
             .with_error_code(code.code())
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
     };
+    match &r.transactional_id {
+        Some(id)
+            if !acl::allowed(
+                b,
+                session,
+                Operation::Write,
+                ResourceType::TransactionalId,
+                id,
+            ) =>
+        {
+            return refused(ResponseError::TransactionalIdAuthorizationFailed);
+        }
+        // An idempotent producer: IDEMPOTENT_WRITE on the cluster, or
+        // WRITE on some topic (KIP-679 made the second enough).
+        None if !acl::allowed_quietly(
+            b,
+            session,
+            Operation::IdempotentWrite,
+            ResourceType::Cluster,
+            acl::CLUSTER_NAME,
+        ) && !acl::any_of_type(b, session, Operation::Write, ResourceType::Topic) =>
+        {
+            return refused(ResponseError::ClusterAuthorizationFailed);
+        }
+        _ => {}
+    }
     if let Some(id) = &r.transactional_id {
         let id = id.0.as_str();
         let granted = b.txns.init_producer_id(

@@ -34,9 +34,11 @@ use kafka_protocol::protocol::StrBytes;
 use log::{info, warn};
 
 use super::metadata::TopicPartition;
+use crate::kafka::acl::{self, Operation, ResourceType};
 use crate::kafka::broker::Broker;
 use crate::kafka::group::commits::CommitArgs;
 use crate::kafka::group::offsets::OFFSETS_TOPIC;
+use crate::kafka::session::Session;
 
 /// PRODUCER_FENCED (90) is INVALID_PRODUCER_EPOCH (47) to a client whose
 /// request version is below `below`: it does not know the newer code.
@@ -53,6 +55,7 @@ pub fn downgrade_fenced(code: ResponseError, version: i16, below: i16) -> Respon
 /// OPERATION_NOT_ATTEMPTED); then one answer for all.
 pub fn add_partitions(
     b: &Broker,
+    s: &Session,
     version: i16,
     r: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
@@ -63,9 +66,32 @@ pub fn add_partitions(
         .iter()
         .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.to_string(), *p)))
         .collect();
-    let results: Vec<(TopicPartition, Option<ResponseError>)> = match b
-        .txns
-        .check_partitions(&partitions)
+    // Kafka's order: the id, then WRITE on every topic; with a topic
+    // refused, nothing is attempted.
+    let denied: BTreeSet<&str> = (partitions.iter())
+        .map(|(t, _)| t.as_str())
+        .filter(|t| !acl::allowed(b, s, Operation::Write, ResourceType::Topic, t))
+        .collect();
+    let refused = if !acl::allowed(b, s, Operation::Write, ResourceType::TransactionalId, &id) {
+        Some(
+            Box::new(|_: &str| ResponseError::TransactionalIdAuthorizationFailed)
+                as Box<dyn Fn(&str) -> ResponseError>,
+        )
+    } else if !denied.is_empty() {
+        Some(Box::new(|t: &str| match denied.contains(t) {
+            true => ResponseError::TopicAuthorizationFailed,
+            false => ResponseError::OperationNotAttempted,
+        }) as Box<dyn Fn(&str) -> ResponseError>)
+    } else {
+        None
+    };
+    let results: Vec<(TopicPartition, Option<ResponseError>)> = match refused
+        .map(|code| {
+            (partitions.iter())
+                .map(|tp| (tp.clone(), code(&tp.0)))
+                .collect::<Vec<_>>()
+        })
+        .or_else(|| b.txns.check_partitions(&partitions))
     {
         Some(failed) => {
             warn!(
@@ -120,8 +146,14 @@ pub fn add_partitions(
 
 /// EndTxn v0–4: the coordinator writes the decision, the markers and the
 /// completion before this answers.
-pub fn end_txn(b: &Broker, version: i16, r: EndTxnRequest) -> EndTxnResponse {
+pub fn end_txn(b: &Broker, s: &Session, version: i16, r: EndTxnRequest) -> EndTxnResponse {
     let id = r.transactional_id.0.to_string();
+    if !acl::allowed(b, s, Operation::Write, ResourceType::TransactionalId, &id) {
+        return EndTxnResponse::default()
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
     let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
     let what = if r.committed { "commit" } else { "abort" };
     let answer = b
@@ -148,9 +180,22 @@ pub fn end_txn(b: &Broker, version: i16, r: EndTxnRequest) -> EndTxnResponse {
 /// AddOffsetsToTxn v0–3: the group's partition of `__consumer_offsets`
 /// (made with the topic if needed: the transaction's marker goes there)
 /// joins the transaction, with AddPartitionsToTxn's answers.
-pub fn add_offsets(b: &Broker, version: i16, r: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+pub fn add_offsets(
+    b: &Broker,
+    s: &Session,
+    version: i16,
+    r: AddOffsetsToTxnRequest,
+) -> AddOffsetsToTxnResponse {
     let id = r.transactional_id.0.to_string();
     let group = r.group_id.0.to_string();
+    if !acl::allowed(b, s, Operation::Write, ResourceType::TransactionalId, &id) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
+    if !acl::allowed(b, s, Operation::Read, ResourceType::Group, &group) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
     let answer = match b.groups.offsets_partition(&group) {
         Ok(n) => {
@@ -181,11 +226,19 @@ pub fn add_offsets(b: &Broker, version: i16, r: AddOffsetsToTxnRequest) -> AddOf
 /// to be in it (AddOffsetsToTxn); they count when the transaction commits.
 pub fn txn_offset_commit(
     b: &Broker,
+    s: &Session,
     version: i16,
     r: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
     let id = r.transactional_id.0.to_string();
     let group = r.group_id.0.to_string();
+    let whole = if !acl::allowed(b, s, Operation::Write, ResourceType::TransactionalId, &id) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !acl::allowed(b, s, Operation::Read, ResourceType::Group, &group) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else {
+        None
+    };
     let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
     // Fields of v3 and up (KIP-447); below, a producer that names no member.
     let (generation, member) = if version >= 3 {
@@ -193,14 +246,22 @@ pub fn txn_offset_commit(
     } else {
         (-1, String::new())
     };
-    let mut shape: Vec<(String, Vec<i32>)> = Vec::new();
+    let mut shape: Vec<(String, Vec<i32>, Option<ResponseError>)> = Vec::new();
     let mut parts = Vec::new();
     for t in &r.topics {
         let name = t.name.0.to_string();
+        let refused = whole.or_else(|| {
+            (!acl::allowed(b, s, Operation::Read, ResourceType::Topic, &name))
+                .then_some(ResponseError::TopicAuthorizationFailed)
+        });
         shape.push((
             name.clone(),
             t.partitions.iter().map(|p| p.partition_index).collect(),
+            refused,
         ));
+        if refused.is_some() {
+            continue;
+        }
         for p in &t.partitions {
             parts.push(CommitArgs {
                 topic: name.clone(),
@@ -216,38 +277,22 @@ pub fn txn_offset_commit(
         }
     }
     let n = parts.len();
-    let tp = (
-        OFFSETS_TOPIC,
-        b.groups.offsets_partition_index(&group) as i32,
-    );
-    let exists = |t: &str, p: i32| b.partition(t, p).is_some();
-    let answers = b
-        .txns
-        .append_in_txn(&id, pid, epoch, tp, || {
-            b.groups
-                .txn_commit(&group, (pid, epoch), generation, &member, parts, &exists)
-        })
-        .unwrap_or_else(|e| {
-            let code = match e {
-                ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
-                ResponseError::ConcurrentTransactions | ResponseError::NotCoordinator => {
-                    ResponseError::CoordinatorLoadInProgress
-                }
-                other => other,
-            };
-            warn!(
-                "Kafka: TxnOffsetCommit of transactional id {id} (group {group}, producer {pid}, epoch {epoch}) refused with {code:?}"
-            );
-            vec![Some(code); n]
-        });
+    let answers = if n == 0 && shape.iter().any(|(_, _, refused)| refused.is_some()) {
+        Vec::new()
+    } else {
+        txn_commit_parts(b, (&id, &group), (pid, epoch), (generation, &member), parts)
+    };
     let mut codes = answers.into_iter();
     let topics = shape
         .into_iter()
-        .map(|(name, ps)| {
+        .map(|(name, ps, refused)| {
             let partitions = ps
                 .into_iter()
                 .map(|p| {
-                    let code = codes.next().flatten().map_or(0, |e| e.code());
+                    let code = match refused {
+                        Some(e) => e.code(),
+                        None => codes.next().flatten().map_or(0, |e| e.code()),
+                    };
                     TxnOffsetCommitResponsePartition::default()
                         .with_partition_index(p)
                         .with_error_code(code)
@@ -261,16 +306,69 @@ pub fn txn_offset_commit(
     TxnOffsetCommitResponse::default().with_topics(topics)
 }
 
+/// The offsets written in the transaction: per partition, its error.
+fn txn_commit_parts(
+    b: &Broker,
+    (id, group): (&str, &str),
+    (pid, epoch): (i64, i16),
+    (generation, member): (i32, &str),
+    parts: Vec<CommitArgs>,
+) -> Vec<Option<ResponseError>> {
+    let n = parts.len();
+    let tp = (
+        OFFSETS_TOPIC,
+        b.groups.offsets_partition_index(group) as i32,
+    );
+    let exists = |t: &str, p: i32| b.partition(t, p).is_some();
+    b
+        .txns
+        .append_in_txn(id, pid, epoch, tp, || {
+            b.groups
+                .txn_commit(group, (pid, epoch), generation, member, parts, &exists)
+        })
+        .unwrap_or_else(|e| {
+            let code = match e {
+                ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+                ResponseError::ConcurrentTransactions | ResponseError::NotCoordinator => {
+                    ResponseError::CoordinatorLoadInProgress
+                }
+                other => other,
+            };
+            warn!(
+                "Kafka: TxnOffsetCommit of transactional id {id} (group {group}, producer {pid}, epoch {epoch}) refused with {code:?}"
+            );
+            vec![Some(code); n]
+        })
+}
+
 /// DescribeTransactions v0: each id's state, timeout, start, producer and
 /// partitions, or its error.
-pub fn describe(b: &Broker, r: DescribeTransactionsRequest) -> DescribeTransactionsResponse {
+/// An id that may not be described is TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+/// topics that may not be described are left out of a transaction's list.
+pub fn describe(
+    b: &Broker,
+    s: &Session,
+    r: DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse {
     let states = r.transactional_ids.into_iter().map(|id| {
         let d = Described::default().with_transactional_id(id.clone());
+        if !acl::allowed(
+            b,
+            s,
+            Operation::Describe,
+            ResourceType::TransactionalId,
+            &id,
+        ) {
+            return d.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+        }
         match b.txns.describe(id.0.as_str()) {
             Err(e) => d.with_error_code(e.code()),
             Ok(m) => {
                 let mut topics: Vec<TopicData> = Vec::new();
-                for (t, p) in &m.partitions {
+                let may = |t: &str| {
+                    acl::allowed_quietly(b, s, Operation::Describe, ResourceType::Topic, t)
+                };
+                for (t, p) in m.partitions.iter().filter(|(t, _)| may(t)) {
                     if topics.last().is_none_or(|x| x.topic.0.as_str() != t) {
                         topics.push(
                             TopicData::default()
@@ -293,7 +391,13 @@ pub fn describe(b: &Broker, r: DescribeTransactionsRequest) -> DescribeTransacti
 
 /// ListTransactions v0–1: the ids that pass the state, producer and (v1)
 /// duration filters.
-pub fn list(b: &Broker, version: i16, r: ListTransactionsRequest) -> ListTransactionsResponse {
+/// Ids that may not be described are left out.
+pub fn list(
+    b: &Broker,
+    s: &Session,
+    version: i16,
+    r: ListTransactionsRequest,
+) -> ListTransactionsResponse {
     let pids: Vec<i64> = r.producer_id_filters.iter().map(|p| p.0).collect();
     let states: Vec<String> = r.state_filters.iter().map(|s| s.to_string()).collect();
     let duration = if version >= 1 { r.duration_filter } else { -1 };
@@ -305,6 +409,15 @@ pub fn list(b: &Broker, version: i16, r: ListTransactionsRequest) -> ListTransac
         .with_transaction_states(
             found
                 .into_iter()
+                .filter(|(id, _, _)| {
+                    acl::allowed_quietly(
+                        b,
+                        s,
+                        Operation::Describe,
+                        ResourceType::TransactionalId,
+                        id,
+                    )
+                })
                 .map(|(id, pid, state)| {
                     Listed::default()
                         .with_transactional_id(kafka_protocol::messages::TransactionalId(
