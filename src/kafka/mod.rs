@@ -25,6 +25,9 @@
 //! - [`tls`]: TLS with rustls: the server config from Kafka's `ssl.*`
 //!   settings, a connection's TLS over a non-blocking socket, the principal
 //!   of a client certificate;
+//! - [`acl`]: Kafka's ACLs (`commitfs.acls`), `StandardAuthorizer`'s
+//!   decision, the one-line checks every handler makes, and CreateAcls,
+//!   DescribeAcls and DeleteAcls;
 //! - [`internal_topics`]: what clients may do to Kafka's internal topics
 //!   and KRaft's metadata log, as Kafka answers;
 //! - [`group`]: the group coordinator (FindCoordinator, JoinGroup,
@@ -36,9 +39,11 @@
 //!   of failure to Kafka error codes, a table per family of APIs;
 //! - [`alloc`]: the allocator that keeps a lying array length from aborting.
 //!
-//! A PLAINTEXT listener has no authentication and no encryption: anyone who
-//! can reach it can read and write every partition. SSL, SASL_PLAINTEXT
-//! and SASL_SSL listeners authenticate; no authorizer (ACLs) yet.
+//! A PLAINTEXT listener has no authentication and no encryption; SSL,
+//! SASL_PLAINTEXT and SASL_SSL listeners authenticate (`tls`, `auth`).
+//! Without `authorizer.class.name` every request is allowed, as in Kafka:
+//! anyone who can reach a listener (and, on a SASL or TLS one,
+//! authenticate) can read and write every partition.
 
 pub mod acl;
 pub mod alloc;

@@ -1,8 +1,10 @@
 //! Kafka's ACLs: the model ([`model`]), the decision ([`authorizer`], as
-//! `StandardAuthorizer`), the durable set ([`store`], `commitfs.acls`).
+//! `StandardAuthorizer`), the durable set ([`store`], `commitfs.acls`),
+//! CreateAcls, DescribeAcls and DeleteAcls ([`api`]), and the checks the
+//! handlers make in one line each ([`allowed`], [`cluster`], ...).
 //!
 //! With no `authorizer.class.name` there is no [`Authorizer`] and every
-//! request is allowed.
+//! check passes.
 
 pub mod authorizer;
 pub mod model;
