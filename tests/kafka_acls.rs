@@ -299,6 +299,17 @@ fn refusals_over_the_raw_protocol() {
     let r: ListGroupsResponse = c.call(ApiKey::ListGroups, 4, &ListGroupsRequest::default());
     assert_eq!(r.error_code, 0);
     server.stop();
+    let log = server.log();
+    assert!(
+        log.contains(
+            "Kafka: ACLs enforced (StandardAuthorizer): 0 ACLs, super users [User:ANONYMOUS]"
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains("Kafka: User:ANONYMOUS removed ACL (pattern=ResourcePattern(resourceType=GROUP, name=g-, patternType=PREFIXED), entry=(principal=User:*, host=*, operation=READ, permissionType=DENY))"),
+        "{log}"
+    );
     assert!(server.log().contains(
         "Principal = User:ANONYMOUS is Denied operation = WRITE from host = 127.0.0.1 on resource = Topic:LITERAL:orders based on rule DefaultDeny"
     ), "{}", server.log());

@@ -177,10 +177,15 @@ impl KafkaServer {
                 super_users: config.super_users.iter().cloned().collect(),
                 allow_everyone_if_no_acl: config.allow_everyone_if_no_acl,
             };
-            Some(Authorizer::new(
-                settings,
-                AclStore::open(mgr.dir(), mgr.read_only())?,
-            ))
+            let store = AclStore::open(mgr.dir(), mgr.read_only())?;
+            info!(
+                "Kafka: ACLs enforced (StandardAuthorizer): {} ACLs, super users [{}], \
+                 allow.everyone.if.no.acl.found={}",
+                store.snapshot().len(),
+                config.super_users.join(";"),
+                settings.allow_everyone_if_no_acl
+            );
+            Some(Authorizer::new(settings, store))
         } else {
             None
         };

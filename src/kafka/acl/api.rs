@@ -14,7 +14,7 @@ use kafka_protocol::messages::describe_acls_response::{
     AclDescription, DescribeAclsResource, DescribeAclsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-use log::warn;
+use log::{info, warn};
 
 use super::model::{
     AclBinding, AclBindingFilter, CLUSTER_NAME, Operation, PatternType, Permission, ResourceType,
@@ -114,6 +114,7 @@ pub fn create(b: &Broker, s: &Session, r: CreateAclsRequest) -> CreateAclsRespon
         })
         .collect();
     let valid: Vec<AclBinding> = checked.iter().filter_map(|c| c.clone().ok()).collect();
+    let before = authorizer.store().snapshot();
     let stored = if valid.is_empty() {
         Ok(())
     } else {
@@ -122,6 +123,13 @@ pub fn create(b: &Broker, s: &Session, r: CreateAclsRequest) -> CreateAclsRespon
             .create(&valid)
             .map_err(|e| stored_error(&e))
     };
+    if stored.is_ok() {
+        let added: std::collections::BTreeSet<&AclBinding> =
+            valid.iter().filter(|a| !before.contains(*a)).collect();
+        for acl in added {
+            info!("Kafka: {} added ACL {acl}", s.principal);
+        }
+    }
     let results = (checked.iter())
         .map(|c| match (c, &stored) {
             (Err(why), _) => fail(invalid, why),
@@ -225,6 +233,14 @@ pub fn delete(b: &Broker, s: &Session, r: DeleteAclsRequest) -> DeleteAclsRespon
         .store()
         .delete(&valid)
         .map_err(|e| stored_error(&e));
+    if let Ok(removed) = &removed {
+        let mut gone: Vec<&AclBinding> = removed.iter().flatten().collect();
+        gone.sort();
+        gone.dedup();
+        for acl in gone {
+            info!("Kafka: {} removed ACL {acl}", s.principal);
+        }
+    }
     let mut removed_each = match &removed {
         Ok(v) => v.clone().into_iter(),
         Err(_) => Vec::new().into_iter(),
