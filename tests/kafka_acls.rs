@@ -4,7 +4,8 @@
 //! and confluent-kafka's AdminClient (`create_acls`, `describe_acls`,
 //! `delete_acls`) run by a super user granting a second user what Kafka
 //! would have it need: WRITE to produce (an idempotent producer too),
-//! READ on the topic and the group to consume, and Metadata and
+//! READ on the topic and the group to consume, WRITE on a transactional
+//! id (a prefix) for a transactional producer, and Metadata and
 //! ListGroups leaving out what it may not describe; the ACLs kept across
 //! a restart.
 
@@ -354,7 +355,7 @@ except KafkaException as e:
 "#;
 
 const CLIENT: &str = r#"
-from confluent_kafka import Producer, Consumer
+from confluent_kafka import Producer, Consumer, KafkaException
 import sys, time
 addr, user, password, mode, topic = sys.argv[1:6]
 conf = {"bootstrap.servers": addr, "security.protocol": "SASL_PLAINTEXT",
@@ -373,6 +374,16 @@ if mode in ("produce", "idempotent"):
         print("produced", len(results))
     else:
         print("refused", ",".join(sorted(set(failed + errors))))
+elif mode == "transactional":
+    p = Producer(dict(conf, **{"transactional.id": sys.argv[6]}))
+    try:
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce(topic, value=b"in-txn")
+        p.commit_transaction(30)
+        print("committed")
+    except KafkaException as e:
+        print("refused", e.args[0].name())
 else:
     group = sys.argv[6]
     c = Consumer(dict(conf, **{"group.id": group, "auto.offset.reset": "earliest"}))
@@ -496,6 +507,20 @@ fn a_super_user_grants_with_confluent_kafka() {
     let out = bob(&server, &["consume", "orders", "readers", "6"]);
     assert!(out.contains("consumed 6"), "{out}");
 
+    // A transactional producer needs WRITE on its transactional id.
+    let out = bob(&server, &["transactional", "orders", "tx-bob"]);
+    assert!(
+        out.contains("refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+        "{out}"
+    );
+    let out = admin(
+        &server,
+        &["grant", "TRANSACTIONAL_ID:tx-:PREFIXED:User:bob:WRITE"],
+    );
+    assert!(out.contains("granted 1"), "{out}");
+    let out = bob(&server, &["transactional", "orders", "tx-bob"]);
+    assert!(out.contains("committed"), "{out}");
+
     // Bob sees only what he may describe.
     let out = bob_admin(&server, &["list"]);
     assert!(out.contains("topics orders\n"), "{out}");
@@ -509,7 +534,8 @@ fn a_super_user_grants_with_confluent_kafka() {
         described,
         "acl GROUP readers LITERAL User:bob READ ALLOW\n\
          acl TOPIC ord PREFIXED User:bob READ ALLOW\n\
-         acl TOPIC orders LITERAL User:bob WRITE ALLOW\n"
+         acl TOPIC orders LITERAL User:bob WRITE ALLOW\n\
+         acl TRANSACTIONAL_ID tx- PREFIXED User:bob WRITE ALLOW\n"
     );
 
     // Kept across a restart.
