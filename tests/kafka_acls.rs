@@ -22,6 +22,8 @@ use kafka_protocol::messages::delete_acls_request::{DeleteAclsFilter, DeleteAcls
 use kafka_protocol::messages::delete_acls_response::DeleteAclsResponse;
 use kafka_protocol::messages::describe_acls_request::DescribeAclsRequest;
 use kafka_protocol::messages::describe_acls_response::DescribeAclsResponse;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+use kafka_protocol::messages::fetch_response::FetchResponse;
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
 use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
@@ -117,6 +119,25 @@ fn metadata(c: &mut Conn, topics: Option<&[&str]>) -> Vec<(String, i16)> {
     out
 }
 
+/// Fetch v12 of partition 0 of `topic` from offset 0, as a consumer
+/// (replica id -1) or a follower: its code.
+fn fetch(c: &mut Conn, topic: &str, replica: i32) -> i16 {
+    let req = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(replica))
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(topic_name(topic))
+                .with_partitions(vec![
+                    FetchPartition::default()
+                        .with_partition(0)
+                        .with_partition_max_bytes(1 << 20),
+                ]),
+        ]);
+    let r: FetchResponse = c.call(ApiKey::Fetch, 12, &req);
+    r.responses[0].partitions[0].error_code
+}
+
 /// Without an authorizer: SECURITY_DISABLED with Kafka's texts, and
 /// nothing else changes.
 #[test]
@@ -167,6 +188,12 @@ fn refusals_over_the_raw_protocol() {
     let mut c = Conn::new(&server.addr);
     // No ACL: denied by default (allow.everyone.if.no.acl.found=false).
     assert_eq!(produce(&mut c, "orders"), 29, "TOPIC_AUTHORIZATION_FAILED");
+    assert_eq!(fetch(&mut c, "orders", -1), 29);
+    assert_eq!(
+        fetch(&mut c, "orders", 1),
+        29,
+        "a follower without CLUSTER_ACTION"
+    );
     assert_eq!(metadata(&mut c, None), vec![], "all topics: none listed");
     assert_eq!(
         metadata(&mut c, Some(&["orders", "new-topic"])),
@@ -222,6 +249,8 @@ fn refusals_over_the_raw_protocol() {
     );
     let mut c = Conn::new(&server.addr);
     assert_eq!(produce(&mut c, "orders"), 0);
+    assert_eq!(fetch(&mut c, "orders", -1), 0);
+    assert_eq!(fetch(&mut c, "orders", 1), 0);
     let req = CreateAclsRequest::default().with_creations(vec![
         creation(2, "orders", 3, "User:bob", 4, 3),
         creation(4, "other-cluster", 3, "User:bob", 4, 3),

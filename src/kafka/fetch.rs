@@ -78,9 +78,16 @@ pub fn handle(b: &Broker, s: &Session, version: i16, req: FetchRequest) -> Outco
         );
     }
     let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT);
-    let denied = (req.topics.iter())
-        .map(|t| !acl::allowed(b, s, Operation::Read, ResourceType::Topic, &t.topic))
-        .collect();
+    // A follower's fetch (a replica id, v14 and below) needs
+    // CLUSTER_ACTION instead of READ, as in KafkaApis.
+    let denied = if req.replica_id.0 >= 0 {
+        let refused = !acl::cluster(b, s, Operation::ClusterAction);
+        vec![refused; req.topics.len()]
+    } else {
+        (req.topics.iter())
+            .map(|t| !acl::allowed(b, s, Operation::Read, ResourceType::Topic, &t.topic))
+            .collect()
+    };
     attempt(b, version, req, denied, Instant::now() + wait)
 }
 
