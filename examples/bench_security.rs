@@ -136,6 +136,22 @@ impl Daemon {
     }
 }
 
+/// CPU seconds (user and system) the process `pid` has used.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // utime and stime: fields 14 and 15, the 12th and 13th after the name.
+    let ticks: f64 = fields
+        .get(11..13)
+        .map(|f| f.iter().filter_map(|v| v.parse::<f64>().ok()).sum())
+        .unwrap_or(0.0);
+    // SAFETY: sysconf with a constant name.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         // SAFETY: a signal to our own child.
@@ -269,14 +285,15 @@ fn main() {
         rdkafka::util::get_rdkafka_version().1
     );
     println!(
-        "{:>5} {:>16} {:>16} {:>8} {:>16} {:>16} {:>8}",
+        "{:>5} {:>16} {:>16} {:>8} {:>16} {:>16} {:>8} {:>24}",
         "trial",
         "produce PLAIN",
         "produce SASL_SSL",
         "ratio",
         "consume PLAIN",
         "consume SASL_SSL",
-        "ratio"
+        "ratio",
+        "daemon CPU s: P/S, C/S"
     );
     let daemon = match Daemon::start(&bin) {
         Ok(d) => d,
@@ -287,15 +304,21 @@ fn main() {
     };
     let (mut produce_ratios, mut consume_ratios) = (Vec::new(), Vec::new());
     for trial in 0..trials {
-        let run = || -> Res<[f64; 4]> {
+        let mut cpu = [0.0; 4];
+        let mut run = || -> Res<[f64; 4]> {
             let mut secs = [0.0; 4];
+            let pid = daemon.child.id();
             // A rotating order, so that neither always goes first.
             for k in 0..2 {
                 let secure = (trial + k) % 2 == 1;
                 let topic = format!("t{trial}-{}", if secure { "sasl-ssl" } else { "plaintext" });
                 let at = if secure { 1 } else { 0 };
+                let c0 = cpu_secs(pid);
                 secs[at] = produce(&daemon, secure, &topic, &values)?;
+                let c1 = cpu_secs(pid);
                 secs[2 + at] = consume(&daemon, secure, &topic, &values)?;
+                cpu[at] = c1 - c0;
+                cpu[2 + at] = cpu_secs(pid) - c1;
             }
             Ok(secs)
         };
@@ -305,14 +328,19 @@ fn main() {
                 produce_ratios.push(p_plain / p_secure);
                 consume_ratios.push(c_plain / c_secure);
                 println!(
-                    "{:>5} {:>11.1} MB/s {:>11.1} MB/s {:>8.2} {:>11.1} MB/s {:>11.1} MB/s {:>8.2}",
+                    "{:>5} {:>11.1} MB/s {:>11.1} MB/s {:>8.2} {:>11.1} MB/s {:>11.1} MB/s {:>8.2} \
+                     {:>6.2}/{:<6.2} {:>5.2}/{:<5.2}",
                     trial + 1,
                     rate(p_plain),
                     rate(p_secure),
                     p_plain / p_secure,
                     rate(c_plain),
                     rate(c_secure),
-                    c_plain / c_secure
+                    c_plain / c_secure,
+                    cpu[0],
+                    cpu[1],
+                    cpu[2],
+                    cpu[3]
                 );
             }
             Err(e) => {
