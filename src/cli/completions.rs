@@ -388,12 +388,11 @@ mod tests {
                     "log.cleaner.threads=" => format!("{k}2"),
                     "auto.create.topics.enable=" => format!("{k}true"),
                     "listeners=" => format!("{k}PLAINTEXT://127.0.0.1:9092"),
-                    "listener.security.protocol.map=" => format!(
-                        "{k}PLAINTEXT:PLAINTEXT;INTERNAL:PLAINTEXT,listeners=PLAINTEXT://127.0.0.1:9092"
-                    ),
-                    "advertised.listeners=" => {
-                        format!("{k}PLAINTEXT://h:1,listeners=PLAINTEXT://127.0.0.1:9092")
+                    // A list setting is its own -o: the listeners go in another.
+                    "listener.security.protocol.map=" => {
+                        format!("{k}PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT")
                     }
+                    "advertised.listeners=" => format!("{k}PLAINTEXT://h:1"),
                     "max.connections.per.ip.overrides=" => format!("{k}127.0.0.1:10"),
                     "queued.max.request.bytes=" => format!("{k}104857600"),
                     "daemon.log.max.bytes=" => format!("{k}1048576"),
@@ -403,8 +402,13 @@ mod tests {
             } else {
                 k.clone()
             };
-            super::super::mount::check_options(std::slice::from_ref(&opt))
-                .unwrap_or_else(|e| panic!("{opt}: {e}"));
+            let mut opts = vec![opt.clone()];
+            if opt.starts_with("advertised.listeners=")
+                || opt.starts_with("listener.security.protocol.map=")
+            {
+                opts.push("listeners=PLAINTEXT://127.0.0.1:9092".to_string());
+            }
+            super::super::mount::check_options(&opts).unwrap_or_else(|e| panic!("{opt}: {e}"));
         }
         for (k, vals) in CONFIG_VALUES {
             for v in *vals {
