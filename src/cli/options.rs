@@ -16,9 +16,12 @@ use super::logging::LogSettings;
 /// Kafka's default `log.retention.check.interval.ms`.
 const DEFAULT_RETENTION_CHECK_MS: u64 = 300_000;
 
-/// Settings whose values are comma-separated lists. An `-o` that starts
-/// with one of them (listener-prefixed or not) is that one setting, commas
-/// and all: `-o ssl.enabled.protocols=TLSv1.2,TLSv1.3`.
+/// Settings whose values are comma-separated lists: inside an `-o`, the
+/// items after `NAME=first` are the setting's own until one that is
+/// `KEY=VALUE` or a flag word (`ro`, `allow_other`), so
+/// `-o listeners=PLAINTEXT://a:1,SSL://a:2,ro` is two options.
+/// (`cleanup.policy` is not here: its items are flag-like words; it takes
+/// `;` between them.)
 const LIST_SETTINGS: &[&str] = &[
     "listeners",
     "advertised.listeners",
@@ -27,11 +30,41 @@ const LIST_SETTINGS: &[&str] = &[
     "ssl.enabled.protocols",
     "ssl.cipher.suites",
     "sasl.enabled.mechanisms",
-    "cleanup.policy",
-    "log.cleanup.policy",
 ];
 
-/// Whether one `-o` value is a single list setting.
+/// Whether a comma-separated item goes on the list setting before it: not
+/// an option of its own (`KEY=VALUE`, or a flag word like `ro`).
+fn continues_list(item: &str) -> bool {
+    let t = item.trim();
+    !t.contains('=') && !(!t.is_empty() && t.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+}
+
+/// One `-o` split into options at commas, a list setting keeping its items.
+fn split_option(s: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let mut at = 0;
+    for item in s.split(',') {
+        items.push((at, item));
+        at += item.len() + 1;
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < items.len() {
+        let (start, item) = items[i];
+        let mut end = start + item.len();
+        i += 1;
+        if is_list_setting(item) {
+            while i < items.len() && continues_list(items[i].1) {
+                end = items[i].0 + items[i].1.len();
+                i += 1;
+            }
+        }
+        out.push(&s[start..end]);
+    }
+    out
+}
+
+/// Whether an option is a list setting (listener-prefixed or not).
 fn is_list_setting(raw: &str) -> bool {
     let Some((name, _)) = raw.trim().split_once('=') else {
         return false;
@@ -43,17 +76,11 @@ fn is_list_setting(raw: &str) -> bool {
     LIST_SETTINGS.contains(&base)
 }
 
-/// Each `-o` token: split at commas, but for an `-o` that carries one list
-/// setting whole (see [`LIST_SETTINGS`]).
+/// Each `-o` token: split at commas, a list setting keeping its items
+/// (see [`LIST_SETTINGS`]).
 pub fn tokens(raw: &[String]) -> impl Iterator<Item = &str> {
     raw.iter()
-        .flat_map(|s| {
-            if is_list_setting(s) {
-                vec![s.as_str()]
-            } else {
-                s.split(',').collect()
-            }
-        })
+        .flat_map(|s| split_option(s))
         .map(str::trim)
         .filter(|t| !t.is_empty())
 }
@@ -187,6 +214,9 @@ mod tests {
             "listener.name.secure.ssl.cipher.suites=A, B",
             "segment.bytes=1048576,ro",
             "listeners=SSL://a:1,PLAINTEXT://a:2",
+            "listeners=PLAINTEXT://127.0.0.1:0,daemon.log.max.bytes=16384,ro",
+            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,allow_other",
+            "cleanup.policy=compact;delete,retention.ms=1",
         ]))
         .map(str::to_string)
         .collect();
@@ -198,6 +228,13 @@ mod tests {
                 "segment.bytes=1048576",
                 "ro",
                 "listeners=SSL://a:1,PLAINTEXT://a:2",
+                "listeners=PLAINTEXT://127.0.0.1:0",
+                "daemon.log.max.bytes=16384",
+                "ro",
+                "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256",
+                "allow_other",
+                "cleanup.policy=compact;delete",
+                "retention.ms=1",
             ]
         );
         let mut o = DaemonOptions::default();
