@@ -36,7 +36,8 @@ const LIST_SETTINGS: &[&str] = &[
 /// an option of its own (`KEY=VALUE`, or a flag word like `ro`).
 fn continues_list(item: &str) -> bool {
     let t = item.trim();
-    !t.contains('=') && !(!t.is_empty() && t.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+    let flag_word = !t.is_empty() && t.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+    !t.contains('=') && !flag_word
 }
 
 /// One `-o` split into options at commas, a list setting keeping its items.
