@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -67,9 +68,23 @@ pub fn read(path: &Path) -> OffsetMap {
 /// A failure before the rename leaves the old file whole (and a `.tmp`,
 /// which the next load removes).
 pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
+    replace(path, contents, None)
+}
+
+/// [`write_atomically`], owner-only (0600) before its first byte: for the
+/// SCRAM credentials and the ACLs.
+pub fn write_private_atomically(path: &Path, contents: &[u8]) -> Result<()> {
+    replace(path, contents, Some(0o600))
+}
+
+fn replace(path: &Path, contents: &[u8], mode: Option<u32>) -> Result<()> {
     let tmp = PathBuf::from(format!("{}.tmp", path.display()));
     {
         let mut f = disk::create_file("atomic.create", &tmp).at(&tmp)?;
+        if let Some(mode) = mode {
+            f.set_permissions(fs::Permissions::from_mode(mode))
+                .at(&tmp)?;
+        }
         disk::write_all("atomic.write", &mut f, contents).at(&tmp)?;
         disk::sync_all("atomic.fsync", &f).synced(&tmp)?;
     }

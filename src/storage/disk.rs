@@ -72,8 +72,8 @@ pub const SITES: &[&str] = &[
     // Producer snapshots (producer_state/manager.rs).
     "producer.snapshot.remove",
     // Files replaced whole: checkpoints, the clean-shutdown marker,
-    // commitfs.properties, commitfs.streamlen, commitfs.committedlen
-    // (checkpoint.rs).
+    // commitfs.properties, commitfs.streamlen, commitfs.committedlen,
+    // commitfs.acls, commitfs.scram-credentials (checkpoint.rs).
     "atomic.create",
     "atomic.write",
     "atomic.fsync",

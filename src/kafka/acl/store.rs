@@ -16,8 +16,6 @@
 //! the broker does not start with some DENY silently gone.
 
 use std::collections::BTreeSet;
-use std::fs::Permissions;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -27,8 +25,7 @@ use super::model::{
     AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType,
 };
 use crate::storage::StorageError;
-use crate::storage::disk;
-use crate::storage::error::IoContext;
+use crate::storage::checkpoint::write_private_atomically;
 
 pub const ACLS_FILE: &str = "commitfs.acls";
 const HEADER: &str = "commitfs-acls 1";
@@ -121,26 +118,11 @@ impl AclStore {
             return Err(StorageError::ReadOnly);
         }
         if let Some(path) = &self.path {
-            write(path, format(&next).as_bytes())?;
+            write_private_atomically(path, format(&next).as_bytes())?;
         }
         *self.acls.write() = Arc::new(next);
         Ok(())
     }
-}
-
-fn write(path: &Path, contents: &[u8]) -> Result<(), StorageError> {
-    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
-    {
-        let mut f = disk::create_file("acls.create", &tmp).at(&tmp)?;
-        f.set_permissions(Permissions::from_mode(0o600)).at(&tmp)?;
-        disk::write_all("acls.write", &mut f, contents).at(&tmp)?;
-        disk::sync_all("acls.fsync", &f).synced(&tmp)?;
-    }
-    disk::rename("acls.rename", &tmp, path).at(path)?;
-    if let Some(dir) = path.parent() {
-        disk::sync_dir("acls.dir_fsync", dir).synced(dir)?;
-    }
-    Ok(())
 }
 
 fn format(acls: &Acls) -> String {
@@ -255,6 +237,7 @@ fn decode(s: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn acl(name: &str, principal: &str, op: Operation) -> AclBinding {
         AclBinding {

@@ -20,8 +20,6 @@
 //! start with some users silently gone.
 
 use std::collections::BTreeMap;
-use std::fs::Permissions;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -31,8 +29,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::scram::{ScramCredential, ScramMechanism};
 use crate::storage::StorageError;
-use crate::storage::disk;
-use crate::storage::error::IoContext;
+use crate::storage::checkpoint::write_private_atomically;
 
 pub const SCRAM_CREDENTIALS_FILE: &str = "commitfs.scram-credentials";
 const HEADER: &str = "commitfs-scram-credentials 1";
@@ -191,27 +188,11 @@ impl CredentialStore {
             }
         }
         if let Some(path) = &self.path {
-            write(path, format(&next).as_bytes())?;
+            write_private_atomically(path, format(&next).as_bytes())?;
         }
         *self.credentials.write() = next;
         Ok(())
     }
-}
-
-/// Replaces the file atomically, owner-only from its first byte.
-fn write(path: &Path, contents: &[u8]) -> Result<(), StorageError> {
-    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
-    {
-        let mut f = disk::create_file("scram.create", &tmp).at(&tmp)?;
-        f.set_permissions(Permissions::from_mode(0o600)).at(&tmp)?;
-        disk::write_all("scram.write", &mut f, contents).at(&tmp)?;
-        disk::sync_all("scram.fsync", &f).synced(&tmp)?;
-    }
-    disk::rename("scram.rename", &tmp, path).at(path)?;
-    if let Some(dir) = path.parent() {
-        disk::sync_dir("scram.dir_fsync", dir).synced(dir)?;
-    }
-    Ok(())
 }
 
 fn format(creds: &Credentials) -> String {
@@ -467,6 +448,7 @@ fn split_component(input: &str) -> Result<(&str, &str), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn cred(m: ScramMechanism, password: &str) -> ScramCredential {
         ScramCredential::generate(m, password, 4096).unwrap()
