@@ -16,6 +16,7 @@ use kafka_protocol::messages::describe_acls_response::{
 use kafka_protocol::protocol::StrBytes;
 use log::{info, warn};
 
+use super::Authorizer;
 use super::model::{
     AclBinding, AclBindingFilter, CLUSTER_NAME, Operation, PatternType, Permission, ResourceType,
 };
@@ -64,6 +65,23 @@ fn binding(c: &AclCreation) -> AclBinding {
     }
 }
 
+/// The authorizer, once the principal may `op` the CLUSTER; else the code
+/// and text every answer gets (`no_authorizer` without one).
+fn gate<'a>(
+    b: &'a Broker,
+    s: &Session,
+    op: Operation,
+    no_authorizer: &'static str,
+) -> Result<&'a Authorizer, (i16, &'static str)> {
+    if !super::cluster(b, s, op) {
+        return Err((
+            ResponseError::ClusterAuthorizationFailed.code(),
+            CLUSTER_DENIED,
+        ));
+    }
+    (b.authorizer.as_ref()).ok_or((ResponseError::SecurityDisabled.code(), no_authorizer))
+}
+
 fn filter_of(f: &DeleteAclsFilter) -> AclBindingFilter {
     AclBindingFilter {
         resource_type: ResourceType::from_code(f.resource_type_filter),
@@ -88,14 +106,9 @@ pub fn create(b: &Broker, s: &Session, r: CreateAclsRequest) -> CreateAclsRespon
         CreateAclsResponse::default()
             .with_results(r.creations.iter().map(|_| fail(code, message)).collect())
     };
-    if !super::cluster(b, s, Operation::Alter) {
-        return all(
-            ResponseError::ClusterAuthorizationFailed.code(),
-            CLUSTER_DENIED,
-        );
-    }
-    let Some(authorizer) = &b.authorizer else {
-        return all(ResponseError::SecurityDisabled.code(), NO_AUTHORIZER);
+    let authorizer = match gate(b, s, Operation::Alter, NO_AUTHORIZER) {
+        Ok(authorizer) => authorizer,
+        Err((code, message)) => return all(code, message),
     };
     let invalid = ResponseError::InvalidRequest.code();
     let checked: Vec<Result<AclBinding, String>> = (r.creations.iter())
@@ -147,17 +160,9 @@ pub fn describe(b: &Broker, s: &Session, r: DescribeAclsRequest) -> DescribeAcls
             .with_error_code(code)
             .with_error_message(Some(text(message)))
     };
-    if !super::cluster(b, s, Operation::Describe) {
-        return error(
-            ResponseError::ClusterAuthorizationFailed.code(),
-            CLUSTER_DENIED,
-        );
-    }
-    let Some(authorizer) = &b.authorizer else {
-        return error(
-            ResponseError::SecurityDisabled.code(),
-            NO_AUTHORIZER_ON_BROKER,
-        );
+    let authorizer = match gate(b, s, Operation::Describe, NO_AUTHORIZER_ON_BROKER) {
+        Ok(authorizer) => authorizer,
+        Err((code, message)) => return error(code, message),
     };
     let filter = AclBindingFilter {
         resource_type: ResourceType::from_code(r.resource_type_filter),
@@ -213,14 +218,9 @@ pub fn delete(b: &Broker, s: &Session, r: DeleteAclsRequest) -> DeleteAclsRespon
         DeleteAclsResponse::default()
             .with_filter_results(r.filters.iter().map(|_| fail(code, message)).collect())
     };
-    if !super::cluster(b, s, Operation::Alter) {
-        return all(
-            ResponseError::ClusterAuthorizationFailed.code(),
-            CLUSTER_DENIED,
-        );
-    }
-    let Some(authorizer) = &b.authorizer else {
-        return all(ResponseError::SecurityDisabled.code(), NO_AUTHORIZER);
+    let authorizer = match gate(b, s, Operation::Alter, NO_AUTHORIZER) {
+        Ok(authorizer) => authorizer,
+        Err((code, message)) => return all(code, message),
     };
     let filters: Vec<Result<AclBindingFilter, String>> = (r.filters.iter())
         .map(|f| {
