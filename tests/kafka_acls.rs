@@ -15,7 +15,6 @@ use std::path::Path;
 
 use bytes::Bytes;
 use commitfs::record::NewRecord;
-use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use kafka_protocol::messages::create_acls_request::{AclCreation, CreateAclsRequest};
 use kafka_protocol::messages::create_acls_response::CreateAclsResponse;
 use kafka_protocol::messages::delete_acls_request::{DeleteAclsFilter, DeleteAclsRequest};
@@ -39,22 +38,12 @@ use kafka_protocol::messages::produce_response::ProduceResponse;
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_support::requests::{creatable, create_topics, topic_name};
-use kafka_support::{Conn, Server, python, require, run_python};
+use kafka_support::{Conn, Server, data_dir_with, python, require, run_python};
 
 const STANDARD: &str =
     "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer";
 const ADMIN_PASSWORD: &str = "admin-Secret-3kd9";
 const BOB_PASSWORD: &str = "bob-Secret-p0q7";
-
-fn data_dir(tmp: &Path, parts: &[&str]) -> std::path::PathBuf {
-    let data = tmp.join("data");
-    let mgr = LogManager::open(&data, LogConfig::default(), OpenOptions::default()).unwrap();
-    for p in parts {
-        mgr.create_partition(p).unwrap();
-    }
-    mgr.close().unwrap();
-    data
-}
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -143,7 +132,7 @@ fn fetch(c: &mut Conn, topic: &str, replica: i32) -> i16 {
 #[test]
 fn no_authorizer_answers_security_disabled() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = data_dir(tmp.path(), &["t-0"]);
+    let data = data_dir_with(tmp.path(), &["t-0"]);
     let server = Server::start(&data, &[]);
     let mut c = Conn::new(&server.addr);
     let r: DescribeAclsResponse = c.call(ApiKey::DescribeAcls, 3, &any_filter());
@@ -183,7 +172,7 @@ fn no_authorizer_answers_security_disabled() {
 #[test]
 fn refusals_over_the_raw_protocol() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = data_dir(tmp.path(), &["orders-0", "secret-0"]);
+    let data = data_dir_with(tmp.path(), &["orders-0", "secret-0"]);
     let mut server = Server::start(&data, &[STANDARD, "auto.create.topics.enable=true"]);
     let mut c = Conn::new(&server.addr);
     // No ACL: denied by default (allow.everyone.if.no.acl.found=false).
@@ -456,7 +445,7 @@ fn sasl_server(data: &Path, extra: &[&str]) -> Server {
 fn a_super_user_grants_with_confluent_kafka() {
     let Some(py) = require(python()) else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let data = data_dir(tmp.path(), &["orders-0", "secret-0"]);
+    let data = data_dir_with(tmp.path(), &["orders-0", "secret-0"]);
     let mut server = sasl_server(&data, &[]);
     let admin = |server: &Server, args: &[&str]| {
         let mut all = vec![server.addr.as_str(), "admin", ADMIN_PASSWORD];

@@ -15,11 +15,9 @@ mod test_ca;
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use base64::Engine;
 use bytes::Bytes;
-use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use hmac::{Hmac, Mac};
 use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
@@ -30,8 +28,10 @@ use kafka_protocol::messages::sasl_handshake_request::SaslHandshakeRequest;
 use kafka_protocol::messages::sasl_handshake_response::SaslHandshakeResponse;
 use kafka_protocol::messages::{ApiKey, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, StrBytes};
-use kafka_support::bounded::{cmd_timeout, run, run_with_input};
-use kafka_support::{Conn, Server, decode_partition_records, kcat, python, require, run_python};
+use kafka_support::bounded::{run, run_with_input};
+use kafka_support::{
+    Conn, Server, data_dir_with, decode_partition_records, kcat, python, require, run_python,
+};
 use sha2::{Digest, Sha256};
 use test_ca::TestCa;
 
@@ -39,16 +39,6 @@ const ALICE_PASSWORD: &str = "alice-Secret-7fq2";
 const BOB_PASSWORD: &str = "bob-Secret-k2m9";
 const CAROL_PASSWORD: &str = "carol-Secret-x81z";
 const WRONG_PASSWORD: &str = "wrong-Guess-0000";
-
-fn data_dir(tmp: &Path, parts: &[&str]) -> std::path::PathBuf {
-    let data = tmp.join("data");
-    let mgr = LogManager::open(&data, LogConfig::default(), OpenOptions::default()).unwrap();
-    for p in parts {
-        mgr.create_partition(p).unwrap();
-    }
-    mgr.close().unwrap();
-    data
-}
 
 /// `commitfs serve` with `listeners` and alice made by `--add-scram`.
 fn sasl_server(data: &Path, listeners: &str, opts: &[&str]) -> Server {
@@ -61,37 +51,6 @@ fn sasl_server(data: &Path, listeners: &str, opts: &[&str]) -> Server {
         "info",
         &["--add-scram", &alice, "--add-scram", &alice512],
     )
-}
-
-/// How many times the log says `needle`: its lines, and the lines the
-/// daemon's rate limit folded into them ("and N more like it").
-fn log_count(log: &str, needle: &str) -> usize {
-    log.lines()
-        .filter(|l| l.contains(needle))
-        .map(|l| {
-            1 + l
-                .split_once("(and ")
-                .and_then(|(_, rest)| rest.split_once(" more like it"))
-                .and_then(|(n, _)| n.parse::<usize>().ok())
-                .unwrap_or(0)
-        })
-        .sum()
-}
-
-/// Waits (bounded) until the daemon's log holds `needle` `n` times.
-fn wait_for_log(s: &Server, needle: &str, n: usize) -> String {
-    let start = Instant::now();
-    loop {
-        let log = s.log();
-        if log_count(&log, needle) >= n {
-            return log;
-        }
-        assert!(
-            start.elapsed() < cmd_timeout(),
-            "the daemon never logged {needle:?} {n} times:\n{log}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn invalid_credentials(mech: &str) -> String {
@@ -199,7 +158,7 @@ print("error", errors[0].name(), errors[0].str())
 fn clients_authenticate_with_each_mechanism() {
     let Some(py) = require(python()) else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let data = data_dir(tmp.path(), &["plain-0", "scram256-0", "scram512-0"]);
+    let data = data_dir_with(tmp.path(), &["plain-0", "scram256-0", "scram512-0"]);
     let s = sasl_server(
         &data,
         "SASL_PLAINTEXT://127.0.0.1:0",
@@ -239,7 +198,7 @@ fn clients_authenticate_with_each_mechanism() {
         ];
         let out = run_python(&py, PRODUCE_CONSUME_CONFLUENT, &args);
         assert!(out.contains(&format!("ok {mech} 50")), "{out}");
-        wait_for_log(&s, &format!("authenticated as User:{user} with SASL"), 1);
+        s.wait_for_log(&format!("authenticated as User:{user} with SASL"), 1);
         let out = run_python(&py, CONSUME_KAFKA_PYTHON, &args);
         assert!(out.contains("consumed 50"), "{mech}: {out}");
     }
@@ -261,7 +220,7 @@ fn clients_authenticate_with_each_mechanism() {
         assert!(out.contains("error _AUTHENTICATION"), "{mech}: {out}");
         assert!(out.contains(&text), "{mech}: {out}");
     }
-    let log = wait_for_log(&s, "failed authentication with", 3);
+    let log = s.wait_for_log("failed authentication with", 3);
     assert!(log.contains("user \"bob\" failed to authenticate"), "{log}");
     drop(s);
     let s2 = Server::start_on(&data, "PLAINTEXT://127.0.0.1:0", &[], "info");
@@ -277,7 +236,7 @@ fn sasl_ssl_with_confluent_kafka_kafka_python_and_kcat() {
     let tmp = tempfile::tempdir().unwrap();
     let ca = TestCa::new(&tmp.path().join("ca"));
     let cert = ca.server("broker");
-    let data = data_dir(tmp.path(), &["secure-0", "kcat-0"]);
+    let data = data_dir_with(tmp.path(), &["secure-0", "kcat-0"]);
     let ks = format!("ssl.keystore.location={}", cert.keystore.display());
     let s = sasl_server(
         &data,
@@ -464,7 +423,7 @@ fn metadata_works(c: &mut Conn) {
 #[test]
 fn bad_exchanges_end_their_connection_only() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = data_dir(tmp.path(), &["t-0"]);
+    let data = data_dir_with(tmp.path(), &["t-0"]);
     let mut s = sasl_server(
         &data,
         "SASL_PLAINTEXT://127.0.0.1:0",
@@ -478,8 +437,7 @@ fn bad_exchanges_end_their_connection_only() {
     let frame = c.encode(ApiKey::Metadata, 12, &MetadataRequest::default());
     c.send_raw(&frame);
     c.expect_closed("Metadata before authentication");
-    wait_for_log(
-        &s,
+    s.wait_for_log(
         "Unexpected Kafka request of type Metadata during SASL handshake.",
         1,
     );
@@ -503,8 +461,7 @@ fn bad_exchanges_end_their_connection_only() {
     );
     c.send_raw(&frame);
     c.expect_closed("SaslAuthenticate before SaslHandshake");
-    wait_for_log(
-        &s,
+    s.wait_for_log(
         "Unexpected Kafka request of type SaslAuthenticate during SASL handshake.",
         1,
     );
@@ -556,11 +513,7 @@ fn bad_exchanges_end_their_connection_only() {
     frame.extend_from_slice(&[b'x'; 4096]);
     let _ = c.stream.write_all(&frame);
     c.expect_closed("an oversize token");
-    wait_for_log(
-        &s,
-        "Failing SASL authentication due to invalid receive size",
-        1,
-    );
+    s.wait_for_log("Failing SASL authentication due to invalid receive size", 1);
 
     assert!(s.alive());
     let (mut c, r) = scram_login(&addr, "alice", ALICE_PASSWORD, "clientnonce3");
@@ -586,7 +539,7 @@ fn rss_kb(pid: u32) -> u64 {
 #[test]
 fn a_thousand_wrong_passwords() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = data_dir(tmp.path(), &["t-0"]);
+    let data = data_dir_with(tmp.path(), &["t-0"]);
     let s = sasl_server(
         &data,
         "SASL_PLAINTEXT://127.0.0.1:0",
@@ -610,7 +563,7 @@ fn a_thousand_wrong_passwords() {
     }
     // One line per refusal, but for the daemon's rate limit on repeats
     // (a burst per call site and window, then a count).
-    wait_for_log(&s, "user \"alice\" failed to authenticate", 10);
+    s.wait_for_log("user \"alice\" failed to authenticate", 10);
     let rss_after_1000 = rss_kb(s.pid());
     assert!(
         rss_after_1000 < rss_after_100 + 8 * 1024,
@@ -627,7 +580,7 @@ fn a_thousand_wrong_passwords() {
 #[test]
 fn bad_sasl_settings_refuse_to_start() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = data_dir(tmp.path(), &[]);
+    let data = data_dir_with(tmp.path(), &[]);
     for (opts, message) in [
         (
             vec![],
@@ -681,7 +634,7 @@ fn bad_sasl_settings_refuse_to_start() {
 #[test]
 fn handshake_v0_takes_bare_tokens() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = data_dir(tmp.path(), &["t-0"]);
+    let data = data_dir_with(tmp.path(), &["t-0"]);
     let s = sasl_server(
         &data,
         "SASL_PLAINTEXT://127.0.0.1:0",
@@ -701,12 +654,12 @@ fn handshake_v0_takes_bare_tokens() {
     let answer = c.recv_raw().expect("an answer to the token");
     assert!(answer.is_empty(), "PLAIN's server sends no token back");
     metadata_works(&mut c);
-    wait_for_log(&s, "authenticated as User:alice with SASL", 1);
+    s.wait_for_log("authenticated as User:alice with SASL", 1);
 
     let mut c = Conn::new(&s.addr);
     v0(&mut c);
     c.send_raw(format!("\0alice\0{WRONG_PASSWORD}").as_bytes());
     c.expect_closed("a wrong password after SaslHandshake v0");
-    wait_for_log(&s, "user \"alice\" failed to authenticate", 1);
+    s.wait_for_log("user \"alice\" failed to authenticate", 1);
     assert_no_secret_in_log(&s);
 }

@@ -15,30 +15,19 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::protocol::StrBytes;
 use kafka_support::bounded::{cmd_timeout, run};
 use kafka_support::{
-    BIN, Conn, Server, decode_partition_records, kcat, python, require, run_python,
+    BIN, Conn, Server, data_dir_with, decode_partition_records, kcat, python, require, run_python,
 };
 use rcgen::DnType;
 use test_ca::TestCa;
 
 /// Debug lines of the network threads: the principal a handshake set.
 const TLS_LOG: &str = "info,commitfs::kafka::server=debug";
-
-fn data_dir(tmp: &Path, parts: &[&str]) -> std::path::PathBuf {
-    let data = tmp.join("data");
-    let mgr = LogManager::open(&data, LogConfig::default(), OpenOptions::default()).unwrap();
-    for p in parts {
-        mgr.create_partition(p).unwrap();
-    }
-    mgr.close().unwrap();
-    data
-}
 
 fn ssl_server(data: &Path, keystore: &Path, extra: &[&str]) -> Server {
     let ks = format!("ssl.keystore.location={}", keystore.display());
@@ -55,22 +44,6 @@ fn api_versions(c: &mut Conn) -> ApiVersionsResponse {
             .with_client_software_name(StrBytes::from_static_str("commitfs-test"))
             .with_client_software_version(StrBytes::from_static_str("1")),
     )
-}
-
-/// Waits (bounded) until the daemon's log holds `needle`.
-fn wait_for_log(s: &Server, needle: &str) -> String {
-    let start = Instant::now();
-    loop {
-        let log = s.log();
-        if log.contains(needle) {
-            return log;
-        }
-        assert!(
-            start.elapsed() < cmd_timeout(),
-            "the daemon never logged {needle:?}:\n{log}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 const PRODUCE_CONFLUENT: &str = r#"
@@ -144,7 +117,7 @@ fn clients_produce_and_consume_over_ssl() {
     let tmp = tempfile::tempdir().unwrap();
     let ca = TestCa::new(&tmp.path().join("ca"));
     let server_cert = ca.server("broker");
-    let data = data_dir(tmp.path(), &["secure-0"]);
+    let data = data_dir_with(tmp.path(), &["secure-0"]);
     let s = ssl_server(&data, &server_cert.keystore, &[]);
     let ca_pem = ca.ca_pem.to_str().unwrap();
     let n = 3000;
@@ -170,7 +143,7 @@ fn kcat_over_ssl() {
     let tmp = tempfile::tempdir().unwrap();
     let ca = TestCa::new(&tmp.path().join("ca"));
     let server_cert = ca.server("broker");
-    let data = data_dir(tmp.path(), &["secure-0"]);
+    let data = data_dir_with(tmp.path(), &["secure-0"]);
     let s = ssl_server(&data, &server_cert.keystore, &[]);
     let tls = |cmd: &mut Command| {
         cmd.args(["-b", &s.addr, "-X", "security.protocol=ssl", "-X"])
@@ -229,7 +202,7 @@ fn client_certificates_are_required_and_name_the_principal() {
         ],
     );
     let mallory = other_ca.client("mallory", &[(DnType::CommonName, "mallory")]);
-    let data = data_dir(tmp.path(), &["secure-0"]);
+    let data = data_dir_with(tmp.path(), &["secure-0"]);
     let truststore = format!("ssl.truststore.location={}", ca.ca_pem.display());
     let s = ssl_server(
         &data,
@@ -248,7 +221,7 @@ fn client_certificates_are_required_and_name_the_principal() {
     assert_eq!(api_versions(&mut c).error_code, 0);
     let expected = openssl_subject(&alice.cert_pem);
     assert!(expected.contains("O=Example\\, Inc."), "{expected}");
-    wait_for_log(&s, &format!("established as User:{expected}"));
+    s.wait_for_log(&format!("established as User:{expected}"), 1);
 
     // rustls's client learns of a refused certificate only when it reads
     // the server's alert, so the refusal shows as a closed connection.
@@ -308,7 +281,7 @@ fn client_certificates_requested_are_optional() {
     let ca = TestCa::new(&tmp.path().join("ca"));
     let server_cert = ca.server("broker");
     let bob = ca.client("bob", &[(DnType::CommonName, "bob")]);
-    let data = data_dir(tmp.path(), &[]);
+    let data = data_dir_with(tmp.path(), &[]);
     let truststore = format!("ssl.truststore.location={}", ca.ca_pem.display());
     let s = ssl_server(
         &data,
@@ -317,10 +290,10 @@ fn client_certificates_requested_are_optional() {
     );
     let mut anon = Conn::tls(&s.addr, &ca.ca_pem, None).unwrap();
     assert_eq!(api_versions(&mut anon).error_code, 0);
-    wait_for_log(&s, "established as User:ANONYMOUS");
+    s.wait_for_log("established as User:ANONYMOUS", 1);
     let mut c = Conn::tls(&s.addr, &ca.ca_pem, Some((&bob.cert_pem, &bob.key_pem))).unwrap();
     assert_eq!(api_versions(&mut c).error_code, 0);
-    wait_for_log(&s, "established as User:CN=bob");
+    s.wait_for_log("established as User:CN=bob", 1);
 }
 
 /// What `openssl x509 -subject -nameopt RFC2253` prints of a certificate:
@@ -352,7 +325,7 @@ fn bad_handshakes_end_their_connection_only() {
     let tmp = tempfile::tempdir().unwrap();
     let ca = TestCa::new(&tmp.path().join("ca"));
     let server_cert = ca.server("broker");
-    let data = data_dir(tmp.path(), &[]);
+    let data = data_dir_with(tmp.path(), &[]);
     let mut s = ssl_server(
         &data,
         &server_cert.keystore,
@@ -402,9 +375,9 @@ fn bad_handshakes_end_their_connection_only() {
         .write_all(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
         .unwrap();
     expect_alert_then_close(stalled, "a stalled handshake");
-    wait_for_log(
-        &s,
+    s.wait_for_log(
         "its TLS handshake did not go on for connections.max.idle.ms",
+        1,
     );
     let mut good = Conn::tls(&s.addr, &ca.ca_pem, None).unwrap();
     assert_eq!(api_versions(&mut good).error_code, 0);
@@ -441,7 +414,7 @@ fn bad_tls_settings_refuse_to_start() {
     let ca = TestCa::new(&tmp.path().join("ca"));
     let server_cert = ca.server("broker");
     let other = ca.server("other");
-    let data = data_dir(tmp.path(), &[]);
+    let data = data_dir_with(tmp.path(), &[]);
     let dir = tmp.path();
     let write = |name: &str, text: &str| {
         let p = dir.join(name);
@@ -542,7 +515,7 @@ fn listener_prefixed_settings_and_lists() {
     let tmp = tempfile::tempdir().unwrap();
     let ca = TestCa::new(&tmp.path().join("ca"));
     let server_cert = ca.server("broker");
-    let data = data_dir(tmp.path(), &[]);
+    let data = data_dir_with(tmp.path(), &[]);
     let good = format!(
         "listener.name.secure.ssl.keystore.location={}",
         server_cert.keystore.display()
@@ -569,7 +542,7 @@ fn enabled_protocols_choose_the_version() {
     let tmp = tempfile::tempdir().unwrap();
     let ca = TestCa::new(&tmp.path().join("ca"));
     let server_cert = ca.server("broker");
-    let data = data_dir(tmp.path(), &[]);
+    let data = data_dir_with(tmp.path(), &[]);
     for (opts, want) in [
         (
             vec!["ssl.enabled.protocols=TLSv1.2"],

@@ -761,7 +761,55 @@ pub fn half_close(c: &Conn) {
     let _ = c.stream.shutdown(Shutdown::Write);
 }
 
+/// A data directory under `tmp` with these partitions, closed.
+pub fn data_dir_with(tmp: &Path, parts: &[&str]) -> PathBuf {
+    let data = tmp.join("data");
+    let mgr = commitfs::storage::LogManager::open(
+        &data,
+        commitfs::storage::LogConfig::default(),
+        commitfs::storage::OpenOptions::default(),
+    )
+    .unwrap();
+    for p in parts {
+        mgr.create_partition(p).unwrap();
+    }
+    mgr.close().unwrap();
+    data
+}
+
+/// How many times the log says `needle`: its lines, and the lines the
+/// daemon's rate limit folded into them ("and N more like it").
+pub fn log_count(log: &str, needle: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains(needle))
+        .map(|l| {
+            1 + l
+                .split_once("(and ")
+                .and_then(|(_, rest)| rest.split_once(" more like it"))
+                .and_then(|(n, _)| n.parse::<usize>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
 impl Server {
+    /// Waits (bounded) until the daemon's log holds `needle` `n` times
+    /// ([`log_count`]): the log then.
+    pub fn wait_for_log(&self, needle: &str, n: usize) -> String {
+        let start = Instant::now();
+        loop {
+            let log = self.log();
+            if log_count(&log, needle) >= n {
+                return log;
+            }
+            assert!(
+                start.elapsed() < bounded::cmd_timeout(),
+                "the daemon never logged {needle:?} {n} times:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Polls `done` every 100 ms until it holds; past `bound` the test
     /// fails with `what` and the daemon's log. For states that come in
     /// their own time (a rebalance, an expiry), never a timing assertion.
