@@ -24,22 +24,22 @@
 #[path = "common/mod.rs"]
 mod common;
 
+use common::Deliveries;
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
 type Res<T> = Result<T, String>;
 
@@ -288,33 +288,6 @@ fn self_cpu() -> f64 {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
     t(ru.ru_utime) + t(ru.ru_stime)
-}
-
-/// Counts the producer's deliveries: acknowledged, and failed (first error kept).
-#[derive(Default)]
-struct Deliveries {
-    ok: AtomicUsize,
-    failed: AtomicUsize,
-    first_error: Mutex<Option<String>>,
-}
-
-impl ClientContext for Deliveries {}
-
-impl ProducerContext for Deliveries {
-    type DeliveryOpaque = ();
-
-    fn delivery(&self, r: &DeliveryResult<'_>, _: ()) {
-        match r {
-            Ok(_) => {
-                self.ok.fetch_add(1, Ordering::Relaxed);
-            }
-            Err((e, _)) => {
-                self.failed.fetch_add(1, Ordering::Relaxed);
-                let mut first = self.first_error.lock().unwrap();
-                first.get_or_insert_with(|| e.to_string());
-            }
-        }
-    }
 }
 
 /// The lines of the file without their `\n`, as kcat -l sends them.

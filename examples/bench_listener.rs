@@ -20,11 +20,12 @@
 #[path = "common/mod.rs"]
 mod common;
 
+use common::Serve;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -69,7 +70,7 @@ fn set_nofile(n: u64) -> std::io::Result<u64> {
 }
 
 struct Daemon {
-    child: Child,
+    serve: Serve,
     addr: String,
     _dir: tempfile::TempDir,
 }
@@ -92,53 +93,21 @@ impl Daemon {
             .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?);
         // SAFETY: setrlimit only, between fork and exec.
         unsafe { cmd.pre_exec(|| set_nofile(NOFILE).map(drop)) };
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-        let t = Instant::now();
-        loop {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            if let Some(addr) = text
-                .split("Kafka listener on ")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next())
-            {
-                return Ok(Daemon {
-                    child,
-                    addr: addr.to_string(),
-                    _dir: dir,
-                });
-            }
-            if t.elapsed() > Duration::from_secs(30) {
-                return Err(format!("{} did not listen:\n{text}", bin.display()));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (serve, mut addrs) = Serve::start(&mut cmd, &log, &["PLAINTEXT"])?;
+        Ok(Daemon {
+            serve,
+            addr: addrs.remove(0),
+            _dir: dir,
+        })
     }
 
     fn status(&self, key: &str) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+        std::fs::read_to_string(format!("/proc/{}/status", self.serve.pid()))
             .unwrap_or_default()
             .lines()
             .find_map(|l| l.strip_prefix(key))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .unwrap_or(0)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(60) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

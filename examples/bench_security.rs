@@ -15,18 +15,19 @@
 #[path = "common/mod.rs"]
 mod common;
 
+use common::{Deliveries, Serve};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
 type Res<T> = Result<T, String>;
 
@@ -34,7 +35,7 @@ const RECORD: usize = 1024;
 const PASSWORD: &str = "bench-password";
 
 struct Daemon {
-    child: Child,
+    serve: Serve,
     plain: String,
     secure: String,
     ca: std::path::PathBuf,
@@ -72,8 +73,8 @@ impl Daemon {
         let ks = dir.path().join("keystore.pem");
         std::fs::write(&ca, ca_pem).map_err(|e| e.to_string())?;
         std::fs::write(&ks, keystore).map_err(|e| e.to_string())?;
-        let child = Command::new(bin)
-            .args(["serve", "--listeners"])
+        let mut cmd = Command::new(bin);
+        cmd.args(["serve", "--listeners"])
             .arg("PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0")
             .args(["-o", "sasl.enabled.mechanisms=SCRAM-SHA-512", "-o"])
             .arg(format!("ssl.keystore.location={}", ks.display()))
@@ -89,33 +90,16 @@ impl Daemon {
             .env("RUST_LOG", "warn,commitfs::kafka::server=info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-        let t = Instant::now();
-        loop {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let addr = |name: &str| {
-                text.lines().find_map(|l| {
-                    let (addr, rest) = l.split_once("Kafka listener on ")?.1.split_once(' ')?;
-                    rest.starts_with(&format!("({name}, "))
-                        .then(|| addr.to_string())
-                })
-            };
-            if let (Some(plain), Some(secure)) = (addr("PLAINTEXT"), addr("SASL_SSL")) {
-                return Ok(Daemon {
-                    child,
-                    plain,
-                    secure,
-                    ca,
-                    _dir: dir,
-                });
-            }
-            if t.elapsed() > Duration::from_secs(30) {
-                return Err(format!("{} did not listen:\n{text}", bin.display()));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?);
+        let (serve, addrs) = Serve::start(&mut cmd, &log, &["PLAINTEXT", "SASL_SSL"])?;
+        let [plain, secure] = <[String; 2]>::try_from(addrs).map_err(|_| "two listeners")?;
+        Ok(Daemon {
+            serve,
+            plain,
+            secure,
+            ca,
+            _dir: dir,
+        })
     }
 
     /// The client settings of a listener: none, or SCRAM over TLS.
@@ -150,41 +134,6 @@ fn cpu_secs(pid: u32) -> f64 {
         .unwrap_or(0.0);
     // SAFETY: sysconf with a constant name.
     ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(60) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[derive(Default)]
-struct Deliveries {
-    ok: AtomicUsize,
-    failed: AtomicUsize,
-}
-
-impl ClientContext for Deliveries {}
-
-impl ProducerContext for Deliveries {
-    type DeliveryOpaque = ();
-
-    fn delivery(&self, r: &DeliveryResult<'_>, _: ()) {
-        match r {
-            Ok(_) => self.ok.fetch_add(1, Ordering::Relaxed),
-            Err(_) => self.failed.fetch_add(1, Ordering::Relaxed),
-        };
-    }
 }
 
 /// Seconds to produce every value to `topic` (deliveries awaited).
@@ -307,7 +256,7 @@ fn main() {
         let mut cpu = [0.0; 4];
         let mut run = || -> Res<[f64; 4]> {
             let mut secs = [0.0; 4];
-            let pid = daemon.child.id();
+            let pid = daemon.serve.pid();
             // A rotating order, so that neither always goes first.
             for k in 0..2 {
                 let secure = (trial + k) % 2 == 1;

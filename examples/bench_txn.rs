@@ -22,17 +22,18 @@
 #[path = "common/mod.rs"]
 mod common;
 
+use common::{Deliveries, Serve};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
 type Res<T> = Result<T, String>;
 
@@ -40,7 +41,7 @@ type Res<T> = Result<T, String>;
 const PER_TXN: usize = 100;
 
 struct Daemon {
-    child: Child,
+    _serve: Serve,
     addr: String,
     _dir: tempfile::TempDir,
 }
@@ -56,69 +57,19 @@ impl Daemon {
             mgr.create_partition(p).map_err(|e| e.to_string())?;
         }
         mgr.close().map_err(|e| e.to_string())?;
-        let child = Command::new(bin)
-            .args(["serve", "--listeners", "PLAINTEXT://127.0.0.1:0"])
+        let mut cmd = Command::new(bin);
+        cmd.args(["serve", "--listeners", "PLAINTEXT://127.0.0.1:0"])
             .arg(&data)
             .env("RUST_LOG", "warn,commitfs::kafka::server=info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-        let t = Instant::now();
-        loop {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            if let Some(addr) = text
-                .split("Kafka listener on ")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next())
-            {
-                return Ok(Daemon {
-                    child,
-                    addr: addr.to_string(),
-                    _dir: dir,
-                });
-            }
-            if t.elapsed() > Duration::from_secs(30) {
-                return Err(format!("{} did not listen:\n{text}", bin.display()));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(60) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[derive(Default)]
-struct Deliveries {
-    ok: AtomicUsize,
-    failed: AtomicUsize,
-}
-
-impl ClientContext for Deliveries {}
-
-impl ProducerContext for Deliveries {
-    type DeliveryOpaque = ();
-
-    fn delivery(&self, r: &DeliveryResult<'_>, _: ()) {
-        match r {
-            Ok(_) => self.ok.fetch_add(1, Ordering::Relaxed),
-            Err(_) => self.failed.fetch_add(1, Ordering::Relaxed),
-        };
+            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?);
+        let (serve, mut addrs) = Serve::start(&mut cmd, &log, &["PLAINTEXT"])?;
+        Ok(Daemon {
+            _serve: serve,
+            addr: addrs.remove(0),
+            _dir: dir,
+        })
     }
 }
 

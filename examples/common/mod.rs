@@ -1,6 +1,16 @@
-//! What the benchmarks share: which `commitfs` binary they measure.
+//! What the benchmarks share: which `commitfs` binary they measure, a
+//! `commitfs serve` they start and stop, and the producer's delivery count.
 
-use std::path::PathBuf;
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientContext;
+use rdkafka::producer::{DeliveryResult, ProducerContext};
 
 /// The `commitfs` built beside the running example (`target/release/`), or
 /// `COMMITFS_BIN` when set.
@@ -13,4 +23,94 @@ pub fn commitfs_bin() -> PathBuf {
         .and_then(|p| Some(p.parent()?.parent()?.join("commitfs")))
         .filter(|p| p.exists())
         .unwrap_or_else(|| PathBuf::from("target/release/commitfs"))
+}
+
+/// A `commitfs serve` a benchmark started, stopped on drop as an operator
+/// would: SIGTERM, then SIGKILL if it has not ended within 60 s.
+pub struct Serve {
+    pub child: Child,
+}
+
+impl Serve {
+    /// Spawns `cmd` (a `commitfs serve` on ports 0, its stderr going to
+    /// `log`) and waits, 30 s at most, until the log names a listener for
+    /// each of `names` (`PLAINTEXT`, `SASL_SSL`, ...): their addresses, in
+    /// that order.
+    pub fn start(
+        cmd: &mut Command,
+        log: &Path,
+        names: &[&str],
+    ) -> Result<(Serve, Vec<String>), String> {
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
+        let serve = Serve { child };
+        let t = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let addr = |name: &str| {
+                text.lines().find_map(|l| {
+                    let (addr, rest) = l.split_once("Kafka listener on ")?.1.split_once(' ')?;
+                    rest.starts_with(&format!("({name}, "))
+                        .then(|| addr.to_string())
+                })
+            };
+            let found: Vec<String> = names.iter().filter_map(|n| addr(n)).collect();
+            if found.len() == names.len() {
+                return Ok((serve, found));
+            }
+            if t.elapsed() > Duration::from_secs(30) {
+                return Err(format!("{:?} did not listen:\n{text}", cmd.get_program()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(60) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Counts a producer's deliveries: acknowledged, and failed (the first
+/// error kept).
+#[derive(Default)]
+pub struct Deliveries {
+    pub ok: AtomicUsize,
+    pub failed: AtomicUsize,
+    pub first_error: Mutex<Option<String>>,
+}
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, r: &DeliveryResult<'_>, _: ()) {
+        match r {
+            Ok(_) => {
+                self.ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Err((e, _)) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                let mut first = self.first_error.lock().unwrap();
+                first.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
 }
