@@ -25,7 +25,7 @@ use super::model::{
     AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType,
 };
 use crate::storage::StorageError;
-use crate::storage::checkpoint::write_private_atomically;
+use crate::storage::checkpoint::{versioned_lines, write_private_atomically};
 
 pub const ACLS_FILE: &str = "commitfs.acls";
 const HEADER: &str = "commitfs-acls 1";
@@ -144,28 +144,7 @@ fn format(acls: &Acls) -> String {
 
 /// The ACLs, or the line (from 1) that is wrong and why.
 fn parse(bytes: &[u8]) -> Result<Acls, (usize, String)> {
-    let text = std::str::from_utf8(bytes).map_err(|e| {
-        let line = 1
-            + (bytes[..e.valid_up_to()].iter())
-                .filter(|&&b| b == b'\n')
-                .count();
-        (line, "not UTF-8 text".to_string())
-    })?;
-    let Some(body) = text.strip_suffix('\n') else {
-        let line = text.lines().count().max(1);
-        return Err((
-            line,
-            "the file does not end with a newline: cut short".to_string(),
-        ));
-    };
-    let mut lines = body.split('\n').enumerate().map(|(i, l)| (i + 1, l));
-    match lines.next() {
-        Some((_, HEADER)) => {}
-        Some((_, l)) if l.starts_with("commitfs-acls ") => {
-            return Err((1, format!("unknown version: {l:?}")));
-        }
-        _ => return Err((1, format!("expected {HEADER:?}"))),
-    }
+    let lines = versioned_lines(bytes, HEADER)?;
     let mut acls = Acls::new();
     for (n, line) in lines {
         let acl = parse_line(line).map_err(|why| (n, why))?;

@@ -29,7 +29,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::scram::{ScramCredential, ScramMechanism};
 use crate::storage::StorageError;
-use crate::storage::checkpoint::write_private_atomically;
+use crate::storage::checkpoint::{versioned_lines, write_private_atomically};
 
 pub const SCRAM_CREDENTIALS_FILE: &str = "commitfs.scram-credentials";
 const HEADER: &str = "commitfs-scram-credentials 1";
@@ -213,28 +213,7 @@ fn format(creds: &Credentials) -> String {
 
 /// The credentials, or the line (from 1) that is wrong and why.
 fn parse(bytes: &[u8]) -> Result<Credentials, (usize, String)> {
-    let text = std::str::from_utf8(bytes).map_err(|e| {
-        let line = 1 + bytes[..e.valid_up_to()]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count();
-        (line, "not UTF-8 text".to_string())
-    })?;
-    let Some(body) = text.strip_suffix('\n') else {
-        let line = text.lines().count().max(1);
-        return Err((
-            line,
-            "the file does not end with a newline: cut short".to_string(),
-        ));
-    };
-    let mut lines = body.split('\n').enumerate().map(|(i, l)| (i + 1, l));
-    match lines.next() {
-        Some((_, HEADER)) => {}
-        Some((_, l)) if l.starts_with("commitfs-scram-credentials ") => {
-            return Err((1, format!("unknown version: {l:?}")));
-        }
-        _ => return Err((1, format!("expected {HEADER:?}"))),
-    }
+    let lines = versioned_lines(bytes, HEADER)?;
     let mut creds = Credentials::new();
     for (n, line) in lines {
         let (user, m, cred) = parse_line(line).map_err(|why| (n, why))?;
