@@ -108,6 +108,38 @@ fn metadata(c: &mut Conn, topics: Option<&[&str]>) -> Vec<(String, i16)> {
     out
 }
 
+/// Metadata v10 asking for the authorized operations: the cluster's, and
+/// each named topic's (its code and its operations).
+fn operations(c: &mut Conn, topics: &[&str]) -> (i32, Vec<(String, i16, i32)>) {
+    let req = MetadataRequest::default()
+        .with_topics(Some(
+            (topics.iter())
+                .map(|t| MetadataRequestTopic::default().with_name(Some(topic_name(t))))
+                .collect(),
+        ))
+        .with_allow_auto_topic_creation(false)
+        .with_include_cluster_authorized_operations(true)
+        .with_include_topic_authorized_operations(true);
+    let r: MetadataResponse = c.call(ApiKey::Metadata, 10, &req);
+    let mut topics: Vec<(String, i16, i32)> = (r.topics.iter())
+        .map(|t| {
+            let name = t.name.as_ref().map(|n: &TopicName| n.0.to_string());
+            (
+                name.unwrap_or_default(),
+                t.error_code,
+                t.topic_authorized_operations,
+            )
+        })
+        .collect();
+    topics.sort();
+    (r.cluster_authorized_operations, topics)
+}
+
+/// The bit field of Kafka's `Utils.to32BitField` for these operation codes.
+fn bits(codes: &[i8]) -> i32 {
+    codes.iter().fold(0, |b, c| b | 1 << c)
+}
+
 /// Fetch v12 of partition 0 of `topic` from offset 0, as a consumer
 /// (replica id -1) or a follower: its code.
 fn fetch(c: &mut Conn, topic: &str, replica: i32) -> i16 {
@@ -137,6 +169,15 @@ fn no_authorizer_answers_security_disabled() {
     let mut c = Conn::new(&server.addr);
     let r: DescribeAclsResponse = c.call(ApiKey::DescribeAcls, 3, &any_filter());
     assert_eq!(r.error_code, 54, "SECURITY_DISABLED");
+    // Every operation a resource type supports, as KafkaApis answers
+    // without an authorizer.
+    assert_eq!(
+        operations(&mut c, &["t"]),
+        (
+            bits(&[5, 7, 8, 9, 10, 11, 12]),
+            vec![("t".to_string(), 0, bits(&[3, 4, 5, 6, 7, 8, 10, 11]))]
+        )
+    );
     assert_eq!(
         r.error_message.as_deref(),
         Some("No Authorizer is configured on the broker")
@@ -184,6 +225,12 @@ fn refusals_over_the_raw_protocol() {
         "a follower without CLUSTER_ACTION"
     );
     assert_eq!(metadata(&mut c, None), vec![], "all topics: none listed");
+    // Nothing may be described: the cluster's operations are 0, a refused
+    // topic keeps the schema's default.
+    assert_eq!(
+        operations(&mut c, &["orders"]),
+        (0, vec![("orders".to_string(), 29, i32::MIN)])
+    );
     assert_eq!(
         metadata(&mut c, Some(&["orders", "new-topic"])),
         vec![("new-topic".to_string(), 29), ("orders".to_string(), 29)]
@@ -237,6 +284,19 @@ fn refusals_over_the_raw_protocol() {
         ],
     );
     let mut c = Conn::new(&server.addr);
+    // A super user may do all that each resource type supports
+    // (AclEntry.supportedOperations), an unknown topic included.
+    let topic_ops = bits(&[3, 4, 5, 6, 7, 8, 10, 11]);
+    assert_eq!(
+        operations(&mut c, &["orders", "nowhere"]),
+        (
+            bits(&[5, 7, 8, 9, 10, 11, 12]),
+            vec![
+                ("nowhere".to_string(), 3, topic_ops),
+                ("orders".to_string(), 0, topic_ops)
+            ]
+        )
+    );
     assert_eq!(produce(&mut c, "orders"), 0);
     assert_eq!(fetch(&mut c, "orders", -1), 0);
     assert_eq!(fetch(&mut c, "orders", 1), 0);
@@ -337,7 +397,7 @@ fn refusals_over_the_raw_protocol() {
 const ADMIN: &str = r#"
 from confluent_kafka.admin import (AdminClient, AclBinding, AclBindingFilter, ResourceType,
     ResourcePatternType, AclOperation, AclPermissionType)
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, TopicCollection
 import sys
 addr, user, password, action = sys.argv[1:5]
 a = AdminClient({"bootstrap.servers": addr, "security.protocol": "SASL_PLAINTEXT",
@@ -363,6 +423,14 @@ try:
               for rt, n, pt, p, op in map(spec, sys.argv[5:])]
         for flt, f in a.delete_acls(fs).items():
             print("deleted", len(f.result(timeout=30)))
+    elif action == "operations":
+        topic, group = sys.argv[5:7]
+        t = a.describe_topics(TopicCollection([topic]), include_authorized_operations=True)
+        ops = t[topic].result(timeout=30).authorized_operations or []
+        print("topic", ",".join(sorted(op.name for op in ops)))
+        g = a.describe_consumer_groups([group], include_authorized_operations=True)
+        ops = g[group].result(timeout=30).authorized_operations or []
+        print("group", ",".join(sorted(op.name for op in ops)))
     elif action == "list":
         md = a.list_topics(timeout=30)
         print("topics", ",".join(sorted(t for t in md.topics if not t.startswith("__"))))
@@ -546,6 +614,18 @@ fn a_super_user_grants_with_confluent_kafka() {
     let out = admin(&server, &["list"]);
     assert!(out.contains("topics orders,secret\n"), "{out}");
     assert!(out.contains("groups admins,readers\n"), "{out}");
+    // What each may do, as AdminClient's describe_topics and
+    // describe_consumer_groups report it (Metadata's and DescribeGroups'
+    // authorized operations): bob's grants and what they imply; all that
+    // the resource type supports for the super user.
+    let out = bob_admin(&server, &["operations", "orders", "readers"]);
+    assert_eq!(out, "topic DESCRIBE,READ,WRITE\ngroup DESCRIBE,READ\n");
+    let out = admin(&server, &["operations", "orders", "readers"]);
+    assert_eq!(
+        out,
+        "topic ALTER,ALTER_CONFIGS,CREATE,DELETE,DESCRIBE,DESCRIBE_CONFIGS,READ,WRITE\n\
+         group ALTER_CONFIGS,DELETE,DESCRIBE,DESCRIBE_CONFIGS,READ\n"
+    );
 
     let described = admin(&server, &["describe"]);
     assert_eq!(

@@ -55,7 +55,7 @@ pub fn handle(
     };
     // Before v4 a request could not say no, and always allowed it.
     let may_create = b.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
-    let topics = match wanted {
+    let mut topics: Vec<MetadataResponseTopic> = match wanted {
         None => b
             .mgr
             .topics()
@@ -72,11 +72,30 @@ pub fn handle(
             })
             .collect(),
     };
+    // What the principal may do, when asked (v8+): on each topic it may
+    // describe (KafkaApis leaves the refused ones at the schema's
+    // default), and on the cluster (v8–10) if it may describe that.
+    if version >= 8 && req.include_topic_authorized_operations {
+        let denied = ResponseError::TopicAuthorizationFailed.code();
+        for t in topics.iter_mut().filter(|t| t.error_code != denied) {
+            if let Some(name) = &t.name {
+                t.topic_authorized_operations = acl::authorized_operations(b, session, TOPIC, name);
+            }
+        }
+    }
+    let mut cluster_operations = i32::MIN;
+    if (8..=10).contains(&version) && req.include_cluster_authorized_operations {
+        cluster_operations = match acl::cluster(b, session, Describe) {
+            true => acl::authorized_operations(b, session, ResourceType::Cluster, CLUSTER_NAME),
+            false => 0,
+        };
+    }
     MetadataResponse::default()
         .with_brokers(vec![broker])
         .with_cluster_id(Some(StrBytes::from_string(b.cluster_id.clone())))
         .with_controller_id(BrokerId(b.node_id()))
         .with_topics(topics)
+        .with_cluster_authorized_operations(cluster_operations)
 }
 
 fn refused(name: &str, code: ResponseError) -> MetadataResponseTopic {

@@ -52,6 +52,48 @@ pub fn any_of_type(b: &Broker, s: &Session, op: Operation, rt: ResourceType) -> 
     }
 }
 
+/// `AclEntry.supportedOperations`: what an ACL on a resource of type `rt`
+/// can allow.
+pub fn supported_operations(rt: ResourceType) -> &'static [Operation] {
+    use Operation::*;
+    match rt {
+        ResourceType::Topic => &[
+            Read,
+            Write,
+            Create,
+            Describe,
+            Delete,
+            Alter,
+            DescribeConfigs,
+            AlterConfigs,
+        ],
+        ResourceType::Group => &[Read, Describe, Delete, DescribeConfigs, AlterConfigs],
+        ResourceType::Cluster => &[
+            Create,
+            ClusterAction,
+            DescribeConfigs,
+            AlterConfigs,
+            IdempotentWrite,
+            Alter,
+            Describe,
+        ],
+        ResourceType::TransactionalId => &[Describe, Write],
+        ResourceType::DelegationToken => &[Describe],
+        ResourceType::User => &[CreateTokens, DescribeTokens],
+        ResourceType::Unknown | ResourceType::Any => &[],
+    }
+}
+
+/// `AuthHelper.authorizedOperations`: the operations `s` may do on the
+/// resource `name` of type `rt`, each the bit of its code (the
+/// `*AuthorizedOperations` fields of Metadata and DescribeGroups); with no
+/// authorizer, all that the type supports. Asked quietly, as Kafka asks.
+pub fn authorized_operations(b: &Broker, s: &Session, rt: ResourceType, name: &str) -> i32 {
+    (supported_operations(rt).iter())
+        .filter(|&&op| allowed_quietly(b, s, op, rt, name))
+        .fold(0, |bits, op| bits | 1 << op.code())
+}
+
 fn decide(
     b: &Broker,
     s: &Session,

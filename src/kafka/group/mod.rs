@@ -141,7 +141,16 @@ pub fn handle(
             ResponseKind::ListGroups(api::list_groups(b, version, r, &may))
         }
         RequestKind::DescribeGroups(r) => {
-            ResponseKind::DescribeGroups(api::describe_groups(b, r, &group_describe))
+            let include_operations = version >= 3 && r.include_authorized_operations;
+            let mut response = api::describe_groups(b, r, &group_describe);
+            // As KafkaApis: for each group answered without an error.
+            if include_operations {
+                for g in response.groups.iter_mut().filter(|g| g.error_code == 0) {
+                    g.authorized_operations =
+                        acl::authorized_operations(b, session, ResourceType::Group, &g.group_id);
+                }
+            }
+            ResponseKind::DescribeGroups(response)
         }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id(b, session, version, &r))
