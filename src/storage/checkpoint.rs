@@ -77,40 +77,6 @@ pub fn write_private_atomically(path: &Path, contents: &[u8]) -> Result<()> {
     replace(path, contents, Some(0o600))
 }
 
-/// The lines after `header` of a text file in the shape of
-/// `commitfs.acls` and `commitfs.scram-credentials` (a header naming the
-/// format and its version, a line per entry, each ending in `\n`), with
-/// their numbers from 1; else the line that is wrong and why.
-pub fn versioned_lines<'a>(
-    bytes: &'a [u8],
-    header: &str,
-) -> std::result::Result<Vec<(usize, &'a str)>, (usize, String)> {
-    let text = std::str::from_utf8(bytes).map_err(|e| {
-        let line = 1
-            + (bytes[..e.valid_up_to()].iter())
-                .filter(|&&b| b == b'\n')
-                .count();
-        (line, "not UTF-8 text".to_string())
-    })?;
-    let Some(body) = text.strip_suffix('\n') else {
-        let line = text.lines().count().max(1);
-        return Err((
-            line,
-            "the file does not end with a newline: cut short".to_string(),
-        ));
-    };
-    let mut lines = body.split('\n').enumerate().map(|(i, l)| (i + 1, l));
-    let format = header.split(' ').next().unwrap_or(header);
-    match lines.next() {
-        Some((_, l)) if l == header => {}
-        Some((_, l)) if l.starts_with(&format!("{format} ")) => {
-            return Err((1, format!("unknown version: {l:?}")));
-        }
-        _ => return Err((1, format!("expected {header:?}"))),
-    }
-    Ok(lines.collect())
-}
-
 fn replace(path: &Path, contents: &[u8], mode: Option<u32>) -> Result<()> {
     let tmp = PathBuf::from(format!("{}.tmp", path.display()));
     {

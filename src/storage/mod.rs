@@ -27,6 +27,7 @@ mod progress;
 mod scheduler;
 pub mod segment;
 mod stream;
+pub mod text_file;
 mod topics;
 
 pub use config::{CONFIG_NAMES, CompressionType, ConfigError, LogConfig};

@@ -25,7 +25,8 @@ use super::model::{
     AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType,
 };
 use crate::storage::StorageError;
-use crate::storage::checkpoint::{versioned_lines, write_private_atomically};
+use crate::storage::checkpoint::write_private_atomically;
+use crate::storage::text_file::{escape, unescape, versioned_lines};
 
 pub const ACLS_FILE: &str = "commitfs.acls";
 const HEADER: &str = "commitfs-acls 1";
@@ -173,44 +174,15 @@ fn parse_line(line: &str) -> Result<AclBinding, String> {
     })
 }
 
-fn plain(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"-._~*:".contains(&b)
-}
+/// ACL fields keep `*` and `:` (`User:*`) as they are.
+const PLAIN: &[u8] = b"*:";
 
 fn encode(text: &str) -> String {
-    let mut s = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if plain(b) {
-            s.push(b as char);
-        } else {
-            s.push_str(&format!("%{b:02X}"));
-        }
-    }
-    s
+    escape(text, PLAIN)
 }
 
 fn decode(s: &str) -> Result<String, String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' => {
-                let byte = (b.get(i + 1..i + 3))
-                    .and_then(|h| std::str::from_utf8(h).ok())
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| format!("bad escape in {s:?}"))?;
-                out.push(byte);
-                i += 3;
-            }
-            c if plain(c) => {
-                out.push(c);
-                i += 1;
-            }
-            _ => return Err(format!("unencoded byte in {s:?}")),
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("{s:?} is not UTF-8"))
+    unescape(s, PLAIN, "")
 }
 
 #[cfg(test)]

@@ -29,7 +29,8 @@ use parking_lot::{Mutex, RwLock};
 
 use super::scram::{ScramCredential, ScramMechanism};
 use crate::storage::StorageError;
-use crate::storage::checkpoint::{versioned_lines, write_private_atomically};
+use crate::storage::checkpoint::write_private_atomically;
+use crate::storage::text_file::{escape, unescape, versioned_lines};
 
 pub const SCRAM_CREDENTIALS_FILE: &str = "commitfs.scram-credentials";
 const HEADER: &str = "commitfs-scram-credentials 1";
@@ -266,39 +267,11 @@ fn parse_line(line: &str) -> Result<(String, ScramMechanism, ScramCredential), S
 }
 
 fn encode_name(name: &str) -> String {
-    let mut s = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            s.push(b as char);
-        } else {
-            s.push_str(&format!("%{b:02X}"));
-        }
-    }
-    s
+    escape(name, b"")
 }
 
 fn decode_name(s: &str) -> Result<String, String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' => {
-                let hex = (b.get(i + 1..i + 3))
-                    .and_then(|h| std::str::from_utf8(h).ok())
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| format!("bad escape in the user name {s:?}"))?;
-                out.push(hex);
-                i += 3;
-            }
-            c if c.is_ascii_alphanumeric() || b"-._~".contains(&c) => {
-                out.push(c);
-                i += 1;
-            }
-            _ => return Err(format!("unencoded byte in the user name {s:?}")),
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("the user name {s:?} is not UTF-8"))
+    unescape(s, b"", "the user name ")
 }
 
 /// Kafka's `ScramParser`: one `kafka-storage.sh format --add-scram`
