@@ -24,7 +24,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::Deliveries;
+use common::{Deliveries, send};
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::net::TcpStream;
@@ -37,8 +37,7 @@ use std::time::{Duration, Instant};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 
 type Res<T> = Result<T, String>;
@@ -325,21 +324,7 @@ fn rd_run(addr: &str, topic: &str, lines: &Path) -> Res<RdPair> {
             .map_err(|e| e.to_string())?;
         let (t, c0) = (Instant::now(), self_cpu());
         for (i, r) in recs.iter().enumerate() {
-            let mut rec = BaseRecord::<(), [u8]>::to(topic)
-                .partition(0)
-                .payload(&r[..]);
-            loop {
-                match p.send(rec) {
-                    Ok(()) => break,
-                    Err((e, back))
-                        if e.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) =>
-                    {
-                        rec = back;
-                        p.poll(Duration::from_millis(1));
-                    }
-                    Err((e, _)) => return Err(format!("produce: {e}")),
-                }
-            }
+            send(&p, topic, r)?;
             // Delivery reports are served every 1024 sends; the flush
             // below waits for the rest.
             if i % 1024 == 1023 {

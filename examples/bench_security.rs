@@ -17,7 +17,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{Deliveries, Serve};
+use common::{Deliveries, Serve, send};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
@@ -27,8 +27,7 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 
 type Res<T> = Result<T, String>;
@@ -151,19 +150,7 @@ fn produce(d: &Daemon, secure: bool, topic: &str, values: &[Vec<u8>]) -> Res<f64
         .map_err(|e| e.to_string())?;
     let t = Instant::now();
     for (i, v) in values.iter().enumerate() {
-        let mut rec = BaseRecord::<(), [u8]>::to(topic)
-            .partition(0)
-            .payload(&v[..]);
-        loop {
-            match p.send(rec) {
-                Ok(()) => break,
-                Err((e, back)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) => {
-                    rec = back;
-                    p.poll(Duration::from_millis(1));
-                }
-                Err((e, _)) => return Err(format!("produce: {e}")),
-            }
-        }
+        send(&p, topic, v)?;
         if i % 1024 == 1023 {
             p.poll(Duration::ZERO);
         }

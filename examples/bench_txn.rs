@@ -22,7 +22,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{Deliveries, Serve};
+use common::{Deliveries, Serve, send};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
@@ -31,8 +31,7 @@ use std::time::{Duration, Instant};
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 
 type Res<T> = Result<T, String>;
@@ -101,22 +100,6 @@ fn producer(
     }
     c.create_with_context(Deliveries::default())
         .map_err(|e| e.to_string())
-}
-
-fn send(p: &BaseProducer<Deliveries>, topic: &str, value: &[u8]) -> Res<()> {
-    let mut rec = BaseRecord::<(), [u8]>::to(topic)
-        .partition(0)
-        .payload(value);
-    loop {
-        match p.send(rec) {
-            Ok(()) => return Ok(()),
-            Err((e, back)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) => {
-                rec = back;
-                p.poll(Duration::from_millis(1));
-            }
-            Err((e, _)) => return Err(format!("produce: {e}")),
-        }
-    }
 }
 
 /// Sends what lingers and waits for every delivery with short polls: the

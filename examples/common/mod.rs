@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientContext;
-use rdkafka::producer::{DeliveryResult, ProducerContext};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, ProducerContext};
+use rdkafka::types::RDKafkaErrorCode;
 
 /// The `commitfs` built beside the running example (`target/release/`), or
 /// `COMMITFS_BIN` when set.
@@ -111,6 +112,24 @@ impl ProducerContext for Deliveries {
                 let mut first = self.first_error.lock().unwrap();
                 first.get_or_insert_with(|| e.to_string());
             }
+        }
+    }
+}
+
+/// Produces `value` to partition 0 of `topic`, polling (1 ms at a time)
+/// while librdkafka's queue is full.
+pub fn send(p: &BaseProducer<Deliveries>, topic: &str, value: &[u8]) -> Result<(), String> {
+    let mut rec = BaseRecord::<(), [u8]>::to(topic)
+        .partition(0)
+        .payload(value);
+    loop {
+        match p.send(rec) {
+            Ok(()) => return Ok(()),
+            Err((e, back)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) => {
+                rec = back;
+                p.poll(Duration::from_millis(1));
+            }
+            Err((e, _)) => return Err(format!("produce: {e}")),
         }
     }
 }
