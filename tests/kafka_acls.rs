@@ -13,7 +13,6 @@ mod kafka_support;
 
 use std::path::Path;
 
-use bytes::Bytes;
 use commitfs::record::NewRecord;
 use kafka_protocol::messages::create_acls_request::{AclCreation, CreateAclsRequest};
 use kafka_protocol::messages::create_acls_response::CreateAclsResponse;
@@ -31,13 +30,9 @@ use kafka_protocol::messages::list_groups_request::ListGroupsRequest;
 use kafka_protocol::messages::list_groups_response::ListGroupsResponse;
 use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
 use kafka_protocol::messages::metadata_response::MetadataResponse;
-use kafka_protocol::messages::produce_request::{
-    PartitionProduceData, ProduceRequest, TopicProduceData,
-};
-use kafka_protocol::messages::produce_response::ProduceResponse;
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_support::requests::{creatable, create_topics, topic_name};
+use kafka_support::requests::{creatable, create_topics, produce_to, topic_name};
 use kafka_support::{Conn, Server, data_dir_with, python, require, run_python};
 
 const STANDARD: &str =
@@ -74,20 +69,7 @@ fn any_filter() -> DescribeAclsRequest {
 fn produce(c: &mut Conn, topic: &str) -> i16 {
     let mut batch = Vec::new();
     commitfs::record::encode_batch(&mut batch, 0, 1, &[NewRecord::value(b"v")]);
-    let req = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(topic_name(topic))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(Bytes::from(batch))),
-                ]),
-        ]);
-    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
-    r.responses[0].partition_responses[0].error_code
+    produce_to(c, topic, batch).0
 }
 
 fn metadata(c: &mut Conn, topics: Option<&[&str]>) -> Vec<(String, i16)> {
