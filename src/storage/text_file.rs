@@ -4,6 +4,23 @@
 //! outside a set of plain bytes. They are written whole with
 //! [`super::checkpoint::write_private_atomically`].
 
+/// The entries `parse` reads from the file at `path`, `None` when there is
+/// no file; else a message naming `what` the file holds ("the ACLs"), the
+/// file and, for a bad line, its number.
+pub fn load<T>(
+    path: &std::path::Path,
+    what: &str,
+    parse: impl FnOnce(&[u8]) -> Result<T, (usize, String)>,
+) -> Result<Option<T>, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => parse(&bytes).map(Some).map_err(|(line, why)| {
+            format!("cannot load {what}: {} line {line}: {why}", path.display())
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {what} {}: {e}", path.display())),
+    }
+}
+
 /// The lines after `header` of a text file in the shape of
 /// `commitfs.acls` and `commitfs.scram-credentials` (a header naming the
 /// format and its version, a line per entry, each ending in `\n`), with

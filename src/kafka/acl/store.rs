@@ -26,7 +26,7 @@ use super::model::{
 };
 use crate::storage::StorageError;
 use crate::storage::checkpoint::write_private_atomically;
-use crate::storage::text_file::{escape, unescape, versioned_lines};
+use crate::storage::text_file::{escape, load, unescape, versioned_lines};
 
 pub const ACLS_FILE: &str = "commitfs.acls";
 const HEADER: &str = "commitfs-acls 1";
@@ -47,16 +47,7 @@ impl AclStore {
     /// The store of data directory `dir`; no file is no ACLs.
     pub fn open(dir: &Path, read_only: bool) -> Result<Arc<AclStore>, String> {
         let path = dir.join(ACLS_FILE);
-        let acls = match std::fs::read(&path) {
-            Ok(bytes) => parse(&bytes).map_err(|(line, why)| {
-                format!(
-                    "cannot load the ACLs: {} line {line}: {why}",
-                    path.display()
-                )
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Acls::new(),
-            Err(e) => return Err(format!("cannot read the ACLs {}: {e}", path.display())),
-        };
+        let acls = load(&path, "the ACLs", parse)?.unwrap_or_default();
         Ok(Arc::new(AclStore {
             path: Some(path),
             read_only,

@@ -30,7 +30,7 @@ use parking_lot::{Mutex, RwLock};
 use super::scram::{ScramCredential, ScramMechanism};
 use crate::storage::StorageError;
 use crate::storage::checkpoint::write_private_atomically;
-use crate::storage::text_file::{escape, unescape, versioned_lines};
+use crate::storage::text_file::{escape, load, unescape, versioned_lines};
 
 pub const SCRAM_CREDENTIALS_FILE: &str = "commitfs.scram-credentials";
 const HEADER: &str = "commitfs-scram-credentials 1";
@@ -74,21 +74,7 @@ impl CredentialStore {
 
     fn open_with(dir: &Path, read_only: bool) -> Result<Arc<CredentialStore>, String> {
         let path = dir.join(SCRAM_CREDENTIALS_FILE);
-        let credentials = match std::fs::read(&path) {
-            Ok(bytes) => parse(&bytes).map_err(|(line, why)| {
-                format!(
-                    "cannot load the SCRAM credentials: {} line {line}: {why}",
-                    path.display()
-                )
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Credentials::new(),
-            Err(e) => {
-                return Err(format!(
-                    "cannot read the SCRAM credentials {}: {e}",
-                    path.display()
-                ));
-            }
-        };
+        let credentials = load(&path, "the SCRAM credentials", parse)?.unwrap_or_default();
         Ok(Arc::new(CredentialStore {
             path: Some(path),
             read_only,
