@@ -40,7 +40,7 @@ fn serve(data: &Path, args: &[&str], names: &[&str]) -> (Daemon, Vec<String>) {
         .arg("serve")
         .args(args)
         .arg(data)
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", "info,commitfs::kafka::server=debug")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
@@ -132,12 +132,21 @@ fn each_listener_advertises_its_own_address() {
             "broker 0 at kafka-internal.example:9999".to_string(),
         ),
     ] {
+        // `-m` bounds how long kcat waits for a broker to answer: a hang
+        // bound, far above what an answer takes even on a loaded machine
+        // (10 s was once not enough in a full run).
         let out = run(
-            Command::new(&kcat).args(["-b", addr, "-L", "-m", "10"]),
+            Command::new(&kcat).args(["-b", addr, "-L", "-m", "120"]),
             "kcat -L",
         );
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.contains(&want), "kcat -L on {addr}:\n{text}");
+        assert!(
+            text.contains(&want),
+            "kcat -L on {addr} ({}):\n{text}\n{}\nthe daemon's log:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(data.with_extension("serve.log")).unwrap_or_default()
+        );
     }
 }
 
