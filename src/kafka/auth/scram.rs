@@ -12,11 +12,16 @@
 //! the auth message is rebuilt from the parsed fields (without a reserved
 //! `m=` part), as `ScramFormatter.authMessage` does.
 //!
+//! The final message's nonce must end with the server-first nonce, as
+//! Kafka checks it, not equal it as RFC 5802 asks: librdkafka 2.0 (Debian's
+//! kcat) sends its own nonce again before the server's, and Kafka serves
+//! it. The proof covers the message as sent, and the server's fresh nonce
+//! is still in it, so a replay fails all the same.
+//!
 //! Where this is stricter than Kafka, as RFC 5802 asks: the final
-//! message's nonce must be the server-first nonce itself (Kafka accepts any
-//! that ends with it), its channel binding must be the client's own gs2
-//! header (`biws` for `n,,`; Kafka does not look), and an `a=` authzid is
-//! decoded (`=2C`, `=3D`) before it is compared with the user.
+//! message's channel binding must be the client's own gs2 header (`biws`
+//! for `n,,`; Kafka does not look), and an `a=` authzid is decoded (`=2C`,
+//! `=3D`) before it is compared with the user.
 
 use std::sync::Arc;
 
@@ -573,7 +578,7 @@ impl ScramServer {
             // Kafka quotes the message; the proof in it is not logged here.
             return Err(self.invalid("Invalid SCRAM client final message format", who));
         };
-        if last.nonce != nonce {
+        if !last.nonce.ends_with(&nonce) {
             return Err(self.invalid("Invalid client nonce in the final client message.", who));
         }
         if last.channel_binding != client_first.gs2_header.as_bytes() {
@@ -702,8 +707,21 @@ mod tests {
         server_first: &str,
         gs2: &str,
     ) -> (String, String) {
+        let nonce = server_first.split(',').next().unwrap();
+        let nonce = nonce.strip_prefix("r=").unwrap();
+        client_final_with_nonce(m, password, client_first_bare, server_first, gs2, nonce)
+    }
+
+    /// [`client_final`] sending `nonce` in place of the server-first one.
+    fn client_final_with_nonce(
+        m: ScramMechanism,
+        password: &str,
+        client_first_bare: &str,
+        server_first: &str,
+        gs2: &str,
+        nonce: &str,
+    ) -> (String, String) {
         let fields: Vec<&str> = server_first.split(',').collect();
-        let nonce = fields[0].strip_prefix("r=").unwrap();
         let salt = b64(fields[1].strip_prefix("s=").unwrap());
         let iterations: i32 = fields[2].strip_prefix("i=").unwrap().parse().unwrap();
         let salted = m.salted_password(password.as_bytes(), &salt, iterations);
@@ -755,6 +773,42 @@ mod tests {
                 .evaluate(b"n,,n=alice,r=abcdefgh")
                 .unwrap_err();
             assert_eq!(e.reason, "Authentication failed: Invalid user credentials");
+        }
+    }
+
+    /// librdkafka 2.0 (Debian's kcat) sends its own nonce, then the whole
+    /// server-first nonce; Kafka takes any nonce that ends with the
+    /// server's. One that does not end with it still fails.
+    #[test]
+    fn a_final_nonce_that_ends_with_the_servers_is_taken_as_kafka_takes_it() {
+        let m = ScramMechanism::Sha512;
+        let store = store_with(
+            "alice",
+            m,
+            ScramCredential::generate(m, "secret", 4096).unwrap(),
+        );
+        let first = "n,,n=alice,r=clientnonce";
+        for (prefix, suffix, ok) in [("clientnonce", "", true), ("", "x", false)] {
+            let mut s = ScramServer::new(m, store.clone());
+            let sf = String::from_utf8(s.evaluate(first.as_bytes()).unwrap()).unwrap();
+            let combined = sf.split(',').next().unwrap().strip_prefix("r=").unwrap();
+            let sent = format!("{prefix}{combined}{suffix}");
+            let (cf, sig) =
+                client_final_with_nonce(m, "secret", "n=alice,r=clientnonce", &sf, "n,,", &sent);
+            match s.evaluate(cf.as_bytes()) {
+                Ok(reply) => {
+                    assert!(ok, "{sent} was taken");
+                    assert_eq!(String::from_utf8(reply).unwrap(), sig);
+                    assert_eq!(s.authorization_id(), Some("alice"));
+                }
+                Err(e) => {
+                    assert!(!ok, "{sent}: {e:?}");
+                    assert_eq!(
+                        e.reason,
+                        "Invalid client nonce in the final client message."
+                    );
+                }
+            }
         }
     }
 
