@@ -522,6 +522,29 @@ fn set_keepalive(s: &TcpStream) {
     }
 }
 
+/// Acknowledges what was read now rather than after the delayed-ACK
+/// timer. Kafka's request-and-answer rhythm puts a socket in Linux's
+/// interactive mode, which holds ACKs back to ride on the answer; a TLS
+/// client sends a request as many small records, and one that keeps
+/// Nagle's algorithm on (librdkafka with `socket.nagle.disable=false`, the
+/// default of its older releases) then waits for an ACK before each small
+/// record: produce through TLS fell to a seventh of PLAINTEXT (bench_security,
+/// BENCHMARKS.md). Linux leaves quick-ACK mode by itself, so it is asked
+/// again after each read.
+fn quick_ack(s: &TcpStream) {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt on a descriptor we hold, with a valid int.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_QUICKACK,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
 /// A network thread's mailbox: new connections from the acceptor, finished
 /// requests from the handlers, and word that pool memory came back.
 #[derive(Default)]
@@ -1082,6 +1105,11 @@ fn read(
     };
     let handshaking = tls.handshaking();
     let r = tls.read(stream, buf);
+    if matches!(&r, Ok(1..))
+        || matches!(&r, Err(TlsError::Io(e)) if e.kind() == ErrorKind::WouldBlock)
+    {
+        quick_ack(stream);
+    }
     if let Some(p) = tls.take_principal() {
         debug!("Kafka: TLS connection from {peer} established as {p}");
         *principal = p;
