@@ -102,8 +102,9 @@ impl Daemon {
         })
     }
 
-    /// The client settings of a listener: none, or SCRAM over TLS.
-    fn client(&self, secure: bool) -> ClientConfig {
+    /// The client settings of a listener: none, or SCRAM over TLS; with
+    /// Nagle's algorithm on if `nagle` (librdkafka's default turns it off).
+    fn client(&self, secure: bool, nagle: bool) -> ClientConfig {
         let mut c = ClientConfig::new();
         if secure {
             c.set("bootstrap.servers", &self.secure)
@@ -116,29 +117,58 @@ impl Daemon {
             c.set("bootstrap.servers", &self.plain);
         }
         c.set("client.id", "bench_security");
+        if nagle {
+            c.set("socket.nagle.disable", "false");
+        }
         c
     }
 }
 
 /// CPU seconds (user and system) the process `pid` has used.
 fn cpu_secs(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
+    stat_cpu(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default()).1
+}
+
+/// A `/proc/…/stat` line's command name and CPU seconds (user and system).
+fn stat_cpu(stat: &str) -> (&str, f64) {
+    let Some((head, rest)) = stat.rsplit_once(')') else {
+        return ("", 0.0);
+    };
+    let name = head.split_once('(').map_or("", |(_, n)| n);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
     // utime and stime: fields 14 and 15, the 12th and 13th after the name.
     let ticks: f64 = fields
         .get(11..13)
         .map(|f| f.iter().filter_map(|v| v.parse::<f64>().ok()).sum())
         .unwrap_or(0.0);
     // SAFETY: sysconf with a constant name.
-    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+    (
+        name,
+        ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64,
+    )
 }
 
-/// Seconds to produce every value to `topic` (deliveries awaited).
-fn produce(d: &Daemon, secure: bool, topic: &str, values: &[Vec<u8>]) -> Res<f64> {
-    let mut c = d.client(secure);
+/// CPU seconds of the busiest of librdkafka's broker threads alive in this
+/// process (`rdk:broker…`, the thread that writes and reads the socket,
+/// TLS included): set against the step's seconds, it shows whether the
+/// client's one socket thread was the limit.
+fn broker_thread_cpu() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+        .filter_map(|stat| {
+            let (name, cpu) = stat_cpu(&stat);
+            name.starts_with("rdk:broker").then_some(cpu)
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Seconds to produce every value to `topic` (deliveries awaited), and the
+/// CPU seconds of the client's busiest broker thread.
+fn produce(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<(f64, f64)> {
+    let mut c = d.client(step.secure, step.nagle);
     c.set("enable.idempotence", "true")
         .set("acks", "all")
         .set("linger.ms", "5")
@@ -158,6 +188,7 @@ fn produce(d: &Daemon, secure: bool, topic: &str, values: &[Vec<u8>]) -> Res<f64
     p.flush(Duration::from_secs(120))
         .map_err(|e| format!("flush: {e}"))?;
     let secs = t.elapsed().as_secs_f64();
+    let broker = broker_thread_cpu();
     let (ok, failed) = (
         p.context().ok.load(Ordering::SeqCst),
         p.context().failed.load(Ordering::SeqCst),
@@ -168,12 +199,13 @@ fn produce(d: &Daemon, secure: bool, topic: &str, values: &[Vec<u8>]) -> Res<f64
             values.len()
         ));
     }
-    Ok(secs)
+    Ok((secs, broker))
 }
 
-/// Seconds to consume every value of `topic` from offset 0 (each checked).
-fn consume(d: &Daemon, secure: bool, topic: &str, values: &[Vec<u8>]) -> Res<f64> {
-    let mut c = d.client(secure);
+/// Seconds to consume every value of `topic` from offset 0 (each checked),
+/// and the CPU seconds of the client's busiest broker thread.
+fn consume(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<(f64, f64)> {
+    let mut c = d.client(step.secure, step.nagle);
     c.set("group.id", "bench_security")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
@@ -201,13 +233,33 @@ fn consume(d: &Daemon, secure: bool, topic: &str, values: &[Vec<u8>]) -> Res<f64
             }
         }
     }
-    Ok(t.elapsed().as_secs_f64())
+    Ok((t.elapsed().as_secs_f64(), broker_thread_cpu()))
 }
 
-/// Record sizes: 1 KiB first (the headline figure), then small and large
-/// records, whose ratios differ because librdkafka's TLS writes do (see
-/// BENCHMARKS.md), with the trials each.
-const SIZES: [(usize, usize); 3] = [(1024, 5), (100, 3), (16384, 3)];
+/// Which listener a step goes through, and whether the client keeps
+/// Nagle's algorithm on.
+#[derive(Clone, Copy)]
+struct Step {
+    secure: bool,
+    nagle: bool,
+}
+
+/// What is measured: record size, trials, and whether the client keeps
+/// Nagle's algorithm on. 1 KiB first (the headline figure), then small and
+/// large records, whose ratios differ because librdkafka's TLS writes do,
+/// then 1 KiB from a client with Nagle on (`socket.nagle.disable=false`,
+/// the default of older librdkafka), which the listener's quick ACKs serve
+/// (see BENCHMARKS.md).
+const CASES: [(usize, usize, bool); 4] = [
+    (1024, 5, false),
+    (100, 3, false),
+    (16384, 3, false),
+    (1024, 3, true),
+];
+
+fn label(size: usize, nagle: bool) -> String {
+    format!("{size}{}", if nagle { " N" } else { "" })
+}
 
 fn main() {
     let _ = env_logger::Builder::from_default_env().try_init();
@@ -215,11 +267,13 @@ fn main() {
     let bin = common::commitfs_bin();
     println!(
         "rdkafka (librdkafka {}), 205 MB a trial, acks=all, idempotent; SASL_SSL is \
-         SCRAM-SHA-512 over TLS; CPU s: the daemon's (D) and the client's (C), PLAINTEXT/SASL_SSL",
+         SCRAM-SHA-512 over TLS; CPU s: the daemon's (D) and the client's (C), PLAINTEXT/SASL_SSL; \
+         busy: the CPU of the client's busiest broker thread ÷ the step's seconds, PLAINTEXT/SASL_SSL; \
+         N: the client with Nagle's algorithm on",
         rdkafka::util::get_rdkafka_version().1
     );
     println!(
-        "{:>6} {:>5} {:>14} {:>14} {:>6} {:>14} {:>14} {:>6} {:>20} {:>20}",
+        "{:>7} {:>5} {:>14} {:>14} {:>6} {:>14} {:>14} {:>6} {:>20} {:>20} {:>16}",
         "record",
         "trial",
         "produce PLAIN",
@@ -229,15 +283,16 @@ fn main() {
         "SASL_SSL",
         "ratio",
         "produce CPU s: D, C",
-        "consume CPU s: D, C"
+        "consume CPU s: D, C",
+        "busy: prod, cons"
     );
     let mut summary = Vec::new();
-    for (size, trials) in SIZES {
+    for (size, trials, nagle) in CASES {
         let (n, trials) = match quick {
             true => (2_000, 1),
             false => (205_000_000 / size, trials),
         };
-        // A daemon per size, so that no more than one size's records
+        // A daemon per case, so that no more than one case's records
         // (about 2 GB) are on disk at once.
         let daemon = match Daemon::start(&bin) {
             Ok(d) => d,
@@ -246,10 +301,10 @@ fn main() {
                 std::process::exit(1);
             }
         };
-        match run_size(&daemon, size, n, trials) {
-            Ok(ratios) => summary.push((size, ratios)),
+        match run_case(&daemon, size, nagle, n, trials) {
+            Ok(ratios) => summary.push((label(size, nagle), ratios)),
             Err(e) => {
-                println!("bench_security: {size}-byte records: {e}");
+                println!("bench_security: {}-byte records: {e}", label(size, nagle));
                 std::process::exit(1);
             }
         }
@@ -262,7 +317,7 @@ fn main() {
         let (pm, plo, phi) = med(produce);
         let (cm, clo, chi) = med(consume);
         println!(
-            "{size:>5} B records, SASL_SSL ÷ PLAINTEXT (MB/s): produce median {pm:.2} \
+            "{size:>7} B records, SASL_SSL ÷ PLAINTEXT (MB/s): produce median {pm:.2} \
              (min {plo:.2}, max {phi:.2}), consume median {cm:.2} (min {clo:.2}, max {chi:.2})"
         );
     }
@@ -270,7 +325,13 @@ fn main() {
 
 /// `trials` trials of `n` records of `size` bytes, a row each: the
 /// produce and consume ratios, SASL_SSL ÷ PLAINTEXT.
-fn run_size(d: &Daemon, size: usize, n: usize, trials: usize) -> Res<(Vec<f64>, Vec<f64>)> {
+fn run_case(
+    d: &Daemon,
+    size: usize,
+    nagle: bool,
+    n: usize,
+    trials: usize,
+) -> Res<(Vec<f64>, Vec<f64>)> {
     let values: Vec<Vec<u8>> = (0..n)
         .map(|i| {
             let head = format!("r{i:09}-");
@@ -283,6 +344,7 @@ fn run_size(d: &Daemon, size: usize, n: usize, trials: usize) -> Res<(Vec<f64>, 
         // Seconds, daemon CPU and client CPU of: produce PLAINTEXT,
         // produce SASL_SSL, consume PLAINTEXT, consume SASL_SSL.
         let (mut secs, mut daemon_cpu, mut client_cpu) = ([0.0; 4], [0.0; 4], [0.0; 4]);
+        let mut broker_cpu = [0.0; 4];
         let (pid, me) = (d.serve.pid(), std::process::id());
         // A rotating order, so that neither always goes first.
         for k in 0..2 {
@@ -293,9 +355,9 @@ fn run_size(d: &Daemon, size: usize, n: usize, trials: usize) -> Res<(Vec<f64>, 
             );
             for (at, consuming) in [(secure as usize, false), (2 + secure as usize, true)] {
                 let (d0, c0) = (cpu_secs(pid), cpu_secs(me));
-                secs[at] = match consuming {
-                    false => produce(d, secure, &topic, &values)?,
-                    true => consume(d, secure, &topic, &values)?,
+                (secs[at], broker_cpu[at]) = match consuming {
+                    false => produce(d, Step { secure, nagle }, &topic, &values)?,
+                    true => consume(d, Step { secure, nagle }, &topic, &values)?,
                 };
                 daemon_cpu[at] = cpu_secs(pid) - d0;
                 client_cpu[at] = cpu_secs(me) - c0;
@@ -313,9 +375,16 @@ fn run_size(d: &Daemon, size: usize, n: usize, trials: usize) -> Res<(Vec<f64>, 
                 client_cpu[i + 1]
             )
         };
+        let busy = |i: usize| {
+            format!(
+                "{:.0}%/{:.0}%",
+                100.0 * broker_cpu[i] / secs[i],
+                100.0 * broker_cpu[i + 1] / secs[i + 1]
+            )
+        };
         println!(
-            "{:>6} {:>5} {:>9.1} MB/s {:>9.1} MB/s {:>6.2} {:>9.1} MB/s {:>9.1} MB/s {:>6.2} {:>20} {:>20}",
-            size,
+            "{:>7} {:>5} {:>9.1} MB/s {:>9.1} MB/s {:>6.2} {:>9.1} MB/s {:>9.1} MB/s {:>6.2} {:>20} {:>20} {:>16}",
+            label(size, nagle),
             trial + 1,
             rate(secs[0]),
             rate(secs[1]),
@@ -324,7 +393,8 @@ fn run_size(d: &Daemon, size: usize, n: usize, trials: usize) -> Res<(Vec<f64>, 
             rate(secs[3]),
             secs[2] / secs[3],
             cpu(0),
-            cpu(2)
+            cpu(2),
+            format!("{} {}", busy(0), busy(2))
         );
     }
     Ok((produce_ratios, consume_ratios))
