@@ -52,7 +52,7 @@ use super::error::Refusal;
 use super::frame::frame_size;
 use super::limits::{ConnectionQuotas, Lease, MemoryPool, fd_cap, nofile_limit};
 use super::session::{Principal, Session};
-use super::splice::{Outgoing, Progress};
+use super::splice::{Outgoing, Progress, set_int_option};
 use super::tls::{TlsConn, TlsError, TlsSink};
 use super::workers::{Completions, Done, Job, Work, Workers};
 use crate::storage::LogManager;
@@ -509,17 +509,7 @@ impl Acceptor {
 }
 
 fn set_keepalive(s: &TcpStream) {
-    let on: libc::c_int = 1;
-    // SAFETY: setsockopt on a descriptor we hold, with a valid int.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_KEEPALIVE,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+    set_int_option(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
 }
 
 /// Acknowledges what was read now rather than after the delayed-ACK
@@ -532,17 +522,7 @@ fn set_keepalive(s: &TcpStream) {
 /// BENCHMARKS.md). Linux leaves quick-ACK mode by itself, so it is asked
 /// again after each read.
 fn quick_ack(s: &TcpStream) {
-    let on: libc::c_int = 1;
-    // SAFETY: setsockopt on a descriptor we hold, with a valid int.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_QUICKACK,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+    set_int_option(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
 }
 
 /// A network thread's mailbox: new connections from the acceptor, finished

@@ -287,13 +287,19 @@ impl<S: Write + AsRawFd> Sink for Plain<'_, S> {
 }
 
 fn set_cork(fd: i32, on: libc::c_int) {
-    // SAFETY: setsockopt on a descriptor we hold, with a valid int.
+    set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_CORK, on);
+}
+
+/// Sets a socket's integer option, best effort: each caller's option only
+/// changes how packets leave or are acknowledged, never what is sent.
+pub(super) fn set_int_option(fd: i32, level: libc::c_int, name: libc::c_int, value: libc::c_int) {
+    // SAFETY: setsockopt on a descriptor the caller holds, with a valid int.
     unsafe {
         libc::setsockopt(
             fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CORK,
-            (&on as *const libc::c_int).cast(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
     }
