@@ -12,12 +12,16 @@
 //! cargo build --release --bins --example bench_security
 //! target/release/examples/bench_security             # 5 trials of 1 KiB, 3 of the others
 //! COMMITFS_BENCH_QUICK=1 target/release/examples/bench_security
+//! COMMITFS_BENCH_CASES=1024,1024N target/release/examples/bench_security  # those cases only
+//! COMMITFS_BENCH_TRIALS=1 target/release/examples/bench_security          # 1 trial of each
+//! COMMITFS_BENCH_PIN=1 target/release/examples/bench_security             # client on CPU 0, daemon on CPU 1
 //! ```
 
 #[path = "common/mod.rs"]
 mod common;
 
 use common::{Deliveries, Serve, send};
+use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
@@ -33,6 +37,9 @@ use rdkafka::{Offset, TopicPartitionList};
 type Res<T> = Result<T, String>;
 
 const PASSWORD: &str = "bench-password";
+
+/// The record each produce step starts with, before its clock starts.
+const WARM_UP: &[u8] = b"warm-up";
 
 struct Daemon {
     serve: Serve,
@@ -74,6 +81,13 @@ impl Daemon {
         std::fs::write(&ca, ca_pem).map_err(|e| e.to_string())?;
         std::fs::write(&ks, keystore).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(bin);
+        if pinned() {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: sched_setaffinity only, between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| pin_to(1));
+            }
+        }
         cmd.args(["serve", "--listeners"])
             .arg("PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0")
             .args(["-o", "sasl.enabled.mechanisms=SCRAM-SHA-512", "-o"])
@@ -124,6 +138,27 @@ impl Daemon {
     }
 }
 
+/// `COMMITFS_BENCH_PIN=1`: the daemon on CPU 1 and the client on CPU 0, so
+/// that neither takes the other's CPU time, as on two machines (loopback
+/// still runs the receiver's TCP work in the sender's context).
+fn pinned() -> bool {
+    std::env::var_os("COMMITFS_BENCH_PIN").is_some()
+}
+
+/// Pins the calling thread, and the threads and programs it starts, to `cpu`.
+fn pin_to(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays within it.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    match r {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 /// CPU seconds (user and system) the process `pid` has used.
 fn cpu_secs(pid: u32) -> f64 {
     stat_cpu(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default()).1
@@ -148,26 +183,28 @@ fn stat_cpu(stat: &str) -> (&str, f64) {
     )
 }
 
-/// CPU seconds of the busiest of librdkafka's broker threads alive in this
-/// process (`rdk:broker…`, the thread that writes and reads the socket,
-/// TLS included): set against the step's seconds, it shows whether the
-/// client's one socket thread was the limit.
-fn broker_thread_cpu() -> f64 {
+/// CPU seconds of each of librdkafka's broker threads alive in this process
+/// (`rdk:broker…`, the thread that writes and reads the socket, TLS
+/// included), by thread id: the busiest one's share of a step's seconds
+/// shows whether the client's one socket thread was the limit.
+fn broker_threads() -> HashMap<String, f64> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
+        return HashMap::new();
     };
     tasks
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
-        .filter_map(|stat| {
+        .filter_map(|t| {
+            let t = t.ok()?;
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
             let (name, cpu) = stat_cpu(&stat);
-            name.starts_with("rdk:broker").then_some(cpu)
+            let tid = t.file_name().to_string_lossy().into_owned();
+            name.starts_with("rdk:broker").then_some((tid, cpu))
         })
-        .fold(0.0, f64::max)
+        .collect()
 }
 
 /// Seconds to produce every value to `topic` (deliveries awaited), and the
 /// CPU seconds of the client's busiest broker thread.
-fn produce(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<(f64, f64)> {
+fn produce(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<Measured> {
     let mut c = d.client(step.secure, step.nagle);
     c.set("enable.idempotence", "true")
         .set("acks", "all")
@@ -178,7 +215,14 @@ fn produce(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<(f64,
     let p: BaseProducer<Deliveries> = c
         .create_with_context(Deliveries::default())
         .map_err(|e| e.to_string())?;
-    let t = Instant::now();
+    // The clock starts once the producer is ready: librdkafka's idempotent
+    // producer asks for its producer id on a timer (about 0.5 s after it
+    // connects, through either listener), a constant that would otherwise
+    // sit inside both figures and pull their ratio towards 1.
+    send(&p, topic, WARM_UP)?;
+    p.flush(Duration::from_secs(60))
+        .map_err(|e| format!("flush of the first record: {e}"))?;
+    let meter = Meter::start(d);
     for (i, v) in values.iter().enumerate() {
         send(&p, topic, v)?;
         if i % 1024 == 1023 {
@@ -187,24 +231,24 @@ fn produce(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<(f64,
     }
     p.flush(Duration::from_secs(120))
         .map_err(|e| format!("flush: {e}"))?;
-    let secs = t.elapsed().as_secs_f64();
-    let broker = broker_thread_cpu();
+    let measured = meter.stop(d);
     let (ok, failed) = (
         p.context().ok.load(Ordering::SeqCst),
         p.context().failed.load(Ordering::SeqCst),
     );
-    if ok != values.len() || failed != 0 {
+    // The warm-up record and the values.
+    if ok != values.len() + 1 || failed != 0 {
         return Err(format!(
             "{ok} of {} delivered, {failed} failed",
-            values.len()
+            values.len() + 1
         ));
     }
-    Ok((secs, broker))
+    Ok(measured)
 }
 
 /// Seconds to consume every value of `topic` from offset 0 (each checked),
 /// and the CPU seconds of the client's busiest broker thread.
-fn consume(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<(f64, f64)> {
+fn consume(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<Measured> {
     let mut c = d.client(step.secure, step.nagle);
     c.set("group.id", "bench_security")
         .set("enable.auto.commit", "false")
@@ -215,16 +259,25 @@ fn consume(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<(f64,
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, 0, Offset::Offset(0))
         .map_err(|e| e.to_string())?;
-    let t = Instant::now();
+    let started = Instant::now();
     k.assign(&tpl).map_err(|e| e.to_string())?;
+    // The clock starts at the first record (the producer's warm-up one),
+    // once the consumer is connected and fetching, as for produce.
+    let mut meter = None;
     let mut got = 0;
     while got < values.len() {
-        if t.elapsed() > Duration::from_secs(120) {
+        if started.elapsed() > Duration::from_secs(120) {
             return Err(format!("consumed {got} of {} within 120 s", values.len()));
         }
         match k.poll(Duration::from_millis(100)) {
             None => {}
             Some(Err(e)) => return Err(format!("consume: {e}")),
+            Some(Ok(m)) if meter.is_none() => {
+                if m.payload() != Some(WARM_UP) {
+                    return Err("the first record is not the warm-up one".to_string());
+                }
+                meter = Some(Meter::start(d));
+            }
             Some(Ok(m)) => {
                 if m.payload() != Some(&values[got][..]) {
                     return Err(format!("record {got} differs"));
@@ -233,7 +286,49 @@ fn consume(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<(f64,
             }
         }
     }
-    Ok((t.elapsed().as_secs_f64(), broker_thread_cpu()))
+    Ok(meter.map_or_else(Measured::default, |m| m.stop(d)))
+}
+
+/// What a step measured, from the moment its client was ready.
+#[derive(Clone, Copy, Default)]
+struct Measured {
+    secs: f64,
+    /// CPU seconds of the daemon, of this process, and of the client's
+    /// busiest broker thread.
+    daemon: f64,
+    client: f64,
+    broker: f64,
+}
+
+/// CPU counters at the start of a step's clock.
+struct Meter {
+    at: Instant,
+    daemon: f64,
+    client: f64,
+    broker: HashMap<String, f64>,
+}
+
+impl Meter {
+    fn start(d: &Daemon) -> Meter {
+        Meter {
+            daemon: cpu_secs(d.serve.pid()),
+            client: cpu_secs(std::process::id()),
+            broker: broker_threads(),
+            at: Instant::now(),
+        }
+    }
+
+    fn stop(self, d: &Daemon) -> Measured {
+        Measured {
+            secs: self.at.elapsed().as_secs_f64(),
+            daemon: cpu_secs(d.serve.pid()) - self.daemon,
+            client: cpu_secs(std::process::id()) - self.client,
+            broker: broker_threads()
+                .iter()
+                .map(|(tid, cpu)| cpu - self.broker.get(tid).copied().unwrap_or(0.0))
+                .fold(0.0, f64::max),
+        }
+    }
 }
 
 /// Which listener a step goes through, and whether the client keeps
@@ -264,13 +359,25 @@ fn label(size: usize, nagle: bool) -> String {
 fn main() {
     let _ = env_logger::Builder::from_default_env().try_init();
     let quick = std::env::var_os("COMMITFS_BENCH_QUICK").is_some();
+    if pinned()
+        && let Err(e) = pin_to(0)
+    {
+        println!("bench_security: cannot pin the client to CPU 0: {e}");
+        std::process::exit(1);
+    }
     let bin = common::commitfs_bin();
     println!(
         "rdkafka (librdkafka {}), 205 MB a trial, acks=all, idempotent; SASL_SSL is \
          SCRAM-SHA-512 over TLS; CPU s: the daemon's (D) and the client's (C), PLAINTEXT/SASL_SSL; \
          busy: the CPU of the client's busiest broker thread ÷ the step's seconds, PLAINTEXT/SASL_SSL; \
-         N: the client with Nagle's algorithm on",
-        rdkafka::util::get_rdkafka_version().1
+         N: the client with Nagle's algorithm on; the clock starts once the client is connected \
+         and ready{}",
+        rdkafka::util::get_rdkafka_version().1,
+        if pinned() {
+            "; pinned: the client on CPU 0, the daemon on CPU 1"
+        } else {
+            ""
+        }
     );
     println!(
         "{:>7} {:>5} {:>14} {:>14} {:>6} {:>14} {:>14} {:>6} {:>20} {:>20} {:>16}",
@@ -286,11 +393,25 @@ fn main() {
         "consume CPU s: D, C",
         "busy: prod, cons"
     );
+    // `COMMITFS_BENCH_CASES=1024,1024N`: only those cases (labels without spaces).
+    let only = std::env::var("COMMITFS_BENCH_CASES").ok();
+    // `COMMITFS_BENCH_TRIALS=N`: N trials of each case.
+    let trials_override = std::env::var("COMMITFS_BENCH_TRIALS")
+        .ok()
+        .and_then(|t| t.parse::<usize>().ok())
+        .filter(|t| *t > 0);
     let mut summary = Vec::new();
     for (size, trials, nagle) in CASES {
+        if let Some(only) = &only
+            && !only
+                .split(',')
+                .any(|c| c == label(size, nagle).replace(' ', ""))
+        {
+            continue;
+        }
         let (n, trials) = match quick {
             true => (2_000, 1),
-            false => (205_000_000 / size, trials),
+            false => (205_000_000 / size, trials_override.unwrap_or(trials)),
         };
         // A daemon per case, so that no more than one case's records
         // (about 2 GB) are on disk at once.
@@ -341,11 +462,8 @@ fn run_case(
     let mb = (n * size) as f64 / 1e6;
     let (mut produce_ratios, mut consume_ratios) = (Vec::new(), Vec::new());
     for trial in 0..trials {
-        // Seconds, daemon CPU and client CPU of: produce PLAINTEXT,
-        // produce SASL_SSL, consume PLAINTEXT, consume SASL_SSL.
-        let (mut secs, mut daemon_cpu, mut client_cpu) = ([0.0; 4], [0.0; 4], [0.0; 4]);
-        let mut broker_cpu = [0.0; 4];
-        let (pid, me) = (d.serve.pid(), std::process::id());
+        // Produce PLAINTEXT, produce SASL_SSL, consume PLAINTEXT, consume SASL_SSL.
+        let mut m = [Measured::default(); 4];
         // A rotating order, so that neither always goes first.
         for k in 0..2 {
             let secure = (trial + k) % 2 == 1;
@@ -354,32 +472,30 @@ fn run_case(
                 if secure { "sasl-ssl" } else { "plaintext" }
             );
             for (at, consuming) in [(secure as usize, false), (2 + secure as usize, true)] {
-                let (d0, c0) = (cpu_secs(pid), cpu_secs(me));
-                (secs[at], broker_cpu[at]) = match consuming {
+                m[at] = match consuming {
                     false => produce(d, Step { secure, nagle }, &topic, &values)?,
                     true => consume(d, Step { secure, nagle }, &topic, &values)?,
                 };
-                daemon_cpu[at] = cpu_secs(pid) - d0;
-                client_cpu[at] = cpu_secs(me) - c0;
             }
         }
+        let secs = m.map(|m| m.secs);
         let rate = |s: f64| mb / s;
         produce_ratios.push(secs[0] / secs[1]);
         consume_ratios.push(secs[2] / secs[3]);
         let cpu = |i: usize| {
             format!(
                 "{:.2}/{:.2} {:.2}/{:.2}",
-                daemon_cpu[i],
-                daemon_cpu[i + 1],
-                client_cpu[i],
-                client_cpu[i + 1]
+                m[i].daemon,
+                m[i + 1].daemon,
+                m[i].client,
+                m[i + 1].client
             )
         };
         let busy = |i: usize| {
             format!(
                 "{:.0}%/{:.0}%",
-                100.0 * broker_cpu[i] / secs[i],
-                100.0 * broker_cpu[i + 1] / secs[i + 1]
+                100.0 * m[i].broker / secs[i],
+                100.0 * m[i + 1].broker / secs[i + 1]
             )
         };
         println!(
