@@ -2,7 +2,8 @@
 //! same client: one `commitfs serve` with both listeners, and the `rdkafka`
 //! crate's client (the librdkafka commitfs bundles) producing 205 MB of
 //! records (`acks=all`, idempotent) to a fresh topic and consuming them
-//! back, once through each listener per trial, in a rotating order, for
+//! back (the topic deleted after the trial), once through each listener
+//! per trial, in a rotating order, for
 //! records of 1 KiB, 100 B and 16 KiB. `SASL_SSL` is SCRAM-SHA-512 over TLS
 //! with a certificate from a CA made here (rcgen). The table prints MB/s of
 //! each, the ratios SASL_SSL ÷ PLAINTEXT, and the CPU seconds the daemon
@@ -28,6 +29,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use rdkafka::admin::{AdminClient, AdminOptions};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -413,8 +416,8 @@ fn main() {
             true => (2_000, 1),
             false => (205_000_000 / size, trials_override.unwrap_or(trials)),
         };
-        // A daemon per case, so that no more than one case's records
-        // (about 2 GB) are on disk at once.
+        // A daemon per case, and each trial's topics deleted after it: no
+        // more than one trial's records (about 410 MB) are on disk at once.
         let daemon = match Daemon::start(&bin) {
             Ok(d) => d,
             Err(e) => {
@@ -467,16 +470,20 @@ fn run_case(
         // A rotating order, so that neither always goes first.
         for k in 0..2 {
             let secure = (trial + k) % 2 == 1;
-            let topic = format!(
-                "s{size}-t{trial}-{}",
-                if secure { "sasl-ssl" } else { "plaintext" }
-            );
+            let topic = topic_of(size, trial, secure);
             for (at, consuming) in [(secure as usize, false), (2 + secure as usize, true)] {
                 m[at] = match consuming {
                     false => produce(d, Step { secure, nagle }, &topic, &values)?,
                     true => consume(d, Step { secure, nagle }, &topic, &values)?,
                 };
             }
+        }
+        // The trial's topics go, so that the next trial's records land in
+        // page-cache pages just freed: in this VM memory left free for a
+        // while is slow to touch again, which put some trials (of either
+        // listener) in a slow mode (BENCHMARKS.md).
+        for secure in [false, true] {
+            delete_topic(d, &topic_of(size, trial, secure))?;
         }
         let secs = m.map(|m| m.secs);
         let rate = |s: f64| mb / s;
@@ -514,4 +521,42 @@ fn run_case(
         );
     }
     Ok((produce_ratios, consume_ratios))
+}
+
+fn topic_of(size: usize, trial: usize, secure: bool) -> String {
+    let listener = if secure { "sasl-ssl" } else { "plaintext" };
+    format!("s{size}-t{trial}-{listener}")
+}
+
+/// Runs a future to its end on this thread (rdkafka's admin client has
+/// its own thread that completes it).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::sync::Arc::new(Unpark(std::thread::current())).into();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => return v,
+            std::task::Poll::Pending => std::thread::park(),
+        }
+    }
+}
+
+/// Deletes `topic` through the PLAINTEXT listener (DeleteTopics).
+fn delete_topic(d: &Daemon, topic: &str) -> Res<()> {
+    let admin: AdminClient<DefaultClientContext> =
+        d.client(false, false).create().map_err(|e| e.to_string())?;
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let results = block_on(admin.delete_topics(&[topic], &options))
+        .map_err(|e| format!("delete {topic}: {e}"))?;
+    for r in results {
+        r.map_err(|(t, e)| format!("delete {t}: {e}"))?;
+    }
+    Ok(())
 }
