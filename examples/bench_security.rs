@@ -429,6 +429,8 @@ fn main() {
             Ok(ratios) => summary.push((label(size, nagle), ratios)),
             Err(e) => {
                 println!("bench_security: {}-byte records: {e}", label(size, nagle));
+                // exit() runs no destructors: the daemon and its data go first.
+                drop(daemon);
                 std::process::exit(1);
             }
         }

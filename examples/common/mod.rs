@@ -42,6 +42,18 @@ impl Serve {
         log: &Path,
         names: &[&str],
     ) -> Result<(Serve, Vec<String>), String> {
+        // The daemon ends with the thread that started it, even when the
+        // bench is killed (a `timeout`, ^C) and its destructors never run.
+        // SAFETY: prctl only, between fork and exec.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                match libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) {
+                    0 => Ok(()),
+                    _ => Err(std::io::Error::last_os_error()),
+                }
+            });
+        }
         let child = cmd
             .spawn()
             .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
