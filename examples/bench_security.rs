@@ -21,6 +21,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
+use commitfs::cluster::admin::block_on;
 use common::{Deliveries, Serve, send};
 use std::collections::HashMap;
 use std::path::Path;
@@ -205,8 +206,8 @@ fn broker_threads() -> HashMap<String, f64> {
         .collect()
 }
 
-/// Seconds to produce every value to `topic` (deliveries awaited), and the
-/// CPU seconds of the client's busiest broker thread.
+/// Produces every value to `topic` (deliveries awaited), measured from
+/// when the producer is ready.
 fn produce(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<Measured> {
     let mut c = d.client(step.secure, step.nagle);
     c.set("enable.idempotence", "true")
@@ -249,8 +250,8 @@ fn produce(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<Measu
     Ok(measured)
 }
 
-/// Seconds to consume every value of `topic` from offset 0 (each checked),
-/// and the CPU seconds of the client's busiest broker thread.
+/// Consumes every value of `topic` from offset 0 (each checked), measured
+/// from the warm-up record's arrival.
 fn consume(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<Measured> {
     let mut c = d.client(step.secure, step.nagle);
     c.set("group.id", "bench_security")
@@ -530,33 +531,17 @@ fn topic_of(size: usize, trial: usize, secure: bool) -> String {
     format!("s{size}-t{trial}-{listener}")
 }
 
-/// Runs a future to its end on this thread (rdkafka's admin client has
-/// its own thread that completes it).
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = std::sync::Arc::new(Unpark(std::thread::current())).into();
-    let mut cx = std::task::Context::from_waker(&waker);
-    let mut f = std::pin::pin!(f);
-    loop {
-        match f.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(v) => return v,
-            std::task::Poll::Pending => std::thread::park(),
-        }
-    }
-}
-
 /// Deletes `topic` through the PLAINTEXT listener (DeleteTopics).
 fn delete_topic(d: &Daemon, topic: &str) -> Res<()> {
     let admin: AdminClient<DefaultClientContext> =
         d.client(false, false).create().map_err(|e| e.to_string())?;
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    let results = block_on(admin.delete_topics(&[topic], &options))
-        .map_err(|e| format!("delete {topic}: {e}"))?;
+    let results = block_on(
+        admin.delete_topics(&[topic], &options),
+        Duration::from_secs(60),
+    )
+    .ok_or_else(|| format!("delete {topic}: no answer within 60 s"))?
+    .map_err(|e| format!("delete {topic}: {e}"))?;
     for r in results {
         r.map_err(|(t, e)| format!("delete {t}: {e}"))?;
     }
