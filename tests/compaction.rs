@@ -14,6 +14,8 @@ mod model;
 mod scenarios;
 #[path = "compaction/swap.rs"]
 mod swap;
+#[path = "compaction/views.rs"]
+mod views;
 
 use std::path::Path;
 use std::sync::Arc;

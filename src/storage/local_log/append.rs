@@ -40,6 +40,8 @@ pub(crate) enum Landed {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Rolled {
     pub sealed: i64,
+    /// The sealed segment's [`LogSegment::id`](crate::storage::segment::LogSegment::id).
+    pub sealed_id: u64,
     pub sealed_size: u64,
     pub new_base: i64,
 }

@@ -258,13 +258,13 @@ impl LogWriter<'_> {
     }
 
     /// Makes the active segment inactive (final time index entry, trimmed
-    /// indexes), at a close. Returns its base offset and size.
-    pub fn seal_active(&mut self) -> Result<Option<(i64, u64)>> {
+    /// indexes), at a close. Returns its base offset, id and size.
+    pub fn seal_active(&mut self) -> Result<Option<(i64, u64, u64)>> {
         let Some(active) = self.log.active_segment() else {
             return Ok(None);
         };
         active.seal()?;
-        Ok(Some((active.base_offset, active.size()?)))
+        Ok(Some((active.base_offset, active.id(), active.size()?)))
     }
 
     /// The active segment, which a writable log always has once loaded (an

@@ -137,6 +137,7 @@ impl LogWriter<'_> {
         }
         let rolled = Rolled {
             sealed: active.base_offset,
+            sealed_id: active.id(),
             sealed_size: active.write_pos()?,
             new_base,
         };

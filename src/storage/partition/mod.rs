@@ -201,7 +201,7 @@ impl PartitionLog {
         match active.known_size() {
             Some(0) => self.tally.start_segment(active.base_offset),
             Some(size) => {
-                if let Some(len) = self.stream.lock().known_len(active.base_offset) {
+                if let Some(len) = self.stream.lock().known_len(active.base_offset, size) {
                     self.tally.resume(active.base_offset, size, len);
                 }
             }
@@ -212,7 +212,8 @@ impl PartitionLog {
 
     /// A roll, as the stream tally counts it.
     fn count_roll(&self, rolled: &Rolled) {
-        self.tally.sealed(rolled.sealed, rolled.sealed_size);
+        self.tally
+            .sealed(rolled.sealed, rolled.sealed_id, rolled.sealed_size);
         self.tally.start_segment(rolled.new_base);
     }
 
@@ -312,9 +313,9 @@ impl PartitionLog {
     fn close_now(&self, w: &mut LogWriter) -> Result<()> {
         self.local.flush()?;
         self.producers.take_snapshot(self.log_end_offset())?;
-        if let Some((base, size)) = w.seal_active()? {
+        if let Some((base, id, size)) = w.seal_active()? {
             // Saved so the next clean start knows the active segment's stream length.
-            self.tally.sealed(base, size);
+            self.tally.sealed(base, id, size);
             let mut stream = self.stream.lock();
             stream.absorb(&self.tally);
             self.save_stream(&mut stream)?;

@@ -208,7 +208,9 @@ impl PartitionLog {
         if self.local.is_deleted() {
             return Ok(());
         }
-        let live = self.local.segment_bases();
+        let live: Vec<(i64, u64)> = (self.local.segment_list().iter())
+            .map(|s| (s.base_offset, s.id()))
+            .collect();
         stream.save(self.dir(), &live, self.local.writable())
     }
 

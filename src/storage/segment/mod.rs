@@ -36,6 +36,9 @@ const UNKNOWN_SIZE: u64 = u64::MAX;
 /// Bytes read at a time when recovering a whole segment.
 const RECOVERY_CHUNK: usize = 8 * 1024 * 1024;
 
+/// The next [`LogSegment::id`].
+static NEXT_SEGMENT_ID: AtomicU64 = AtomicU64::new(1);
+
 /// Index sizing for one segment, from the partition's config.
 #[derive(Clone, Copy, Debug)]
 pub struct IndexSettings {
@@ -93,6 +96,11 @@ pub struct RecoveryResult {
 
 pub struct LogSegment {
     pub base_offset: i64,
+    /// Unique to this segment in this process: what is learned of a
+    /// segment (its stream length, say) is kept against its identity, not
+    /// its base, since a cleaned segment swapped in takes the base of the
+    /// one it replaces, as does a segment a read-only mount opens again.
+    id: u64,
     log_path: PathBuf,
     /// Opened on first use: a clean mount of many segments opens none of them.
     log: OnceLock<File>,
@@ -134,6 +142,10 @@ impl LogSegment {
     }
     pub fn path(&self) -> &Path {
         &self.log_path
+    }
+    /// This segment's identity in this process (see the field).
+    pub fn id(&self) -> u64 {
+        self.id
     }
     pub(crate) fn txn_index(&self) -> &TransactionIndex {
         &self.txn_index
@@ -213,6 +225,7 @@ impl LogSegment {
     ) -> Self {
         LogSegment {
             base_offset,
+            id: NEXT_SEGMENT_ID.fetch_add(1, Ordering::Relaxed),
             txn_index: TransactionIndex::new(&log_path, writable),
             log_path,
             log: log.map(OnceLock::from).unwrap_or_default(),

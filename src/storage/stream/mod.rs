@@ -13,6 +13,18 @@
 //! partition directory; a sparse map from stream position to batch, built on
 //! first read of a segment, makes a read at any position one lookup plus a
 //! short scan.
+//!
+//! **How what is learned stays true.** Whatever changes a segment's bytes
+//! other than an append (a cleaned segment swapped in at its base, recovery
+//! cutting a torn tail, a read-only mount opening a segment its writer
+//! replaced) makes a new [`LogSegment`]. So everything learned of a segment
+//! is kept against that segment's identity ([`LogSegment::id`]) and size,
+//! never its base alone: a length, a map, a cursor or the prefix below the
+//! log start counted on one segment is never used for another, whichever
+//! path replaced it. A saved length, read back at a load, has no identity
+//! yet: it is taken only for a segment of the size it was counted at, and
+//! is bound to that segment at its first use. An append grows the active
+//! segment only, which the append tally follows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -156,9 +168,19 @@ pub(crate) struct AppendTally {
 struct TallyState {
     /// (segment base, file bytes counted, stream bytes of them)
     active: Option<(i64, u64, u64)>,
-    /// Lengths of segments sealed since the stream last looked; `None` when
-    /// not counted, so that any older saved length is dropped.
-    sealed: Vec<(i64, Option<u64>)>,
+    /// Segments sealed since the stream last looked, with their stream
+    /// lengths; `None` when not counted, so that any older saved length is
+    /// dropped.
+    sealed: Vec<(Counted, Option<u64>)>,
+}
+
+/// A sealed segment, as a length was counted on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Counted {
+    base: i64,
+    /// Its [`LogSegment::id`].
+    id: u64,
+    size: u64,
 }
 
 impl AppendTally {
@@ -189,14 +211,14 @@ impl AppendTally {
         }
     }
 
-    /// Segment `base` of `size` bytes became inactive.
-    pub fn sealed(&self, base: i64, size: u64) {
+    /// Segment `base` (identity `id`) of `size` bytes became inactive.
+    pub fn sealed(&self, base: i64, id: u64, size: u64) {
         let mut t = self.inner.lock();
         let len = match t.active {
             Some((b, covered, len)) if b == base && covered == size => Some(len),
             _ => None,
         };
-        t.sealed.push((base, len));
+        t.sealed.push((Counted { base, id, size }, len));
         t.active = None;
     }
 
@@ -207,7 +229,7 @@ impl AppendTally {
         }
     }
 
-    fn take_sealed(&self) -> Vec<(i64, Option<u64>)> {
+    fn take_sealed(&self) -> Vec<(Counted, Option<u64>)> {
         std::mem::take(&mut self.inner.lock().sealed)
     }
 }
@@ -216,28 +238,35 @@ impl AppendTally {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Known {
     len: u64,
-    /// The segment's size it was counted at, where the view needs it:
-    /// `committed` counts a segment once the last stable offset passed
-    /// it, and a segment sealed, then active again after a crash (the
-    /// empty one after it gone), then sealed again must not keep it.
-    /// `log` learns such a segment's length again from the append tally.
+    /// The segment's size it was counted at: a segment sealed, then active
+    /// again after a crash (the empty one after it gone), then sealed
+    /// again must not keep it, nor a segment of another size that took
+    /// its base. `None` in a file saved before sizes were kept for `log`:
+    /// not trusted, counted again.
     size: Option<u64>,
+    /// The [`LogSegment::id`] it was counted on; `None` when read back
+    /// from the file, until a segment of its size takes it.
+    segment: Option<u64>,
+}
+
+impl Known {
+    /// Whether this length is `seg`'s.
+    fn fits(&self, seg: &LogSegment) -> Result<bool> {
+        Ok(self.size == Some(seg.size()?) && self.segment.is_none_or(|id| id == seg.id()))
+    }
 }
 
 /// What one view has learned of a partition's segments.
 struct ViewState {
-    /// Where the lengths of sealed segments are kept: `base length` lines,
-    /// `base length size` where the size is kept.
+    /// Where the lengths of sealed segments are kept: `base length size` lines.
     file: &'static str,
-    /// Whether lengths hold only at the size they were counted at.
-    sized: bool,
     /// Known lengths of sealed segments (persisted).
     sealed: BTreeMap<i64, Known>,
     dirty: bool,
     maps: BTreeMap<i64, SegmentMap>,
-    /// (log start offset, first segment base) -> bytes of that segment's
+    /// (log start offset, first segment's id) -> bytes of that segment's
     /// records below the log start offset.
-    prefix: Option<((i64, i64), u64)>,
+    prefix: Option<((i64, u64), u64)>,
     clock: u64,
     /// Where recent reads stopped, for the reads that go on from there.
     cursors: Cursors,
@@ -247,7 +276,6 @@ impl ViewState {
     fn new(file: &'static str, sealed: BTreeMap<i64, Known>, dirty: bool) -> ViewState {
         ViewState {
             file,
-            sized: file == COMMITTED_LENGTHS_FILE,
             sealed,
             dirty,
             maps: BTreeMap::new(),
@@ -269,7 +297,14 @@ impl ViewState {
                     it.next().map(str::parse::<u64>),
                 ) {
                     let size = it.next().and_then(|z| z.parse().ok());
-                    sealed.insert(b, Known { len, size });
+                    sealed.insert(
+                        b,
+                        Known {
+                            len,
+                            size,
+                            segment: None,
+                        },
+                    );
                 }
             }
         }
@@ -321,10 +356,15 @@ impl ViewState {
         retiring: &BTreeSet<i64>,
     ) -> Result<u64> {
         if !seg.is_active()
-            && let Some(k) = self.sealed.get(&seg.base_offset)
-            && (!self.sized || k.size == Some(seg.size()?))
+            && let Some(k) = self.sealed.get_mut(&seg.base_offset)
         {
-            return Ok(k.len);
+            if k.fits(seg)? {
+                k.segment = Some(seg.id());
+                return Ok(k.len);
+            }
+            // Counted on another segment at this base, or at another size.
+            self.sealed.remove(&seg.base_offset);
+            self.dirty = true;
         }
         if seg.is_active()
             && let Some(tally) = tally
@@ -336,8 +376,12 @@ impl ViewState {
         let map = self.map(seg, filter)?;
         let (len, whole) = (map.len, map.covered >= size);
         if !seg.is_active() && whole && !retiring.contains(&seg.base_offset) {
-            let size = self.sized.then_some(size);
-            self.sealed.insert(seg.base_offset, Known { len, size });
+            let known = Known {
+                len,
+                size: Some(size),
+                segment: Some(seg.id()),
+            };
+            self.sealed.insert(seg.base_offset, known);
             self.dirty = true;
         }
         Ok(len)
@@ -353,7 +397,7 @@ impl ViewState {
         if log_start <= first.base_offset {
             return Ok(0);
         }
-        let key = (log_start, first.base_offset);
+        let key = (log_start, first.id());
         if let Some((k, v)) = self.prefix
             && k == key
         {
@@ -519,13 +563,17 @@ impl ViewState {
 
     /// Takes the lengths of segments sealed by appends since the last look.
     fn absorb(&mut self, tally: &AppendTally) {
-        for (base, len) in tally.take_sealed() {
+        for (counted, len) in tally.take_sealed() {
             let changed = match len {
                 Some(len) => {
-                    let known = Known { len, size: None };
-                    self.sealed.insert(base, known) != Some(known)
+                    let known = Known {
+                        len,
+                        size: Some(counted.size),
+                        segment: Some(counted.id),
+                    };
+                    self.sealed.insert(counted.base, known) != Some(known)
                 }
-                None => self.sealed.remove(&base).is_some(),
+                None => self.sealed.remove(&counted.base).is_some(),
             };
             self.dirty |= changed;
         }
@@ -538,10 +586,18 @@ impl ViewState {
         self.prefix = None;
     }
 
-    fn save(&mut self, dir: &Path, live: &[i64], writable: bool) -> Result<()> {
+    fn save(&mut self, dir: &Path, live: &[(i64, u64)], writable: bool) -> Result<()> {
         let before = self.sealed.len();
-        self.sealed.retain(|b, _| live.binary_search(b).is_ok());
-        self.maps.retain(|b, _| live.binary_search(b).is_ok());
+        let live_id = |b: &i64| {
+            live.binary_search_by_key(b, |(base, _)| *base)
+                .ok()
+                .map(|i| live[i].1)
+        };
+        // A length counted on a segment that was replaced since goes here
+        // too, before it could be saved under the base of the one now there.
+        self.sealed
+            .retain(|b, k| live_id(b).is_some_and(|id| k.segment.is_none_or(|s| s == id)));
+        self.maps.retain(|b, _| live_id(b).is_some());
         if self.sealed.len() != before {
             self.dirty = true;
         }
@@ -551,10 +607,7 @@ impl ViewState {
         let text: String = self
             .sealed
             .iter()
-            .map(|(b, k)| match k.size {
-                Some(size) => format!("{b} {} {size}\n", k.len),
-                None => format!("{b} {}\n", k.len),
-            })
+            .filter_map(|(b, k)| Some(format!("{b} {} {}\n", k.len, k.size?)))
             .collect();
         match write_atomically(&dir.join(self.file), text.as_bytes()) {
             Ok(()) => {
@@ -679,9 +732,14 @@ impl Stream {
         }
     }
 
-    /// The persisted `log` length of segment `base`, if any.
-    pub fn known_len(&self, base: i64) -> Option<u64> {
-        self.all.sealed.get(&base).map(|k| k.len)
+    /// The persisted `log` length of segment `base`, if it was counted at
+    /// `size` bytes.
+    pub fn known_len(&self, base: i64, size: u64) -> Option<u64> {
+        self.all
+            .sealed
+            .get(&base)
+            .filter(|k| k.size == Some(size))
+            .map(|k| k.len)
     }
 
     /// Takes the lengths of segments sealed by appends since the last look.
@@ -689,9 +747,10 @@ impl Stream {
         self.all.absorb(tally);
     }
 
-    /// Forgets segments that are gone and persists new sealed lengths. A
+    /// Forgets segments that are gone or replaced (`live`: each segment's
+    /// base and id, in base order) and persists new sealed lengths. A
     /// failed write keeps them to be saved again.
-    pub fn save(&mut self, dir: &Path, live: &[i64], writable: bool) -> Result<()> {
+    pub fn save(&mut self, dir: &Path, live: &[(i64, u64)], writable: bool) -> Result<()> {
         let all = self.all.save(dir, live, writable);
         let committed = self.committed.save(dir, live, writable);
         all.and(committed)
