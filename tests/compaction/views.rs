@@ -74,3 +74,67 @@ fn a_pass_between_a_roll_and_a_read_leaves_every_view_right() {
     drop(log);
     mgr.close().unwrap();
 }
+
+/// Waits, bounded, until `ok` holds of what the read-only manager shows
+/// of `name` (a look lists the directory again at most every 100 ms while
+/// its mtime may hide a change).
+fn follow_until(
+    mgr: &commitfs::storage::LogManager,
+    name: &str,
+    what: &str,
+    ok: impl Fn(&PartitionLog) -> bool,
+) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(p) = mgr.partition(name)
+            && ok(&p)
+        {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "never saw {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A read-only mount following the writer, having read the whole stream
+/// before the roll, shows the cleaned log once the swap is on disk, as one
+/// opened after the pass does: the roll and the swap come between two of
+/// its looks, so the segment it followed as active is sealed in the new file.
+#[test]
+fn a_read_only_follower_sees_a_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = open(tmp.path());
+    let log = compacted(&mgr, "c-0");
+    // Kafka's default: the replaced files stay a minute as `.deleted`.
+    log.set_config("file.delete.delay.ms", "60000").unwrap();
+    let ro = commitfs::storage::LogManager::open(
+        tmp.path(),
+        commitfs::storage::LogConfig::default(),
+        commitfs::storage::OpenOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for n in 0..3000 {
+        let (k, v) = (format!("k{}", n % 20), format!("k{}-v{n}", n % 20));
+        put(&log, &[(&k, Some(&v))]);
+    }
+    let before = consumer_stream(&log);
+    follow_until(&ro, "c-0", "the writer's 3,000 lines", |p| {
+        p.stream_len().unwrap() as usize == before.len() && stream(p, 65536) == before
+    });
+    log.roll().unwrap();
+    put(&log, &[("kroll", Some("roll"))]);
+    log.clean_now().unwrap().expect("a pass ran");
+    let want = consumer_stream(&log);
+    assert_eq!(want.iter().filter(|b| **b == b'\n').count(), 21);
+    follow_until(&ro, "c-0", "the cleaned 21 lines", |p| {
+        p.stream_len().unwrap() as usize == want.len()
+            && stream(p, 65536) == want
+            && stream(p, 5) == want
+    });
+    drop(log);
+    mgr.close().unwrap();
+    ro.close().unwrap();
+}

@@ -146,9 +146,17 @@ impl LogWriter<'_> {
                 present.entry(base).or_insert(*ino);
             }
         }
-        // The active segment's file is watched by `follow_active`.
-        let sealed = &known[..known.len().saturating_sub(1)];
-        let replaced: Vec<i64> = sealed
+        // The active segment's file is watched by `follow_active`, unless
+        // the writer rolled past it since the last look: then it is sealed
+        // here, and may have been cleaned and swapped after the roll too
+        // (the new file must be the one sealed, not the one followed).
+        let active = self.log.active_segment_base();
+        let rolled = present.keys().any(|b| active.is_some_and(|a| *b > a));
+        let checked = match rolled {
+            true => &known[..],
+            false => &known[..known.len().saturating_sub(1)],
+        };
+        let replaced: Vec<i64> = checked
             .iter()
             .copied()
             .filter(|b| {
@@ -156,7 +164,7 @@ impl LogWriter<'_> {
                 old.is_some() && new.is_some() && old != new
             })
             .collect();
-        self.drop_segments(&gone, &replaced, look);
+        self.drop_segments(&gone, &replaced, rolled, look);
         let last = self.log.active_segment_base();
         let mut new: Vec<i64> = present
             .keys()
@@ -178,8 +186,9 @@ impl LogWriter<'_> {
     }
 
     /// Segments that went, and segments whose file was replaced (opened
-    /// again, lazily). The log start offset moves up to the first segment left.
-    fn drop_segments(&mut self, gone: &[i64], replaced: &[i64], look: &mut Look) {
+    /// again, lazily; the active one stays active unless the writer `rolled`
+    /// past it). The log start offset moves up to the first segment left.
+    fn drop_segments(&mut self, gone: &[i64], replaced: &[i64], rolled: bool, look: &mut Look) {
         if gone.is_empty() && replaced.is_empty() {
             return;
         }
@@ -197,7 +206,7 @@ impl LogWriter<'_> {
                     false,
                     log.health.clone(),
                 );
-                if old.is_active() {
+                if old.is_active() && !rolled {
                     seg.mark_active();
                 }
                 log.segments.insert(Arc::new(seg));
