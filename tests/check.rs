@@ -660,3 +660,117 @@ fn a_relative_offset_past_a_java_int_is_a_problem() {
         assert_eq!(found, !fits, "{past_base}: {:?}", r.problems);
     }
 }
+
+/// A saved stream length the load would take (saved at the segment's size)
+/// but the segment's records do not make is a problem, named with its file
+/// and line; `--repair` removes the file, and the next mount counts again.
+/// A length the load would not take is a note.
+#[test]
+fn wrong_saved_stream_lengths_are_problems_and_repaired() {
+    let tmp = tempfile::tempdir().unwrap();
+    make_data_dir(tmp.path());
+    let lengths = tmp.path().join("t-0").join("commitfs.streamlen");
+    let saved = fs::read_to_string(&lengths).unwrap();
+    assert_eq!(saved.lines().count(), 3, "{saved}");
+    let (code, out) = check(tmp.path(), &[]);
+    assert_eq!(code, 0, "the saved lengths are right: {out}");
+
+    // The first segment's length off by one; the second saved at another size.
+    let mut lines: Vec<Vec<String>> = saved
+        .lines()
+        .map(|l| l.split(' ').map(str::to_string).collect())
+        .collect();
+    let right: u64 = lines[0][1].parse().unwrap();
+    lines[0][1] = (right + 1).to_string();
+    lines[1][2] = "7".to_string();
+    let text: String = lines.iter().map(|l| l.join(" ") + "\n").collect();
+    fs::write(&lengths, &text).unwrap();
+    let (code, out) = check(tmp.path(), &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!(
+            "{}: position 1: segment 0's saved length is {} bytes, its records make {right}",
+            lengths.display(),
+            right + 1
+        )),
+        "{out}"
+    );
+    assert!(out.contains("counted at 7 bytes"), "{out}");
+    assert!(out.contains("1 problems"), "{out}");
+
+    let (code, out) = check(tmp.path(), &["--repair"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("removed {}", lengths.display())),
+        "{out}"
+    );
+    assert!(out.contains("After repair: clean"), "{out}");
+    assert!(!lengths.exists());
+    let mgr = LogManager::open(tmp.path(), config(), OpenOptions::default()).unwrap();
+    let log = mgr.partition("t-0").unwrap();
+    assert_eq!(log.stream_len().unwrap(), 1500 * 10 * 150 + 10 * 150);
+    drop(log);
+    mgr.close().unwrap();
+    let (code, out) = check(tmp.path(), &[]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// One transactional batch of producer 7 holding `value`, encoded by kafka-protocol.
+fn transactional(value: &str) -> bytes::BytesMut {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let record = Record {
+        transactional: true,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: 0,
+        producer_id: 7,
+        producer_epoch: 0,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: 0,
+        timestamp: 1_700_000_000_000,
+        key: None,
+        value: Some(value.to_string().into_bytes().into()),
+        headers: Default::default(),
+    };
+    let mut buf = bytes::BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, &[record], &options).unwrap();
+    buf
+}
+
+/// The same for `commitfs.committedlen`, on a partition with an aborted
+/// transaction: its records are not in `committed`'s length (the check
+/// reads the `.txnindex`), though they are in `log`'s.
+#[test]
+fn wrong_saved_committed_lengths_are_problems() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = LogManager::open(tmp.path(), config(), OpenOptions::default()).unwrap();
+    let log = mgr.create_partition("t-0").unwrap();
+    log.append(&[NewRecord::value(b"plain")]).unwrap();
+    log.append_transactional(&transactional("aborted")).unwrap();
+    log.append_end_txn_marker(7, 0, 0, false).unwrap();
+    log.append(&[NewRecord::value(b"after")]).unwrap();
+    log.roll().unwrap();
+    assert_eq!(log.committed_len().unwrap(), 12);
+    assert_eq!(log.stream_len().unwrap(), 20);
+    drop(log);
+    mgr.close().unwrap();
+    let lengths = tmp.path().join("t-0").join("commitfs.committedlen");
+    let saved = fs::read_to_string(&lengths).unwrap();
+    assert!(saved.starts_with("0 12 "), "{saved}");
+    let (code, out) = check(tmp.path(), &[]);
+    assert_eq!(code, 0, "{out}");
+    fs::write(&lengths, saved.replacen("0 12 ", "0 20 ", 1)).unwrap();
+    let (code, out) = check(tmp.path(), &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("segment 0's saved length is 20 bytes, its records make 12: `committed`"),
+        "{out}"
+    );
+}

@@ -26,7 +26,10 @@ use super::index::{OFFSET_ENTRY, TIME_ENTRY, offset_entries, time_entries};
 use super::manager::{CLEAN_SHUTDOWN_FILE, DataDirLock, LogManager, OpenOptions};
 use super::names::{parse_partition_name, parse_segment_file_name, segment_file_name};
 use super::partition::PROPERTIES_FILE;
-use crate::record::state_files::{ABORTED_TXN_SIZE, read_producer_snapshot, read_txn_index};
+use super::stream::{COMMITTED_LENGTHS_FILE, STREAM_LENGTHS_FILE, batch_stream_len};
+use crate::record::state_files::{
+    ABORTED_TXN_SIZE, AbortedTxn, read_producer_snapshot, read_txn_index,
+};
 use crate::record::{BatchHeader, RecordError};
 
 const CHUNK: usize = 8 * 1024 * 1024;
@@ -162,6 +165,10 @@ impl IndexFindings<'_> {
 struct LogScan {
     /// (position, header) of every valid batch.
     batches: Vec<(u64, BatchHeader)>,
+    /// Each of those batches' stream bytes (`value\n` per record), when
+    /// the partition keeps saved lengths to hold against them; `None` for
+    /// a batch whose records could not be read (a problem of its own).
+    stream: Option<Vec<Option<u64>>>,
 }
 
 /// Checks every partition of `dir` (or only `only`), with `defaults` as the
@@ -242,11 +249,15 @@ fn check_partition(
     let first_base = bases.first().copied().unwrap_or(0);
     let mut expected_next: Option<i64> = None;
     let last = bases.len().saturating_sub(1);
+    let count_streams = [STREAM_LENGTHS_FILE, COMMITTED_LENGTHS_FILE]
+        .iter()
+        .any(|f| pdir.join(f).exists());
+    let mut scans = Vec::new();
     for (i, &base) in bases.iter().enumerate() {
         report.segments += 1;
         let log_path = pdir.join(segment_file_name(base, "log"));
         let problems_before = report.problems.len();
-        let scan = scan_log(&log_path, base, &mut expected_next, report)?;
+        let scan = scan_log(&log_path, base, &mut expected_next, count_streams, report)?;
         report.batches += scan.batches.len() as u64;
         let load = Load::of_segment(rules.clean, recovery_point, bases.get(i + 1).copied());
         let mut findings = IndexFindings { report, load };
@@ -264,6 +275,10 @@ fn check_partition(
             i == last,
             &mut findings,
         );
+        scans.push((base, scan));
+    }
+    if count_streams {
+        check_stream_lengths(pdir, &scans, report);
     }
     check_snapshots(pdir, report)?;
     Ok((first_base, expected_next.unwrap_or(first_base)))
@@ -273,11 +288,13 @@ fn scan_log(
     path: &Path,
     base: i64,
     expected_next: &mut Option<i64>,
+    count_streams: bool,
     report: &mut CheckReport,
 ) -> Result<LogScan> {
     let f = File::open(path).at(path)?;
     let size = f.metadata().at(path)?.len();
     let mut batches = Vec::new();
+    let mut stream = count_streams.then(Vec::new);
     // Big chunks, so a segment is read once.
     let mut walk = BatchReader::new(&f, path, 0, size, CHUNK);
     let stop = walk.for_each_batch(|pos, batch| {
@@ -296,6 +313,19 @@ fn scan_log(
             report,
         );
         batches.push((pos, h));
+        if let Some(stream) = &mut stream {
+            stream.push(match batch_stream_len(&batch) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    report.note(
+                        path,
+                        pos,
+                        format!("records unreadable ({e}): stream length not checked"),
+                    );
+                    None
+                }
+            });
+        }
         Ok(true)
     })?;
     match stop {
@@ -320,7 +350,111 @@ fn scan_log(
         ),
         Some(Stop::Invalid { position, error }) => report.problem(path, position, describe(&error)),
     }
-    Ok(LogScan { batches })
+    Ok(LogScan { batches, stream })
+}
+
+/// The saved stream lengths (`commitfs.streamlen`, `commitfs.committedlen`)
+/// against the records: a length the load would take (saved for a segment
+/// of the size the segment has) that its records do not make is a problem,
+/// since `cat log`, its size and every read past the first wrong segment
+/// would be off; one the load would not take (no size, another size, no
+/// such segment) is a note. `committed` leaves out control batches and the
+/// batches of aborted transactions (every `.txnindex` of the partition).
+fn check_stream_lengths(pdir: &Path, scans: &[(i64, LogScan)], report: &mut CheckReport) {
+    let mut aborted: Vec<AbortedTxn> = Vec::new();
+    for (base, _) in scans {
+        let path = pdir.join(segment_file_name(*base, "txnindex"));
+        if let Ok(bytes) = fs::read(&path) {
+            aborted.extend(read_txn_index(&bytes, &path.display().to_string()).0);
+        }
+    }
+    let is_aborted = |h: &BatchHeader| {
+        h.is_transactional()
+            && aborted.iter().any(|t| {
+                t.producer_id == h.producer_id
+                    && t.first_offset <= h.base_offset
+                    && h.base_offset <= t.last_offset
+            })
+    };
+    for (file, committed) in [(STREAM_LENGTHS_FILE, false), (COMMITTED_LENGTHS_FILE, true)] {
+        let path = pdir.join(file);
+        let Ok(text) = fs::read_to_string(&path) else {
+            continue;
+        };
+        for (line, entry) in text.lines().enumerate() {
+            let line = line as u64 + 1;
+            let fields: Vec<&str> = entry.split_whitespace().collect();
+            let parsed = match fields[..] {
+                [b, l] => b
+                    .parse::<i64>()
+                    .ok()
+                    .zip(l.parse::<u64>().ok())
+                    .map(|x| (x, None)),
+                [b, l, z] => b
+                    .parse::<i64>()
+                    .ok()
+                    .zip(l.parse::<u64>().ok())
+                    .zip(z.parse::<u64>().ok())
+                    .map(|(x, z)| (x, Some(z))),
+                _ => None,
+            };
+            let Some(((base, len), size)) = parsed else {
+                report.note(
+                    &path,
+                    line,
+                    format!("line {entry:?} is not `base length size`: ignored at load"),
+                );
+                continue;
+            };
+            let Some((_, scan)) = scans.iter().find(|(b, _)| *b == base) else {
+                report.note(
+                    &path,
+                    line,
+                    format!("segment {base} is not in the partition: dropped at load"),
+                );
+                continue;
+            };
+            let log_path = pdir.join(segment_file_name(base, "log"));
+            let file_size = fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
+            match size {
+                None => {
+                    report.note(
+                        &path,
+                        line,
+                        format!("segment {base}'s length has no size: counted again at load"),
+                    );
+                    continue;
+                }
+                Some(z) if z != file_size => {
+                    report.note(&path, line, format!("segment {base}'s length was counted at {z} bytes, the segment has {file_size}: counted again at load"));
+                    continue;
+                }
+                Some(_) => {}
+            }
+            let Some(lens) = &scan.stream else { continue };
+            let mut counted = 0;
+            for ((_, h), n) in scan.batches.iter().zip(lens) {
+                let Some(n) = n else {
+                    counted = u64::MAX;
+                    break;
+                };
+                if h.is_control() || (committed && is_aborted(h)) {
+                    continue;
+                }
+                counted += n;
+            }
+            if counted != u64::MAX && counted != len {
+                report.problem(
+                    &path,
+                    line,
+                    format!(
+                        "segment {base}'s saved length is {len} bytes, its records make {counted}: `{}` would be wrong from there on",
+                        if committed { "committed" } else { "log" }
+                    ),
+                );
+            }
+        }
+    }
 }
 
 /// A batch's offsets against the file's name and the batch before it.
@@ -856,7 +990,17 @@ pub fn repair_data_dir(
         .map(|p| p.file.as_path())
         .filter(|f| file_suffix(f) == Some("snapshot") && f.exists())
         .collect();
-    if report.damaged.is_empty() && snapshots.is_empty() {
+    let mut lengths: Vec<&Path> = report
+        .problems
+        .iter()
+        .map(|p| p.file.as_path())
+        .filter(|f| {
+            let name = f.file_name().and_then(|n| n.to_str());
+            matches!(name, Some(STREAM_LENGTHS_FILE | COMMITTED_LENGTHS_FILE)) && f.exists()
+        })
+        .collect();
+    lengths.dedup();
+    if report.damaged.is_empty() && snapshots.is_empty() && lengths.is_empty() {
         return Ok(out);
     }
     // Held before anything is changed: a mounted directory is refused here,
@@ -866,6 +1010,13 @@ pub fn repair_data_dir(
         disk::remove_file("repair.remove_snapshot", f).at(f)?;
         out.actions.push(format!(
             "removed {}, a producer snapshot Kafka would delete at load",
+            f.display()
+        ));
+    }
+    for f in lengths {
+        disk::remove_file("repair.remove_stream_lengths", f).at(f)?;
+        out.actions.push(format!(
+            "removed {}, whose saved stream lengths were wrong: counted again when first needed",
             f.display()
         ));
     }

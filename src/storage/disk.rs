@@ -90,6 +90,7 @@ pub const SITES: &[&str] = &[
     "repair.remove_index",
     "repair.remove_marker",
     "repair.remove_snapshot",
+    "repair.remove_stream_lengths",
     // A read, for the failure whose handling it tests: a segment's size
     // learned from the file (segment/mod.rs).
     "segment.size.stat",

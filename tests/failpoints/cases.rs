@@ -297,6 +297,7 @@ fn load_cases() -> Vec<Case> {
         case(&[("manager.marker.dir_fsync", E)], Open, OpenFails),
         case(&[("repair.remove_index", E)], Repair, RepairFails),
         case(&[("repair.remove_snapshot", E)], Repair, RepairFails),
+        case(&[("repair.remove_stream_lengths", E)], Repair, RepairFails),
         case(&[("repair.remove_marker", E)], Repair, RepairFails),
         case(&[("atomic.rename", E)], Repair, RepairFails),
     ]

@@ -84,6 +84,11 @@ fn prepare(dir: &Path, op: Op) -> Vec<Vec<u8>> {
             if op == Op::Repair {
                 // A producer snapshot of an unknown version: repair removes it first.
                 fs::write(seg(0, "snapshot"), [0, 2, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+                // A saved stream length its segment's records do not make:
+                // repair removes the file.
+                let size = fs::metadata(seg(0, "log")).unwrap().len();
+                let lengths = dir.join("t-0").join("commitfs.streamlen");
+                fs::write(lengths, format!("0 999999 {size}\n")).unwrap();
             }
         }
         Op::Stray => {
