@@ -260,3 +260,84 @@ fn a_partition_that_fails_to_load_is_offline_and_the_others_mount() {
     );
     assert!(!tmp.path().join(".kafka_cleanshutdown").exists());
 }
+
+/// One transactional batch of producer 7 holding `values`, encoded by kafka-protocol.
+fn transactional(values: &[&str]) -> bytes::BytesMut {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let records: Vec<Record> = (values.iter().enumerate())
+        .map(|(i, v)| Record {
+            transactional: true,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: 7,
+            producer_epoch: 0,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32,
+            timestamp: 1_700_000_000_000,
+            key: Some(format!("t{i}").into_bytes().into()),
+            value: Some(v.to_string().into_bytes().into()),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = bytes::BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
+    buf
+}
+
+/// `ls offset/` lists exactly the names lookup finds: on a compacted
+/// partition the offsets the cleaner removed (inside batches it kept and
+/// between them) and the transaction markers are not listed, whatever
+/// the size of the kernel's READDIR buffer; a new stream after a pass
+/// lists what survived.
+#[test]
+fn an_offset_listing_names_what_lookup_finds() {
+    let f = fixture(false);
+    let log = f.manager.create_partition("c-0").unwrap();
+    log.set_config("cleanup.policy", "compact").unwrap();
+    log.set_config("file.delete.delay.ms", "0").unwrap();
+    for n in 0..300 {
+        let (k, v) = (format!("k{}", n % 7), format!("v{n}"));
+        let batch: Vec<NewRecord> = (0..3)
+            .map(|_| NewRecord::keyed(k.as_bytes(), v.as_bytes()))
+            .collect();
+        log.append(&batch).unwrap();
+    }
+    log.append_transactional(&transactional(&["a", "b"])).unwrap();
+    log.append_end_txn_marker(7, 0, 0, true).unwrap();
+    log.roll().unwrap();
+    log.append(&[NewRecord::keyed(b"last", b"x")]).unwrap();
+    let part = f.tree.lookup(ROOT, OsStr::new("c-0")).unwrap().attr.ino;
+    let dir = f.tree.lookup(part, OsStr::new("offset")).unwrap().attr.ino;
+    let listing = |room| {
+        let fh = f.tree.opendir(dir).unwrap();
+        let names = read_stream(&f.tree, dir, fh, room, || {});
+        f.tree.releasedir(fh);
+        names[2..].to_vec()
+    };
+    let found = || -> Vec<String> {
+        (0..log.log_end_offset())
+            .filter(|n| f.tree.lookup(dir, OsStr::new(&n.to_string())).is_ok())
+            .map(|n| n.to_string())
+            .collect()
+    };
+    let before = found();
+    assert_eq!(before.len(), 903, "900 keyed, 2 transactional, 1 after the roll");
+    assert_eq!(listing(usize::MAX), before);
+    log.clean_now().unwrap().expect("a pass ran");
+    let after = found();
+    // The latest of each key: k0..k6 (the last record of their last
+    // batch), t0 and t1, and `last` in the active segment.
+    assert_eq!(after.len(), 10, "{after:?}");
+    assert!(!after.contains(&"902".to_string()), "the marker is no record");
+    for room in [usize::MAX, 1, 3, 600] {
+        assert_eq!(listing(room), after, "{room} entries a READDIR");
+    }
+}

@@ -252,6 +252,10 @@ impl Partition for LocalPartition {
         })
     }
 
+    fn record_offsets(&self, from: i64, max: usize) -> BackendResult<Vec<i64>> {
+        Ok(self.log.record_offsets(from, max)?)
+    }
+
     fn record(&self, offset: i64) -> BackendResult<RecordEntry> {
         let e = self.log.read_entry(offset)?;
         let transaction = match e.transactional {

@@ -96,6 +96,16 @@ pub trait Partition: Send + Sync {
     /// Record `offset`: `OffsetOutOfRange` outside the log, `NoRecord` for an
     /// offset that holds none (a control record).
     fn record(&self, offset: i64) -> BackendResult<RecordEntry>;
+    /// The offsets from `from` on (at least the log start), below the log
+    /// end, that name a record: `ls offset/` lists these, at most `max` at a
+    /// call, so that readdir lists exactly what lookup finds. A backend
+    /// that cannot see gaps lists the whole range.
+    fn record_offsets(&self, from: i64, max: usize) -> BackendResult<Vec<i64>> {
+        let o = self.offsets()?;
+        let first = from.max(o.log_start);
+        let n = (o.log_end - first).clamp(0, max as i64);
+        Ok((first..first + n).collect())
+    }
     /// Length of the consumer stream (`value\n` per record from the log start).
     fn stream_len(&self) -> BackendResult<u64>;
     /// Copies stream bytes at `pos` into `buf`; returns how many (0 at the end).

@@ -12,6 +12,10 @@ use super::inode;
 use super::node::{GROUPS, NodeKey, SPECIAL_NAMES};
 use super::tree::{Attr, NodeType, Tree};
 
+/// Offsets asked of the backend at a time while an `offset/` listing fills
+/// a READDIR reply (a few hundred names fit in one).
+const OFFSETS_PER_CALL: usize = 512;
+
 /// Takes directory entries until its buffer is full.
 pub trait DirectoryReplier {
     /// Adds an entry; returns true when the buffer is full (the entry was not added).
@@ -64,15 +68,23 @@ impl Tree {
             cookie = 2;
         }
         if let NodeKey::OffsetDir(p) = &key {
-            let o = self.offsets(&*self.partition(p)?, &key)?;
-            let start = (cookie as i64 - 2).max(o.log_start);
-            for n in start..o.log_end {
-                let ino = self.inodes.ino(&NodeKey::Offset(p.clone(), n));
-                if out.add(ino, n as u64 + 3, NodeType::RegularFile, &n.to_string()) {
-                    break;
+            let part = self.partition(p)?;
+            let mut from = cookie as i64 - 2;
+            loop {
+                let offsets = part.record_offsets(from, OFFSETS_PER_CALL).map_err(|e| {
+                    FsError::backend(format!("listing the offsets of {}", key.path()), &e)
+                })?;
+                let Some(&last) = offsets.last() else {
+                    return Ok(());
+                };
+                for n in offsets {
+                    let ino = self.inodes.ino(&NodeKey::Offset(p.clone(), n));
+                    if out.add(ino, n as u64 + 3, NodeType::RegularFile, &n.to_string()) {
+                        return Ok(());
+                    }
                 }
+                from = last + 1;
             }
-            return Ok(());
         }
         let entries = self.listing(&key, fh, cookie == 2)?;
         for (i, (child, name)) in entries.iter().enumerate().skip(cookie as usize - 2) {

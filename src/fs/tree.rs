@@ -336,15 +336,6 @@ impl Tree {
         }
     }
 
-    pub(super) fn offsets(
-        &self,
-        part: &dyn Partition,
-        key: &NodeKey,
-    ) -> FsResult<crate::backend::Offsets> {
-        part.offsets()
-            .map_err(|e| FsError::backend(format!("reading the offsets of {}", key.path()), &e))
-    }
-
     pub(super) fn attr(&self, key: &NodeKey) -> FsResult<Attr> {
         self.attr_ttl(key).map(|(a, _)| a)
     }

@@ -11,13 +11,16 @@ use parking_lot::Mutex;
 use super::LocalLog;
 use crate::record::end_txn_marker::{EndTxnMarker, marker_of_batch};
 use crate::record::values::record_end;
-use crate::record::{BatchHeader, BatchIter, Record, TimestampType, decode_record_at};
+use crate::record::{Batch, BatchHeader, BatchIter, Record, TimestampType, decode_record_at};
 use crate::storage::batch_reader::{BatchReader, read_full_at};
 use crate::storage::error::{Result, StorageError};
 use crate::storage::segment::ReadBatch;
 
 /// Bytes read at a time when batch headers are walked.
 const WALK_CHUNK: usize = 1 << 20;
+/// Bytes read at a time when listing the offsets that hold records: a
+/// listing asks for a few hundred offsets at a time.
+const OFFSETS_CHUNK: usize = 64 << 10;
 
 /// A record plus where it sits in the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,6 +181,65 @@ impl LocalLog {
             }
         }
         Ok(max)
+    }
+
+    /// The offsets from `from` on, below the log end, that hold a record
+    /// (those [`LocalLog::read_entry`] finds), at most `max` of them. A
+    /// batch whose records fill its offset range gives the range from its
+    /// header alone; one with gaps (the log cleaner's: records removed,
+    /// offsets kept) is decoded for its records' offsets; a control batch
+    /// holds none. So it costs a walk of the batch headers from the index
+    /// entry at `from`, and a decode of each batch the cleaner thinned.
+    pub fn record_offsets(&self, from: i64, max: usize) -> Result<Vec<i64>> {
+        let end = self.log_end_offset();
+        let mut out = Vec::new();
+        for seg in self.segments.from(from) {
+            if out.len() >= max {
+                break;
+            }
+            let file = seg.log_file()?;
+            let size = seg.size()?;
+            let start = match from > seg.base_offset {
+                true => u64::from(seg.lookup(from)?.position).min(size),
+                false => 0,
+            };
+            let mut walk = BatchReader::new(file, seg.path(), start, size, OFFSETS_CHUNK);
+            let mut failed = None;
+            walk.for_each_header(|position, h| {
+                if h.base_offset >= end || out.len() >= max {
+                    return false;
+                }
+                if h.is_control() || h.last_offset() < from {
+                    return true;
+                }
+                let last = h.last_offset().min(end - 1);
+                if i64::from(h.record_count) == i64::from(h.last_offset_delta) + 1 {
+                    let first = h.base_offset.max(from);
+                    let n = ((last - first + 1) as usize).min(max - out.len());
+                    out.extend(first..first + n as i64);
+                    return true;
+                }
+                let records = seg
+                    .read_batch(position, h.size())
+                    .and_then(|bytes| Ok(Batch::parse(&bytes)?.records()?));
+                match records {
+                    Ok(records) => {
+                        let offsets = records.iter().map(|r| r.offset);
+                        let left = max - out.len();
+                        out.extend(offsets.filter(|o| *o >= from && *o <= last).take(left));
+                        true
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        false
+                    }
+                }
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+        Ok(out)
     }
 
     /// [`LocalLog::walk_batch_headers`], with the marker of each control

@@ -58,6 +58,16 @@ impl PartitionLog {
         self.read_entry(offset).map(|e| e.record)
     }
 
+    /// The offsets from `from` on (at least the log start), below the log
+    /// end, that hold a record: what `ls offset/` lists, at most `max` of
+    /// them. Offsets the log cleaner removed and control records are not
+    /// among them, as [`Self::read`] finds none there.
+    pub fn record_offsets(&self, from: i64, max: usize) -> Result<Vec<i64>> {
+        self.check_online()?;
+        self.local
+            .record_offsets(from.max(self.log_start_offset()), max)
+    }
+
     /// Record `offset` with where it sits: its batch and file position.
     pub fn read_entry(&self, offset: i64) -> Result<RecordEntry> {
         self.check_online()?;
