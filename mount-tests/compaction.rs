@@ -37,8 +37,8 @@ fn a_compacted_partition_through_the_shell() {
     );
     m.fails("cat t-0/offset/0", "No such file");
     m.fails("cat t-0/offset/1", "No such file");
-    // `ls offset/` lists every offset of [log start, log end), gaps too.
-    assert_eq!(m.ok("ls t-0/offset | wc -l").trim(), "6");
+    // `ls offset/` lists the offsets that hold a record, as lookup finds them.
+    assert_eq!(m.ok("ls t-0/offset"), "2\n3\n4\n5\n");
     assert_eq!(m.status("t-0", "cleaner_checkpoint"), 5);
     let status = m.ok("cat t-0/status");
     assert!(

@@ -38,6 +38,7 @@ mod torture_input;
 mod torture_kill;
 mod torture_tail;
 mod torture_util;
+mod views;
 
 use std::io::Write;
 use std::path::Path;

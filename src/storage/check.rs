@@ -314,7 +314,7 @@ fn scan_log(
         );
         batches.push((pos, h));
         if let Some(stream) = &mut stream {
-            stream.push(match batch_stream_len(&batch) {
+            stream.push(match batch_stream_len(batch) {
                 Ok(n) => Some(n),
                 Err(e) => {
                     report.note(
