@@ -248,3 +248,46 @@ fn a_read_only_follower_shows_a_forced_pass() {
     wait_for_stream(&ro, "c-0", &stream, "the follower after the pass");
     views_match(&ro, "c-0", &after, "the follower after the pass");
 }
+
+/// The third sequence: a cluster mount of the writer's listener
+/// that read the partition before a pass shows the cleaned log once what
+/// it fetched of the compacted topic has expired (`cache.compacted.ms`,
+/// 1 s here), as a new consumer through the same listener reads it.
+#[test]
+fn a_cluster_mount_shows_a_pass_behind_its_cache() {
+    if !fuse_or_skip() {
+        return;
+    }
+    let Some(py) = require(python()) else { return };
+    let (w, addr) = mount_with_listener(&["parse.key=true"]);
+    w.ok("mkdir c-0 && echo compact > c-0/config/cleanup.policy");
+    let lines: String = (0..3000)
+        .map(|n| format!("k{}\tk{}-v{n}\n", n % 20, n % 20))
+        .collect();
+    let file = w.mnt.parent().unwrap().join("lines");
+    std::fs::write(&file, &lines).unwrap();
+    w.ok(&format!(
+        "dd if={} of=c-0/log bs=65536 oflag=append conv=notrunc status=none",
+        file.display()
+    ));
+    w.ok("echo 1 > c-0/roll");
+    w.ok("printf 'kx\\tlast\\n' >> c-0/log");
+    let cm = Mount::cluster(&addr, &["cache.compacted.ms=1000"]);
+    let before = consumed(&py, &addr, "c");
+    assert_eq!(before.len(), 3001);
+    let stream: String = before.iter().map(|(_, v)| format!("{v}\n")).collect();
+    assert_eq!(
+        cm.ok("cat c-0/log"),
+        stream,
+        "the cluster mount before the pass"
+    );
+    w.ok("echo 1 > c-0/compact");
+    let after = consumed(&py, &addr, "c");
+    assert_eq!(after.len(), 21, "{after:?}");
+    let stream: String = after.iter().map(|(_, v)| format!("{v}\n")).collect();
+    wait_for_stream(&cm, "c-0", &stream, "the cluster mount after the pass");
+    assert_eq!(cm.ok("stat -c %s c-0/log").trim(), stream.len().to_string());
+    for (o, v) in &after {
+        assert_eq!(&cm.ok(&format!("cat c-0/offset/{o}")), v, "offset/{o}");
+    }
+}

@@ -310,7 +310,8 @@ fn an_offset_listing_names_what_lookup_finds() {
             .collect();
         log.append(&batch).unwrap();
     }
-    log.append_transactional(&transactional(&["a", "b"])).unwrap();
+    log.append_transactional(&transactional(&["a", "b"]))
+        .unwrap();
     log.append_end_txn_marker(7, 0, 0, true).unwrap();
     log.roll().unwrap();
     log.append(&[NewRecord::keyed(b"last", b"x")]).unwrap();
@@ -329,14 +330,21 @@ fn an_offset_listing_names_what_lookup_finds() {
             .collect()
     };
     let before = found();
-    assert_eq!(before.len(), 903, "900 keyed, 2 transactional, 1 after the roll");
+    assert_eq!(
+        before.len(),
+        903,
+        "900 keyed, 2 transactional, 1 after the roll"
+    );
     assert_eq!(listing(usize::MAX), before);
     log.clean_now().unwrap().expect("a pass ran");
     let after = found();
     // The latest of each key: k0..k6 (the last record of their last
     // batch), t0 and t1, and `last` in the active segment.
     assert_eq!(after.len(), 10, "{after:?}");
-    assert!(!after.contains(&"902".to_string()), "the marker is no record");
+    assert!(
+        !after.contains(&"902".to_string()),
+        "the marker is no record"
+    );
     for room in [usize::MAX, 1, 3, 600] {
         assert_eq!(listing(room), after, "{room} entries a READDIR");
     }

@@ -15,6 +15,8 @@ use rdkafka::ClientConfig;
 
 /// `cache.bytes`: fetched records kept in memory, across all partitions.
 pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+/// `cache.compacted.ms`: how long what was fetched of a compacted topic serves.
+pub const DEFAULT_CACHE_COMPACTED_MS: u64 = 5_000;
 /// Kafka's default `request.timeout.ms`.
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
 
@@ -103,6 +105,11 @@ pub struct ClusterOptions {
     /// Client properties, in the order given.
     pub client: Vec<(String, String)>,
     pub cache_bytes: u64,
+    /// How long what was fetched of a partition of a compacted topic
+    /// (records, and the stream's length counted from them) is served
+    /// before it is fetched again: the broker's log cleaner removes records
+    /// behind every client's back, and no API says when.
+    pub cache_compacted: Duration,
     /// For new topics; -1 asks for the broker's `default.replication.factor`.
     pub replication_factor: i32,
     /// The bound on every call into the cluster.
@@ -118,6 +125,7 @@ impl ClusterOptions {
             bootstrap: bootstrap.into(),
             client: Vec::new(),
             cache_bytes: DEFAULT_CACHE_BYTES,
+            cache_compacted: Duration::from_millis(DEFAULT_CACHE_COMPACTED_MS),
             replication_factor: -1,
             request_timeout: Duration::from_millis(DEFAULT_REQUEST_TIMEOUT_MS),
             read_only: false,
@@ -133,6 +141,12 @@ impl ClusterOptions {
                 self.cache_bytes = value
                     .parse()
                     .map_err(|_| invalid("Value must be a number of bytes"))?
+            }
+            "cache.compacted.ms" => {
+                let ms: u64 = value
+                    .parse()
+                    .map_err(|_| invalid("Value must be a number of milliseconds"))?;
+                self.cache_compacted = Duration::from_millis(ms);
             }
             "replication.factor" => {
                 self.replication_factor = value
@@ -276,5 +290,16 @@ mod tests {
         assert!(o.set("acks", "1").unwrap_err().contains("acks=all"));
         assert!(o.set("replication.factor", "0").is_err());
         assert!(o.set("request.timeout.ms", "0").is_err());
+        assert_eq!(
+            o.cache_compacted,
+            Duration::from_millis(DEFAULT_CACHE_COMPACTED_MS)
+        );
+        o.set("cache.compacted.ms", "250").unwrap();
+        assert_eq!(o.cache_compacted, Duration::from_millis(250));
+        assert!(o.set("cache.compacted.ms", "-1").is_err());
+        assert!(
+            o.producer_config().get("cache.compacted.ms").is_none(),
+            "commitfs's own, not a client property"
+        );
     }
 }

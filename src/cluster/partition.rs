@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use log::debug;
 use parking_lot::Mutex;
 
 use super::Shared;
@@ -54,6 +55,10 @@ pub struct ClusterPartition {
     /// Kept in memory only: no broker knows the tree's line format.
     lines: Mutex<LineFormat>,
     configs: Mutex<Option<(Instant, Configs)>>,
+    /// Since when what is cached of the partition (its chunks, its stream
+    /// index) was fetched: a compacted topic's is dropped once it is older
+    /// than `cache.compacted.ms`.
+    fresh_since: Mutex<Instant>,
     fetches: AtomicU64,
     cache_hits: AtomicU64,
 }
@@ -73,6 +78,7 @@ impl ClusterPartition {
             index: Mutex::new(None),
             lines: Mutex::new(lines),
             configs: Mutex::new(None),
+            fresh_since: Mutex::new(Instant::now()),
             fetches: AtomicU64::new(0),
             cache_hits: AtomicU64::new(0),
         }
@@ -137,6 +143,41 @@ impl ClusterPartition {
     /// Drops the stream index (memory is wanted for another partition's).
     pub(super) fn drop_index(&self) {
         *self.index.lock() = None;
+    }
+
+    /// Drops what was fetched of a compacted topic's partition once it is
+    /// older than `cache.compacted.ms`: records the broker's cleaner removed
+    /// since are not served, nor a stream length counted with them. One
+    /// DescribeConfigs at most per period; a topic that is not compacted
+    /// keeps its cache (its records never change). Asked only once the
+    /// leader answered, so an unreachable cluster costs no second timeout;
+    /// a DescribeConfigs that fails keeps the cache for another period.
+    fn expire_if_compacted(&self) {
+        let mut since = self.fresh_since.lock();
+        if since.elapsed() < self.shared.opts.cache_compacted {
+            return;
+        }
+        *since = Instant::now();
+        let compacted = match self.describe() {
+            Ok(configs) => configs.iter().any(|(name, value)| {
+                name == "cleanup.policy" && value.as_deref().is_some_and(|v| v.contains("compact"))
+            }),
+            Err(e) => {
+                debug!(
+                    "{}: cached records kept, the topic's cleanup.policy unknown: {e}",
+                    self.name
+                );
+                return;
+            }
+        };
+        if compacted {
+            debug!(
+                "{}: dropping what was fetched of a compacted topic",
+                self.name
+            );
+            self.drop_index();
+            self.shared.cache.forget(&self.key);
+        }
     }
 
     fn describe(&self) -> BackendResult<Configs> {
@@ -265,6 +306,7 @@ impl Partition for ClusterPartition {
         let mut tries = 0;
         loop {
             let (low, high) = self.watermarks()?;
+            self.expire_if_compacted();
             match self.with_index(low, high, |ix| ix.len(low, high, &chunks, deadline))? {
                 Counted::Len(n) => return Ok(n),
                 // The log start moved while counting: once more from it.
@@ -282,6 +324,8 @@ impl Partition for ClusterPartition {
         }
     }
 
+    /// Reads from the index `stream_len` made (every reader `stat`s first,
+    /// and that is where a compacted topic's cache expires).
     fn read_stream(&self, pos: u64, buf: &mut [u8]) -> BackendResult<usize> {
         let chunks = |at| self.chunk(at);
         {
