@@ -150,8 +150,9 @@ impl System for LocalSystem {
                 .expect("the check runs");
             assert!(
                 report.is_clean(),
-                "check of {name} after a clean close: {:?}",
-                report.problems
+                "check of {name} after a clean close: {:?} {:?}",
+                report.problems,
+                report.notes
             );
         }
         self.mounted = Some(open(self.dir.path()));

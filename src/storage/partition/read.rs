@@ -20,7 +20,7 @@ use crate::record::state_files::AbortedTxn;
 use crate::storage::error::{Result, StorageError};
 use crate::storage::local_log::{PartitionFile, RecordEntry, SegmentSlice};
 use crate::storage::segment::LogSegment;
-use crate::storage::stream::{Stream, View};
+use crate::storage::stream::{Live, Stream, View};
 
 /// What a fetch of one partition found.
 pub struct FetchRead {
@@ -218,8 +218,11 @@ impl PartitionLog {
         if self.local.is_deleted() {
             return Ok(());
         }
-        let live: Vec<(i64, u64)> = (self.local.segment_list().iter())
-            .map(|s| (s.base_offset, s.id()))
+        let live: Vec<Live> = self
+            .local
+            .segment_list()
+            .iter()
+            .map(|s| Live::of(s))
             .collect();
         stream.save(self.dir(), &live, self.local.writable())
     }

@@ -234,6 +234,26 @@ impl AppendTally {
     }
 }
 
+/// A segment of the log as the lengths are saved against it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Live {
+    pub base: i64,
+    /// Its [`LogSegment::id`].
+    pub id: u64,
+    /// Its size, where known without touching the file.
+    pub size: Option<u64>,
+}
+
+impl Live {
+    pub fn of(seg: &LogSegment) -> Live {
+        Live {
+            base: seg.base_offset,
+            id: seg.id(),
+            size: seg.known_size(),
+        }
+    }
+}
+
 /// A sealed segment's length in a view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Known {
@@ -586,18 +606,24 @@ impl ViewState {
         self.prefix = None;
     }
 
-    fn save(&mut self, dir: &Path, live: &[(i64, u64)], writable: bool) -> Result<()> {
+    fn save(&mut self, dir: &Path, live: &[Live], writable: bool) -> Result<()> {
         let before = self.sealed.len();
-        let live_id = |b: &i64| {
-            live.binary_search_by_key(b, |(base, _)| *base)
+        let live_at = |b: &i64| {
+            live.binary_search_by_key(b, |l| l.base)
                 .ok()
-                .map(|i| live[i].1)
+                .map(|i| live[i])
         };
         // A length counted on a segment that was replaced since goes here
-        // too, before it could be saved under the base of the one now there.
-        self.sealed
-            .retain(|b, k| live_id(b).is_some_and(|id| k.segment.is_none_or(|s| s == id)));
-        self.maps.retain(|b, _| live_id(b).is_some());
+        // too, before it could be saved under the base of the one now there,
+        // and so does a length read back for a segment that has grown since
+        // (active again after a crash, then appended to).
+        self.sealed.retain(|b, k| {
+            live_at(b).is_some_and(|l| match k.segment {
+                Some(id) => id == l.id,
+                None => l.size.is_none_or(|z| k.size == Some(z)),
+            })
+        });
+        self.maps.retain(|b, _| live_at(b).is_some());
         if self.sealed.len() != before {
             self.dirty = true;
         }
@@ -750,7 +776,7 @@ impl Stream {
     /// Forgets segments that are gone or replaced (`live`: each segment's
     /// base and id, in base order) and persists new sealed lengths. A
     /// failed write keeps them to be saved again.
-    pub fn save(&mut self, dir: &Path, live: &[(i64, u64)], writable: bool) -> Result<()> {
+    pub fn save(&mut self, dir: &Path, live: &[Live], writable: bool) -> Result<()> {
         let all = self.all.save(dir, live, writable);
         let committed = self.committed.save(dir, live, writable);
         all.and(committed)
