@@ -13,8 +13,9 @@ use super::node::{GROUPS, NodeKey, SPECIAL_NAMES};
 use super::tree::{Attr, NodeType, Tree};
 
 /// Offsets asked of the backend at a time while an `offset/` listing fills
-/// a READDIR reply (a few hundred names fit in one).
-const OFFSETS_PER_CALL: usize = 512;
+/// a READDIR reply (a 4 KiB reply holds about 130 names; a bigger one asks
+/// again).
+const OFFSETS_PER_CALL: usize = 192;
 
 /// Takes directory entries until its buffer is full.
 pub trait DirectoryReplier {

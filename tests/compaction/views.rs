@@ -56,9 +56,21 @@ fn a_pass_between_a_roll_and_a_read_leaves_every_view_right() {
     }
     log.roll().unwrap();
     put(&log, &[("kroll", Some("roll"))]);
+    // A lookup keeps the batch it read: offset 0's, which the pass removes.
+    assert_eq!(log.read(0).unwrap().value.as_deref(), Some(&b"k0-v0"[..]));
     log.clean_now().unwrap().expect("a pass ran");
     let want = consumer_stream(&log);
     assert_eq!(want.iter().filter(|b| **b == b'\n').count(), 11);
+    assert!(
+        matches!(
+            log.read(0),
+            Err(commitfs::storage::StorageError::RecordNotFound(0))
+        ),
+        "offset 0 was cleaned away: {:?}",
+        log.read(0).map(|r| r.value)
+    );
+    let offsets: Vec<i64> = consumed(&log).iter().map(|(o, _, _)| *o).collect();
+    assert_eq!(log.record_offsets(0, usize::MAX).unwrap(), offsets);
     assert_eq!(log.stream_len().unwrap() as usize, want.len());
     assert_eq!(stream(&log, 4096), want);
     assert_eq!(stream(&log, 7), want);

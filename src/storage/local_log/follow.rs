@@ -215,7 +215,6 @@ impl LogWriter<'_> {
         }
         let seen = &mut look.seen;
         seen.stale.extend(gone.iter().chain(replaced));
-        log.forget_recent_batch();
         if let Some(first) = log.first_segment_base() {
             seen.log_start = seen.log_start.max(first);
         }
@@ -309,7 +308,6 @@ impl LogWriter<'_> {
         log.segments.insert(Arc::new(seg));
         let seen = &mut look.seen;
         seen.stale.push(old.base_offset);
-        log.forget_recent_batch();
         seen.tail_moved = true;
         log.log_end_offset.store(next, Ordering::Release);
         seen.log_start = seen.log_start.min(next);

@@ -20,7 +20,7 @@ use crate::storage::segment::ReadBatch;
 const WALK_CHUNK: usize = 1 << 20;
 /// Bytes read at a time when listing the offsets that hold records: a
 /// listing asks for a few hundred offsets at a time.
-const OFFSETS_CHUNK: usize = 64 << 10;
+const OFFSETS_CHUNK: usize = 8 << 10;
 
 /// A record plus where it sits in the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +48,11 @@ pub(super) struct Lookups {
 
 pub(super) struct CachedBatch {
     segment_base_offset: i64,
+    /// The [`LogSegment::id`](crate::storage::segment::LogSegment::id) it
+    /// was read from: a batch of a segment since replaced (a cleaned one
+    /// swapped in, a followed writer's file read again) is not served for
+    /// the one now at its base, whichever path replaced it.
+    segment_id: u64,
     batch: ReadBatch,
     /// The record last decoded from it: a path lookup of `offset/N` and
     /// the open that follows ask for the same record twice.
@@ -113,9 +118,14 @@ impl LocalLog {
     /// first, then, if a later offset needs it, all of it), and each lookup
     /// decodes only the record it wants.
     fn batch_for(&self, offset: i64) -> Result<Arc<CachedBatch>> {
+        let seg = self
+            .segments
+            .floor(offset)
+            .ok_or(StorageError::RecordNotFound(offset))?;
         let recent = self.lookups.recent.lock().clone();
         let mut whole = false;
         if let Some(c) = &recent
+            && c.segment_id == seg.id()
             && c.batch.header.base_offset <= offset
             && offset <= c.batch.header.last_offset()
         {
@@ -136,25 +146,17 @@ impl LocalLog {
             })
             .map(|c| c.batch.bytes)
             .unwrap_or_default();
-        let seg = self
-            .segments
-            .floor(offset)
-            .ok_or(StorageError::RecordNotFound(offset))?;
         let read = seg
             .read_batch_section(offset, self.lookup_counter(), whole, buf)?
             .ok_or(StorageError::RecordNotFound(offset))?;
         let batch = Arc::new(CachedBatch {
             segment_base_offset: seg.base_offset,
+            segment_id: seg.id(),
             batch: read,
             last: Mutex::new(None),
         });
         *self.lookups.recent.lock() = Some(batch.clone());
         Ok(batch)
-    }
-
-    /// Forgets the batch kept for lookups: its segment changed underneath.
-    pub(crate) fn forget_recent_batch(&self) {
-        *self.lookups.recent.lock() = None;
     }
 
     /// Kafka's offsetsForTimes: the first offset at or after `min_offset`
@@ -193,10 +195,14 @@ impl LocalLog {
     pub fn record_offsets(&self, from: i64, max: usize) -> Result<Vec<i64>> {
         let end = self.log_end_offset();
         let mut out = Vec::new();
-        for seg in self.segments.from(from) {
+        // One segment at a time: a listing asks a page at a time, and a
+        // page seldom needs a second segment of thousands.
+        let mut next = self.segments.first_from(from);
+        while let Some(seg) = next.take() {
             if out.len() >= max {
                 break;
             }
+            next = self.segments.after(seg.base_offset);
             let file = seg.log_file()?;
             let size = seg.size()?;
             let start = match from > seg.base_offset {

@@ -59,6 +59,26 @@ impl LogSegments {
             .map(|(_, s)| s.clone())
     }
 
+    /// The segment that would hold `offset`, or the first one when none
+    /// would: the first of [`LogSegments::from`], alone.
+    pub fn first_from(&self, offset: i64) -> Option<Arc<LogSegment>> {
+        let map = self.0.read();
+        let mut at = map.range(..=offset).next_back();
+        if at.is_none() {
+            at = map.iter().next();
+        }
+        at.map(|(_, s)| s.clone())
+    }
+
+    /// The segment after the one based at `base`.
+    pub fn after(&self, base: i64) -> Option<Arc<LogSegment>> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let map = self.0.read();
+        map.range((Excluded(base), Unbounded))
+            .next()
+            .map(|(_, s)| s.clone())
+    }
+
     /// The segments from the one that would hold `offset` on (all of them
     /// when none would).
     pub fn from(&self, offset: i64) -> Vec<Arc<LogSegment>> {

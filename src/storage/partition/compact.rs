@@ -97,7 +97,6 @@ impl PartitionLog {
             let swapped = w.replace_segments(base, old, &config);
             self.stream.lock().replaced(&bases);
             swapped?;
-            self.local.forget_recent_batch();
             for seg in old.iter().filter(|s| s.base_offset != base) {
                 self.producers.remove_snapshot(seg.base_offset)?;
             }
