@@ -588,6 +588,9 @@ fn p1_p3_p4(p: &Params, scratch: &Path, out: &mut Vec<String>) -> Res<()> {
     if p.wants("p3") {
         p3(p, &mnt, &keep, &files, out)?;
     }
+    if p.wants("p8") {
+        p8(p, &mnt.join(&keep), out)?;
+    }
     drop(d);
     Ok(())
 }
@@ -741,6 +744,43 @@ fn p3(p: &Params, mnt: &Path, part: &str, files: &[PathBuf], out: &mut Vec<Strin
 }
 
 // ---- P5, P6 ---------------------------------------------------------------------------------
+
+/// P8: `ls -f offset/` of the P1 partition, which lists the offsets that
+/// hold a record by walking batch headers from the offset index (a batch
+/// whose records fill its range gives them from its header), against
+/// `cat log` of the same partition, which decodes every record.
+fn p8(p: &Params, part: &Path, out: &mut Vec<String>) -> Res<()> {
+    let offsets = part.join("offset");
+    let log = part.join("log");
+    let listed = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ls -f {} | wc -l", q(&offsets)))
+        .output()
+        .map_err(|e| e.to_string())?;
+    let names: u64 = String::from_utf8_lossy(&listed.stdout)
+        .trim()
+        .parse::<u64>()
+        .map_err(|e| format!("ls -f offset/ | wc -l: {e}"))?
+        .saturating_sub(2);
+    let (tl, tc) = paired(
+        p.runs,
+        |_| Ok(()),
+        |_| sh(&format!("ls -f {} > /dev/null", q(&offsets))),
+        |_| sh(&format!("cat {} > /dev/null", q(&log))),
+    )?;
+    let (l, c) = (Spread::of(&tl), Spread::of(&tc));
+    out.push(format!(
+        "| P8 | `ls -f MNT/t-0/offset` of the P1 partition ({names} names, {} runs) | {} ({}–{}), {:.0} ns a name | `cat MNT/t-0/log > /dev/null`, every record decoded: {} | {} | — |",
+        p.runs,
+        ms(l.median),
+        ms(l.min),
+        ms(l.max),
+        l.median * 1e9 / names.max(1) as f64,
+        ms(c.median),
+        ratio(&tl, &tc)
+    ));
+    Ok(())
+}
 
 fn p5(p: &Params, scratch: &Path, out: &mut Vec<String>) -> Res<()> {
     let many = scratch.join("data-p5-many");
@@ -944,7 +984,7 @@ fn main() {
             failed = true;
         }
     };
-    if p.wants("p1") || p.wants("p3") || p.wants("p4") {
+    if p.wants("p1") || p.wants("p3") || p.wants("p4") || p.wants("p8") {
         step("P1/P3/P4", p1_p3_p4(&p, &root, &mut rows));
     }
     if p.wants("p5") {
