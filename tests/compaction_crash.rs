@@ -8,6 +8,9 @@
 //! left) and must hold the latest value of every key, and `check` must be
 //! clean. The run prints how many kills left a pass's files behind.
 
+#[allow(dead_code)]
+#[path = "compaction/decode.rs"]
+mod decode;
 mod kafka_support;
 
 use std::collections::BTreeMap;
@@ -60,22 +63,42 @@ fn round(dir: &Path, r: usize, latest: &mut BTreeMap<String, String>) {
     mgr.close().unwrap();
 }
 
-/// The latest value of each key the directory holds, and whether `check`
-/// is clean.
+/// The latest value of each key the directory holds, as kafka-protocol's
+/// decoder reads the segments the recovery left (not commitfs's reader)
+/// and as the tree's lookups read them, and whether `check` is clean.
 fn verify(dir: &Path, latest: &BTreeMap<String, String>, what: &str) {
     let mgr = open(dir);
     let log = mgr.partition("t-0").unwrap();
     assert!(log.status().unwrap().offline.is_none(), "{what}");
-    let mut got = BTreeMap::new();
+    let s = |b: Option<Vec<u8>>| String::from_utf8(b.unwrap()).unwrap();
+    let mut read = BTreeMap::new();
     for o in log.log_start_offset()..log.log_end_offset() {
         if let Ok(r) = log.read(o) {
-            let s = |b: Option<Vec<u8>>| String::from_utf8(b.unwrap()).unwrap();
-            got.insert(s(r.key), s(r.value));
+            read.insert(s(r.key), s(r.value));
         }
     }
-    assert_eq!(&got, latest, "{what}: the latest value of every key");
+    let start = log.log_start_offset();
     drop(log);
     mgr.close().unwrap();
+    let mut decoded = BTreeMap::new();
+    for r in decode::records_from(&dir.join("t-0"), start) {
+        decoded.insert(s(r.key), s(r.value));
+    }
+    let wrong: Vec<_> = latest
+        .iter()
+        .filter(|(k, v)| decoded.get(*k) != Some(*v))
+        .take(3)
+        .collect();
+    assert!(
+        wrong.is_empty() && decoded.len() == latest.len(),
+        "{what}: {} keys on disk of {}; first wrong: {wrong:?}",
+        decoded.len(),
+        latest.len()
+    );
+    assert!(
+        read == decoded,
+        "{what}: offset lookups read other values than are on disk"
+    );
     // Notes are what Kafka loads as it is (a cleaned segment written in one
     // chunk has an empty index, as Kafka's cleaner leaves it): not problems.
     let report = check_data_dir(dir, &LogConfig::default(), None).unwrap();
