@@ -19,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use commitfs::record::{Batch, Compression, NewRecord, encode_batch_compressed, peek_frame};
+use commitfs::record::{Compression, NewRecord, encode_batch_compressed};
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
@@ -146,11 +146,44 @@ fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
+/// One batch of `values`, encoded by kafka-protocol (not by commitfs's
+/// encoder, so what the listener stores is checked against another
+/// implementation of the format).
 fn batch(values: &[Vec<u8>], codec: Compression) -> Vec<u8> {
-    let recs: Vec<NewRecord> = values.iter().map(|v| NewRecord::value(v)).collect();
-    let mut buf = Vec::new();
-    encode_batch_compressed(&mut buf, 0, 1_700_000_000_000, &recs, codec);
-    buf
+    use kafka_protocol::records::{
+        Compression as Codec, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let records: Vec<Record> = (values.iter().enumerate())
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(Bytes::from(v.clone())),
+            headers: Default::default(),
+        })
+        .collect();
+    let compression = match codec {
+        Compression::None => Codec::None,
+        Compression::Gzip => Codec::Gzip,
+        Compression::Snappy => Codec::Snappy,
+        Compression::Lz4 => Codec::Lz4,
+        Compression::Zstd => Codec::Zstd,
+    };
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression,
+    };
+    let mut buf = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
+    buf.to_vec()
 }
 
 fn produce_req(records: Vec<u8>) -> ProduceRequest {
@@ -199,20 +232,26 @@ fn read_back(addr: &str) -> Vec<Vec<u8>> {
         if bytes.is_empty() {
             return out;
         }
+        // Decoded by kafka-protocol, as a client would.
         let mut pos = 0;
-        while pos < bytes.len() {
-            let size = peek_frame(&bytes[pos..]).unwrap().size;
+        while pos + 12 <= bytes.len() {
+            let len = i32::from_be_bytes(bytes[pos + 8..pos + 12].try_into().unwrap());
+            let size = 12 + len as usize;
             if pos + size > bytes.len() {
                 // A batch cut at the fetch's byte limit, as Kafka sends it.
                 break;
             }
-            let b = Batch::parse(&bytes[pos..pos + size]).unwrap();
-            for rec in b.records().unwrap() {
+            let mut frame = bytes.slice(pos..pos + size);
+            let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut frame)
+                .unwrap_or_else(|e| panic!("a fetched batch at {offset}: {e}"));
+            let delta = i32::from_be_bytes(bytes[pos + 23..pos + 27].try_into().unwrap());
+            let base = i64::from_be_bytes(bytes[pos..pos + 8].try_into().unwrap());
+            for rec in set.records {
                 if rec.offset >= offset {
-                    out.push(rec.value.unwrap_or_default());
+                    out.push(rec.value.map(|v| v.to_vec()).unwrap_or_default());
                 }
             }
-            offset = b.header.last_offset() + 1;
+            offset = base + delta as i64 + 1;
             pos += size;
         }
     }
