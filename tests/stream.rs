@@ -203,3 +203,32 @@ fn a_clean_reopen_keeps_counting_from_the_saved_length() {
     drop(log);
     mgr.close().unwrap();
 }
+
+/// A length saved without the size it was counted at (the format before
+/// sizes were kept for `log`; the wrong length of a cleaned segment that
+/// the tally once saved was of this form) is not trusted at a clean load:
+/// it is counted again, and saved with its size.
+#[test]
+fn a_saved_length_without_its_size_is_counted_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = LogManager::open(tmp.path(), config(), OpenOptions::default()).unwrap();
+    let log = mgr.create_partition("t-0").unwrap();
+    let vals: Vec<Vec<u8>> = (0..50).map(value).collect();
+    let recs: Vec<NewRecord> = vals.iter().map(|v| NewRecord::value(v)).collect();
+    log.append(&recs).unwrap();
+    log.roll().unwrap();
+    assert_eq!(read_all(&log, 777), model(0, 50));
+    drop(log);
+    mgr.close().unwrap();
+    let lengths = tmp.path().join("t-0").join("commitfs.streamlen");
+    let saved = fs::read_to_string(&lengths).unwrap();
+    assert!(saved.starts_with("0 "), "{saved}");
+    fs::write(&lengths, "0 37895\n").unwrap();
+    let mgr = LogManager::open(tmp.path(), config(), OpenOptions::default()).unwrap();
+    let log = mgr.partition("t-0").unwrap();
+    assert_eq!(log.stream_len().unwrap() as usize, model(0, 50).len());
+    assert_eq!(read_all(&log, 777), model(0, 50));
+    drop(log);
+    mgr.close().unwrap();
+    assert_eq!(fs::read_to_string(&lengths).unwrap(), saved);
+}
