@@ -407,6 +407,53 @@ pub fn force_unmount(mnt: &Path) {
     }
 }
 
+/// The pid of the process holding `data`'s lock (a daemonised mount's
+/// daemon), as it wrote it in `.lock`; `None` when nobody holds it.
+pub fn lock_pid(data: &Path) -> Option<u32> {
+    commitfs::storage::lock_holder(data)?
+        .lines()
+        .next()?
+        .strip_prefix("pid ")?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Clean-up of a daemonised `commitfs mount` of `data` on `mnt`, for a
+/// guard: a bounded `umount`, then a bounded wait for the daemon to let go
+/// of `data`. A daemon that still holds it (the unmount failed, or it hung
+/// on the way out) is killed by its pid, and the mount detached. Returns
+/// whether the daemon went by itself.
+pub fn stop_daemonised(data: &Path, mnt: &Path) -> bool {
+    if mounted(mnt) {
+        quiet_umount(&[], mnt);
+    }
+    let released = |within: Duration| {
+        let deadline = Instant::now() + within;
+        while commitfs::storage::is_locked(data) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            sleep(Duration::from_millis(20));
+        }
+        true
+    };
+    let clean = released(Duration::from_secs(10));
+    if !clean {
+        if let Some(pid) = lock_pid(data) {
+            eprintln!(
+                "the daemon of {} (pid {pid}) did not exit after umount: killed",
+                data.display()
+            );
+            // SAFETY: a signal to the process that holds the test's data dir.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        released(Duration::from_secs(10));
+    }
+    force_unmount(mnt);
+    clean
+}
+
 /// A tmpfs mounted for the test (for a small disk to fill), unmounted when
 /// dropped.
 pub struct Tmpfs(pub PathBuf);

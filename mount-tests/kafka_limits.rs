@@ -11,34 +11,31 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 
-use crate::harness::{fuse_or_skip, mounted, umount};
+use crate::harness::{Tmpfs, fuse_or_skip, stop_daemonised};
 use crate::kafka_support::Conn;
 
 const BIN: &str = env!("CARGO_BIN_EXE_commitfs");
 
 /// A tmpfs mounted for the test, and a daemonised `commitfs mount` of a data
-/// directory on it; both undone when dropped.
+/// directory on it; both undone when dropped, each command bounded, the
+/// daemon killed by its pid if it does not go after the unmount.
 struct Setup {
-    tmpfs: PathBuf,
     mnt: PathBuf,
+    data: PathBuf,
+    /// Unmounted after the daemon went (fields drop after `drop`).
+    tmpfs: Tmpfs,
     _tmp: tempfile::TempDir,
 }
 
 impl Setup {
     fn start(size: &str, opts: &str) -> (Setup, String) {
         let tmp = tempfile::tempdir().unwrap();
-        let tmpfs = tmp.path().join("fs");
+        let tmpfs = Tmpfs::mount(&tmp.path().join("fs"), size);
         let mnt = tmp.path().join("mnt");
-        std::fs::create_dir_all(&tmpfs).unwrap();
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&tmpfs)
-            .status()
-            .expect("mount tmpfs");
-        assert!(st.success(), "mount -t tmpfs failed");
         let s = Setup {
-            tmpfs: tmpfs.clone(),
+            data: tmpfs.0.join("data"),
             mnt: mnt.clone(),
+            tmpfs,
             _tmp: tmp,
         };
         // Without --foreground: the daemon logs to DATA/commitfs.log.
@@ -47,7 +44,7 @@ impl Setup {
                 .arg("mount")
                 .arg("-o")
                 .arg(format!("listeners=PLAINTEXT://127.0.0.1:0,{opts}"))
-                .arg(tmpfs.join("data"))
+                .arg(&s.data)
                 .arg(&mnt)
                 .env("RUST_LOG", "debug"),
             "commitfs mount",
@@ -66,7 +63,7 @@ impl Setup {
     }
 
     fn data(&self) -> PathBuf {
-        self.tmpfs.join("data")
+        self.data.clone()
     }
 
     /// The log files and their sizes.
@@ -87,23 +84,7 @@ impl Setup {
 
 impl Drop for Setup {
     fn drop(&mut self) {
-        if mounted(&self.mnt) {
-            let _ = umount(&self.mnt);
-        }
-        // The daemon exits after the unmount; the tmpfs is busy until then.
-        let start = Instant::now();
-        while mounted(&self.tmpfs) && start.elapsed() < Duration::from_secs(30) {
-            let ok = Command::new("umount")
-                .arg(&self.tmpfs)
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        if mounted(&self.tmpfs) {
-            let _ = Command::new("umount").arg("-l").arg(&self.tmpfs).status();
-        }
+        stop_daemonised(&self.data, &self.mnt);
     }
 }
 
@@ -160,8 +141,8 @@ fn kafka_daemon_log_leaves_the_last_of_the_disk_to_the_partitions() {
     let (s, addr) = Setup::start("32m", "segment.bytes=1048576,segment.index.bytes=65536");
     std::fs::create_dir(s.mnt.join("t-0")).unwrap();
     // Fill the tmpfs to 3 MiB free: below the 4 MiB the log leaves alone.
-    let filler = s.tmpfs.join("filler");
-    let free = free_bytes(&s.tmpfs);
+    let filler = s.tmpfs.0.join("filler");
+    let free = free_bytes(&s.tmpfs.0);
     let mut f = std::fs::File::create(&filler).unwrap();
     let chunk = vec![0u8; 1 << 20];
     let mut left = free - (3 << 20);
@@ -181,7 +162,7 @@ fn kafka_daemon_log_leaves_the_last_of_the_disk_to_the_partitions() {
         "the log grew by {} bytes on a nearly full disk",
         after - before
     );
-    assert!(free_bytes(&s.tmpfs) > 2 << 20);
+    assert!(free_bytes(&s.tmpfs.0) > 2 << 20);
     // The partition can still take 1 MiB of appends.
     let line = format!("{}\n", "v".repeat(1023));
     let mut log = std::fs::OpenOptions::new()

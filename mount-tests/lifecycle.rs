@@ -2,7 +2,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::harness::{mounted, quiet_umount, run_bounded, sh_timeout, umount};
+use crate::harness::{mounted, run_bounded, sh_timeout, stop_daemonised, umount};
 use crate::mount;
 
 #[test]
@@ -92,21 +92,14 @@ fn second_mount_of_a_data_dir_is_refused() {
     m.ok("mkdir t-0");
 }
 
-/// Unmounts and waits for the daemon's clean-shutdown marker even if the test fails.
+/// Unmounts a daemonised mount (of data dir `.0` on `.1`) even if the test
+/// fails, and waits (bounded) for its daemon to let go of the data dir,
+/// killing it by its pid if it does not.
 struct DaemonGuard<'a>(&'a Path, &'a Path);
 
 impl Drop for DaemonGuard<'_> {
     fn drop(&mut self) {
-        if mounted(self.1) {
-            quiet_umount(&[], self.1);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline && !self.0.join(".kafka_cleanshutdown").exists() {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if mounted(self.1) {
-            quiet_umount(&["-l"], self.1);
-        }
+        stop_daemonised(self.0, self.1);
     }
 }
 
@@ -219,18 +212,14 @@ fn umount_then_check_and_mount_at_once() {
     assert!(stderr.contains(&format!("mounted on {mnt}")), "{stderr}");
 }
 
-/// Unmounts a daemonised mount (of data dir `.1`) and waits for its daemon
-/// to let go of the data dir.
+/// Unmounts a daemonised mount (on `.0`, of data dir `.1`) and waits
+/// (bounded) for its daemon to let go of the data dir, killing it by its
+/// pid if it does not.
 struct Unmount<'a>(&'a Path, &'a Path);
 
 impl Drop for Unmount<'_> {
     fn drop(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while (mounted(self.0) || commitfs::storage::is_locked(self.1)) && Instant::now() < deadline
-        {
-            quiet_umount(&[], self.0);
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        stop_daemonised(self.1, self.0);
     }
 }
 

@@ -153,15 +153,23 @@ fn the_cleaner_thread_applies_retention_to_compacted_logs() {
     wait_for("retention of both-0", || {
         both.log_start_offset() == 3 && both.segment_bases() == vec![3]
     });
-    // The thread has gone over only-0 as often: its segments stay.
+    // The thread goes over only-0 in every round: two more rounds ended
+    // means one began and ended after the scheduler's check, and its
+    // segments stay through both.
     mgr.run_retention(i64::MAX / 2).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    let rounds = mgr.cleaner_counters().rounds;
+    wait_for("two more rounds of the cleaner thread", || {
+        mgr.cleaner_counters().rounds >= rounds + 2
+    });
     assert_eq!(only.log_start_offset(), 0);
+    assert_eq!(only.segment_bases(), vec![0, 1, 2, 3]);
     assert_eq!(consumed(&only).len(), 3);
 }
 
 /// A partition deleted while the cleaner thread cleans it again and
-/// again: the deletion waits for the pass, and nothing of it is left.
+/// again: the deletion waits for the pass, and nothing of it is left. The
+/// rounds whose deletion aborted a pass under way are counted: some must
+/// have, or the race was never run.
 #[test]
 fn a_partition_deleted_under_the_cleaner_thread_goes_whole() {
     let tmp = tempfile::tempdir().unwrap();
@@ -169,6 +177,7 @@ fn a_partition_deleted_under_the_cleaner_thread_goes_whole() {
     cleaner.set("log.cleaner.threads", "1").unwrap();
     cleaner.set("log.cleaner.backoff.ms", "1").unwrap();
     let mgr = open_with(tmp.path(), cleaner);
+    let mut overlapped = 0;
     for round in 0..20 {
         let log = compacted(&mgr, "t-0");
         log.set_config("min.cleanable.dirty.ratio", "0").unwrap();
@@ -179,10 +188,14 @@ fn a_partition_deleted_under_the_cleaner_thread_goes_whole() {
             }
         }
         drop(log);
+        let aborted = mgr.cleaner_counters().passes_aborted;
         mgr.delete_partition("t-0").unwrap();
         assert!(!tmp.path().join("t-0").exists(), "round {round}");
+        overlapped += usize::from(mgr.cleaner_counters().passes_aborted > aborted);
     }
     mgr.close().unwrap();
+    println!("{overlapped} of 20 deletions aborted a pass");
+    assert!(overlapped > 0, "no deletion met a pass under way");
 }
 
 /// `commitfs dump` prints what the cleaner wrote as kafka-dump-log does: a

@@ -254,7 +254,7 @@ fn refusals_over_the_raw_protocol() {
         29
     );
     assert!(!data.join("made-0").exists());
-    server.stop();
+    assert!(server.stop(), "a clean stop:\n{}", server.log());
 
     // ANONYMOUS a super user: everything, and ACLs may be managed.
     let mut server = Server::start(
@@ -359,7 +359,7 @@ fn refusals_over_the_raw_protocol() {
     assert_eq!(&*r.filter_results[0].matching_acls[0].resource_name, "g-");
     let r: ListGroupsResponse = c.call(ApiKey::ListGroups, 4, &ListGroupsRequest::default());
     assert_eq!(r.error_code, 0);
-    server.stop();
+    assert!(server.stop(), "a clean stop:\n{}", server.log());
     let log = server.log();
     assert!(
         log.contains(
@@ -618,8 +618,8 @@ fn a_super_user_grants_with_confluent_kafka() {
          acl TRANSACTIONAL_ID tx- PREFIXED User:bob WRITE ALLOW\n"
     );
 
-    // Kept across a restart.
-    server.stop();
+    // Kept across a restart, after a clean stop.
+    assert!(server.stop(), "a clean stop:\n{}", server.log());
     let server = sasl_server(&data, &[]);
     assert_eq!(admin(&server, &["describe"]), described);
     let out = bob(&server, &["produce", "orders"]);

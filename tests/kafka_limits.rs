@@ -233,7 +233,7 @@ fn read_back(addr: &str) -> Vec<Vec<u8>> {
             return out;
         }
         // Decoded by kafka-protocol, as a client would.
-        let mut pos = 0;
+        let (mut pos, from) = (0, offset);
         while pos + 12 <= bytes.len() {
             let len = i32::from_be_bytes(bytes[pos + 8..pos + 12].try_into().unwrap());
             let size = 12 + len as usize;
@@ -254,6 +254,8 @@ fn read_back(addr: &str) -> Vec<Vec<u8>> {
             offset = base + delta as i64 + 1;
             pos += size;
         }
+        // Each fetch moves on, or the loop would never end.
+        assert!(offset > from, "no whole batch fetched at {from}");
     }
 }
 
@@ -583,7 +585,9 @@ fn decompression_bombs_are_refused_or_bounded() {
         })
         .collect();
     let mut peak = 0;
+    let start = Instant::now();
     while !bombers.iter().all(|t| t.is_finished()) {
+        assert!(start.elapsed() < 3 * BOUND, "the bombs' produces hung");
         peak = peak.max(d.rss_kib());
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -616,6 +620,7 @@ fn decompression_bombs_are_refused_or_bounded() {
     let honest = batch_around(&raw_section, SNAPPY, 48);
     assert!(honest.len() < 8 << 20, "{}", honest.len());
     peak = 0;
+    let start = Instant::now();
     let producers: Vec<_> = (0..16)
         .map(|_| {
             let (addr, honest) = (d.addr.clone(), honest.clone());
@@ -623,6 +628,7 @@ fn decompression_bombs_are_refused_or_bounded() {
         })
         .collect();
     while !producers.iter().all(|t| t.is_finished()) {
+        assert!(start.elapsed() < 3 * BOUND, "the honest produces hung");
         peak = peak.max(d.rss_kib());
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -701,13 +707,20 @@ fn many_idle_connections_and_an_active_client() {
     for _ in 0..3000 {
         idle.push(TcpStream::connect(&d.addr).expect("connect"));
     }
-    // The last one is served, so all are accepted.
-    let last = idle.last_mut().unwrap();
+    // The last one is served.
     let frame = api_versions_frame(&mut Conn::new(&d.addr));
+    let answer = |i: usize, s: &mut TcpStream| {
+        s.set_read_timeout(Some(BOUND)).unwrap();
+        let mut size = [0u8; 4];
+        s.read_exact(&mut size)
+            .unwrap_or_else(|e| panic!("idle connection {i}: no answer: {e}"));
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        s.read_exact(&mut body)
+            .unwrap_or_else(|e| panic!("idle connection {i}: a cut answer: {e}"));
+    };
+    let last = idle.last_mut().unwrap();
     last.write_all(&frame).unwrap();
-    last.set_read_timeout(Some(BOUND)).unwrap();
-    let mut size = [0u8; 4];
-    last.read_exact(&mut size).unwrap();
+    answer(2999, last);
     let more = values("more", 10);
     assert_eq!(produce(&d.addr, batch(&more, Compression::None)), 0);
     let growth = d.rss_kib().saturating_sub(baseline);
@@ -716,6 +729,14 @@ fn many_idle_connections_and_an_active_client() {
         "3000 idle connections cost {growth} KiB of RSS"
     );
     assert!(d.alive());
+    // Every one of the 3000 was accepted and is still open: each answers.
+    for (i, s) in idle.iter_mut().enumerate() {
+        s.write_all(&frame)
+            .unwrap_or_else(|e| panic!("idle connection {i}: {e}"));
+    }
+    for (i, s) in idle.iter_mut().enumerate() {
+        answer(i, s);
+    }
     let mut all = before;
     all.extend(more);
     assert_eq!(read_back(&d.addr), all);

@@ -1110,20 +1110,52 @@ while True:
     p.begin_transaction()
     for m in msgs:
         p.produce('out', value=m.value().upper())
+    # Ten records a transaction, written, then a pause before its end: the
+    # work outlasts the kills, and a transaction stays open on the daemon
+    # most of the time, for the kills to land in.
+    p.flush(60)
+    time.sleep(0.05)
     p.send_offsets_to_transaction(c.position([tp]), c.consumer_group_metadata(), 60)
     p.commit_transaction(60)
-    # Ten records a transaction, and a pause: the work outlasts the kills.
-    time.sleep(0.02)
 c.close()
 print('done')
 "#;
+
+/// Whether the last whole batch of a partition directory is a
+/// transaction's data, not a marker: a transaction is open there. Read by
+/// the batches' headers only (attributes: 0x10 transactional, 0x20
+/// control), so that it can be asked again and again while the daemon
+/// writes; a batch not all there yet is not counted.
+fn ends_in_open_transaction(dir: &std::path::Path) -> bool {
+    let mut last = None;
+    for base in kafka_support::log_bases(dir) {
+        let Ok(bytes) = std::fs::read(dir.join(format!("{base:020}.log"))) else {
+            continue;
+        };
+        let mut pos = 0;
+        while bytes.len() - pos >= 23 {
+            let len = i32::from_be_bytes(bytes[pos + 8..pos + 12].try_into().unwrap());
+            let Ok(len) = usize::try_from(len) else { break };
+            if len < 11 || bytes.len() - pos < 12 + len {
+                break;
+            }
+            let attributes = i16::from_be_bytes([bytes[pos + 21], bytes[pos + 22]]);
+            last = Some(attributes & 0x30 == 0x10);
+            pos += 12 + len;
+        }
+    }
+    last == Some(true)
+}
 
 /// The consume-transform-produce loop of 10,000 records, killed with
 /// SIGKILL at random points 30 times: the daemon, then the client, in 20
 /// rounds, and the client alone in the other 10: once a last client runs to
 /// the end,
 /// a read_committed consumer of the output reads each input record exactly
-/// once. The seed is printed; COMMITFS_TEST_SEED replays it.
+/// once. The seed is printed; COMMITFS_TEST_SEED replays it. The daemon's
+/// kills are aimed inside a transaction, and those that landed there (its
+/// data in `out-0`, its marker not, once the daemon is dead) are counted:
+/// none would mean the test proved nothing of them.
 #[test]
 fn a_consume_transform_produce_loop_is_exactly_once_through_kills() {
     let Some(py) = require(python()) else { return };
@@ -1158,7 +1190,7 @@ fn a_consume_transform_produce_loop_is_exactly_once_through_kills() {
             );
         }
     }
-    let (mut clients, mut daemons) = (0, 0);
+    let (mut clients, mut daemons, mut mid_transaction) = (0, 0, 0);
     for round in 0..30 {
         let mut client = std::process::Command::new(&py)
             .arg("-c")
@@ -1174,8 +1206,17 @@ fn a_consume_transform_produce_loop_is_exactly_once_through_kills() {
         // so that some of its successors meet a daemon that went on.
         let kill_daemon = round % 3 != 2;
         if kill_daemon {
+            // Aimed inside a transaction: its data written to out-0, its
+            // marker not yet (2 s at most; the kill lands anyway).
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+            while !ends_in_open_transaction(&data.join("out-0"))
+                && std::time::Instant::now() < until
+            {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
             s.kill();
             daemons += 1;
+            mid_transaction += usize::from(ends_in_open_transaction(&data.join("out-0")));
         }
         // Killed even if it finished: its exit status is not looked at.
         let _ = client.kill();
@@ -1189,7 +1230,12 @@ fn a_consume_transform_produce_loop_is_exactly_once_through_kills() {
     // machine's speed, so nothing is asserted of it).
     let written = kafka_support::decode_partition_records(&data.join("out-0")).len();
     println!(
-        "{clients} clients and {daemons} daemons killed; {written} records and markers in out-0 before the last client"
+        "{clients} clients and {daemons} daemons killed, {mid_transaction} daemons inside a \
+         transaction; {written} records and markers in out-0 before the last client"
+    );
+    assert!(
+        mid_transaction > 0,
+        "no kill of the daemon landed inside a transaction (seed {seed})"
     );
     let last =
         std::panic::catch_unwind(|| run_python(&py, EOS_UNTIL_DONE, &[&s.addr, &n.to_string()]));

@@ -428,7 +428,12 @@ fn readers_never_see_half_a_batch_while_appends_and_rolls_run() {
         std::thread::spawn(move || fill(&log, 200, 10, 1000))
     };
     let mut checked = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while !writer.is_finished() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer is not done after 120 s"
+        );
         let end = log.log_end_offset();
         for off in (0..end).step_by(97) {
             let r = log.read(off).unwrap();

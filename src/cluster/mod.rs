@@ -211,6 +211,12 @@ impl ClusterBackend {
         }
     }
 
+    /// Records written and not yet acknowledged or failed (what
+    /// [`ClusterBackend::close`] has to settle).
+    pub fn produces_in_flight(&self) -> usize {
+        self.shared.producer.as_ref().map_or(0, Producer::in_flight)
+    }
+
     pub fn options(&self) -> &ClusterOptions {
         &self.shared.opts
     }

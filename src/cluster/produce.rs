@@ -14,6 +14,7 @@
 //! next write, so the mount carries on without a remount.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use log::{error, warn};
@@ -48,6 +49,16 @@ struct Outcome {
 pub struct Slot {
     waiter: Arc<Waiter>,
     index: usize,
+    /// The producer's count of records not reported on yet, counted down
+    /// when the slot goes.
+    unreported: Arc<AtomicUsize>,
+}
+
+/// Reported on, or never enqueued: either way no longer in flight.
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.unreported.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 pub struct Context;
@@ -84,6 +95,7 @@ pub struct Producer {
     make: Box<dyn Fn() -> BackendResult<Inner> + Send + Sync>,
     current: RwLock<Option<Arc<Inner>>>,
     timeout: Duration,
+    unreported: Arc<AtomicUsize>,
 }
 
 /// What an append got.
@@ -105,6 +117,7 @@ impl Producer {
             make: Box::new(make),
             current: RwLock::new(Some(Arc::new(first))),
             timeout,
+            unreported: Arc::default(),
         })
     }
 
@@ -120,6 +133,12 @@ impl Producer {
         let p = Arc::new((self.make)()?);
         *slot = Some(p.clone());
         Ok(p)
+    }
+
+    /// Records handed to the producer that it has not reported on yet
+    /// (acknowledged, failed or purged).
+    pub fn in_flight(&self) -> usize {
+        self.unreported.load(Ordering::Acquire)
     }
 
     /// Drops a producer that failed fatally; the next write makes another.
@@ -151,7 +170,9 @@ impl Producer {
             let slot = Box::new(Slot {
                 waiter: waiter.clone(),
                 index,
+                unreported: self.unreported.clone(),
             });
+            self.unreported.fetch_add(1, Ordering::AcqRel);
             if let Err(e) = send(&producer, topic, partition, r, timestamp, slot, deadline) {
                 // The rest was never enqueued: nobody will report on it.
                 let mut o = waiter.state.lock();

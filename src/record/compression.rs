@@ -614,6 +614,20 @@ mod tests {
         assert!(stream(Compression::Zstd, &big).is_err());
     }
 
+    /// Joins `t`, failing the test if it has not ended within 60 s: a
+    /// deadlock fails, it does not hang the run.
+    fn join_within<T>(what: &str, t: std::thread::JoinHandle<T>) -> T {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !t.is_finished() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: not done after 60 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        t.join().unwrap()
+    }
+
     #[test]
     fn the_budget_makes_decompressions_wait_their_turn() {
         let held = reserve(DECOMPRESS_BUDGET);
@@ -623,7 +637,7 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert!(!waiter.is_finished(), "a reservation past the budget waits");
         drop(held);
-        waiter.join().unwrap();
+        join_within("the waiting reservation", waiter);
         // Decompressions as large as the budget allows, from many threads
         // at once, all finish: none waits on another while holding a share.
         let z = compress(Compression::Zstd, &vec![1u8; 40 << 20]).unwrap();
@@ -634,7 +648,7 @@ mod tests {
             })
             .collect();
         for t in threads {
-            assert_eq!(t.join().unwrap(), 40 << 20);
+            assert_eq!(join_within("a decompression", t), 40 << 20);
         }
     }
 }

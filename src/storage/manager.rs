@@ -14,7 +14,7 @@ use parking_lot::{Mutex, RwLock};
 use super::append_signal::AppendSignal;
 use super::batch_reader::read_full_at;
 use super::checkpoint::{Checkpoints, write_atomically};
-use super::cleaner::{CleanerConfig, CleanerCore, LogCleaner, LogPool};
+use super::cleaner::{CleanerConfig, CleanerCore, CleanerCounters, LogCleaner, LogPool};
 use super::config::LogConfig;
 use super::deleter::Deleter;
 use super::disk;
@@ -400,6 +400,11 @@ impl LogManager {
     /// The log cleaner's settings.
     pub fn cleaner_config(&self) -> &CleanerConfig {
         &self.cleaner_core.config
+    }
+
+    /// What the log cleaner's threads have done so far.
+    pub fn cleaner_counters(&self) -> CleanerCounters {
+        self.cleaner_core.counters()
     }
 
     /// One retention pass over every partition (offline ones are skipped).

@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use log::warn;
 use parking_lot::{Condvar, Mutex};
@@ -191,6 +192,9 @@ pub(crate) fn log_to_clean(
 pub(crate) struct CleanerManager {
     state: Mutex<ManagerState>,
     paused: Condvar,
+    /// Passes found aborted when they ended, counted before the deletion
+    /// that aborted them is let go.
+    passes_aborted: AtomicU64,
 }
 
 #[derive(Default)]
@@ -229,9 +233,26 @@ impl CleanerManager {
     /// Kafka's `doneCleaning` (and `doneDeleting`): whether the pass may
     /// write its checkpoint (it was not aborted meanwhile).
     pub fn done(&self, name: &str) -> bool {
+        self.end(name, false)
+    }
+
+    /// [`CleanerManager::done`] at the end of a cleaning pass, counting it
+    /// when it was aborted.
+    pub fn done_pass(&self, name: &str) -> bool {
+        self.end(name, true)
+    }
+
+    pub fn passes_aborted(&self) -> u64 {
+        self.passes_aborted.load(Ordering::Acquire)
+    }
+
+    fn end(&self, name: &str, pass: bool) -> bool {
         let mut st = self.state.lock();
         match st.in_progress.get(name) {
             Some(CleaningState::Aborted) => {
+                if pass {
+                    self.passes_aborted.fetch_add(1, Ordering::AcqRel);
+                }
                 st.in_progress
                     .insert(name.to_string(), CleaningState::Paused(1));
                 self.paused.notify_all();

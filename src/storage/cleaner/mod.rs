@@ -18,7 +18,7 @@
 //! `compact` file): it runs on the asking thread, with a map of its own.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -71,6 +71,18 @@ pub struct LastPass {
     pub elapsed_secs: f64,
 }
 
+/// What the cleaner threads have done so far, for whoever waits on them
+/// (a test, say): counters that only grow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CleanerCounters {
+    /// Rounds the threads ended: each one pick (and maybe a pass), then
+    /// retention over every compacted log not busy.
+    pub rounds: u64,
+    /// Passes a partition's deletion aborted while they ran (their
+    /// checkpoint not written).
+    pub passes_aborted: u64,
+}
+
 /// What every cleaner thread, and a pass asked for, share.
 pub(crate) struct CleanerCore {
     pub config: CleanerConfig,
@@ -81,6 +93,7 @@ pub(crate) struct CleanerCore {
     wake: Condvar,
     /// The offset map of passes asked for at once, made at the first one.
     asked_map: Mutex<Option<OffsetMap>>,
+    rounds: AtomicU64,
 }
 
 impl CleanerCore {
@@ -93,7 +106,15 @@ impl CleanerCore {
             sleep: Mutex::new(()),
             wake: Condvar::new(),
             asked_map: Mutex::new(None),
+            rounds: AtomicU64::new(0),
         })
+    }
+
+    pub fn counters(&self) -> CleanerCounters {
+        CleanerCounters {
+            rounds: self.rounds.load(Ordering::Acquire),
+            passes_aborted: self.manager.passes_aborted(),
+        }
     }
 
     fn check_done(&self, name: &str) -> Result<()> {
@@ -153,7 +174,7 @@ impl CleanerCore {
             Ok((end, _)) => *end,
             Err(_) => ltc.first_dirty_offset,
         };
-        if self.manager.done(&name) && !log.is_gone() {
+        if self.manager.done_pass(&name) && !log.is_gone() {
             log.set_cleaner_checkpoint(end)?;
         }
         let (end, stats) = match result {
@@ -229,6 +250,7 @@ impl CleanerCore {
                 self.manager.done(log.name());
             }
         }
+        self.rounds.fetch_add(1, Ordering::AcqRel);
         cleaned
     }
 

@@ -85,6 +85,18 @@ fn max_compaction_lag_admits_a_log_below_its_ratio() {
     assert!(ltc.needs_compaction_now);
 }
 
+/// Waits for `cond`, 30 s at most: a deadlock fails the test.
+fn within(what: &str, cond: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up after 30 s waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// Kafka's states: a pass aborted by a deletion, which waits for it.
 #[test]
 fn an_abort_waits_for_the_pass_and_pauses_the_partition() {
@@ -95,11 +107,15 @@ fn an_abort_waits_for_the_pass_and_pauses_the_partition() {
         let m = m.clone();
         std::thread::spawn(move || m.abort_and_pause("t-0"))
     };
-    while m.state_of("t-0") != Some(CleaningState::Aborted) {
-        std::thread::yield_now();
-    }
+    within("the abort", || {
+        m.state_of("t-0") == Some(CleaningState::Aborted)
+    });
+    assert!(!waiter.is_finished(), "the abort waits for the pass");
     assert!(m.check_aborted("t-0").is_err(), "the pass sees the abort");
     assert!(!m.done("t-0"), "an aborted pass writes no checkpoint");
+    within("the abort to return once the pass is done", || {
+        waiter.is_finished()
+    });
     waiter.join().unwrap();
     assert_eq!(m.state_of("t-0"), Some(CleaningState::Paused(1)));
     assert!(!m.try_begin("t-0"), "paused");
