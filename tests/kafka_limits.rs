@@ -361,6 +361,54 @@ fn a_connection_past_the_per_ip_cap_is_closed() {
     assert!(d.alive());
 }
 
+/// `max.connections.per.ip.overrides`: the override for 127.0.0.1 is the
+/// cap that applies to it, below `max.connections.per.ip`, above it, and
+/// with `max.connections.per.ip=0`; an override for another address leaves
+/// 127.0.0.1 at `max.connections.per.ip`. Two overrides in one `-o` are
+/// separated with `;`. Every connection within the cap is served; the
+/// next is closed, logged with the cap in force.
+#[test]
+fn a_per_ip_override_is_the_cap_of_its_address() {
+    for (per_ip, overrides, cap) in [
+        (3, "127.0.0.2:5;127.0.0.1:1", 1),
+        (1, "127.0.0.1:3", 3),
+        (0, "127.0.0.1:2", 2),
+        (2, "127.0.0.2:1", 2),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        let per_ip = format!("max.connections.per.ip={per_ip}");
+        let overrides = format!("max.connections.per.ip.overrides={overrides}");
+        let mut d = Daemon::start(&data, &[&per_ip, &overrides], None);
+        let mut held: Vec<Conn> = (0..cap).map(|_| Conn::new(&d.addr)).collect();
+        for c in &mut held {
+            let r: ApiVersionsResponse =
+                c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+            assert_eq!(r.error_code, 0, "{overrides}");
+        }
+        let mut extra = TcpStream::connect(&d.addr).unwrap();
+        assert!(
+            closed_by_server(&mut extra),
+            "{per_ip} {overrides}: connection {} was kept:\n{}",
+            cap + 1,
+            d.log()
+        );
+        let rejected = format!(
+            "Rejected connection from 127.0.0.1, address already has the configured maximum of {cap} connections."
+        );
+        assert!(d.log().contains(&rejected), "{overrides}:\n{}", d.log());
+        // The held ones are still served.
+        for c in &mut held {
+            let r: ApiVersionsResponse =
+                c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+            assert_eq!(r.error_code, 0, "{overrides}");
+        }
+        drop(held);
+        assert!(d.alive());
+        assert!(d.stop(), "{overrides}: the daemon did not stop cleanly");
+    }
+}
+
 /// A round trip, or `false` if the server closed the connection (its
 /// closes of the held connections may not have been counted yet).
 fn round_trip_or_closed(addr: &str) -> bool {
