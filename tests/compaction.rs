@@ -166,6 +166,78 @@ fn the_cleaner_thread_applies_retention_to_compacted_logs() {
     assert_eq!(consumed(&only).len(), 3);
 }
 
+/// `log.cleaner.enable=false`: no cleaner thread runs, so a compacted
+/// partition however dirty is never cleaned in the background, and a
+/// `compact,delete` one past its `retention.ms` is not retained (Kafka's
+/// rule: retention of compacted logs is the cleaner's); the scheduler's
+/// retention leaves both alone too. The tree's `compact` still runs a pass
+/// when asked. The control, with the cleaner on and the same settings,
+/// cleans and retains.
+#[test]
+fn a_disabled_cleaner_neither_cleans_nor_retains() {
+    for enable in [true, false] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut cleaner = cleaner_config();
+        cleaner
+            .set("log.cleaner.enable", &enable.to_string())
+            .unwrap();
+        cleaner.set("log.cleaner.threads", "1").unwrap();
+        cleaner.set("log.cleaner.backoff.ms", "10").unwrap();
+        let mgr = open_with(tmp.path(), cleaner);
+        // Nothing is cleanable while the rounds are written (no ratio is
+        // above 1); the partitions are made cleanable once they are.
+        let kv = compacted(&mgr, "kv-0");
+        kv.set_config("min.cleanable.dirty.ratio", "1").unwrap();
+        let both = compacted(&mgr, "both-0");
+        both.set_config("cleanup.policy", "compact,delete").unwrap();
+        both.set_config("min.cleanable.dirty.ratio", "1").unwrap();
+        for round in 0..10 {
+            let v = round.to_string();
+            put(&kv, &[("a", Some(&v)), ("b", Some(&v)), ("c", Some(&v))]);
+            kv.roll().unwrap();
+            put(&both, &[("a", Some(&v))]);
+            both.roll().unwrap();
+        }
+        let dirty = kv.cleaner_status().unwrap();
+        assert!(dirty.dirty_ratio > 0.5, "{}", dirty.dirty_ratio);
+        assert_eq!((dirty.checkpoint, dirty.last_pass.is_some()), (None, false));
+        let kv_segments = kv.segment_bases();
+        kv.set_config("min.cleanable.dirty.ratio", "0.01").unwrap();
+        both.set_config("retention.ms", "1").unwrap();
+        if enable {
+            wait_for("the cleaner thread's pass over kv-0", || {
+                kv.cleaner_status().unwrap().last_pass.is_some()
+            });
+            wait_for("retention of both-0", || both.log_start_offset() == 10);
+            assert_eq!(kv.cleaner_status().unwrap().checkpoint, Some(30));
+            assert_eq!(consumed(&kv).len(), 3);
+        } else {
+            // A hundred of the thread's backoffs, had it started: nothing.
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
+            while std::time::Instant::now() < until {
+                let status = kv.cleaner_status().unwrap();
+                assert_eq!(
+                    (status.checkpoint, status.last_pass.is_some()),
+                    (None, false)
+                );
+                assert_eq!(kv.segment_bases(), kv_segments);
+                assert_eq!(both.log_start_offset(), 0);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            assert_eq!(consumed(&kv).len(), 30);
+            mgr.run_retention(i64::MAX / 2).unwrap();
+            assert_eq!((both.log_start_offset(), consumed(&both).len()), (0, 10));
+            // `compact`: a pass when asked, cleaner or not.
+            let pass = kv.clean_now().unwrap().expect("a pass ran");
+            assert_eq!((pass.first_dirty_offset, pass.end_offset), (0, 30));
+            assert_eq!(consumed(&kv).len(), 3);
+            assert_eq!(kv.cleaner_status().unwrap().checkpoint, Some(30));
+        }
+        drop((kv, both));
+        mgr.close().unwrap();
+    }
+}
+
 /// A partition deleted while the cleaner thread cleans it again and
 /// again: the deletion waits for the pass, and nothing of it is left. The
 /// rounds whose deletion aborted a pass under way are counted: some must

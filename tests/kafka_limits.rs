@@ -12,7 +12,7 @@
 
 mod kafka_support;
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -402,6 +402,54 @@ fn a_connection_past_the_per_ip_cap_is_closed() {
     assert!(d.alive());
 }
 
+/// `max.connections.per.ip.overrides`: the override for 127.0.0.1 is the
+/// cap that applies to it, below `max.connections.per.ip`, above it, and
+/// with `max.connections.per.ip=0`; an override for another address leaves
+/// 127.0.0.1 at `max.connections.per.ip`. Two overrides in one `-o` are
+/// separated with `;`. Every connection within the cap is served; the
+/// next is closed, logged with the cap in force.
+#[test]
+fn a_per_ip_override_is_the_cap_of_its_address() {
+    for (per_ip, overrides, cap) in [
+        (3, "127.0.0.2:5;127.0.0.1:1", 1),
+        (1, "127.0.0.1:3", 3),
+        (0, "127.0.0.1:2", 2),
+        (2, "127.0.0.2:1", 2),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        let per_ip = format!("max.connections.per.ip={per_ip}");
+        let overrides = format!("max.connections.per.ip.overrides={overrides}");
+        let mut d = Daemon::start(&data, &[&per_ip, &overrides], None);
+        let mut held: Vec<Conn> = (0..cap).map(|_| Conn::new(&d.addr)).collect();
+        for c in &mut held {
+            let r: ApiVersionsResponse =
+                c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+            assert_eq!(r.error_code, 0, "{overrides}");
+        }
+        let mut extra = TcpStream::connect(&d.addr).unwrap();
+        assert!(
+            closed_by_server(&mut extra),
+            "{per_ip} {overrides}: connection {} was kept:\n{}",
+            cap + 1,
+            d.log()
+        );
+        let rejected = format!(
+            "Rejected connection from 127.0.0.1, address already has the configured maximum of {cap} connections."
+        );
+        assert!(d.log().contains(&rejected), "{overrides}:\n{}", d.log());
+        // The held ones are still served.
+        for c in &mut held {
+            let r: ApiVersionsResponse =
+                c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+            assert_eq!(r.error_code, 0, "{overrides}");
+        }
+        drop(held);
+        assert!(d.alive());
+        assert!(d.stop(), "{overrides}: the daemon did not stop cleanly");
+    }
+}
+
 /// A round trip, or `false` if the server closed the connection (its
 /// closes of the held connections may not have been counted yet).
 fn round_trip_or_closed(addr: &str) -> bool {
@@ -531,6 +579,127 @@ fn clients_cannot_take_the_descriptors_a_partition_needs_to_roll() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(read_back(&d.addr), expected);
+}
+
+/// Out of descriptors at `accept` (the README's "Limits"): partitions
+/// already in the directory all load, however many, so 200 of them, each
+/// holding its active segment open once written, under 256 descriptors
+/// leave fewer than the `max.connections` in force for connections. Each connection past what is left is refused: accepted on
+/// the spare descriptor and closed at once, with a log line, never left
+/// hanging; the ones accepted before are served, no partition goes
+/// offline, and once they close new connections are served again.
+#[test]
+fn out_of_descriptors_connections_are_closed_and_served_again_later() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    {
+        let mgr = LogManager::open(&data, LogConfig::default(), OpenOptions::default()).unwrap();
+        mgr.create_partition("t-0").unwrap();
+        for p in 0..200 {
+            mgr.create_partition(&format!("many-{p}")).unwrap();
+        }
+        mgr.close().unwrap();
+    }
+    let mut d = Daemon::start(&data, &[], Some(256));
+    let log = d.log();
+    let cap: usize = log
+        .split(" connections at most")
+        .next()
+        .and_then(|before| before.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no cap logged:\n{log}"));
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", d.pid()))
+            .unwrap()
+            .count()
+    };
+    // A record in each partition: each holds its active segment open.
+    let one = batch(&values("p", 1), Compression::None);
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(name("many"))
+                .with_partition_data(
+                    (0..200)
+                        .map(|p| {
+                            PartitionProduceData::default()
+                                .with_index(p)
+                                .with_records(Some(Bytes::from(one.clone())))
+                        })
+                        .collect(),
+                ),
+        ]);
+    let r: ProduceResponse = Conn::new(&d.addr).call(ApiKey::Produce, 9, &req);
+    for p in &r.responses[0].partition_responses {
+        assert_eq!(p.error_code, 0, "partition {}", p.index);
+    }
+    let held = fds();
+    assert!(
+        held > 200,
+        "{held} descriptors after writing 200 partitions"
+    );
+    let target: std::net::SocketAddr = d.addr.parse().unwrap();
+    let (mut served, mut refused) = (Vec::new(), 0);
+    for i in 0..cap {
+        let s = TcpStream::connect_timeout(&target, BOUND)
+            .unwrap_or_else(|e| panic!("connection {i} not even connected: {e}"));
+        let mut c = Conn::from_stream(s.try_clone().unwrap());
+        let frame = api_versions_frame(&mut c);
+        let mut s = s;
+        // An answer, or a close (EOF or a reset); nothing within the
+        // bound is a hang.
+        let _ = s.write_all(&frame);
+        s.set_read_timeout(Some(BOUND)).unwrap();
+        match s.peek(&mut [0u8; 1]) {
+            Ok(n) if n > 0 => {
+                c.recv_for("ApiVersions").expect("the answer");
+                served.push(c);
+            }
+            Ok(_) => refused += 1,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                panic!("connection {i} neither answered nor closed: it hangs")
+            }
+            Err(_) => refused += 1,
+        }
+    }
+    eprintln!("cap {cap}: {} served, {refused} refused", served.len());
+    assert!(refused > 0, "all {cap} were served:\n{}", d.log());
+    assert!(
+        d.log().contains("the daemon is out of file descriptors"),
+        "{}",
+        d.log()
+    );
+    // The ones accepted are still served.
+    for c in &mut served {
+        let r: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+        assert_eq!(r.error_code, 0);
+    }
+    drop(served);
+    let start = Instant::now();
+    while !round_trip_or_closed(&d.addr) {
+        assert!(start.elapsed() < BOUND, "never served again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Several at once again.
+    let mut again: Vec<Conn> = (0..5).map(|_| Conn::new(&d.addr)).collect();
+    for c in &mut again {
+        let r: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+        assert_eq!(r.error_code, 0);
+    }
+    assert_eq!(
+        produce(&d.addr, batch(&values("x", 3), Compression::None)),
+        0
+    );
+    assert!(d.alive());
+    assert!(
+        !d.log().contains("Stopping serving partition"),
+        "{}",
+        d.log()
+    );
+    drop(again);
+    assert!(d.stop());
 }
 
 /// A raw snappy block (librdkafka's framing) whose preamble claims

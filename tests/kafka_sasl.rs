@@ -692,3 +692,45 @@ fn handshake_v0_takes_bare_tokens() {
     s.wait_for_log("user \"alice\" failed to authenticate", 1);
     assert_no_secret_in_log(&s);
 }
+
+/// `connection.failed.authentication.delay.ms`: a wrong PLAIN password gets
+/// Kafka's SASL_AUTHENTICATION_FAILED, and its connection is closed no
+/// sooner than the delay after the token was sent (the lower bound the
+/// setting promises); with 0 it is closed with no wait, and never left open.
+#[test]
+fn a_failed_login_is_closed_after_the_configured_delay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = data_dir_with(tmp.path(), &["t-0"]);
+    for delay_ms in [1500u64, 0] {
+        let delay = format!("connection.failed.authentication.delay.ms={delay_ms}");
+        let mut s = sasl_server(
+            &data,
+            "SASL_PLAINTEXT://127.0.0.1:0",
+            &["sasl.enabled.mechanisms=PLAIN", &delay],
+        );
+        let mut c = start_exchange(&s.addr, "PLAIN");
+        let sent = std::time::Instant::now();
+        let r = authenticate(&mut c, format!("\0alice\0{WRONG_PASSWORD}").as_bytes())
+            .expect("an answer to a wrong password");
+        assert_eq!(r.error_code, 58, "SASL_AUTHENTICATION_FAILED");
+        // PlainSaslServer's message.
+        assert_eq!(
+            r.error_message.as_deref(),
+            Some("Authentication failed: Invalid username or password")
+        );
+        c.expect_closed("a failed login");
+        let waited = sent.elapsed();
+        assert!(
+            waited >= std::time::Duration::from_millis(delay_ms),
+            "closed {waited:?} after the token, before the {delay_ms} ms delay"
+        );
+        // A good login on a connection of its own is served meanwhile and after.
+        let mut c = start_exchange(&s.addr, "PLAIN");
+        let r = authenticate(&mut c, format!("\0alice\0{ALICE_PASSWORD}").as_bytes())
+            .expect("an answer to the right password");
+        assert_eq!(r.error_code, 0);
+        metadata_works(&mut c);
+        s.stop();
+        assert_no_secret_in_log(&s);
+    }
+}

@@ -32,6 +32,7 @@ mod matrix;
 mod mount;
 mod named;
 mod shutdown;
+mod txn;
 
 use std::path::Path;
 

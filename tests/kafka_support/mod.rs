@@ -253,7 +253,7 @@ impl Server {
         for a in args {
             all.push(a.to_string());
         }
-        Server::spawn_args(data, &log_path, opts, None, listeners, rust_log, &all)
+        Server::spawn_args(data, &log_path, opts, None, listeners, rust_log, &all, &[])
     }
 
     /// [`Server::start`] of a daemon with `nofile` descriptors
@@ -278,9 +278,26 @@ impl Server {
         listeners: &str,
         rust_log: &str,
     ) -> Server {
-        Server::spawn_args(data, log_path, opts, nofile, listeners, rust_log, &[])
+        Server::spawn_args(data, log_path, opts, nofile, listeners, rust_log, &[], &[])
     }
 
+    /// [`Server::start`] with `env` set for the daemon (`FAILPOINTS` of a
+    /// daemon built with the `failpoints` feature).
+    pub fn start_with_env(data: &Path, opts: &[&str], env: &[(&str, &str)]) -> Server {
+        let log_path = data.with_extension("serve.log");
+        Server::spawn_args(
+            data,
+            &log_path,
+            opts,
+            None,
+            "PLAINTEXT://127.0.0.1:0",
+            PARK_LOG,
+            &[],
+            env,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn spawn_args(
         data: &Path,
         log_path: &Path,
@@ -289,6 +306,7 @@ impl Server {
         listeners: &str,
         rust_log: &str,
         args: &[String],
+        env: &[(&str, &str)],
     ) -> Server {
         let log_path = log_path.to_path_buf();
         let log = std::fs::File::options()
@@ -311,6 +329,7 @@ impl Server {
         let mut child = cmd
             .arg(data)
             .env("RUST_LOG", rust_log)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
