@@ -39,6 +39,8 @@ pub struct Sys {
     pub mounted: Option<Mounted>,
     pub follower: Option<LogManager>,
     config: LogConfig,
+    /// After a crash, the follower opens before the writer's recovery.
+    pub early_follower: bool,
 }
 
 /// No cleaner thread (a pass runs when `compact` is written) and a small
@@ -110,6 +112,7 @@ impl Sys {
             mounted,
             follower: None,
             config,
+            early_follower: false,
         }
     }
 
@@ -181,11 +184,19 @@ impl Sys {
         let copy = temp_dir();
         copy_tree(self.dir.path(), copy.path()).expect("a copy of the data directory");
         self.crashed.push(std::mem::replace(&mut self.dir, copy));
-        if let Some(f) = self.follower.take() {
+        // The follower opens on the recovered directory, or (`early`)
+        // on the crashed one, before the writer's recovery.
+        let follower = self.follower.take();
+        if let Some(f) = &follower {
             f.close().expect("the follower closes");
+        }
+        if follower.is_some() && self.early_follower {
             self.start_follower();
         }
         self.mounted = Some(mount(self.dir.path(), &self.config));
+        if follower.is_some() && !self.early_follower {
+            self.start_follower();
+        }
     }
 
     /// The clean end of a case.
