@@ -102,9 +102,7 @@ fn find(log: &PartitionLog, target: i64, fetchable: i64) -> Result<Option<(i64, 
 }
 
 fn at_timestamp(log: &PartitionLog, ts: i64) -> Result<Option<(i64, i64)>> {
-    let Some(offset) = log.offset_for_timestamp(ts)? else {
-        return Ok(None);
-    };
-    let timestamp = log.read(offset).map_or(ts, |r| r.timestamp);
-    Ok(Some((timestamp, offset)))
+    Ok(log
+        .timestamp_and_offset(ts)?
+        .map(|(offset, timestamp)| (timestamp, offset)))
 }

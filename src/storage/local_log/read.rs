@@ -160,8 +160,12 @@ impl LocalLog {
     }
 
     /// Kafka's offsetsForTimes: the first offset at or after `min_offset`
-    /// whose timestamp is >= `timestamp_ms`.
-    pub fn offset_for_timestamp(&self, timestamp_ms: i64, min_offset: i64) -> Result<Option<i64>> {
+    /// whose timestamp is >= `timestamp_ms`, with that timestamp.
+    pub fn offset_for_timestamp(
+        &self,
+        timestamp_ms: i64,
+        min_offset: i64,
+    ) -> Result<Option<(i64, i64)>> {
         for seg in self.segments.list() {
             if seg.size()? == 0 || seg.largest_timestamp()? < timestamp_ms {
                 continue;

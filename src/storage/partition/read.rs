@@ -144,6 +144,13 @@ impl PartitionLog {
 
     /// Kafka's offsetsForTimes: the first offset whose timestamp is >= `timestamp_ms`.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<i64>> {
+        Ok(self.timestamp_and_offset(timestamp_ms)?.map(|(o, _)| o))
+    }
+
+    /// [`Self::offset_for_timestamp`] with the timestamp of the record
+    /// found, a transaction marker's too (ListOffsets answers both, as
+    /// Kafka's `TimestampAndOffset`).
+    pub fn timestamp_and_offset(&self, timestamp_ms: i64) -> Result<Option<(i64, i64)>> {
         self.check_online()?;
         self.local
             .offset_for_timestamp(timestamp_ms, self.log_start_offset())

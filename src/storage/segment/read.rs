@@ -290,31 +290,49 @@ impl LogSegment {
         Ok(buf)
     }
 
-    /// First record at or after `min_offset` whose timestamp is >= `timestamp`.
-    pub fn find_offset_by_timestamp(&self, timestamp: i64, min_offset: i64) -> Result<Option<i64>> {
+    /// First record at or after `min_offset` whose timestamp is >= `timestamp`
+    /// (control records too), as (offset, its timestamp): Kafka's
+    /// `LogSegment.findOffsetByTimestamp` and `searchForTimestamp`, which go
+    /// on past a batch whose max timestamp reaches the target but none of
+    /// whose records do (one the log cleaner emptied or thinned keeps the
+    /// max timestamp it had).
+    pub fn find_offset_by_timestamp(
+        &self,
+        timestamp: i64,
+        min_offset: i64,
+    ) -> Result<Option<(i64, i64)>> {
         let start_offset = {
             let ix = self.indexes()?;
             let t: TimestampOffset = ix.time.lookup(timestamp);
             ix.offset.lookup(t.offset.max(min_offset)).position as u64
         };
-        let mut candidate = None;
+        let mut found = None;
+        let mut failed = None;
         self.scan(start_offset, |pos, h| {
-            if h.max_timestamp >= timestamp && h.last_offset() >= min_offset {
-                candidate = Some((pos, *h));
-                return false;
+            if h.max_timestamp < timestamp || h.last_offset() < min_offset {
+                return true;
             }
-            true
+            let records = self
+                .read_batch(pos, h.size())
+                .and_then(|bytes| Ok(Batch::parse(&bytes)?.records()?));
+            match records {
+                Ok(records) => {
+                    found = records
+                        .into_iter()
+                        .find(|r| r.timestamp >= timestamp && r.offset >= min_offset)
+                        .map(|r| (r.offset, r.timestamp));
+                    found.is_none()
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            }
         })?;
-        let Some((pos, h)) = candidate else {
-            return Ok(None);
-        };
-        let bytes = self.read_batch(pos, h.size())?;
-        let batch = Batch::parse(&bytes)?;
-        Ok(batch
-            .records()?
-            .into_iter()
-            .find(|r| r.timestamp >= timestamp && r.offset >= min_offset)
-            .map(|r| r.offset))
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(found),
+        }
     }
 
     /// The largest timestamp in the segment (from the time index), for retention.
