@@ -156,12 +156,21 @@ impl LogWriter<'_> {
             true => &known[..],
             false => &known[..known.len().saturating_sub(1)],
         };
+        // Replaced: the name holds another file than the one last listed,
+        // or (a segment never listed since it was opened, at load) than the
+        // one the segment has open.
         let replaced: Vec<i64> = checked
             .iter()
             .copied()
             .filter(|b| {
-                let (old, new) = (inodes.get(b), present.get(b));
-                old.is_some() && new.is_some() && old != new
+                let Some(new) = present.get(b) else {
+                    return false;
+                };
+                let old = inodes
+                    .get(b)
+                    .copied()
+                    .or_else(|| self.log.segments.get(*b)?.open_ino());
+                old.is_some_and(|old| old != *new)
             })
             .collect();
         self.drop_segments(&gone, &replaced, rolled, look);

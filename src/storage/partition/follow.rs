@@ -36,7 +36,7 @@ impl PartitionLog {
         }
         // Under the writer lock, so that two readers never replay the same
         // batches.
-        let replayed = self.follow_producer_state(before);
+        let replayed = self.follow_producer_state(before, seen.log_start);
         if !seen.stale.is_empty() {
             let mut stream = self.stream.lock();
             for base in &seen.stale {
@@ -53,11 +53,13 @@ impl PartitionLog {
     }
 
     /// Producer state after the log followed its writer from `before`: the
-    /// new batches replayed, or, when the log was cut below where it was,
-    /// all of it again from the snapshots on disk.
-    fn follow_producer_state(&self, before: i64) -> Result<()> {
+    /// new batches replayed, or, when the log was cut below where it was or
+    /// its start moved past it (retention deleted batches this view never
+    /// replayed, a transaction's marker among them), all of it again from
+    /// the snapshots on disk.
+    fn follow_producer_state(&self, before: i64, log_start: i64) -> Result<()> {
         let end = self.log_end_offset();
-        if end < before {
+        if end < before || (end > before && log_start > before) {
             self.producers.reset();
             let names = std::fs::read_dir(self.dir())
                 .map_err(|e| StorageError::io(self.dir(), e))?

@@ -125,6 +125,13 @@ impl LogSegment {
         Ok(())
     }
 
+    /// The inode number of the `.log` this segment holds open, if it has
+    /// opened it: the file it reads, whatever the name now holds.
+    pub(crate) fn open_ino(&self) -> Option<u64> {
+        use std::os::unix::fs::MetadataExt;
+        self.log.get()?.metadata().ok().map(|m| m.ino())
+    }
+
     /// The `.log`'s length and inode number, through the name: a file
     /// renamed away or replaced is not the one this segment holds open.
     pub(crate) fn stat_name(&self) -> Result<Option<(u64, u64)>> {
