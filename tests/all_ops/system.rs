@@ -140,14 +140,6 @@ impl Sys {
         self.follower = Some(open_follower(self.dir.path(), &self.config));
     }
 
-    /// The follower closes and opens again.
-    pub fn restart_follower(&mut self) {
-        if let Some(f) = self.follower.take() {
-            f.close().expect("the follower closes");
-        }
-        self.start_follower();
-    }
-
     /// An unmount and a mount: the listener stops, `destroy`, a clean close.
     pub fn remount(&mut self) {
         let Mounted {
