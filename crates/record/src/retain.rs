@@ -204,7 +204,7 @@ impl Header<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Batch;
+    use crate::Batch;
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();

@@ -295,6 +295,11 @@ impl<'a> Batch<'a> {
         })
     }
 
+    /// The batch in `bytes`, whose `header` was parsed from them before.
+    pub(crate) fn from_parsed(header: BatchHeader, bytes: &'a [u8]) -> Self {
+        Batch { header, bytes }
+    }
+
     /// The whole batch, framing included.
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes

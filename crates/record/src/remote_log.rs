@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use super::internal::read_framed;
+use super::schema::codec::read_framed;
 use super::schema::{Message, Struct, StructValue, Type, Value, remote_log, uuid_string};
 
 /// The payload kafka-dump-log prints for the record at `offset`.

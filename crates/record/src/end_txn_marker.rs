@@ -8,7 +8,7 @@
 //! int32}`. The batch is uncompressed, transactional and control, carries
 //! the producer's id and epoch and no sequence, and is 78 bytes.
 
-use super::batch::{ATTRIBUTES_OFFSET, CRC_OFFSET, NO_SEQUENCE};
+use super::batch::{ATTRIBUTES_OFFSET, BatchHeader, CRC_OFFSET, NO_SEQUENCE};
 
 /// `ControlRecordType.ABORT` and `COMMIT`.
 pub const ABORT: i16 = 0;
@@ -91,6 +91,34 @@ pub fn marker_batch(b: &MarkerBatch, marker: EndTxnMarker) -> Vec<u8> {
     out
 }
 
+/// [`marker_batch`], and its header: what a log indexes the marker by,
+/// without parsing it back.
+pub fn marker_batch_parsed(b: &MarkerBatch, marker: EndTxnMarker) -> (Vec<u8>, BatchHeader) {
+    let bytes = marker_batch(b, marker);
+    let crc = u32::from_be_bytes([bytes[17], bytes[18], bytes[19], bytes[20]]);
+    (bytes, marker_header(b, crc))
+}
+
+/// The header of the batch [`marker_batch`] writes for `b`, whose CRC is
+/// `crc`.
+fn marker_header(b: &MarkerBatch, crc: u32) -> BatchHeader {
+    BatchHeader {
+        base_offset: b.base_offset,
+        batch_length: (MARKER_BATCH_LEN - 12) as i32,
+        partition_leader_epoch: b.partition_leader_epoch,
+        magic: 2,
+        crc,
+        attributes: MARKER_ATTRIBUTES,
+        last_offset_delta: 0,
+        base_timestamp: b.timestamp,
+        max_timestamp: b.timestamp,
+        producer_id: b.producer_id,
+        producer_epoch: b.producer_epoch,
+        base_sequence: NO_SEQUENCE,
+        record_count: 1,
+    }
+}
+
 /// Kafka's `ControlRecordType.parseTypeId`: the type of a control record's
 /// key, with Kafka's messages for a key it refuses. A version above 0 is
 /// read as version 0, as Kafka does.
@@ -146,7 +174,7 @@ pub fn read_marker(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<EndTxnMar
 /// The marker a control batch holds (Kafka's `ProducerAppendInfo.append`
 /// reads its first record): none when the batch is empty (the cleaner left
 /// only its header); Kafka's message when its record is not a marker.
-pub fn marker_of_batch(batch: &crate::record::Batch) -> Result<Option<EndTxnMarker>, String> {
+pub fn marker_of_batch(batch: &crate::Batch) -> Result<Option<EndTxnMarker>, String> {
     let records = batch.records().map_err(|e| e.to_string())?;
     records
         .first()
@@ -157,7 +185,7 @@ pub fn marker_of_batch(batch: &crate::record::Batch) -> Result<Option<EndTxnMark
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Batch;
+    use crate::Batch;
 
     fn hex(b: &[u8]) -> String {
         b.iter().map(|x| format!("{x:02x}")).collect()
@@ -194,6 +222,13 @@ mod tests {
         .replace(' ', "");
         assert_eq!(hex(&bytes), want);
         assert_eq!(bytes.len(), MARKER_BATCH_LEN);
+        let kind = EndTxnMarker {
+            kind: MarkerType::Abort,
+            coordinator_epoch: 7,
+        };
+        let (same, header) = marker_batch_parsed(&b, kind);
+        assert_eq!(same, bytes);
+        assert_eq!(header, BatchHeader::parse(&bytes).unwrap());
     }
 
     /// Kafka's own decoder (the kafka-protocol crate) reads a COMMIT marker
@@ -249,7 +284,7 @@ mod tests {
         );
         // The cleaner's bare header of it holds none.
         let mut empty = Vec::new();
-        crate::record::retain::empty_header(&batch.header, &mut empty);
+        crate::retain::empty_header(&batch.header, &mut empty);
         assert_eq!(marker_of_batch(&Batch::parse(&empty).unwrap()), Ok(None));
     }
 

@@ -197,7 +197,7 @@ pub fn stream_len(h: &BatchHeader, section: &[u8]) -> Result<u64, RecordError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Batch, NewRecord, encode_batch};
+    use crate::{Batch, NewRecord, encode_batch};
 
     #[test]
     fn values_match_a_full_decode() {

@@ -89,38 +89,6 @@ pub fn batch_size(records: &[NewRecord]) -> usize {
             .sum::<usize>()
 }
 
-/// Encodes one uncompressed batch, appending it to `buf`, and returns its size.
-///
-/// What commitfs writes: leader epoch 0, CreateTime, no producer id, epoch or
-/// sequence, and one timestamp for all records of the append.
-pub fn encode_batch(
-    buf: &mut Vec<u8>,
-    base_offset: i64,
-    timestamp: i64,
-    records: &[NewRecord],
-) -> usize {
-    encode_batch_compressed(buf, base_offset, timestamp, records, Compression::None)
-}
-
-/// As [`encode_batch`], with the records section compressed by `codec` in the
-/// stream format Kafka's Java producer uses; the CRC covers the compressed bytes.
-pub fn encode_batch_compressed(
-    buf: &mut Vec<u8>,
-    base_offset: i64,
-    timestamp: i64,
-    records: &[NewRecord],
-    codec: Compression,
-) -> usize {
-    assert!(!records.is_empty(), "a batch holds at least one record");
-    let start = buf.len();
-    let mut out = Vec::with_capacity(1);
-    // No limit: all the records go into the one batch.
-    let packed = super::pack::encode_batches(buf, timestamp, records, usize::MAX, codec, &mut out);
-    debug_assert!(packed.is_ok() && out.len() == 1);
-    buf[start..start + 8].copy_from_slice(&base_offset.to_be_bytes());
-    buf.len() - start
-}
-
 /// The 61-byte header of a batch commitfs writes, its length, record
 /// count, last offset delta and CRC still zero: leader epoch 0,
 /// CreateTime, no producer id, epoch or sequence, and one timestamp for

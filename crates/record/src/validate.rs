@@ -9,8 +9,7 @@
 use super::RecordError;
 use super::batch::Compression;
 use super::batch::{
-    ATTRIBUTES_OFFSET, Batch, BatchHeader, CRC_OFFSET, HEADER_LEN, MAGIC_OFFSET, compute_crc,
-    peek_frame,
+    ATTRIBUTES_OFFSET, Batch, BatchHeader, CRC_OFFSET, HEADER_LEN, compute_crc, peek_frame,
 };
 use super::compression::{self, MAX_DECOMPRESSED_SIZE};
 use super::varint::{get_varint, get_varlong};
@@ -62,7 +61,24 @@ pub fn validate_produced_batch(bytes: &[u8]) -> Result<ValidBatch, RecordError> 
             bytes.len()
         )));
     }
-    let batch = Batch::parse(bytes)?;
+    check_batch(Batch::parse(bytes)?)
+}
+
+/// [`validate_produced_batch`] of a batch whose header was parsed before
+/// (`parsed.rs`): `bytes` must be the whole batch that header says.
+pub(crate) fn validate_parsed(
+    header: BatchHeader,
+    bytes: &[u8],
+) -> Result<ValidBatch, RecordError> {
+    if header.size() != bytes.len() {
+        return validate_produced_batch(bytes);
+    }
+    check_batch(Batch::from_parsed(header, bytes))
+}
+
+/// The checks that follow the framing's: the CRC, the counts, the
+/// attributes, the sequence, every record.
+fn check_batch(batch: Batch) -> Result<ValidBatch, RecordError> {
     batch.verify_crc()?;
     let h = batch.header;
     if h.record_count <= 0 {
@@ -352,19 +368,16 @@ pub fn assign_offset(batch: &mut [u8], base_offset: i64, leader_epoch: i32) {
 }
 
 /// Kafka's `DefaultRecordBatch.setMaxTimestamp(LOG_APPEND_TIME, now)`: the
-/// timestamp-type bit and `maxTimestamp` change, and the CRC is recomputed.
+/// timestamp-type bit and `maxTimestamp` change, and the CRC is recomputed,
+/// in the batch's bytes and in `header`, its parsed header, so that what
+/// indexes the batch never reads them back from the bytes.
 /// Records keep their deltas; readers take `maxTimestamp` for every record.
-pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
-    if batch.len() < HEADER_LEN || batch[MAGIC_OFFSET] != 2 {
+pub fn set_log_append_time(batch: &mut [u8], header: &mut BatchHeader, now_ms: i64) {
+    if batch.len() < HEADER_LEN || header.magic != 2 {
         return;
     }
-    let attrs = i16::from_be_bytes([batch[ATTRIBUTES_OFFSET], batch[ATTRIBUTES_OFFSET + 1]]);
-    let current = i64::from_be_bytes(
-        batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
-            .try_into()
-            .unwrap_or([0; 8]),
-    );
-    if attrs & LOG_APPEND_TIME_FLAG != 0 && current == now_ms {
+    let attrs = header.attributes;
+    if attrs & LOG_APPEND_TIME_FLAG != 0 && header.max_timestamp == now_ms {
         return;
     }
     let attrs = attrs | LOG_APPEND_TIME_FLAG;
@@ -372,12 +385,16 @@ pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
     batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&now_ms.to_be_bytes());
     let crc = compute_crc(batch);
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    header.attributes = attrs;
+    header.max_timestamp = now_ms;
+    header.crc = crc;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Compression, NewRecord, encode_batch_compressed};
+    use crate::batch::MAGIC_OFFSET;
+    use crate::{Compression, NewRecord, encode_batch_compressed};
 
     fn batch(codec: Compression) -> Vec<u8> {
         let mut buf = Vec::new();
@@ -436,12 +453,14 @@ mod tests {
         let v = validate_produced_batch(&b).unwrap();
         assert_eq!(v.header.base_offset, 42);
         assert_eq!(v.header.partition_leader_epoch, 7);
-        set_log_append_time(&mut b, 5000);
+        let mut header = v.header;
+        set_log_append_time(&mut b, &mut header, 5000);
         let v = validate_produced_batch(&b).unwrap();
+        assert_eq!(header, v.header);
         assert_eq!(v.header.max_timestamp, 5000);
         assert_eq!(
             v.header.timestamp_type(),
-            crate::record::TimestampType::LogAppendTime
+            crate::TimestampType::LogAppendTime
         );
         let recs = Batch::parse(&b).unwrap().records().unwrap();
         assert!(recs.iter().all(|r| r.timestamp == 5000));

@@ -5,7 +5,7 @@
 
 use super::schema::transaction::{TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE};
 use super::schema::{SchemaError, StructValue, Value, decode};
-use crate::record::internal::{encode_coordinator_key, encode_coordinator_value};
+use crate::internal::{encode_coordinator_key, encode_coordinator_value};
 
 /// Kafka's `TransactionState`, by its id on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -21,24 +21,24 @@ pub enum TxnState {
 }
 
 impl TxnState {
+    /// Every state, in the order of their ids.
+    pub const ALL: [TxnState; 8] = [
+        TxnState::Empty,
+        TxnState::Ongoing,
+        TxnState::PrepareCommit,
+        TxnState::PrepareAbort,
+        TxnState::CompleteCommit,
+        TxnState::CompleteAbort,
+        TxnState::Dead,
+        TxnState::PrepareEpochFence,
+    ];
+
     pub fn id(self) -> i8 {
         self as i8
     }
 
     pub fn from_id(id: i8) -> Option<TxnState> {
-        use TxnState::*;
-        [
-            Empty,
-            Ongoing,
-            PrepareCommit,
-            PrepareAbort,
-            CompleteCommit,
-            CompleteAbort,
-            Dead,
-            PrepareEpochFence,
-        ]
-        .get(usize::try_from(id).ok()?)
-        .copied()
+        Self::ALL.get(usize::try_from(id).ok()?).copied()
     }
 
     /// As `DescribeTransactions` and kafka-dump-log name it.
@@ -322,7 +322,7 @@ mod tests {
     #[test]
     fn written_records_dump_as_kafka_prints_them() {
         let e = ongoing();
-        let text = crate::record::internal::decode_internal_record(
+        let text = crate::internal::decode_internal_record(
             "__transaction_state",
             0,
             Some(&e.key().unwrap()),

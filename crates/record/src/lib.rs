@@ -9,13 +9,21 @@
 //! [`end_txn_marker`] (transaction markers), [`txn_log`] (`__transaction_state`
 //! records as the coordinator writes them) and
 //! [`state_files`] (producer snapshots, transaction indexes).
+//!
+//! Beside them, as pure as they are: [`names`] (Kafka's topic and partition
+//! name rules) and [`error`] (the one vocabulary of what went wrong, which
+//! every layer's error maps to and the edges map to an errno or a Kafka
+//! code).
 
 pub mod batch;
 pub mod compression;
 pub mod control;
 pub mod end_txn_marker;
+pub mod error;
 pub mod internal;
+pub mod names;
 pub mod pack;
+pub mod parsed;
 pub mod records;
 pub mod remote_log;
 pub mod retain;
@@ -31,11 +39,9 @@ pub use batch::{
     compute_crc, peek_frame,
 };
 pub use compression::{MAX_DECOMPRESSED_SIZE, compress, decompress};
-pub use pack::{EncodedBatch, TooLarge, encode_batches};
-pub use records::{
-    Header, NewRecord, Record, batch_size, decode_record_at, decode_records, encode_batch,
-    encode_batch_compressed,
-};
+pub use pack::{EncodedBatch, TooLarge, encode_batch, encode_batch_compressed, encode_batches};
+pub use parsed::{Framed, ParsedBatches};
+pub use records::{Header, NewRecord, Record, batch_size, decode_record_at, decode_records};
 pub use validate::{ValidBatch, assign_offset, set_log_append_time, validate_produced_batch};
 
 /// Everything the codec can refuse. Never a panic: every input maps to one of these.

@@ -8,7 +8,10 @@
 //! itself (a profile of `cat >> log` had `body_size` and the packing at
 //! over half of the append's user time).
 
-use super::batch::{ATTRIBUTES_OFFSET, CRC_OFFSET, Compression, HEADER_LEN, LOG_OVERHEAD};
+use super::batch::{
+    ATTRIBUTES_OFFSET, BatchHeader, CRC_OFFSET, Compression, HEADER_LEN, LOG_OVERHEAD,
+    NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
+};
 use super::compression::compress;
 use super::records::{NewRecord, batch_header, put_bytes};
 use super::varint::varint_size;
@@ -25,6 +28,8 @@ pub struct EncodedBatch {
     pub records: usize,
     /// Bytes its records add to the consumer stream: each value plus `\n`.
     pub stream_bytes: u64,
+    /// Its header, so that no layer below parses it from the bytes again.
+    pub header: BatchHeader,
 }
 
 /// A record that fits no batch of its own: its batch would be `size` bytes.
@@ -217,7 +222,8 @@ fn put_plain_record(
 
 /// Completes the batch that starts at `start` and holds `count` records:
 /// its section compressed by `codec`, then its length, count and CRC.
-fn finish(buf: &mut Vec<u8>, start: usize, count: usize, codec: Compression) {
+/// Returns its header, as [`BatchHeader::parse`] would read it back.
+fn finish(buf: &mut Vec<u8>, start: usize, count: usize, codec: Compression) -> BatchHeader {
     if codec != Compression::None {
         let raw = buf.split_off(start + HEADER_LEN);
         // Compressing into memory has no I/O to fail; only a codec bug could get here.
@@ -232,6 +238,23 @@ fn finish(buf: &mut Vec<u8>, start: usize, count: usize, codec: Compression) {
     b[57..61].copy_from_slice(&(count as i32).to_be_bytes());
     let crc = crc32c::crc32c(&b[ATTRIBUTES_OFFSET..]);
     b[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    // The fields `batch_header` wrote, and the ones set above.
+    let timestamp = i64::from_be_bytes(b[27..35].try_into().unwrap_or_default());
+    BatchHeader {
+        base_offset: i64::from_be_bytes(b[..8].try_into().unwrap_or_default()),
+        batch_length: length,
+        partition_leader_epoch: 0,
+        magic: 2,
+        crc,
+        attributes: codec.id() as i16,
+        last_offset_delta: (count - 1) as i32,
+        base_timestamp: timestamp,
+        max_timestamp: timestamp,
+        producer_id: NO_PRODUCER_ID,
+        producer_epoch: NO_PRODUCER_EPOCH,
+        base_sequence: NO_SEQUENCE,
+        record_count: count as i32,
+    }
 }
 
 /// Appends `records` to `buf` as batches in the format of
@@ -261,12 +284,13 @@ pub fn encode_batches(
         let mut body = body_size(r, delta);
         let mut add = varint_size(body as i32) + body;
         if i > first && size + add > limit {
-            finish(buf, start, i - first, codec);
+            let done = finish(buf, start, i - first, codec);
             out.push(EncodedBatch {
                 range: start..buf.len(),
                 first: first as i64,
                 records: i - first,
                 stream_bytes,
+                header: done,
             });
             (start, first, size, stream_bytes) = (buf.len(), i, HEADER_LEN, 0);
             header[..8].copy_from_slice(&(i as i64).to_be_bytes());
@@ -287,12 +311,13 @@ pub fn encode_batches(
         stream_bytes += r.value.map_or(0, <[u8]>::len) as u64 + 1;
     }
     if records.len() > first {
-        finish(buf, start, records.len() - first, codec);
+        let done = finish(buf, start, records.len() - first, codec);
         out.push(EncodedBatch {
             range: start..buf.len(),
             first: first as i64,
             records: records.len() - first,
             stream_bytes,
+            header: done,
         });
     } else {
         buf.truncate(start);
@@ -300,10 +325,42 @@ pub fn encode_batches(
     Ok(())
 }
 
+/// Encodes one uncompressed batch, appending it to `buf`, and returns its size.
+///
+/// What commitfs writes: leader epoch 0, CreateTime, no producer id, epoch or
+/// sequence, and one timestamp for all records of the append.
+pub fn encode_batch(
+    buf: &mut Vec<u8>,
+    base_offset: i64,
+    timestamp: i64,
+    records: &[NewRecord],
+) -> usize {
+    encode_batch_compressed(buf, base_offset, timestamp, records, Compression::None)
+}
+
+/// As [`encode_batch`], with the records section compressed by `codec` in the
+/// stream format Kafka's Java producer uses; the CRC covers the compressed bytes.
+pub fn encode_batch_compressed(
+    buf: &mut Vec<u8>,
+    base_offset: i64,
+    timestamp: i64,
+    records: &[NewRecord],
+    codec: Compression,
+) -> usize {
+    assert!(!records.is_empty(), "a batch holds at least one record");
+    let start = buf.len();
+    let mut out = Vec::with_capacity(1);
+    // No limit: all the records go into the one batch.
+    let packed = encode_batches(buf, timestamp, records, usize::MAX, codec, &mut out);
+    debug_assert!(packed.is_ok() && out.len() == 1);
+    buf[start..start + 8].copy_from_slice(&base_offset.to_be_bytes());
+    buf.len() - start
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Batch, encode_batch_compressed};
+    use crate::{Batch, encode_batch_compressed};
 
     type Headers = Vec<(&'static str, Option<&'static [u8]>)>;
 
@@ -361,17 +418,17 @@ mod tests {
                         .map(|r| r.value.map_or(0, |v| v.len()) as u64 + 1)
                         .sum();
                     assert_eq!(b.stream_bytes, stream);
-                    Batch::parse(&buf[b.range.clone()])
-                        .unwrap()
-                        .verify_crc()
-                        .unwrap();
+                    let parsed = Batch::parse(&buf[b.range.clone()]).unwrap();
+                    parsed.verify_crc().unwrap();
+                    // What storage indexes the batch by, instead of parsing it.
+                    assert_eq!(b.header, parsed.header);
                 }
                 assert_eq!(buf, want, "codec {codec:?} limit {limit}");
                 assert_eq!(out.iter().map(|b| b.records).sum::<usize>(), recs.len());
                 if codec == Compression::None {
                     for b in &out {
                         let group = &recs[b.first as usize..b.first as usize + b.records];
-                        assert!(crate::record::batch_size(group) <= limit);
+                        assert!(crate::batch_size(group) <= limit);
                     }
                 }
             }

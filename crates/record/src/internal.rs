@@ -21,7 +21,7 @@
 //! (`Unknown record type 17 at offset 5, skipping.`, `Error at offset 5, skipping. ...`).
 
 use super::remote_log::remote_log_payload;
-use super::schema::codec::{put_uvarint, read_uvarint};
+use super::schema::codec::{put_uvarint, read_framed};
 use super::schema::{
     Field, Message, SchemaError, StructValue, Value, decode, encode, group, group_share, metadata,
     share_state, to_json, to_json_with, transaction,
@@ -356,51 +356,6 @@ fn metadata_json(buf: &[u8]) -> Result<String, String> {
         metadata_type_name(msg),
         to_json(&msg.body, version, &v)
     ))
-}
-
-/// Kafka's `AbstractApiMessageSerde.read`, the framing of `__cluster_metadata`
-/// and `__remote_log_metadata` values: an unsigned-varint frame version (1),
-/// record type and version, then the record, which must end the buffer.
-/// `schema` finds the record type's message. Errors are worded as Kafka's.
-pub(crate) fn read_framed(
-    buf: &[u8],
-    schema: fn(i16) -> Option<&'static Message>,
-) -> Result<(&'static Message, i16, StructValue), String> {
-    let mut pos = 0;
-    let mut varint = |entity: &str| -> Result<i16, String> {
-        let (v, n) =
-            read_uvarint(&buf[pos..]).map_err(|_| format!("Error while reading {entity}"))?;
-        pos += n;
-        i16::try_from(v).map_err(|_| format!("Value for {entity} was too large."))
-    };
-    let frame = varint("frame version")?;
-    if frame == 0 {
-        return Err(
-            "Could not deserialize metadata record with frame version 0. Note that upgrades \
-                    from the preview release of KRaft in 2.8 to newer versions are not supported."
-                .into(),
-        );
-    } else if frame != 1 {
-        return Err(format!(
-            "Could not deserialize metadata record due to unknown frame version {frame}(only frame version 1 is supported)"
-        ));
-    }
-    let record_type = varint("type")?;
-    let version = varint("version")?;
-    let msg = schema(record_type).ok_or_else(|| {
-        format!(
-            "org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {record_type}"
-        )
-    })?;
-    let (v, used) = decode(msg, version, &buf[pos..])
-        .map_err(|_| format!("Failed to deserialize record with type {record_type}"))?;
-    let garbage = buf.len() - pos - used;
-    if garbage > 0 {
-        return Err(format!(
-            "Found {garbage} byte(s) of garbage after {record_type}"
-        ));
-    }
-    Ok((msg, version, v))
 }
 
 /// A coordinator record's key bytes: the int16 record type, then the key

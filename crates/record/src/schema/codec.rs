@@ -407,3 +407,48 @@ pub fn read_uvarint(buf: &[u8]) -> Result<(u32, usize), SchemaError> {
     let v = r.uvarint()?;
     Ok((v, r.pos))
 }
+
+/// Kafka's `AbstractApiMessageSerde.read`, the framing of `__cluster_metadata`
+/// and `__remote_log_metadata` values: an unsigned-varint frame version (1),
+/// record type and version, then the record, which must end the buffer.
+/// `schema` finds the record type's message. Errors are worded as Kafka's.
+pub(crate) fn read_framed(
+    buf: &[u8],
+    schema: fn(i16) -> Option<&'static Message>,
+) -> Result<(&'static Message, i16, StructValue), String> {
+    let mut pos = 0;
+    let mut varint = |entity: &str| -> Result<i16, String> {
+        let (v, n) =
+            read_uvarint(&buf[pos..]).map_err(|_| format!("Error while reading {entity}"))?;
+        pos += n;
+        i16::try_from(v).map_err(|_| format!("Value for {entity} was too large."))
+    };
+    let frame = varint("frame version")?;
+    if frame == 0 {
+        return Err(
+            "Could not deserialize metadata record with frame version 0. Note that upgrades \
+                    from the preview release of KRaft in 2.8 to newer versions are not supported."
+                .into(),
+        );
+    } else if frame != 1 {
+        return Err(format!(
+            "Could not deserialize metadata record due to unknown frame version {frame}(only frame version 1 is supported)"
+        ));
+    }
+    let record_type = varint("type")?;
+    let version = varint("version")?;
+    let msg = schema(record_type).ok_or_else(|| {
+        format!(
+            "org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {record_type}"
+        )
+    })?;
+    let (v, used) = decode(msg, version, &buf[pos..])
+        .map_err(|_| format!("Failed to deserialize record with type {record_type}"))?;
+    let garbage = buf.len() - pos - used;
+    if garbage > 0 {
+        return Err(format!(
+            "Found {garbage} byte(s) of garbage after {record_type}"
+        ));
+    }
+    Ok((msg, version, v))
+}
