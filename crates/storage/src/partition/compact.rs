@@ -1,0 +1,154 @@
+//! What the log cleaner needs of a partition (Kafka's `UnifiedLog` side of
+//! compaction): its segments as they stand, producer state's last batches,
+//! the checkpoint of its first dirty offset, and the one swap of cleaned
+//! segments, under the writer lock, after which the stream forgets what it
+//! knew of the segments replaced. Also what a compacted partition refuses
+//! (a record without a key) and what `status` shows of its cleaning.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::PartitionLog;
+use crate::cleaner::{LastPass, LastRecord, cleanable_offsets, log_to_clean};
+use crate::error::{Result, StorageError};
+use crate::now_ms;
+use crate::segment::LogSegment;
+use commitfs_record::NewRecord;
+
+/// The cleaner's state of one partition, for `status`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CleanerStatus {
+    /// The first dirty offset the `cleaner-offset-checkpoint` keeps.
+    pub checkpoint: Option<i64>,
+    /// Cleanable bytes over all bytes (Kafka's `cleanableRatio`).
+    pub dirty_ratio: f64,
+    pub last_pass: Option<LastPass>,
+    /// A pass failed with something but an I/O error: not cleaned again
+    /// until a remount (or a pass asked for with `compact`).
+    pub uncleanable: bool,
+}
+
+impl PartitionLog {
+    /// The segments as they stand, for a pass (which takes no lock).
+    pub(crate) fn cleaner_segments(&self) -> Vec<Arc<LogSegment>> {
+        self.local.segment_list()
+    }
+
+    /// A compacted, writable, online partition that is still there.
+    pub(crate) fn cleanable_now(&self) -> bool {
+        self.local.writable()
+            && self.config().cleanup_policy.compact()
+            && self.health.cause().is_none()
+            && !self.local.is_deleted()
+    }
+
+    pub(crate) fn is_gone(&self) -> bool {
+        self.local.is_deleted()
+    }
+
+    pub(crate) fn cleaner_checkpoint(&self) -> Option<i64> {
+        self.checkpoints
+            .cleaner_offset(self.local.topic(), self.local.partition())
+    }
+
+    /// Writes the first dirty offset to `cleaner-offset-checkpoint`; a
+    /// failed write takes the partition offline.
+    pub(crate) fn set_cleaner_checkpoint(&self, offset: i64) -> Result<()> {
+        let written = self.checkpoints.set_cleaner_offset(
+            self.local.topic(),
+            self.local.partition(),
+            Some(offset),
+        );
+        self.health.judge("writing the cleaner checkpoint", written)
+    }
+
+    /// Kafka's `lastRecordsOfActiveProducers`.
+    pub(crate) fn last_records_of_active_producers(&self) -> HashMap<i64, LastRecord> {
+        self.producers
+            .last_records()
+            .into_iter()
+            .map(|(id, last_data_offset, epoch)| {
+                (
+                    id,
+                    LastRecord {
+                        last_data_offset,
+                        epoch,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Kafka's `UnifiedLog.replaceSegments`: the cleaned segment at `base`
+    /// takes the place of `old`. Stream lengths of the segments replaced
+    /// are dropped, on disk too, before any file is renamed, and are not
+    /// learned again until the swap is done, so none is ever saved for the
+    /// segment that takes their base. A failure of the renames takes the
+    /// partition offline; the next load completes or undoes the swap.
+    pub(crate) fn replace_segments(&self, base: i64, old: &[Arc<LogSegment>]) -> Result<()> {
+        self.health.guard("a swap of cleaned segments", || {
+            let config = self.config();
+            let mut w = self.local.writer()?;
+            let mut bases: Vec<i64> = old.iter().map(|s| s.base_offset).collect();
+            bases.push(base);
+            {
+                let mut stream = self.stream.lock();
+                stream.retire(&bases);
+                self.save_stream(&mut stream)?;
+            }
+            let swapped = w.replace_segments(base, old, &config);
+            self.stream.lock().replaced(&bases);
+            swapped?;
+            for seg in old.iter().filter(|s| s.base_offset != base) {
+                self.producers.remove_snapshot(seg.base_offset)?;
+            }
+            drop(w);
+            let mut stream = self.stream.lock();
+            self.save_stream(&mut stream)
+        })
+    }
+
+    pub(crate) fn record_pass(&self, pass: LastPass) {
+        *self.last_pass.lock() = Some(pass);
+    }
+
+    /// A pass of the log cleaner over this partition now (the tree's
+    /// `compact`), whatever its dirty ratio; `None` when nothing was
+    /// cleanable (everything is in the active segment, or clean already).
+    pub fn clean_now(self: &Arc<Self>) -> Result<Option<LastPass>> {
+        if !self.local.writable() {
+            return Err(StorageError::ReadOnly);
+        }
+        self.check_live()?;
+        self.cleaner.clean_now(self)
+    }
+
+    /// What `status` shows of the cleaner for a compacted partition.
+    pub fn cleaner_status(self: &Arc<Self>) -> Result<CleanerStatus> {
+        let checkpoint = self.cleaner_checkpoint();
+        let offsets = cleanable_offsets(self, checkpoint, now_ms())?;
+        let ltc = log_to_clean(
+            self,
+            offsets.first_dirty_offset,
+            offsets.first_uncleanable_dirty_offset,
+            false,
+        )?;
+        let ratio = if ltc.total_bytes == 0 {
+            0.0
+        } else {
+            ltc.cleanable_ratio()
+        };
+        Ok(CleanerStatus {
+            checkpoint,
+            dirty_ratio: ratio,
+            last_pass: self.last_pass.lock().clone(),
+            uncleanable: self.cleaner.manager.is_uncleanable(self.name()),
+        })
+    }
+
+    /// Kafka's `LogValidator.validateKey`: a compacted partition takes no
+    /// record without a key.
+    pub fn check_keys(&self, records: &[NewRecord]) -> Result<()> {
+        StorageError::check_keys(&self.config(), self.name(), records)
+    }
+}
