@@ -14,12 +14,11 @@ use super::{
     ErrorKind, FileInfo, LineFormat, LogControl, Offsets, Partition, RawFiles, RecordEntry,
     RootFiles, StatFs, Status,
 };
-use crate::kafka::acl::ACLS_FILE;
-use crate::kafka::auth::SCRAM_CREDENTIALS_FILE;
-use crate::record::NewRecord;
-use crate::storage::names::parse_segment_file_name;
-use crate::storage::producer_ids::PRODUCER_IDS_FILE;
-use crate::storage::{
+use commitfs_record::NewRecord;
+use commitfs_storage::names::parse_segment_file_name;
+use commitfs_storage::producer_ids::PRODUCER_IDS_FILE;
+use commitfs_storage::{ACLS_FILE, SCRAM_CREDENTIALS_FILE};
+use commitfs_storage::{
     COMMITTED_LENGTHS_FILE, CONFIG_NAMES, LogManager, PROPERTIES_FILE, PartitionFile, PartitionLog,
     STREAM_LENGTHS_FILE, StorageError, segment_file_name,
 };
@@ -41,7 +40,7 @@ fn transient_or_dot(name: &str) -> bool {
 /// What `status` shows of the log cleaner for a compacted partition: the
 /// checkpoint of its first dirty offset, its dirty ratio, and the last pass
 /// (when it ended, its dirty section, what it read and wrote).
-fn cleaner_fields(c: &crate::storage::CleanerStatus) -> Vec<(&'static str, String)> {
+fn cleaner_fields(c: &commitfs_storage::CleanerStatus) -> Vec<(&'static str, String)> {
     let mut out = vec![
         (
             "cleaner_checkpoint",
@@ -282,8 +281,9 @@ impl Partition for LocalPartition {
     /// The active segment's mtime: it moves with every append.
     fn log_mtime(&self) -> Option<SystemTime> {
         self.log.check_online().ok()?;
-        let base = self.log.active_segment_base()?;
+        let base = self.log.local().active_segment_base()?;
         self.log
+            .local()
             .file(&segment_file_name(base, "log"))
             .ok()
             .map(|f| f.mtime)
@@ -422,9 +422,10 @@ impl LogControl for LocalPartition {
 impl RawFiles for LocalPartition {
     fn files(&self) -> BackendResult<Vec<FileInfo>> {
         // Read before the sizes: a segment sealed meanwhile has its final size.
-        let active = self.log.active_segment_base();
+        let active = self.log.local().active_segment_base();
         Ok(self
             .log
+            .local()
             .files()?
             .into_iter()
             .filter(|f| shown_in_partition(&f.name))
@@ -439,8 +440,8 @@ impl RawFiles for LocalPartition {
         if !shown_in_partition(name) {
             return Err(not_shown(name));
         }
-        let active = self.log.active_segment_base();
-        let f = self.log.file(name)?;
+        let active = self.log.local().active_segment_base();
+        let f = self.log.local().file(name)?;
         Ok(file_info(f, is_sealed(name, active)))
     }
 
@@ -448,14 +449,14 @@ impl RawFiles for LocalPartition {
         if !shown_in_partition(name) {
             return Err(not_shown(name));
         }
-        Ok(self.log.read_file(name, pos, buf)?)
+        Ok(self.log.local().read_file(name, pos, buf)?)
     }
 
     fn open_file(&self, name: &str) -> BackendResult<File> {
         if !shown_in_partition(name) {
             return Err(not_shown(name));
         }
-        Ok(self.log.open_file(name)?)
+        Ok(self.log.local().open_file(name)?)
     }
 }
 

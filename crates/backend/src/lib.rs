@@ -2,7 +2,7 @@
 //!
 //! The tree's rules (names, modes, errnos, line framing, handles) are the
 //! same whatever holds the records: a local data directory ([`local`]), a
-//! Kafka cluster reached through a client library (`crate::cluster`), or
+//! Kafka cluster reached through a client library (`commitfs_cluster`), or
 //! memory ([`mem`], for tests, with injectable faults). These traits are
 //! what the tree needs of any of them. They speak in the project's own
 //! types, never in storage's or a client library's, so that each backend
@@ -29,11 +29,11 @@ use std::fs::File;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-pub use crate::error::ErrorKind;
-pub use crate::names::FileKind;
+pub use commitfs_record::error::ErrorKind;
+pub use commitfs_record::names::FileKind;
 pub use line_format::LineFormat;
 
-use crate::record::{NewRecord, Record, TimestampType};
+use commitfs_record::{NewRecord, Record, TimestampType};
 
 pub type BackendResult<T> = Result<T, BackendError>;
 
@@ -332,8 +332,8 @@ impl std::fmt::Display for BackendError {
 
 impl std::error::Error for BackendError {}
 
-impl From<crate::storage::StorageError> for BackendError {
-    fn from(e: crate::storage::StorageError) -> Self {
+impl From<commitfs_storage::StorageError> for BackendError {
+    fn from(e: commitfs_storage::StorageError) -> Self {
         BackendError::new(e.kind(), e.to_string())
     }
 }

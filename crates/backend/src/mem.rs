@@ -4,7 +4,7 @@
 //!
 //! A partition is a vector of records from offset 0 on, with a log start
 //! offset; records below it are gone. Names, topic configs and their
-//! validators are the local backend's (`crate::names`, `LogConfig`), so
+//! validators are the local backend's (`commitfs_record::names`, `LogConfig`), so
 //! `mkdir`, `rmdir` and `config/` behave as on a local mount; the line
 //! format is kept per partition, in memory. Appends are all or nothing,
 //! unless a fault says otherwise.
@@ -33,9 +33,9 @@ use super::{
     AppendError, Appended, Backend, BackendError, BackendResult, CommittedStream, ErrorKind,
     IO_SIZE, Landed, LogControl, Offsets, Partition, RecordEntry, StatFs, Status,
 };
-use crate::names::{parse_partition_name, validate_new_partition_name};
-use crate::record::{Header, NewRecord, Record, TimestampType, batch_size};
-use crate::storage::{CONFIG_NAMES, LogConfig, StorageError};
+use commitfs_record::names::{parse_partition_name, validate_new_partition_name};
+use commitfs_record::{Header, NewRecord, Record, TimestampType, batch_size};
+use commitfs_storage::{CONFIG_NAMES, LogConfig, StorageError};
 
 /// The fallible calls of the seam, by which a fault is armed for one of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
