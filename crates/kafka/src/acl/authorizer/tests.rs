@@ -1,0 +1,324 @@
+//! Cases of Kafka's `StandardAuthorizerTest` and `AclAuthorizerTest`.
+
+use std::net::IpAddr;
+
+use super::*;
+use crate::acl::model::{AclBinding, PatternType, Permission, ResourceType};
+
+use Operation::*;
+use ResourceType::{Cluster, Group, Topic, TransactionalId};
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn binding(
+    rt: ResourceType,
+    name: &str,
+    pt: PatternType,
+    principal: &str,
+    host: &str,
+    op: Operation,
+    perm: Permission,
+) -> AclBinding {
+    AclBinding {
+        resource_type: rt,
+        name: name.to_string(),
+        pattern_type: pt,
+        principal: principal.to_string(),
+        host: host.to_string(),
+        operation: op,
+        permission: perm,
+    }
+}
+
+fn allow(
+    rt: ResourceType,
+    name: &str,
+    pt: PatternType,
+    principal: &str,
+    op: Operation,
+) -> AclBinding {
+    binding(rt, name, pt, principal, "*", op, Permission::Allow)
+}
+
+fn deny(
+    rt: ResourceType,
+    name: &str,
+    pt: PatternType,
+    principal: &str,
+    op: Operation,
+) -> AclBinding {
+    binding(rt, name, pt, principal, "*", op, Permission::Deny)
+}
+
+fn authorizer(acls: &[AclBinding], super_users: &[&str], allow_everyone: bool) -> Authorizer {
+    let store = AclStore::in_memory();
+    store.create(acls).unwrap();
+    Authorizer::new(
+        AuthorizerSettings {
+            super_users: super_users.iter().map(|s| s.to_string()).collect(),
+            allow_everyone_if_no_acl: allow_everyone,
+        },
+        store,
+    )
+}
+
+fn can(a: &Authorizer, who: &str, op: Operation, rt: ResourceType, name: &str) -> bool {
+    let p = Principal::parse(who).unwrap();
+    a.authorize(&p, ip("192.168.0.1"), op, rt, name).allowed()
+}
+
+#[test]
+fn implications_of_an_allow() {
+    let a = authorizer(
+        &[
+            allow(Topic, "r", PatternType::Literal, "User:bob", Read),
+            allow(Topic, "w", PatternType::Literal, "User:bob", Write),
+            allow(Topic, "d", PatternType::Literal, "User:bob", Delete),
+            allow(Topic, "a", PatternType::Literal, "User:bob", Alter),
+            allow(Topic, "ac", PatternType::Literal, "User:bob", AlterConfigs),
+            allow(Topic, "all", PatternType::Literal, "User:bob", All),
+        ],
+        &[],
+        false,
+    );
+    for t in ["r", "w", "d", "a", "all"] {
+        assert!(can(&a, "User:bob", Describe, Topic, t), "{t}");
+    }
+    assert!(!can(&a, "User:bob", Describe, Topic, "ac"));
+    assert!(can(&a, "User:bob", DescribeConfigs, Topic, "ac"));
+    assert!(!can(&a, "User:bob", AlterConfigs, Topic, "a"));
+    assert!(
+        !can(&a, "User:bob", Write, Topic, "r"),
+        "READ does not imply WRITE"
+    );
+    assert!(!can(&a, "User:bob", Read, Topic, "w"));
+    for op in [
+        Read,
+        Write,
+        Create,
+        Delete,
+        Alter,
+        Describe,
+        DescribeConfigs,
+        AlterConfigs,
+    ] {
+        assert!(can(&a, "User:bob", op, Topic, "all"), "{op}");
+    }
+}
+
+#[test]
+fn deny_wins_and_a_deny_implies_nothing() {
+    let a = authorizer(
+        &[
+            allow(Topic, "*", PatternType::Literal, "User:*", All),
+            deny(Topic, "secret", PatternType::Literal, "User:bob", Read),
+            deny(Topic, "hidden", PatternType::Literal, "User:bob", All),
+        ],
+        &[],
+        false,
+    );
+    assert!(!can(&a, "User:bob", Read, Topic, "secret"));
+    assert!(
+        can(&a, "User:bob", Describe, Topic, "secret"),
+        "a DENY of READ is not of DESCRIBE"
+    );
+    assert!(can(&a, "User:alice", Read, Topic, "secret"));
+    assert!(!can(&a, "User:bob", Describe, Topic, "hidden"));
+    assert!(can(&a, "User:bob", Write, Topic, "other"));
+}
+
+#[test]
+fn prefixed_patterns() {
+    let a = authorizer(
+        &[
+            allow(Topic, "foo", PatternType::Prefixed, "User:bob", Read),
+            deny(Topic, "foobar", PatternType::Prefixed, "User:bob", Read),
+            allow(Group, "g-", PatternType::Prefixed, "User:bob", Read),
+        ],
+        &[],
+        false,
+    );
+    assert!(can(&a, "User:bob", Read, Topic, "foo"));
+    assert!(can(&a, "User:bob", Read, Topic, "food"));
+    assert!(!can(&a, "User:bob", Read, Topic, "foobarbaz"));
+    assert!(!can(&a, "User:bob", Read, Topic, "fo"));
+    assert!(can(&a, "User:bob", Read, Group, "g-1"));
+    assert!(!can(&a, "User:bob", Read, Group, "g"));
+    assert!(!can(&a, "User:bob", Read, Topic, "g-1"), "types are apart");
+}
+
+#[test]
+fn wildcard_principal_and_hosts() {
+    let a = authorizer(
+        &[
+            allow(Topic, "t", PatternType::Literal, "User:*", Read),
+            binding(
+                Topic,
+                "u",
+                PatternType::Literal,
+                "User:bob",
+                "192.168.0.1",
+                Write,
+                Permission::Allow,
+            ),
+            binding(
+                Topic,
+                "u",
+                PatternType::Literal,
+                "User:*",
+                "10.0.0.1",
+                Write,
+                Permission::Deny,
+            ),
+        ],
+        &[],
+        false,
+    );
+    assert!(can(&a, "User:anyone", Read, Topic, "t"));
+    // `matchingPrincipals` always holds `User:*`, whatever the type.
+    assert!(can(&a, "Group:x", Read, Topic, "t"));
+    let bob = Principal::parse("User:bob").unwrap();
+    assert!(
+        a.authorize(&bob, ip("192.168.0.1"), Write, Topic, "u")
+            .allowed()
+    );
+    assert!(
+        !a.authorize(&bob, ip("192.168.0.2"), Write, Topic, "u")
+            .allowed()
+    );
+    assert!(
+        !a.authorize(&bob, ip("10.0.0.1"), Write, Topic, "u")
+            .allowed()
+    );
+}
+
+#[test]
+fn super_users_and_the_default() {
+    let a = authorizer(
+        &[deny(Topic, "*", PatternType::Literal, "User:*", All)],
+        &["User:admin", "User:CN=x,O=y"],
+        false,
+    );
+    assert!(
+        can(&a, "User:admin", Write, Topic, "t"),
+        "a super user passes a DENY"
+    );
+    assert!(can(&a, "User:CN=x,O=y", Alter, Cluster, "kafka-cluster"));
+    assert!(!can(&a, "User:bob", Write, Topic, "t"));
+    assert!(
+        !can(&a, "User:bob", Read, Group, "g"),
+        "no ACL: denied by default"
+    );
+    assert_eq!(
+        a.authorize(&Principal::user("bob"), ip("1.2.3.4"), Read, Group, "g"),
+        Rule::NoAcl(false)
+    );
+    let everyone = authorizer(
+        &[allow(
+            Topic,
+            "mine",
+            PatternType::Literal,
+            "User:alice",
+            Read,
+        )],
+        &[],
+        true,
+    );
+    assert!(
+        can(&everyone, "User:bob", Read, Group, "g"),
+        "no ACL on it: allowed"
+    );
+    assert!(can(&everyone, "User:bob", Write, Topic, "other"));
+    assert!(
+        !can(&everyone, "User:bob", Read, Topic, "mine"),
+        "an ACL on the resource: the default no longer applies"
+    );
+    let rule = everyone.authorize(&Principal::user("bob"), ip("1.2.3.4"), Read, Topic, "mine");
+    assert_eq!(rule, Rule::Deny);
+    assert_eq!(rule.to_string(), "DefaultDeny");
+}
+
+/// `AuthorizerTest`'s authorizeByResourceType cases.
+#[test]
+fn by_resource_type() {
+    let bob = Principal::user("bob");
+    let h = ip("1.2.3.4");
+    let check = |acls: &[AclBinding]| {
+        authorizer(acls, &[], false).authorize_by_resource_type(&bob, h, Write, Topic)
+    };
+    assert!(!check(&[]));
+    assert!(check(&[allow(
+        Topic,
+        "t",
+        PatternType::Literal,
+        "User:bob",
+        Write
+    )]));
+    assert!(check(&[allow(
+        Topic,
+        "t",
+        PatternType::Literal,
+        "User:bob",
+        All
+    )]));
+    assert!(!check(&[allow(
+        Topic,
+        "t",
+        PatternType::Literal,
+        "User:bob",
+        Read
+    )]));
+    assert!(!check(&[allow(
+        Topic,
+        "t",
+        PatternType::Literal,
+        "User:alice",
+        Write
+    )]));
+    assert!(check(&[allow(
+        Topic,
+        "t",
+        PatternType::Literal,
+        "User:*",
+        Write
+    )]));
+    assert!(!check(&[
+        allow(Topic, "t", PatternType::Literal, "User:bob", Write),
+        deny(Topic, "t", PatternType::Literal, "User:bob", Write),
+    ]));
+    assert!(!check(&[
+        allow(Topic, "abc", PatternType::Prefixed, "User:bob", Write),
+        deny(Topic, "ab", PatternType::Prefixed, "User:bob", Write),
+    ]));
+    assert!(check(&[
+        allow(Topic, "abc", PatternType::Prefixed, "User:bob", Write),
+        deny(Topic, "abcd", PatternType::Prefixed, "User:bob", Write),
+    ]));
+    assert!(!check(&[
+        allow(Topic, "*", PatternType::Literal, "User:bob", Write),
+        deny(Topic, "*", PatternType::Literal, "User:bob", Write),
+    ]));
+    assert!(check(&[
+        allow(Topic, "t", PatternType::Literal, "User:bob", Write),
+        deny(Topic, "u", PatternType::Literal, "User:bob", Write),
+    ]));
+    assert!(!check(&[allow(
+        TransactionalId,
+        "t",
+        PatternType::Literal,
+        "User:bob",
+        Write
+    )]));
+    let sup = authorizer(&[], &["User:bob"], false);
+    assert!(sup.authorize_by_resource_type(&bob, h, Write, Topic));
+    let everyone = authorizer(&[], &[], true);
+    assert!(everyone.authorize_by_resource_type(&bob, h, Write, Topic));
+}
+
+#[test]
+fn audit_names() {
+    assert_eq!(resource_type_name(TransactionalId), "TransactionalId");
+    assert_eq!(resource_type_name(Topic), "Topic");
+}
