@@ -10,9 +10,9 @@ use log::debug;
 use super::error::{FsError, FsResult};
 use super::node::NodeKey;
 use super::tree::Tree;
-use crate::backend::RecordEntry;
-use crate::names::parse_partition_name;
-use crate::record::internal::decode_internal_record;
+use commitfs_backend::RecordEntry;
+use commitfs_record::internal::decode_internal_record;
+use commitfs_record::names::parse_partition_name;
 
 /// Longest xattr name the kernel passes (XATTR_NAME_MAX).
 const XATTR_NAME_MAX: usize = 255;

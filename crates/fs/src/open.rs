@@ -11,7 +11,7 @@ use super::lines::{append_held_line, append_lines};
 use super::node::{Control, NodeKey};
 use super::passthrough::{Backing, BackingFiles, Mode};
 use super::tree::Tree;
-use crate::backend::{FileKind, Partition};
+use commitfs_backend::{FileKind, Partition};
 
 /// What an open asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,23 +51,7 @@ impl Tree {
         if key.is_dir() {
             return Err(FsError::quiet(libc::EISDIR));
         }
-        if mode.write {
-            self.check_changeable(&key, format_args!("open of {path} for writing"))?;
-            if !key.writable() {
-                return Err(FsError::refuse(
-                    libc::EACCES,
-                    format!("open of {path} for writing"),
-                    "it is read-only",
-                ));
-            }
-        }
-        if mode.read && !key.readable() {
-            return Err(FsError::refuse(
-                libc::EACCES,
-                format!("open of {path} for reading"),
-                "control files are write-only",
-            ));
-        }
+        self.check_access(&key, &path, mode)?;
         if let NodeKey::RootFile(name) = &key {
             self.root_file(name)?;
             // Direct I/O: a rw daemon rewrites checkpoints by rename, so
@@ -77,26 +61,8 @@ impl Tree {
                 self.handles.insert(OpenFile { handle, key }),
             ));
         }
-        match &key {
-            NodeKey::GroupFile(..) => {
-                let (bytes, _) = self.group_file(&key)?;
-                let handle = Handle::Snapshot(bytes);
-                return Ok(Opened::direct(
-                    self.handles.insert(OpenFile { key, handle }),
-                ));
-            }
-            NodeKey::GroupOffset(g, p) => {
-                let (snapshot, _) = self.group_file(&key)?;
-                let handle = Handle::GroupOffset {
-                    group: g.clone(),
-                    partition: p.clone(),
-                    snapshot,
-                };
-                return Ok(Opened::direct(
-                    self.handles.insert(OpenFile { key, handle }),
-                ));
-            }
-            _ => {}
+        if matches!(key, NodeKey::GroupFile(..) | NodeKey::GroupOffset(..)) {
+            return self.open_group_file(key);
         }
         let p = key.partition().ok_or(FsError::quiet(libc::EISDIR))?.clone();
         let part = self.partition(&p)?;
@@ -151,6 +117,45 @@ impl Tree {
         ))
     }
 
+    /// Refuses a write to what is read-only (or to anything while the tree
+    /// is read-only) and a read of a write-only control file.
+    fn check_access(&self, key: &NodeKey, path: &str, mode: AccessMode) -> FsResult<()> {
+        if mode.write {
+            self.check_changeable(key, format_args!("open of {path} for writing"))?;
+            if !key.writable() {
+                return Err(FsError::refuse(
+                    libc::EACCES,
+                    format!("open of {path} for writing"),
+                    "it is read-only",
+                ));
+            }
+        }
+        if mode.read && !key.readable() {
+            return Err(FsError::refuse(
+                libc::EACCES,
+                format!("open of {path} for reading"),
+                "control files are write-only",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A group's files are read whole at open, so that a read sees one
+    /// state of the group.
+    fn open_group_file(&self, key: NodeKey) -> FsResult<Opened> {
+        let handle = match &key {
+            NodeKey::GroupOffset(g, p) => Handle::GroupOffset {
+                group: g.clone(),
+                partition: p.clone(),
+                snapshot: self.group_file(&key)?.0,
+            },
+            _ => Handle::Snapshot(self.group_file(&key)?.0),
+        };
+        Ok(Opened::direct(
+            self.handles.insert(OpenFile { key, handle }),
+        ))
+    }
+
     /// Sealed segments and indexes (of any segment: an active index changes
     /// only in place) are passed through. The active `.log` is not: the
     /// kernel would read past its published size, into a batch still being
@@ -169,7 +174,7 @@ impl Tree {
         let mode = self.passthrough.open(ino, want, || {
             let files = part.raw_files().ok_or(FsError::quiet(libc::ENOENT))?;
             let file = files.open_file(&name).map_err(|e| match e.kind {
-                crate::backend::ErrorKind::NotFound => FsError::quiet(libc::ENOENT),
+                commitfs_backend::ErrorKind::NotFound => FsError::quiet(libc::ENOENT),
                 _ => FsError::backend(format!("open of {path}"), &e),
             })?;
             Ok(kernel.register(&file))

@@ -5,7 +5,7 @@ use log::info;
 
 use super::error::{FsError, FsResult};
 use super::node::{Control, config_value, parse_delete_records};
-use crate::backend::{BackendResult, ErrorKind, LineFormat, LogControl, Partition};
+use commitfs_backend::{BackendResult, ErrorKind, LineFormat, LogControl, Partition};
 
 /// A write to `roll`: the command runs whatever was written.
 pub fn roll(part: &dyn Partition) -> FsResult<()> {

@@ -7,8 +7,8 @@
 use log::debug;
 
 use super::error::{FsError, FsResult};
-use crate::backend::{AppendError, LineFormat, Partition};
-use crate::record::NewRecord;
+use commitfs_backend::{AppendError, LineFormat, Partition};
+use commitfs_record::NewRecord;
 
 /// One WRITE on `log`: its complete lines (with any held start of line) become
 /// one append; the unterminated rest is held. Nothing of a refused write is

@@ -12,7 +12,7 @@ use super::handle::HandleTable;
 use super::inode::{self, InodeTable, ROOT_INO};
 use super::node::{Control, GROUPS, NodeKey, parse_offset_name};
 use super::passthrough::Passthrough;
-use crate::backend::{
+use commitfs_backend::{
     Backend, CommittedStream, ErrorKind, FileInfo, IO_SIZE, LineFormat, Partition, line_format,
 };
 
@@ -462,7 +462,7 @@ impl Tree {
         part: &dyn Partition,
         n: i64,
         key: &NodeKey,
-    ) -> FsResult<crate::backend::RecordEntry> {
+    ) -> FsResult<commitfs_backend::RecordEntry> {
         part.record(n)
             .map_err(|e| FsError::backend(format!("reading {}", key.path()), &e))
     }
@@ -510,10 +510,10 @@ pub(super) fn committed<'p>(
 }
 
 fn kafka_owned_topic(name: &str) -> Option<&str> {
-    crate::names::parse_partition_name(name)
+    commitfs_record::names::parse_partition_name(name)
         .ok()
         .map(|(topic, _)| topic)
-        .filter(|topic| crate::names::is_kafka_owned_topic(topic))
+        .filter(|topic| commitfs_record::names::is_kafka_owned_topic(topic))
 }
 
 /// How long the kernel may trust that `key`'s name exists. The names inside a
@@ -611,7 +611,7 @@ impl Tree {
     }
 
     /// `statfs` of the mount: the backend's space.
-    pub fn statfs(&self) -> FsResult<crate::backend::StatFs> {
+    pub fn statfs(&self) -> FsResult<commitfs_backend::StatFs> {
         self.backend
             .statfs()
             .map_err(|e| FsError::backend("statfs", &e))

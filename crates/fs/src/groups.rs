@@ -24,9 +24,9 @@ use super::group_tables::{self, PartitionRow};
 use super::inode;
 use super::node::{GROUP_OFFSETS, GroupFile, NodeKey};
 use super::tree::{Tree, timestamp};
-use crate::backend::groups::{Committed, Groups, Reset, TopicPartition};
-use crate::backend::{BackendError, ErrorKind};
-use crate::names::parse_partition_name;
+use commitfs_backend::groups::{Committed, Groups, Reset, TopicPartition};
+use commitfs_backend::{BackendError, ErrorKind};
+use commitfs_record::names::parse_partition_name;
 
 /// A value written to an offsets file, as `--reset-offsets` takes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -232,7 +232,7 @@ impl Tree {
     fn partition_rows(
         &self,
         committed: &[Committed],
-        members: &[crate::backend::groups::Member],
+        members: &[commitfs_backend::groups::Member],
     ) -> Vec<PartitionRow> {
         let mut rows: Vec<PartitionRow> = Vec::new();
         let mut add = |tp: &TopicPartition, offset: Option<i64>, member| match rows

@@ -9,7 +9,7 @@
 //! [`java_hash_order`]: scripts that compare the tool's output with a file
 //! see the same lines in the same order.
 
-use crate::backend::groups::{GroupDescription, Member, TopicPartition};
+use commitfs_backend::groups::{GroupDescription, Member, TopicPartition};
 
 /// The tool's `MISSING_COLUMN_VALUE`.
 const MISSING: &str = "-";

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 
 use super::node::{Control, NodeKey};
 use super::passthrough::Backing;
-use crate::backend::Partition;
+use commitfs_backend::Partition;
 
 pub enum Handle {
     /// An open directory: the listing the first READDIR saw, so that later

@@ -7,7 +7,7 @@
 
 use log::Level;
 
-use crate::backend::{BackendError, ErrorKind};
+use commitfs_backend::{BackendError, ErrorKind};
 
 pub type FsResult<T> = Result<T, FsError>;
 

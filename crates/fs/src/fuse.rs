@@ -23,7 +23,7 @@ use super::error::{FsError, FsResult};
 use super::open::{AccessMode, Opened};
 use super::passthrough::{Backing, BackingFiles};
 use super::tree::{Attr, Entry, NodeType, SetAttr, TTL, Tree};
-use crate::backend::{Backend, StatFs};
+use commitfs_backend::{Backend, StatFs};
 
 const MAX_WRITE: u32 = 1 << 20;
 
