@@ -27,8 +27,8 @@ use rdkafka::producer::{
 };
 
 use super::error;
-use crate::backend::{AppendError, BackendError, BackendResult, ErrorKind, Landed};
-use crate::record::NewRecord;
+use commitfs_backend::{AppendError, BackendError, BackendResult, ErrorKind, Landed};
+use commitfs_record::NewRecord;
 
 /// The acknowledgements one write waits for.
 #[derive(Default)]

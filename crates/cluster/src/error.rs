@@ -11,7 +11,7 @@ use std::fmt;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode as Code};
 
-use crate::backend::{BackendError, ErrorKind};
+use commitfs_backend::{BackendError, ErrorKind};
 
 /// A client or broker error code met while doing `what`.
 pub fn code(what: impl fmt::Display, code: Code, detail: Option<&str>) -> BackendError {

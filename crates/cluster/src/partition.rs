@@ -25,11 +25,11 @@ use parking_lot::Mutex;
 use super::Shared;
 use super::fetch::Chunk;
 use super::stream::{Counted, StreamIndex};
-use crate::backend::{
+use commitfs_backend::{
     AppendError, Appended, BackendError, BackendResult, ErrorKind, LineFormat, Offsets, Partition,
     RecordEntry, Status,
 };
-use crate::record::NewRecord;
+use commitfs_record::NewRecord;
 
 /// librdkafka's `RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD`: varints at their widest.
 const RECORD_V2_MAX_OVERHEAD: usize = 5 + 1 + 10 + 5 + 5 + 5 + 5;

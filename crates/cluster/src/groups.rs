@@ -18,10 +18,10 @@ use rdkafka::error::RDKafkaErrorCode as Code;
 use super::Shared;
 use super::admin::{Owned, c_text};
 use super::error;
-use crate::backend::groups::{
+use commitfs_backend::groups::{
     Committed, Coordinator, GroupDescription, Groups, Member, Reset, TopicPartition,
 };
-use crate::backend::{BackendError, BackendResult, ErrorKind};
+use commitfs_backend::{BackendError, BackendResult, ErrorKind};
 
 /// The groups of the cluster, through the mount's admin client.
 pub struct ClusterGroups {

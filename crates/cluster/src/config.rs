@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::backend::LineFormat;
+use commitfs_backend::LineFormat;
 
 use rdkafka::ClientConfig;
 

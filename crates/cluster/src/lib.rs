@@ -1,6 +1,6 @@
 //! The tree over a Kafka cluster: `commitfs mount --bootstrap-server`.
 //!
-//! A backend behind the same seam as local storage ([`crate::backend`]),
+//! A backend behind the same seam as local storage ([`commitfs_backend`]),
 //! so the tree's rules, errno table and tests are shared; only what a
 //! cluster cannot do differs (it offers no raw segment files and no `roll`
 //! or `flush`, and has an `rmdir` rule of its own). The client is librdkafka,
@@ -40,9 +40,9 @@ use rdkafka::admin::AdminClient;
 pub use config::ClusterOptions;
 pub use partition::ClusterPartition;
 
-use crate::backend::{Backend, BackendError, BackendResult, ErrorKind, Partition, StatFs};
 use admin::Admin;
 use cache::Cache;
+use commitfs_backend::{Backend, BackendError, BackendResult, ErrorKind, Partition, StatFs};
 use fetch::Fetcher;
 use produce::Producer;
 
@@ -126,9 +126,9 @@ impl Shared {
 }
 
 /// `<topic>-<partition>` split, or `None` for a name that cannot be one
-/// (Kafka's rules, `crate::names`).
+/// (Kafka's rules, `commitfs_record::names`).
 fn parse_name(name: &str) -> Option<(&str, i32)> {
-    let (topic, p) = crate::names::parse_partition_name(name).ok()?;
+    let (topic, p) = commitfs_record::names::parse_partition_name(name).ok()?;
     Some((topic, p as i32))
 }
 
@@ -319,7 +319,7 @@ impl Backend for ClusterBackend {
         self.shared.opts.read_only
     }
 
-    fn groups(&self) -> Option<&dyn crate::backend::groups::Groups> {
+    fn groups(&self) -> Option<&dyn commitfs_backend::groups::Groups> {
         Some(&self.groups)
     }
 
@@ -358,8 +358,8 @@ impl Backend for ClusterBackend {
     /// next partition of an existing one; the listener's no-holes rule.
     fn create_partition(&self, name: &str) -> BackendResult<()> {
         self.shared.writable()?;
-        let (topic, id) =
-            crate::names::validate_new_partition_name(name).map_err(|why| bad_name(name, why))?;
+        let (topic, id) = commitfs_record::names::validate_new_partition_name(name)
+            .map_err(|why| bad_name(name, why))?;
         let id = id as usize;
         match self.partition_count(topic)? {
             None if id == 0 => {
@@ -437,8 +437,8 @@ impl Backend for ClusterBackend {
     /// network filesystems that cannot tell.
     fn statfs(&self) -> BackendResult<StatFs> {
         Ok(StatFs {
-            bsize: crate::backend::IO_SIZE,
-            frsize: crate::backend::IO_SIZE,
+            bsize: commitfs_backend::IO_SIZE,
+            frsize: commitfs_backend::IO_SIZE,
             ..StatFs::default()
         })
     }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::fetch::Chunk;
-use crate::backend::{BackendError, BackendResult, ErrorKind};
+use commitfs_backend::{BackendError, BackendResult, ErrorKind};
 
 /// Spans kept per partition before they are merged in pairs.
 pub const MAX_SPANS: usize = 256;
@@ -327,8 +327,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::cluster::fetch::Fetched;
-    use crate::record::{Record, TimestampType};
+    use crate::fetch::Fetched;
+    use commitfs_record::{Record, TimestampType};
 
     /// A log of `n` records with values `v<i>` (i printed in full), offsets
     /// `0..n`, served 7 records per chunk; `marker` holds no record.

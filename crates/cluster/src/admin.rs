@@ -24,7 +24,7 @@ use rdkafka::error::RDKafkaErrorCode as Code;
 use rdkafka::metadata::Metadata;
 
 use super::error;
-use crate::backend::{BackendError, BackendResult, ErrorKind};
+use commitfs_backend::{BackendError, BackendResult, ErrorKind};
 
 pub struct Admin {
     client: AdminClient<DefaultClientContext>,

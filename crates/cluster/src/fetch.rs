@@ -19,8 +19,8 @@ use rdkafka::message::{Headers, Message, Timestamp};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::error;
-use crate::backend::{BackendError, BackendResult, ErrorKind};
-use crate::record::{Header, Record, TimestampType};
+use commitfs_backend::{BackendError, BackendResult, ErrorKind};
+use commitfs_record::{Header, Record, TimestampType};
 
 /// A chunk stops growing at about this many record bytes (a fetch's worth).
 pub const CHUNK_BYTES: usize = 1 << 20;
