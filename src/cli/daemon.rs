@@ -1,6 +1,7 @@
 //! What every long-running commitfs process shares, whatever face it serves:
 //! starting as a daemon that reports when it is live, the signals that end
-//! it, opening the data directory, and the periodic storage work.
+//! it, and the [`Daemon`]: the data directory (which runs its own timed
+//! jobs) and the services over it, started and stopped as one.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
@@ -9,15 +10,16 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use commitfs::backend::groups::Groups;
 use commitfs::backend::local::DAEMON_LOG_FILE;
-use commitfs::storage::{LogManager, OpenOptions, StorageError};
+use commitfs::kafka::KafkaServer;
+use commitfs::kafka::group::admin::CoordinatorGroups;
+use commitfs::storage::{LogManager, OpenOptions, StorageError, TimedJobs};
 use log::{error, info, warn};
 
-const FLUSH_CHECK: Duration = Duration::from_millis(500);
+use super::options::DaemonOptions;
 
 /// Re-executes this program with `args` (a foreground command taking
 /// `--ready-fd`) as a new session leader logging to `log`, and returns its
@@ -189,7 +191,7 @@ pub fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-pub fn raise_nofile_limit() {
+fn raise_nofile_limit() {
     // SAFETY: plain syscalls on a local struct.
     unsafe {
         let mut lim: libc::rlimit = std::mem::zeroed();
@@ -207,9 +209,9 @@ pub fn raise_nofile_limit() {
 
 /// Opens the data directory for a daemon: a daemon of the same directory
 /// still finishing its shutdown is waited for; a live one is refused.
-pub fn open_storage(
+fn open_storage(
     data: &Path,
-    d: &super::options::DaemonOptions,
+    d: &DaemonOptions,
     command: &str,
     ready: &Ready,
 ) -> Result<Arc<LogManager>, String> {
@@ -222,6 +224,10 @@ pub fn open_storage(
     let opts = OpenOptions {
         read_only,
         cleaner: d.cleaner.clone(),
+        timed: Some(TimedJobs {
+            retention_check: d.retention_check,
+            ..TimedJobs::default()
+        }),
     };
     let progress = |line: &str| ready.progress(line);
     let manager = LogManager::open_with_progress(data, defaults.clone(), opts, &progress).map_err(
@@ -238,7 +244,7 @@ pub fn open_storage(
 /// Sets `max.broker.partitions` on the data directory: `configured`, or
 /// as many partitions as the daemon's descriptors hold (call after
 /// [`raise_nofile_limit`]). Logged, since past it creations are refused.
-pub fn limit_partitions(manager: &LogManager, configured: Option<usize>) {
+fn limit_partitions(manager: &LogManager, configured: Option<usize>) {
     use commitfs::kafka::limits::{default_max_partitions, nofile_limit, partition_fds};
     let nofile = nofile_limit();
     let max = configured.unwrap_or_else(|| default_max_partitions(nofile));
@@ -308,59 +314,180 @@ impl Signals {
     }
 }
 
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+/// What a data directory's daemon runs, whatever face it shows (`serve`
+/// shows only the listener; `mount` adds its FUSE session on top): the
+/// storage with its timed jobs, the Kafka listener with its coordinators,
+/// and the group coordinator the tree shows. A service to come (metrics,
+/// remote storage) is one more field and one more step of
+/// [`Daemon::start`] and of [`Daemon::stop`].
+///
+/// Started in one order, each service on those before it; stopped in the
+/// reverse order in one call, so the listener and its connections end
+/// before the storage closes. A start that fails stops what it started.
+pub struct Daemon {
+    data: PathBuf,
+    storage: Arc<LogManager>,
+    /// `None`: nothing listens (a mount without `listeners`).
+    kafka: Option<KafkaServer>,
+    /// The listener's group coordinator, or without one the tree's own.
+    groups: Arc<dyn Groups>,
+    stopped: bool,
 }
 
-/// Periodic storage work on its own thread: `flush.ms` flushes and the
-/// retention check. Storage takes its own locks; this thread holds none.
-pub struct Scheduler {
-    stop: mpsc::Sender<()>,
-    thread: thread::JoinHandle<()>,
+/// What [`Daemon::start`] needs.
+pub struct DaemonSpec<'a> {
+    /// The data directory, canonical.
+    pub data: &'a Path,
+    pub options: &'a DaemonOptions,
+    /// The command, for messages: `mount`, `serve`.
+    pub command: &'static str,
+    /// Whether a daemon without a listener is refused (`serve`).
+    pub needs_listener: bool,
+    pub ready: &'a Ready,
 }
 
-impl Scheduler {
-    pub fn start(manager: Arc<LogManager>, retention_every: Duration) -> Result<Scheduler, String> {
-        let (stop, rx) = mpsc::channel::<()>();
-        let thread = thread::Builder::new()
-            .name("scheduler".into())
-            .spawn(move || run_scheduler(&manager, retention_every, rx))
-            .map_err(|e| format!("cannot start the scheduler thread: {e}"))?;
-        Ok(Scheduler { stop, thread })
-    }
-
-    pub fn stop(self) {
-        drop(self.stop);
-        let _ = self.thread.join();
-    }
-}
-
-fn run_scheduler(manager: &LogManager, retention_every: Duration, stop: mpsc::Receiver<()>) {
-    if manager.read_only() {
-        let _ = stop.recv();
-        return;
-    }
-    let mut next_retention = Instant::now() + retention_every;
-    loop {
-        match stop.recv_timeout(FLUSH_CHECK) {
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-        let guarded = |what: &str, f: &dyn Fn() -> commitfs::storage::Result<()>| {
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => error!("{what} failed: {e}"),
-                Err(_) => error!("{what} panicked"),
-            }
+impl Daemon {
+    /// Opens the storage (which starts its jobs), then the listener.
+    pub fn start(spec: &DaemonSpec) -> Result<Daemon, String> {
+        let d = spec.options;
+        raise_nofile_limit();
+        let storage = open_storage(spec.data, d, spec.command, spec.ready)?;
+        limit_partitions(&storage, d.max_partitions);
+        // A coordinator of the tree's own until a listener brings its own.
+        let groups: Arc<dyn Groups> = Arc::new(CoordinatorGroups::standalone(
+            storage.clone(),
+            d.kafka.groups.clone(),
+        ));
+        let mut daemon = Daemon {
+            data: spec.data.to_path_buf(),
+            storage,
+            kafka: None,
+            groups,
+            stopped: false,
         };
-        guarded("scheduled flush", &|| {
-            manager.run_scheduled_flushes(now_ms())
-        });
-        if Instant::now() >= next_retention {
-            guarded("retention check", &|| manager.run_retention(now_ms()));
-            next_retention = Instant::now() + retention_every;
+        let started = KafkaServer::start(daemon.storage.clone(), d.kafka.clone());
+        match started {
+            Ok(Some(k)) => {
+                daemon.groups = Arc::new(k.groups());
+                daemon.kafka = Some(k);
+            }
+            Ok(None) if spec.needs_listener => {
+                return Err(daemon.fail("no listener is configured".to_string()));
+            }
+            Ok(None) => {}
+            Err(e) => return Err(daemon.fail(e)),
         }
+        info!("Daemon services: {}", daemon.services().join(", "));
+        Ok(daemon)
+    }
+
+    /// Stops what started, for a start that failed with `e`.
+    fn fail(mut self, e: String) -> String {
+        if let Err(ce) = self.shutdown() {
+            error!("{ce}");
+        }
+        e
+    }
+
+    pub fn storage(&self) -> &Arc<LogManager> {
+        &self.storage
+    }
+
+    pub fn kafka(&self) -> Option<&KafkaServer> {
+        self.kafka.as_ref()
+    }
+
+    /// The group coordinator the tree's `groups/` shows.
+    pub fn groups(&self) -> Arc<dyn Groups> {
+        self.groups.clone()
+    }
+
+    /// What runs, in the order it started: the storage with each of its
+    /// timed jobs, then the listener.
+    pub fn services(&self) -> Vec<String> {
+        let mut out = vec![format!("storage [{}]", self.storage.jobs().join(" "))];
+        if self.kafka.is_some() {
+            out.push("kafka-listener".to_string());
+        }
+        out
+    }
+
+    /// Stops every service, in the reverse order of the start. Idempotent.
+    pub fn stop(mut self) -> Result<(), String> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<(), String> {
+        if std::mem::replace(&mut self.stopped, true) {
+            return Ok(());
+        }
+        if let Some(mut k) = self.kafka.take() {
+            k.stop();
+        }
+        self.storage
+            .close()
+            .map_err(|e| format!("closing {} failed: {e}", self.data.display()))
+    }
+}
+
+/// A daemon dropped unstopped (a start that failed later, in the face's own
+/// steps) still stops in order.
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            error!("{e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec<'a>(data: &'a Path, options: &'a DaemonOptions, ready: &'a Ready) -> DaemonSpec<'a> {
+        DaemonSpec {
+            data,
+            options,
+            command: "test",
+            needs_listener: false,
+            ready,
+        }
+    }
+
+    #[test]
+    fn a_daemon_runs_the_storage_jobs_and_stops_in_one_call() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (options, ready) = (DaemonOptions::default(), Ready::from_fd(None));
+        let daemon = Daemon::start(&spec(tmp.path(), &options, &ready)).unwrap();
+        assert_eq!(
+            daemon.services(),
+            ["storage [kafka-log-cleaner-thread-0 kafka-log-flusher kafka-log-retention]"]
+        );
+        let storage = daemon.storage().clone();
+        daemon.stop().unwrap();
+        assert!(storage.jobs().is_empty());
+        assert!(
+            tmp.path()
+                .join(commitfs::storage::CLEAN_SHUTDOWN_FILE)
+                .exists()
+        );
+    }
+
+    /// A start that fails after the storage opened closes it: the
+    /// directory is left clean and unlocked.
+    #[test]
+    fn a_failed_start_closes_what_it_opened() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (options, ready) = (DaemonOptions::default(), Ready::from_fd(None));
+        let mut s = spec(tmp.path(), &options, &ready);
+        s.needs_listener = true;
+        let err = Daemon::start(&s).err().expect("no listener is refused");
+        assert_eq!(err, "no listener is configured");
+        assert!(
+            tmp.path()
+                .join(commitfs::storage::CLEAN_SHUTDOWN_FILE)
+                .exists()
+        );
+        assert!(!commitfs::storage::is_locked(tmp.path()));
     }
 }

@@ -30,7 +30,7 @@ use log::{Level, Log, Metadata, Record};
 
 /// The tree's lines are not limited: each refusal there answers a local
 /// user's own system call with an errno, and its one line says why.
-const TREE: &str = "commitfs::fs";
+const TREE: &str = "commitfs_fs";
 
 /// Lines one call site may write per [`WINDOW`].
 pub const BURST: u32 = 10;

@@ -9,12 +9,10 @@ use clap::Args;
 use commitfs::backend::Backend;
 use commitfs::backend::local::LocalBackend;
 use commitfs::fs::CommitFs;
-use commitfs::kafka::KafkaServer;
-use commitfs::kafka::group::admin::CoordinatorGroups;
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use log::{error, info, warn};
 
-use super::daemon::{self, Ready, Scheduler, Signals, Stop};
+use super::daemon::{self, Daemon, DaemonSpec, Ready, Signals, Stop};
 use super::options::{DaemonOptions, tokens};
 
 #[derive(Args, Debug)]
@@ -314,43 +312,29 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
         fuse,
     } = opts;
     let (data, mnt) = prepare_dirs(args, d.read_only)?;
-    daemon::raise_nofile_limit();
-    let manager = daemon::open_storage(&data, &d, "mount", ready)?;
-    daemon::limit_partitions(&manager, d.max_partitions);
-    let close = |e: String| {
-        if let Err(ce) = manager.close() {
-            error!("closing {} failed: {ce}", data.display());
-        }
-        e
+    let spec = DaemonSpec {
+        data: &data,
+        options: &d,
+        command: "mount",
+        needs_listener: false,
+        ready,
     };
-    // Bound before the mount, so a listener that cannot bind fails the mount
-    // with nothing to undo but the storage.
-    let mut kafka = KafkaServer::start(manager.clone(), d.kafka.clone()).map_err(close)?;
-    // Without a listener the coordinator is the tree's alone: groups/
-    // shows what __consumer_offsets holds, and resets and deletes write
-    // there as the listener's coordinator would.
-    let groups: Arc<dyn commitfs::backend::groups::Groups> = match &kafka {
-        Some(k) => Arc::new(k.groups()),
-        None => Arc::new(CoordinatorGroups::standalone(
-            manager.clone(),
-            d.kafka.groups.clone(),
-        )),
-    };
+    // The listener binds before the mount, so one that cannot bind fails
+    // the mount with nothing to undo but what the daemon started.
+    let daemon = Daemon::start(&spec)?;
+    let manager = daemon.storage().clone();
     let backend = Arc::new(
         LocalBackend::new(manager.clone())
             .with_line_format(d.line_format.clone())
-            .with_groups(groups),
+            .with_groups(daemon.groups()),
     );
     let session = SessionSpec {
         threads: args.threads,
         options: fuse,
         acl,
     };
-    let (unmounter, session) = mount_session(&session, backend, &mnt).map_err(|e| {
-        drop(kafka.take());
-        close(e)
-    })?;
-    let scheduler = Scheduler::start(manager.clone(), d.retention_check)?;
+    // Failed, the daemon's drop stops what it started.
+    let (unmounter, session) = mount_session(&session, backend, &mnt)?;
     if let Err(e) = manager.note_holder(&super::lock::mounted_note(&mnt)) {
         warn!("could not note the mount in {}: {e}", data.display());
     }
@@ -363,15 +347,9 @@ fn serve(args: &MountArgs, opts: Options, ready: &mut Ready) -> Result<(), Strin
     ready.live();
     let forced = wait_for_unmount(&signals, unmounter, &mnt);
     let result = if forced { Ok(()) } else { session_end(session) };
-    // The listener and its connections end before the storage closes.
-    if let Some(mut k) = kafka.take() {
-        k.stop();
-    }
-    scheduler.stop();
     info!("Unmounted {}; shutting down the log manager", mnt.display());
-    manager
-        .close()
-        .map_err(|e| format!("closing {} failed: {e}", data.display()))?;
+    drop(manager);
+    daemon.stop()?;
     info!(
         "Shutdown of {} complete{}",
         data.display(),

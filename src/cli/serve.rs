@@ -7,10 +7,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use commitfs::kafka::KafkaServer;
 use log::{error, info};
 
-use super::daemon::{self, Ready, Scheduler, Signals, Stop};
+use super::daemon::{Daemon, DaemonSpec, Ready, Signals, Stop};
 use super::options::{DaemonOptions, tokens};
 
 #[derive(Args, Debug)]
@@ -112,21 +111,16 @@ fn serve(args: &ServeArgs, opts: DaemonOptions) -> Result<(), String> {
         .data_dir
         .canonicalize()
         .map_err(|e| format!("{}: {e}", args.data_dir.display()))?;
-    daemon::raise_nofile_limit();
-    let manager = daemon::open_storage(&data, &opts, "serve", &Ready::from_fd(None))?;
-    daemon::limit_partitions(&manager, opts.max_partitions);
-    let started = KafkaServer::start(manager.clone(), opts.kafka.clone())
-        .and_then(|s| s.ok_or_else(|| "no listener is configured".to_string()));
-    let mut server = match started {
-        Ok(s) => s,
-        Err(e) => {
-            if let Err(ce) = manager.close() {
-                error!("closing {} failed: {ce}", data.display());
-            }
-            return Err(e);
-        }
+    let ready = Ready::from_fd(None);
+    let spec = DaemonSpec {
+        data: &data,
+        options: &opts,
+        command: "serve",
+        needs_listener: true,
+        ready: &ready,
     };
-    let scheduler = Scheduler::start(manager.clone(), opts.retention_check)?;
+    let daemon = Daemon::start(&spec)?;
+    let (manager, server) = (daemon.storage(), daemon.kafka().expect("a listener"));
     let addrs: Vec<String> = server.local_addrs().iter().map(|a| a.to_string()).collect();
     if let Err(e) = manager.note_holder(&format!("served over Kafka on {}", addrs.join(", "))) {
         log::warn!("could not note the listener in {}: {e}", data.display());
@@ -140,11 +134,7 @@ fn serve(args: &ServeArgs, opts: DaemonOptions) -> Result<(), String> {
     if let Stop::Asked(name) = signals.wait() {
         info!("Received {name}, stopping the Kafka listener");
     }
-    server.stop();
-    scheduler.stop();
-    manager
-        .close()
-        .map_err(|e| format!("closing {} failed: {e}", data.display()))?;
+    daemon.stop()?;
     info!("Shutdown of {} complete", data.display());
     Ok(())
 }
