@@ -39,6 +39,49 @@ fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
+/// The services a daemon logged it runs (`Daemon services: ...`), waited
+/// for: the line comes once the listener is up, which the caller saw.
+fn daemon_services(log: impl Fn() -> String) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = log();
+        let line = text.lines().find_map(|l| l.split_once("Daemon services: "));
+        if let Some((_, services)) = line {
+            return services.to_string();
+        }
+        assert!(Instant::now() < deadline, "no services line:\n{text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `serve` and `mount` are one daemon: whichever face, the same services
+/// start (the storage with its timed jobs, the listener), and both stop
+/// cleanly.
+#[test]
+fn serve_and_mount_run_the_same_services() {
+    if !fuse_or_skip() {
+        return;
+    }
+    let opts = ["log.retention.check.interval.ms=1000"];
+    let (mut m, _) = mount_with_listener(&opts);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut served = kafka_support::Server::start(&tmp.path().join("data"), &opts);
+    let mounted = daemon_services(|| m.log());
+    assert_eq!(daemon_services(|| served.log()), mounted);
+    for job in [
+        "kafka-log-retention",
+        "kafka-log-flusher",
+        "kafka-log-cleaner-thread-0",
+    ] {
+        assert!(mounted.contains(job), "{job} is not in {mounted}");
+    }
+    assert!(mounted.ends_with("kafka-listener"), "{mounted}");
+    assert!(served.stop(), "serve stops cleanly:\n{}", served.log());
+    m.unmount_clean();
+    assert!(tmp.path().join("data/.kafka_cleanshutdown").exists());
+    assert!(m.data.join(".kafka_cleanshutdown").exists());
+}
+
 /// A mount with a listener on a port of its own (port 0, the port taken
 /// from the daemon's log line); returns it and the address.
 pub fn mount_with_listener(extra: &[&str]) -> (Mount, String) {

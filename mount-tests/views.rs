@@ -192,8 +192,8 @@ fn a_background_pass_after_a_time_roll_leaves_every_view_right() {
     let saved = std::fs::read_to_string(&lengths).unwrap();
     let first = saved.lines().next().expect("a saved length").to_string();
     let fields: Vec<&str> = first.split(' ').collect();
-    assert_eq!(fields.len(), 3, "base length size: {saved}");
-    let wrong = format!("{} 37895 {}", fields[0], fields[2]);
+    assert_eq!(fields.len(), 4, "base length size inode: {saved}");
+    let wrong = format!("{} 37895 {} {}", fields[0], fields[2], fields[3]);
     std::fs::write(&lengths, saved.replacen(&first, &wrong, 1)).unwrap();
     let out = bounded::run(
         Command::new(BIN).arg("check").arg(&m.data),

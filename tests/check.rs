@@ -291,6 +291,60 @@ fn a_clean_data_dir_has_neither_problems_nor_notes() {
     assert!(out.contains(": 0 problems, 0 notes"), "{out}");
 }
 
+/// An append's index entries and max timestamps come from the headers
+/// parsed (a Produce's) or encoded (the tree's) once on its way down, never
+/// read back from its bytes: after Produces of two batches of scattered
+/// timestamps, and the tree's appends, under CreateTime and LogAppendTime,
+/// across rolls, every index is what a rebuild from the `.log` gives, and
+/// the largest timestamp is the one the batches were stored with.
+#[test]
+fn indexes_from_parsed_headers_match_the_log() {
+    for timestamp_type in ["CreateTime", "LogAppendTime"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut c = config();
+        c.set("message.timestamp.type", timestamp_type).unwrap();
+        let mgr = LogManager::open(tmp.path(), c.clone(), OpenOptions::default()).unwrap();
+        let log = mgr.create_partition("t-0").unwrap();
+        let v = vec![b'v'; 3000];
+        let recs: Vec<NewRecord> = (0..4).map(|_| NewRecord::value(&v)).collect();
+        let (created, mut largest) = (1_700_000_000_000i64, 0);
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        for i in 0..200i64 {
+            if i % 3 == 0 {
+                log.append(&recs).unwrap();
+                continue;
+            }
+            let ts = created + (i * 7919 % 61) * 1000;
+            largest = largest.max(ts);
+            let mut buf = Vec::new();
+            commitfs::record::encode_batch(&mut buf, 0, ts, &recs);
+            commitfs::record::encode_batch(&mut buf, 0, ts - 5000, &recs[..1]);
+            log.append_produced(&buf).unwrap();
+        }
+        assert!(log.segment_bases().len() > 2, "{timestamp_type}");
+        let max = log.local().max_timestamp().unwrap().unwrap();
+        if timestamp_type == "CreateTime" {
+            // The tree's batches carry the append's time, after the rest.
+            assert!(max >= before, "{timestamp_type}: {max}");
+            assert!(log.offset_for_timestamp(largest).unwrap().is_some());
+        } else {
+            assert!(max >= before && max > largest, "{timestamp_type}: {max}");
+        }
+        drop(log);
+        mgr.close().unwrap();
+        let r = check_data_dir(tmp.path(), &c, None).unwrap();
+        assert!(
+            r.is_clean(),
+            "{timestamp_type}: {:?} {:?}",
+            r.problems,
+            r.notes
+        );
+    }
+}
+
 /// An empty offset index is one Kafka loads and looks up through (from the
 /// segment's start); an empty time index likewise. Both are notes, for the
 /// sealed segments and the active one alike, after a clean shutdown.
@@ -683,6 +737,8 @@ fn wrong_saved_stream_lengths_are_problems_and_repaired() {
     let right: u64 = lines[0][1].parse().unwrap();
     lines[0][1] = (right + 1).to_string();
     lines[1][2] = "7".to_string();
+    // The third counted on another file of its size (a replaced segment).
+    lines[2][3] = "1".to_string();
     let text: String = lines.iter().map(|l| l.join(" ") + "\n").collect();
     fs::write(&lengths, &text).unwrap();
     let (code, out) = check(tmp.path(), &[]);
@@ -696,6 +752,7 @@ fn wrong_saved_stream_lengths_are_problems_and_repaired() {
         "{out}"
     );
     assert!(out.contains("counted at 7 bytes"), "{out}");
+    assert!(out.contains("counted on another file (inode 1)"), "{out}");
     assert!(out.contains("1 problems"), "{out}");
 
     let (code, out) = check(tmp.path(), &["--repair"]);

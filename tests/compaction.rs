@@ -37,6 +37,7 @@ pub fn open_with(dir: &Path, cleaner: CleanerConfig) -> LogManager {
     let opts = OpenOptions {
         read_only: false,
         cleaner,
+        ..OpenOptions::default()
     };
     LogManager::open(dir, LogConfig::default(), opts).unwrap()
 }
@@ -69,7 +70,7 @@ pub fn put(log: &PartitionLog, records: &[(&str, Option<&str>)]) {
 /// The (offset, key, value) a consumer from the log start reads, through
 /// kafka-protocol's decoder.
 pub fn consumed(log: &PartitionLog) -> Vec<(i64, String, Option<String>)> {
-    decode::records_from(log.dir(), log.log_start_offset())
+    decode::records_from(log.local().dir(), log.log_start_offset())
         .into_iter()
         .map(|r| {
             (
@@ -284,12 +285,12 @@ fn dump_shows_delete_horizons() {
     put(&log, &[("b", Some("2"))]);
     log.roll().unwrap();
     log.clean_now().unwrap().unwrap();
-    let horizon = decode::decode_dir(log.dir())
+    let horizon = decode::decode_dir(log.local().dir())
         .iter()
         .find(|b| b.delete_horizon)
         .map(|b| b.base_timestamp)
         .expect("a batch with a horizon");
-    let seg = log.dir().join(format!("{:020}.log", 0));
+    let seg = log.local().dir().join(format!("{:020}.log", 0));
     let out = kafka_support::bounded::run(
         std::process::Command::new(env!("CARGO_BIN_EXE_commitfs"))
             .args(["dump", "--deep-iteration"])

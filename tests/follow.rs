@@ -85,7 +85,7 @@ fn appends_to_the_active_segment_are_followed() {
         p.read(95),
         Err(StorageError::OffsetOutOfRange { .. })
     ));
-    let f = p.file(&seg_name(0, "log")).unwrap();
+    let f = p.local().file(&seg_name(0, "log")).unwrap();
     assert_eq!(f.size, w.active_size());
     // Batches of two from 15 carry their base offset's timestamp.
     assert_eq!(p.offset_for_timestamp(BASE_TS + 60).unwrap(), Some(61));
@@ -102,10 +102,16 @@ fn a_half_written_batch_is_never_shown() {
         for _ in 0..3 {
             let p = mgr.partition("t-0").unwrap();
             assert_eq!(p.log_end_offset(), w.next_offset, "cut at {cut}");
-            assert_eq!(p.file(&seg_name(0, "log")).unwrap().size, w.active_size());
+            assert_eq!(
+                p.local().file(&seg_name(0, "log")).unwrap().size,
+                w.active_size()
+            );
             assert_eq!(whole_stream(&p), stream(0, w.next_offset));
             let mut buf = vec![0u8; 4096];
-            let n = p.read_file(&seg_name(0, "log"), whole, &mut buf).unwrap();
+            let n = p
+                .local()
+                .read_file(&seg_name(0, "log"), whole, &mut buf)
+                .unwrap();
             assert_eq!(n as u64, w.active_size() - whole);
         }
         w.finish_torn();
@@ -128,7 +134,7 @@ fn rolls_are_followed_and_sealed_segments_are_not_scanned() {
     w.append(5);
     let p = wait_for(&mgr, "t-0", |p| p.log_end_offset() == 15);
     assert_eq!(p.segment_bases(), [0, 10]);
-    assert_eq!(p.active_segment_base(), Some(10));
+    assert_eq!(p.local().active_segment_base(), Some(10));
     for _ in 0..3 {
         w.roll();
         w.append(2);
@@ -140,9 +146,9 @@ fn rolls_are_followed_and_sealed_segments_are_not_scanned() {
         assert_eq!(read_value(&p, o).unwrap(), value(o));
     }
     // The trimmed indexes show at their new size.
-    assert_eq!(p.file(&seg_name(0, "index")).unwrap().size, 9 * 8);
+    assert_eq!(p.local().file(&seg_name(0, "index")).unwrap().size, 9 * 8);
     assert_eq!(
-        p.file(&seg_name(19, "index")).unwrap().size,
+        p.local().file(&seg_name(19, "index")).unwrap().size,
         10 * 1024 * 1024
     );
     let status = p.status().unwrap();
@@ -163,7 +169,7 @@ fn retention_and_checkpoints_are_followed() {
     let mgr = open_ro(tmp.path());
     let p = mgr.partition("t-0").unwrap();
     assert_eq!((p.log_start_offset(), p.log_end_offset()), (0, 31));
-    assert_eq!(p.recovery_point(), 31);
+    assert_eq!(p.local().recovery_point(), 31);
 
     // Retention: renamed `.deleted`, then deleted.
     let doomed = w.retain(1);
@@ -174,14 +180,20 @@ fn retention_and_checkpoints_are_followed() {
         Err(StorageError::OffsetOutOfRange { .. })
     ));
     assert_eq!(whole_stream(&p), stream(10, 31));
-    let names: Vec<String> = p.files().unwrap().into_iter().map(|f| f.name).collect();
+    let names: Vec<String> = p
+        .local()
+        .files()
+        .unwrap()
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
     assert!(!names.contains(&seg_name(0, "log")), "{names:?}");
     assert!(matches!(
-        p.file(&seg_name(0, "index")),
+        p.local().file(&seg_name(0, "index")),
         Err(StorageError::NoSuchFile(_))
     ));
     assert!(matches!(
-        p.read_file(&seg_name(0, "log"), 0, &mut [0; 10]),
+        p.local().read_file(&seg_name(0, "log"), 0, &mut [0; 10]),
         Err(StorageError::NoSuchFile(_))
     ));
     w.purge(&doomed);
@@ -190,7 +202,7 @@ fn retention_and_checkpoints_are_followed() {
     // delete-records on the broker: the log start offset checkpoint moves.
     w.delete_records(14);
     let p = wait_for(&mgr, "t-0", |p| p.log_start_offset() == 14);
-    assert_eq!(p.recovery_point(), 0);
+    assert_eq!(p.local().recovery_point(), 0);
     assert_eq!(whole_stream(&p), stream(14, 31));
     assert!(read_value(&p, 13).is_err());
     assert_eq!(read_value(&p, 14).unwrap(), value(14));
@@ -321,6 +333,12 @@ fn a_compacted_segment_swapped_in_is_read_again() {
     assert_eq!(read_value(&p, 13).unwrap(), value(13));
     assert!(matches!(p.read(12), Err(StorageError::RecordNotFound(12))));
     assert_eq!(p.log_start_offset(), 0);
-    let names: Vec<String> = p.files().unwrap().into_iter().map(|f| f.name).collect();
+    let names: Vec<String> = p
+        .local()
+        .files()
+        .unwrap()
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
     assert!(!names.contains(&seg_name(10, "log")), "{names:?}");
 }

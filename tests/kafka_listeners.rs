@@ -40,7 +40,7 @@ fn serve(data: &Path, args: &[&str], names: &[&str]) -> (Daemon, Vec<String>) {
         .arg("serve")
         .args(args)
         .arg(data)
-        .env("RUST_LOG", "info,commitfs::kafka::server=debug")
+        .env("RUST_LOG", "info,commitfs_kafka::network=debug")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)

@@ -27,7 +27,7 @@ use rcgen::DnType;
 use test_ca::TestCa;
 
 /// Debug lines of the network threads: the principal a handshake set.
-const TLS_LOG: &str = "info,commitfs::kafka::server=debug";
+const TLS_LOG: &str = "info,commitfs_kafka::network=debug";
 
 fn ssl_server(data: &Path, keystore: &Path, extra: &[&str]) -> Server {
     let ks = format!("ssl.keystore.location={}", keystore.display());

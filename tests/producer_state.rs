@@ -75,7 +75,7 @@ fn retries_sequences_and_epochs() {
     let log = mgr.create_partition("t-0").unwrap();
     log.append(&[NewRecord::value(b"shell")]).unwrap();
     assert!(
-        snapshots(log.dir()).is_empty(),
+        snapshots(log.local().dir()).is_empty(),
         "no producer state without producer ids"
     );
     assert_eq!(produce(&log, &batch(5, 0, 0, 3)).unwrap(), (1, false));
@@ -103,7 +103,7 @@ fn retries_sequences_and_epochs() {
     assert_eq!(produce(&log, &two).unwrap(), (6, true));
     assert_eq!(produce(&log, &batch(5, 1, 1, 1)).unwrap(), (7, false));
     // The first batch with a producer id marked where the state starts.
-    let names: Vec<_> = snapshots(log.dir())
+    let names: Vec<_> = snapshots(log.local().dir())
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();

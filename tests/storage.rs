@@ -309,7 +309,7 @@ fn clean_reopen_continues_at_the_log_end() {
     );
     let log = mgr.partition("t-0").unwrap();
     assert_eq!(log.log_end_offset(), 140);
-    assert_eq!(log.recovery_point(), 140);
+    assert_eq!(log.local().recovery_point(), 140);
     assert_eq!(
         log.append(&[NewRecord::value(b"x")]).unwrap().first_offset,
         140
@@ -472,7 +472,7 @@ fn unclean_open_truncates_and_drops_later_segments() {
     let mgr = open(tmp.path(), &small_segments());
     let log = mgr.partition("t-0").unwrap();
     assert_eq!(
-        log.recovery_point(),
+        log.local().recovery_point(),
         0,
         "recovery started at the first segment"
     );
@@ -627,12 +627,12 @@ fn overrides_can_be_reset_to_the_default() {
     );
     assert!(log.overrides().is_empty());
     assert!(log.reset_config("no.such").is_err());
-    let f = log.file("00000000000000000000.index").unwrap();
+    let f = log.local().file("00000000000000000000.index").unwrap();
     assert_eq!(f.size, 10_485_760);
     // The library lists its own files too; which files a face shows is the
     // face's business (tests/tree.rs).
-    assert!(log.file("commitfs.properties").is_ok());
-    assert!(log.file("../x").is_err());
+    assert!(log.local().file("commitfs.properties").is_ok());
+    assert!(log.local().file("../x").is_err());
     drop(log);
     mgr.close().unwrap();
 }
@@ -792,7 +792,7 @@ fn unclean_recovery_rebuilds_every_index_byte_identical() {
     }
     let log = mgr.partition("t-0").unwrap();
     assert_eq!(
-        log.recovery_point(),
+        log.local().recovery_point(),
         0,
         "recovery started at the first segment"
     );

@@ -109,7 +109,7 @@ fn tampered_stream_lengths_are_dropped_after_an_unclean_start() {
     let mgr = LogManager::open(tmp.path(), config(), OpenOptions::default()).unwrap();
     let log = mgr.partition("t-0").unwrap();
     assert_eq!(
-        log.recovery_point(),
+        log.local().recovery_point(),
         0,
         "recovery revisited the first segment"
     );

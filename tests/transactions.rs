@@ -71,7 +71,7 @@ type ControlRecord = (i64, i64, bool, Vec<u8>, Vec<u8>);
 
 /// Each control record of the segment at 0.
 fn markers(log: &PartitionLog) -> Vec<ControlRecord> {
-    let bytes = std::fs::read(log.dir().join(format!("{:020}.log", 0))).unwrap();
+    let bytes = std::fs::read(log.local().dir().join(format!("{:020}.log", 0))).unwrap();
     let mut out = Vec::new();
     let mut pos = 0;
     while pos < bytes.len() {
@@ -95,7 +95,7 @@ fn markers(log: &PartitionLog) -> Vec<ControlRecord> {
 }
 
 fn txn_index(log: &PartitionLog) -> Vec<AbortedTxn> {
-    let path = log.dir().join(format!("{:020}.txnindex", 0));
+    let path = log.local().dir().join(format!("{:020}.txnindex", 0));
     let bytes = std::fs::read(&path).unwrap_or_default();
     let (entries, bad) = read_txn_index(&bytes, "t");
     assert_eq!(bad, None);
@@ -260,7 +260,7 @@ fn recovery_rebuilds_the_transaction_index() {
     log.append_end_txn_marker(8, 0, 1, false).unwrap();
     let before = txn_index(&log);
     assert_eq!(before, vec![aborted(7, 0, 3, 2), aborted(8, 2, 5, 4)]);
-    let dir = log.dir().to_path_buf();
+    let dir = log.local().dir().to_path_buf();
     let (log_path, index_path) = (
         dir.join(format!("{:020}.log", 0)),
         dir.join(format!("{:020}.txnindex", 0)),
@@ -350,7 +350,7 @@ fn an_abort_is_indexed_in_its_markers_segment() {
     log.append(&[NewRecord::value(b"plain")]).unwrap();
     assert_eq!(log.append_end_txn_marker(7, 0, 0, false).unwrap(), 3);
     let index = |base: i64| {
-        let path = log.dir().join(format!("{base:020}.txnindex"));
+        let path = log.local().dir().join(format!("{base:020}.txnindex"));
         let bytes = std::fs::read(&path).unwrap_or_default();
         read_txn_index(&bytes, "t").0
     };

@@ -310,8 +310,12 @@ fn run(ops: Vec<Op>, slots: usize, retention_zero: bool, sharing: Sharing, io_bu
                 log = mgr.partition("t-0").unwrap();
             }
         }
-        assert_eq!(decoded(log.dir()), expected(&model), "step {step} ({op:?})");
-        let bases = super::decode::segment_bases(log.dir());
+        assert_eq!(
+            decoded(log.local().dir()),
+            expected(&model),
+            "step {step} ({op:?})"
+        );
+        let bases = super::decode::segment_bases(log.local().dir());
         assert_eq!(bases, model.segments, "step {step}: segments");
     }
     for o in 0..model.log_end {

@@ -117,7 +117,7 @@ fn marker(log: &PartitionLog, pid: i64, commit: bool) {
 }
 
 fn keys(log: &PartitionLog) -> Vec<i32> {
-    decode_dir(log.dir())
+    decode_dir(log.local().dir())
         .iter()
         .filter(|b| !b.control)
         .flat_map(|b| &b.records)
@@ -132,7 +132,7 @@ fn keys(log: &PartitionLog) -> Vec<i32> {
 }
 
 fn offsets(log: &PartitionLog) -> Vec<i64> {
-    decode_dir(log.dir())
+    decode_dir(log.local().dir())
         .iter()
         .flat_map(|b| &b.records)
         .filter(|r| r.value.is_some() && r.key.is_some())
@@ -141,7 +141,7 @@ fn offsets(log: &PartitionLog) -> Vec<i64> {
 }
 
 fn last_offsets_per_batch(log: &PartitionLog) -> Vec<i64> {
-    decode_dir(log.dir())
+    decode_dir(log.local().dir())
         .iter()
         .map(|b| b.last_offset)
         .collect()
@@ -227,7 +227,7 @@ fn test_cleaning_with_unkeyed_messages() {
     let expected = log.status().unwrap().size_bytes - unkeyed_size;
     let pass = log.clean_now().unwrap().unwrap();
     assert!(
-        decode_dir(log.dir())
+        decode_dir(log.local().dir())
             .iter()
             .flat_map(|b| &b.records)
             .all(|r| r.key.is_some()),
@@ -252,7 +252,7 @@ fn test_log_cleaner_retains_producer_last_sequence() {
     log.roll().unwrap();
     log.clean_now().unwrap();
     assert_eq!(last_offsets_per_batch(&log), vec![1, 3, 4]);
-    let batches = decode_dir(log.dir());
+    let batches = decode_dir(log.local().dir());
     let seqs: Vec<(i64, usize)> = batches
         .iter()
         .map(|b| (b.producer_id, b.records.len()))
@@ -311,14 +311,14 @@ fn test_clean_tombstone() {
     put(&log, &[("0", None)]);
     log.roll().unwrap();
     log.clean_now().unwrap();
-    let first = &decode_dir(log.dir())[0];
+    let first = &decode_dir(log.local().dir())[0];
     assert_eq!(first.last_offset, 1, "The tombstone should be retained.");
     assert!(first.delete_horizon, "its batch carries the horizon");
     put(&log, &[("1", Some("1"))]);
     log.roll().unwrap();
     log.clean_now().unwrap();
     assert_eq!(
-        decode_dir(log.dir())[0].last_offset,
+        decode_dir(log.local().dir())[0].last_offset,
         1,
         "The tombstone should be retained."
     );
@@ -331,10 +331,10 @@ fn test_log_to_clean_with_uncleanable_section() {
         put(&log, &[("1", Some("xxxxxxxxxxxxxxxxxxxxxxxxx"))]);
         log.roll().unwrap();
     }
-    let sizes: Vec<u64> = super::decode::segment_bases(log.dir())
+    let sizes: Vec<u64> = super::decode::segment_bases(log.local().dir())
         .iter()
         .map(|b| {
-            std::fs::metadata(log.dir().join(format!("{b:020}.log")))
+            std::fs::metadata(log.local().dir().join(format!("{b:020}.log")))
                 .unwrap()
                 .len()
         })
@@ -429,7 +429,7 @@ fn test_abort_marker_removal() {
     log.clean_now().unwrap();
     assert_eq!(offsets(&log), vec![3, 4, 5, 6]);
     let marker_batch = |log: &PartitionLog| {
-        decode_dir(log.dir())
+        decode_dir(log.local().dir())
             .into_iter()
             .find(|b| b.control && b.base_offset == 3)
     };

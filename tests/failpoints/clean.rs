@@ -165,7 +165,7 @@ fn run(faults: &[(&str, &str)], ends: Ends) -> String {
             fail::remove(site);
         }
         let t = mgr.partition("t-0").unwrap();
-        let files: Vec<String> = std::fs::read_dir(t.dir())
+        let files: Vec<String> = std::fs::read_dir(t.local().dir())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
@@ -195,7 +195,7 @@ fn run(faults: &[(&str, &str)], ends: Ends) -> String {
                 errno = format!("{:?}", e.raw_os_error());
                 assert!(offline.is_none(), "{name}: online after {e}");
                 assert_eq!(latest_values(&t), latest, "{name}: as it was");
-                let left = std::fs::read_dir(t.dir())
+                let left = std::fs::read_dir(t.local().dir())
                     .unwrap()
                     .filter(|e| {
                         e.as_ref()
@@ -233,7 +233,7 @@ fn run(faults: &[(&str, &str)], ends: Ends) -> String {
         "{name}: latest values after the remount"
     );
     assert_eq!(mgr.partition("u-0").unwrap().log_end_offset(), 1, "{name}");
-    let leftovers: Vec<String> = std::fs::read_dir(t.dir())
+    let leftovers: Vec<String> = std::fs::read_dir(t.local().dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|n| n.ends_with(".cleaned") || n.ends_with(".swap") || n.ends_with(".deleted"))

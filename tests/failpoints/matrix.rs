@@ -86,9 +86,10 @@ fn prepare(dir: &Path, op: Op) -> Vec<Vec<u8>> {
                 fs::write(seg(0, "snapshot"), [0, 2, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap();
                 // A saved stream length its segment's records do not make:
                 // repair removes the file.
-                let size = fs::metadata(seg(0, "log")).unwrap().len();
+                let log = fs::metadata(seg(0, "log")).unwrap();
+                let (size, ino) = (log.len(), std::os::unix::fs::MetadataExt::ino(&log));
                 let lengths = dir.join("t-0").join("commitfs.streamlen");
-                fs::write(lengths, format!("0 999999 {size}\n")).unwrap();
+                fs::write(lengths, format!("0 999999 {size} {ino}\n")).unwrap();
             }
         }
         Op::Stray => {

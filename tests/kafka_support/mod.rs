@@ -171,11 +171,11 @@ pub fn wait_for_listener_line(log_path: &Path, from: usize, child: &mut Child) -
 
 /// What a daemon's log says when a long-polling Fetch is parked (held
 /// until an append or its `max_wait_ms`, on no thread): the daemon logs it
-/// at debug level for `commitfs::kafka::workers` ([`PARK_LOG`]).
+/// at debug level for `commitfs_kafka::handlers::workers` ([`PARK_LOG`]).
 pub const PARKED_LINE: &str = "Kafka: a Fetch parked until an append";
 
 /// The `RUST_LOG` under which a daemon logs each parked fetch.
-pub const PARK_LOG: &str = "info,commitfs::kafka::workers=debug";
+pub const PARK_LOG: &str = "info,commitfs_kafka::handlers::workers=debug";
 
 /// How many fetches `log` says were parked.
 pub fn parked_fetches(log: &str) -> usize {

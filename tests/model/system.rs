@@ -3,11 +3,11 @@
 //! through the same `Backend` trait): how to get the tree, remount it
 //! cleanly, crash it, and run a retention pass, and its [`Profile`].
 
-use std::fs::{self, File};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
+use std::fs;
 use std::path::Path;
 use std::sync::Arc;
+
+use crate::copy_tree::copy_tree;
 
 use super::ops::Op;
 use commitfs::backend::local::LocalBackend;
@@ -284,57 +284,4 @@ fn temp_dir() -> tempfile::TempDir {
         .prefix("commitfs-model-")
         .tempdir()
         .expect("a temp dir")
-}
-
-/// Copies a directory tree, keeping files sparse (an active index is a
-/// 10 MiB preallocation of mostly holes).
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    for entry in fs::read_dir(from)? {
-        let entry = entry?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let copied = if entry.file_type()?.is_dir() {
-            fs::create_dir(&dst).and_then(|()| copy_tree(&src, &dst))
-        } else {
-            copy_sparse(&src, &dst)
-        };
-        match copied {
-            // Gone since the listing (a checkpoint's `.tmp` renamed by a
-            // thread of the crashed session): a crash could miss it too.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            r => r?,
-        }
-    }
-    Ok(())
-}
-
-/// Copies the data regions of a file (found with SEEK_DATA and SEEK_HOLE)
-/// and leaves its holes as holes.
-fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
-    let src = File::open(from)?;
-    let len = src.metadata()?.len();
-    let dst = File::create(to)?;
-    dst.set_len(len)?;
-    let fd = src.as_raw_fd();
-    let mut pos = 0i64;
-    let mut buf = vec![0u8; 1 << 16];
-    while (pos as u64) < len {
-        // SAFETY: lseek on an open descriptor; ENXIO (no more data) ends it.
-        let data = unsafe { libc::lseek(fd, pos, libc::SEEK_DATA) };
-        if data < 0 {
-            break;
-        }
-        let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
-        let mut at = data as u64;
-        while at < hole as u64 {
-            let want = buf.len().min((hole as u64 - at) as usize);
-            let n = src.read_at(&mut buf[..want], at)?;
-            if n == 0 {
-                break;
-            }
-            dst.write_all_at(&buf[..n], at)?;
-            at += n as u64;
-        }
-        pos = hole;
-    }
-    Ok(())
 }
