@@ -556,13 +556,16 @@ fn raw_read(files: &[PathBuf]) -> u64 {
 fn lib_raw_read(log: &PartitionLog) -> u64 {
     let mut buf = vec![0u8; MIB as usize];
     let mut total = 0u64;
-    for f in log.files().expect("files") {
+    for f in log.local().files().expect("files") {
         if !f.name.ends_with(".log") {
             continue;
         }
         let mut off = 0u64;
         loop {
-            let n = log.read_file(&f.name, off, &mut buf).expect("read_file");
+            let n = log
+                .local()
+                .read_file(&f.name, off, &mut buf)
+                .expect("read_file");
             if n == 0 {
                 break;
             }
@@ -578,7 +581,7 @@ fn lib_decode_all(log: &PartitionLog) -> (u64, u64) {
     const CHUNK: usize = 8 << 20;
     let mut buf = vec![0u8; CHUNK];
     let (mut total, mut records) = (0u64, 0u64);
-    for f in log.files().expect("files") {
+    for f in log.local().files().expect("files") {
         if !f.name.ends_with(".log") {
             continue;
         }
@@ -586,6 +589,7 @@ fn lib_decode_all(log: &PartitionLog) -> (u64, u64) {
         let mut have = 0usize;
         loop {
             let n = log
+                .local()
                 .read_file(&f.name, off, &mut buf[have..])
                 .expect("read_file");
             off += n as u64;

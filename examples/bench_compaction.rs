@@ -61,6 +61,7 @@ fn open(dir: &Path, dedupe: u64, sharing: Sharing) -> LogManager {
     let opts = OpenOptions {
         read_only: false,
         cleaner,
+        ..OpenOptions::default()
     };
     let mut config = LogConfig::default();
     config.set("segment.bytes", "134217728").unwrap();

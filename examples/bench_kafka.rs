@@ -315,7 +315,7 @@ fn rd_run(addr: &str, topic: &str, lines: &Path) -> Res<RdPair> {
             .set("linger.ms", "5")
             .set("batch.size", "1000000")
             .set("message.timeout.ms", "60000")
-            // As commitfs's own producer (src/cluster/config.rs): the queue
+            // As commitfs's own producer (crates/cluster/src/config.rs): the queue
             // holds every line, so sends are not turned back while the
             // first batches are in flight.
             .set("queue.buffering.max.messages", "2000000");
@@ -356,7 +356,7 @@ fn rd_run(addr: &str, topic: &str, lines: &Path) -> Res<RdPair> {
         // committed, but librdkafka's assign needs a group.id (without one,
         // "Unknown group"). librdkafka waits fetch.queue.backoff.ms
         // (1 s) before fetching again once its prefetch thresholds are met;
-        // 10 ms as in src/cluster/config.rs.
+        // 10 ms as in crates/cluster/src/config.rs.
         c.set("bootstrap.servers", addr)
             .set("client.id", "bench_kafka")
             .set("group.id", "bench_kafka")

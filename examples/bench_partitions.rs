@@ -84,7 +84,10 @@ impl Mounted {
             .args(["-o", &format!("max.broker.partitions={max}")])
             .arg(data)
             .arg(mnt)
-            .env("RUST_LOG", "warn,commitfs::kafka::server=info")
+            .env(
+                "RUST_LOG",
+                "warn,commitfs_kafka::server=info,commitfs_kafka::network=info",
+            )
             .stdin(Stdio::null())
             .output()
             .map_err(|e| e.to_string())?;

@@ -105,7 +105,10 @@ impl Daemon {
             .arg("--add-scram")
             .arg(format!("SCRAM-SHA-512=[name=bench,password={PASSWORD}]"))
             .arg(&data)
-            .env("RUST_LOG", "warn,commitfs::kafka::server=info")
+            .env(
+                "RUST_LOG",
+                "warn,commitfs_kafka::server=info,commitfs_kafka::network=info",
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?);

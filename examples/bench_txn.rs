@@ -62,7 +62,10 @@ impl Daemon {
         let mut cmd = Command::new(bin);
         cmd.args(["serve", "--listeners", "PLAINTEXT://127.0.0.1:0"])
             .arg(&data)
-            .env("RUST_LOG", "warn,commitfs::kafka::server=info")
+            .env(
+                "RUST_LOG",
+                "warn,commitfs_kafka::server=info,commitfs_kafka::network=info",
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?);
