@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use commitfs_storage::producer_ids::ProducerIds;
 use commitfs_storage::{LogManager, PartitionLog};
 
-use super::acl::Authorizer;
+use super::acl::{AuthHelper, Authorizer};
 use super::auth::CredentialStore;
 use super::config::{Endpoint, Listener, ListenerConfig};
 use super::group::coordinator::GroupCoordinator;
@@ -110,6 +110,12 @@ impl Broker {
         self.stopping.store(true, Ordering::Release);
         // Long polls wake up and see the flag; group waits see it within a tick.
         self.mgr.appends().notify();
+    }
+}
+
+impl AuthHelper for Broker {
+    fn authorizer(&self) -> Option<&Authorizer> {
+        self.authorizer.as_ref()
     }
 }
 

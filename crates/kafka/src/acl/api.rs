@@ -16,11 +16,10 @@ use kafka_protocol::messages::describe_acls_response::{
 use kafka_protocol::protocol::StrBytes;
 use log::info;
 
-use super::Authorizer;
 use super::model::{
     AclBinding, AclBindingFilter, CLUSTER_NAME, Operation, PatternType, Permission, ResourceType,
 };
-use crate::broker::Broker;
+use super::{AuthHelper, Authorizer};
 use crate::error::{Family, code_for};
 use crate::network::session::Session;
 use commitfs_storage::StorageError;
@@ -65,7 +64,7 @@ fn binding(c: &AclCreation) -> AclBinding {
 /// The authorizer, once the principal may `op` the CLUSTER; else the code
 /// and text every answer gets (`no_authorizer` without one).
 fn gate<'a>(
-    b: &'a Broker,
+    b: &'a impl AuthHelper,
     s: &Session,
     op: Operation,
     no_authorizer: &'static str,
@@ -76,7 +75,8 @@ fn gate<'a>(
             CLUSTER_DENIED,
         ));
     }
-    (b.authorizer.as_ref()).ok_or((ResponseError::SecurityDisabled.code(), no_authorizer))
+    b.authorizer()
+        .ok_or((ResponseError::SecurityDisabled.code(), no_authorizer))
 }
 
 fn filter_of(f: &DeleteAclsFilter) -> AclBindingFilter {
@@ -93,7 +93,7 @@ fn filter_of(f: &DeleteAclsFilter) -> AclBindingFilter {
 
 /// `AclApis.handleCreateAcls`, then `AclControlManager.createAcls`:
 /// each creation refused alone, the rest stored in one rewrite.
-pub fn create(b: &Broker, s: &Session, r: CreateAclsRequest) -> CreateAclsResponse {
+pub fn create(b: &impl AuthHelper, s: &Session, r: CreateAclsRequest) -> CreateAclsResponse {
     let fail = |code: i16, message: &str| {
         AclCreationResult::default()
             .with_error_code(code)
@@ -151,7 +151,7 @@ pub fn create(b: &Broker, s: &Session, r: CreateAclsRequest) -> CreateAclsRespon
 }
 
 /// `AclApis.handleDescribeAcls`: the matching ACLs grouped by pattern.
-pub fn describe(b: &Broker, s: &Session, r: DescribeAclsRequest) -> DescribeAclsResponse {
+pub fn describe(b: &impl AuthHelper, s: &Session, r: DescribeAclsRequest) -> DescribeAclsResponse {
     let error = |code: i16, message: &str| {
         DescribeAclsResponse::default()
             .with_error_code(code)
@@ -205,7 +205,7 @@ pub fn describe(b: &Broker, s: &Session, r: DescribeAclsRequest) -> DescribeAcls
 
 /// `AclApis.handleDeleteAcls`, then `AclControlManager.deleteAcls`: per
 /// filter, what it removed.
-pub fn delete(b: &Broker, s: &Session, r: DeleteAclsRequest) -> DeleteAclsResponse {
+pub fn delete(b: &impl AuthHelper, s: &Session, r: DeleteAclsRequest) -> DeleteAclsResponse {
     let fail = |code: i16, message: &str| {
         DeleteAclsFilterResult::default()
             .with_error_code(code)

@@ -18,19 +18,31 @@ pub use store::{ACLS_FILE, AclStore};
 
 pub mod api;
 
-use crate::broker::Broker;
 use crate::network::session::Session;
+
+/// Kafka's `AuthHelper`: what the checks below ask of the broker, its
+/// authorizer if it has one; a trait so that the ACLs need not know the
+/// broker that holds them.
+pub trait AuthHelper {
+    fn authorizer(&self) -> Option<&Authorizer>;
+}
 
 /// Whether `s` may do `op` on the resource `name` of type `rt`: always
 /// with no authorizer. A denial is logged as Kafka's authorizer logs it.
-pub fn allowed(b: &Broker, s: &Session, op: Operation, rt: ResourceType, name: &str) -> bool {
+pub fn allowed(
+    b: &impl AuthHelper,
+    s: &Session,
+    op: Operation,
+    rt: ResourceType,
+    name: &str,
+) -> bool {
     decide(b, s, op, rt, name, true)
 }
 
 /// As [`allowed`], a denial logged at TRACE only: Kafka's
 /// `logIfDenied = false`, for checks that filter rather than refuse.
 pub fn allowed_quietly(
-    b: &Broker,
+    b: &impl AuthHelper,
     s: &Session,
     op: Operation,
     rt: ResourceType,
@@ -40,13 +52,13 @@ pub fn allowed_quietly(
 }
 
 /// `op` on the CLUSTER resource.
-pub fn cluster(b: &Broker, s: &Session, op: Operation) -> bool {
+pub fn cluster(b: &impl AuthHelper, s: &Session, op: Operation) -> bool {
     allowed(b, s, op, ResourceType::Cluster, CLUSTER_NAME)
 }
 
 /// `authorizeByResourceType`: `op` on some resource of type `rt`.
-pub fn any_of_type(b: &Broker, s: &Session, op: Operation, rt: ResourceType) -> bool {
-    match &b.authorizer {
+pub fn any_of_type(b: &impl AuthHelper, s: &Session, op: Operation, rt: ResourceType) -> bool {
+    match b.authorizer() {
         None => true,
         Some(a) => a.authorize_by_resource_type(&s.principal, s.peer.ip(), op, rt),
     }
@@ -88,21 +100,26 @@ pub fn supported_operations(rt: ResourceType) -> &'static [Operation] {
 /// resource `name` of type `rt`, each the bit of its code (the
 /// `*AuthorizedOperations` fields of Metadata and DescribeGroups); with no
 /// authorizer, all that the type supports. Asked quietly, as Kafka asks.
-pub fn authorized_operations(b: &Broker, s: &Session, rt: ResourceType, name: &str) -> i32 {
+pub fn authorized_operations(
+    b: &impl AuthHelper,
+    s: &Session,
+    rt: ResourceType,
+    name: &str,
+) -> i32 {
     (supported_operations(rt).iter())
         .filter(|&&op| allowed_quietly(b, s, op, rt, name))
         .fold(0, |bits, op| bits | 1 << op.code())
 }
 
 fn decide(
-    b: &Broker,
+    b: &impl AuthHelper,
     s: &Session,
     op: Operation,
     rt: ResourceType,
     name: &str,
     log_if_denied: bool,
 ) -> bool {
-    let Some(a) = &b.authorizer else {
+    let Some(a) = b.authorizer() else {
         return true;
     };
     let host = s.peer.ip();
@@ -115,7 +132,7 @@ fn decide(
 /// (`op` DESCRIBE_CONFIGS or ALTER_CONFIGS): a topic's on the topic, the
 /// broker's on the cluster; the error when refused.
 pub fn config_resource(
-    b: &Broker,
+    b: &impl AuthHelper,
     s: &Session,
     op: Operation,
     resource_type: i8,
