@@ -22,7 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use log::info;
 
 use super::credentials::{Change, CredentialStore};
-use super::scram::{ScramCredential, ScramMechanism};
+use super::formatter::{ScramCredential, ScramMechanism};
 use crate::acl::{self, Operation};
 use crate::broker::Broker;
 use crate::error::{Family, code_for, message_for};

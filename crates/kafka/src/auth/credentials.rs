@@ -27,7 +27,7 @@ use base64::Engine;
 use base64::engine::general_purpose::{STANDARD as B64, STANDARD_PAD_INDIFFERENT};
 use parking_lot::{Mutex, RwLock};
 
-use super::scram::{ScramCredential, ScramMechanism};
+use super::formatter::{ScramCredential, ScramMechanism};
 use commitfs_storage::StorageError;
 use commitfs_storage::checkpoint::write_private_atomically;
 use commitfs_storage::text_file::{escape, load, unescape, versioned_lines};
@@ -325,7 +325,7 @@ pub fn parse_add_scram(text: &str) -> Result<(String, ScramMechanism, ScramCrede
     }
     let salt = match salt {
         Some(s) => s,
-        None => super::scram::secure_random_string()?.into_bytes(),
+        None => super::formatter::secure_random_string()?.into_bytes(),
     };
     let iterations = iterations.unwrap_or(4096);
     if iterations < m.min_iterations() {

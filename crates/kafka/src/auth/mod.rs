@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod authenticator;
 pub mod credentials;
+pub mod formatter;
 pub mod plain;
 pub mod scram;
 
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use kafka_protocol::ResponseError;
 
 pub use credentials::{CredentialStore, SCRAM_CREDENTIALS_FILE, parse_add_scram};
-pub use scram::{ScramCredential, ScramMechanism};
+pub use formatter::{ScramCredential, ScramMechanism};
 
 /// What `sasl.enabled.mechanisms` may name.
 pub const MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use super::credentials::CredentialStore;
-use super::scram::{ScramCredential, ScramMechanism};
+use super::formatter::{ScramCredential, ScramMechanism};
 use super::{SaslFailure, SaslServer};
 
 pub const PLAIN_MECHANISM: &str = "PLAIN";
