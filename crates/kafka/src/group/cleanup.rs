@@ -32,10 +32,11 @@ use std::time::{Duration, Instant};
 use kafka_protocol::ResponseError;
 use log::{info, warn};
 
-use super::coordinator::{GroupCoordinator, Inner, Offsets, now_ms};
+use super::coordinator::GroupCoordinator;
 use super::offsets::KeyValue;
 use super::records::{group_tombstone_key, offset_tombstone_key};
 use super::state::{Group, State};
+use super::state::{Inner, Offsets, now_ms};
 use crate::broker::Broker;
 use crate::error::{Family, code_for};
 use commitfs_record::internal::OffsetCommit;

@@ -8,8 +8,9 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use log::{info, warn};
 
-use super::coordinator::{GroupCoordinator, now_ms};
+use super::coordinator::GroupCoordinator;
 use super::offsets::KeyValue;
+use super::state::now_ms;
 use super::state::{Group, State};
 use crate::error::{Family, code_for};
 use commitfs_record::internal::OffsetCommit;

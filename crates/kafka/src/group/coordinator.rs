@@ -26,8 +26,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use super::load;
 use super::offsets::{KeyValue, OFFSETS_TOPIC, OffsetsTopic};
 use super::records::StoredGroup;
-use super::state::{Group, Joined, Member, State, ms};
-use commitfs_record::internal::OffsetCommit;
+use super::state::{Group, Inner, Joined, Member, State, ms, now_ms};
 use commitfs_storage::LogManager;
 
 /// How often a waiting JoinGroup or SyncGroup runs the timers.
@@ -36,18 +35,6 @@ const TICK: Duration = Duration::from_millis(100);
 const WAIT_MARGIN: Duration = Duration::from_secs(5);
 
 pub use crate::config::GroupSettings;
-
-pub(super) type Offsets = BTreeMap<(String, i32), OffsetCommit>;
-
-#[derive(Default)]
-pub(super) struct Inner {
-    pub groups: BTreeMap<String, Group>,
-    pub offsets: BTreeMap<String, Offsets>,
-    /// Each producer's TxnOffsetCommits, in order, until its transaction
-    /// ends (Kafka's `pendingTransactionalOffsetCommits`): invisible to
-    /// OffsetFetch, applied at its COMMIT marker, dropped at its ABORT.
-    pub pending_txn: BTreeMap<i64, Vec<OffsetCommit>>,
-}
 
 pub struct GroupCoordinator {
     pub(super) inner: Mutex<Inner>,
@@ -71,12 +58,6 @@ pub struct JoinArgs {
     pub protocols: Vec<(String, Bytes)>,
     /// JoinGroup v4+: an unknown member gets an id first (KIP-394).
     pub require_known_member_id: bool,
-}
-
-pub(super) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn failed(error: ResponseError, member_id: &str) -> Joined {

@@ -22,10 +22,10 @@ use std::time::{Duration, Instant};
 
 use log::{error, info, warn};
 
-use super::coordinator::{GroupSettings, Inner, now_ms};
 use super::offsets::OffsetsTopic;
 use super::records::{Stored, StoredGroup, partition_for};
-use super::state::{Group, ms};
+use super::state::{Group, Inner, ms, now_ms};
+use crate::config::GroupSettings;
 use commitfs_record::internal::OffsetCommit;
 
 /// What start-up read back.

@@ -8,8 +8,9 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use log::info;
 
-use super::coordinator::{GroupCoordinator, now_ms};
+use super::coordinator::GroupCoordinator;
 use super::state::State;
+use super::state::now_ms;
 
 /// A SyncGroup as the coordinator takes it.
 pub struct SyncArgs {
@@ -99,7 +100,7 @@ impl GroupCoordinator {
 
     fn wait_for_sync(
         &self,
-        inner: parking_lot::MutexGuard<'_, super::coordinator::Inner>,
+        inner: parking_lot::MutexGuard<'_, super::state::Inner>,
         group: &str,
         member: &str,
         deadline: Instant,

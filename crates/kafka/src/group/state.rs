@@ -19,6 +19,7 @@ use kafka_protocol::ResponseError;
 use log::info;
 
 use super::records::{StoredGroup, StoredMember};
+use commitfs_record::internal::OffsetCommit;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
@@ -488,6 +489,27 @@ impl Group {
             },
         }
     }
+}
+
+pub(super) type Offsets = BTreeMap<(String, i32), OffsetCommit>;
+
+/// Every group and its committed offsets: what the coordinator's lock
+/// guards, and what loading `__consumer_offsets` rebuilds, so it lives
+/// below both.
+#[derive(Default)]
+pub(super) struct Inner {
+    pub groups: BTreeMap<String, Group>,
+    pub offsets: BTreeMap<String, Offsets>,
+    /// Each producer's TxnOffsetCommits, in order, until its transaction
+    /// ends (Kafka's `pendingTransactionalOffsetCommits`): invisible to
+    /// OffsetFetch, applied at its COMMIT marker, dropped at its ABORT.
+    pub pending_txn: BTreeMap<i64, Vec<OffsetCommit>>,
+}
+
+pub(super) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 pub fn ms(v: i32) -> Duration {
