@@ -53,7 +53,7 @@ use log::{info, warn};
 
 use super::acl::{self, Operation, ResourceType};
 use super::broker::Broker;
-use super::dispatch::Outcome;
+use super::handlers::outcome::Outcome;
 pub use cleanup::Cleaner;
 use commits::{CommitArgs, Fetched};
 pub use coordinator::GroupSettings;

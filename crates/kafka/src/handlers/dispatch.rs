@@ -11,24 +11,13 @@ use super::{delete_records, fetch, list_offsets, metadata, produce, sasl, topic_
 use crate::acl::{Operation, ResourceType};
 use crate::broker::Broker;
 use crate::error::Refusal;
+use crate::handlers::outcome::DelayedOperation;
+pub use crate::handlers::outcome::Outcome;
 use crate::handlers::versions::{api_name, api_versions, served};
 use crate::network::session::Session;
 use crate::network::splice::SpliceBuf;
 use crate::{acl, auth, group, txn};
 use commitfs_storage::SegmentSlice;
-
-/// What a handler decided.
-pub enum Outcome {
-    Respond(ResponseKind),
-    /// A Fetch response and the file slices its placeholders stand for.
-    Fetch(FetchResponse, Vec<SegmentSlice>),
-    /// Produce with acks=0: Kafka sends nothing back.
-    Silent,
-    /// Close the connection (acks=0 Produce that failed: the only way to tell).
-    Close(String),
-    /// A Fetch long poll: to be read again later (see [`Parked`]).
-    Wait(Box<fetch::Waiting>),
-}
 
 /// What one request came to.
 pub enum Handled {
@@ -43,7 +32,7 @@ pub enum Handled {
 pub struct Parked {
     correlation_id: i32,
     version: i16,
-    wait: Box<fetch::Waiting>,
+    wait: Box<dyn DelayedOperation>,
 }
 
 impl Parked {

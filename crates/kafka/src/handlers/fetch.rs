@@ -24,7 +24,7 @@ use kafka_protocol::messages::fetch_response::{
 use crate::acl::{self, Operation, ResourceType};
 use crate::broker::Broker;
 use crate::error::{Family, code_for};
-use crate::handlers::dispatch::Outcome;
+use crate::handlers::outcome::{DelayedOperation, Outcome};
 use crate::network::session::Session;
 use crate::network::splice::{MAX_PLACEHOLDER, placeholder};
 use commitfs_storage::{Isolation, SegmentSlice, StorageError};
@@ -54,18 +54,18 @@ pub struct Waiting {
     seen: u64,
 }
 
-impl Waiting {
-    pub fn deadline(&self) -> Instant {
+impl DelayedOperation for Waiting {
+    fn deadline(&self) -> Instant {
         self.deadline
     }
 
-    /// The append generation the last read saw.
-    pub fn seen(&self) -> u64 {
+    fn seen(&self) -> u64 {
         self.seen
     }
 
-    pub fn retry(self, b: &Broker) -> Outcome {
-        attempt(b, self.version, self.req, self.denied, self.deadline)
+    fn retry(self: Box<Self>, b: &Broker) -> Outcome {
+        let w = *self;
+        attempt(b, w.version, w.req, w.denied, w.deadline)
     }
 }
 

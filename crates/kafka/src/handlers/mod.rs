@@ -10,6 +10,7 @@ pub mod fetch;
 pub mod internal_topics;
 pub mod list_offsets;
 pub mod metadata;
+pub mod outcome;
 pub mod produce;
 pub mod sasl;
 pub mod topic_configs;

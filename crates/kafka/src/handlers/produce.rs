@@ -23,8 +23,8 @@ use std::collections::BTreeSet;
 use crate::acl::{self, Operation, ResourceType};
 use crate::broker::Broker;
 use crate::error::{Family, code_for, message_for};
-use crate::handlers::dispatch::Outcome;
 use crate::handlers::internal_topics;
+use crate::handlers::outcome::Outcome;
 use crate::network::session::Session;
 use commitfs_record::ParsedBatches;
 
