@@ -19,7 +19,8 @@ use crate::config::{Endpoint, Listener, ListenerConfig, SecurityProtocol};
 use crate::handlers::workers::Workers;
 use crate::network::limits::{ConnectionQuotas, MemoryPool, fd_cap, nofile_limit};
 use crate::network::processor::ProcessorHandle;
-use crate::network::socket_server::{Shared, spawn_acceptor, spawn_processor};
+use crate::network::shared::Shared;
+use crate::network::socket_server::{spawn_acceptor, spawn_processor};
 use commitfs_storage::LogManager;
 
 /// A running listener. [`KafkaServer::stop`] (or drop) ends it.

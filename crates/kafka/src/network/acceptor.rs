@@ -13,7 +13,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Poll};
 
 use super::processor::ProcessorHandle;
-use super::socket_server::Shared;
+use super::shared::Shared;
 use crate::network::splice::set_int_option;
 
 /// A descriptor kept open to be given up when `accept` runs out of them, so

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use log::{debug, warn};
 use mio::net::TcpStream;
 
-use super::socket_server::Shared;
+use super::shared::Shared;
 use crate::auth::MAX_RECEIVE_SIZE;
 use crate::auth::authenticator::Authenticator;
 use crate::error::Refusal;

@@ -9,6 +9,7 @@ pub mod frame;
 pub mod limits;
 pub(crate) mod processor;
 pub mod session;
+pub(crate) mod shared;
 pub(crate) mod socket_server;
 pub mod splice;
 pub mod tls;

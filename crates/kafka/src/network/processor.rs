@@ -15,7 +15,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
 use super::connection::{Closing, Conn, Phase, Sasl, Step, advance};
-use super::socket_server::{Shared, WAKER};
+use super::shared::{Shared, WAKER};
 use crate::auth::authenticator::{AuthStep, Authenticator};
 use crate::handlers::workers::{Completions, Done, Job, Work};
 use crate::network::session::Session;

@@ -26,36 +26,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use mio::net::TcpListener;
 use mio::{Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
 use super::acceptor::{Acceptor, spare_fd};
-use super::limits::{ConnectionQuotas, MemoryPool};
 use super::processor::{Inbox, Processor, ProcessorHandle};
-use crate::broker::Broker;
-use crate::handlers::workers::Workers;
-
-/// The waker's token on every poll.
-pub(crate) const WAKER: Token = Token(usize::MAX);
-
-/// What every thread of the listener shares.
-pub(crate) struct Shared {
-    pub(crate) broker: Arc<Broker>,
-    /// Each listener's TLS config (`None`: a plaintext listener).
-    pub(crate) tls: Vec<Option<Arc<rustls::ServerConfig>>>,
-    /// Each listener's SASL mechanisms (`None`: no SASL).
-    pub(crate) sasl: Vec<Option<Vec<String>>>,
-    /// `connection.failed.authentication.delay.ms`.
-    pub(crate) failed_auth_delay: Duration,
-    pub(crate) quotas: ConnectionQuotas,
-    pub(crate) pool: Arc<MemoryPool>,
-    pub(crate) workers: Arc<Workers>,
-    pub(crate) idle: Option<Duration>,
-    pub(crate) max_request: usize,
-}
+use super::shared::{Shared, WAKER};
 
 /// Starts network thread `i`.
 pub(crate) fn spawn_processor(
