@@ -195,6 +195,14 @@ mod tests {
         }
     }
 
+    /// `id` as InitProducerId leaves a new one: its first epoch, written.
+    fn init(states: &TxnStateManager, inner: &mut TxnInner, id: &str, producer_id: i64) {
+        (inner.ids).insert(id.into(), TxnMetadata::new(id, producer_id, 60_000, 1));
+        let m = inner.ids.get_mut(id).unwrap();
+        let t = m.prepare_increment_epoch(60_000, None, 2).unwrap().unwrap();
+        states.append(inner, id, &t).unwrap();
+    }
+
     /// Changes go through the topic and come back after a restart; forged
     /// records a coordinator would not write are skipped.
     #[test]
@@ -204,20 +212,10 @@ mod tests {
         let states = TxnStateManager::load(TxnStateTopic::new(mgr.clone(), 1));
         {
             let mut inner = states.lock();
-            inner
-                .ids
-                .insert("app".into(), TxnMetadata::new("app", 7, 60_000, 1));
-            let m = inner.ids.get_mut("app").unwrap();
-            let t = m.prepare_increment_epoch(60_000, None, 2).unwrap().unwrap();
-            states.append(&mut inner, "app", &t).unwrap();
+            init(&states, &mut inner, "app", 7);
             assert_eq!(inner.ids["app"].producer_epoch, 0);
             assert_eq!(inner.ids["app"].pending, None);
-            inner
-                .ids
-                .insert("gone".into(), TxnMetadata::new("gone", 8, 60_000, 1));
-            let m = inner.ids.get_mut("gone").unwrap();
-            let t = m.prepare_increment_epoch(60_000, None, 2).unwrap().unwrap();
-            states.append(&mut inner, "gone", &t).unwrap();
+            init(&states, &mut inner, "gone", 8);
             states.expire(&mut inner, "gone").unwrap();
         }
         // Forged: states never written, partitions where there are none.
@@ -262,14 +260,9 @@ mod tests {
         let mgr = open(tmp.path());
         let states = TxnStateManager::load(TxnStateTopic::new(mgr.clone(), 1));
         let mut inner = states.lock();
-        inner
-            .ids
-            .insert("app".into(), TxnMetadata::new("app", 7, 60_000, 1));
+        init(&states, &mut inner, "app", 7);
         // A record too large for the topic's max.message.bytes.
         let log_name = format!("{TRANSACTION_STATE_TOPIC}-0");
-        let m = inner.ids.get_mut("app").unwrap();
-        let t = m.prepare_increment_epoch(60_000, None, 2).unwrap().unwrap();
-        states.append(&mut inner, "app", &t).unwrap();
         mgr.partition(&log_name)
             .unwrap()
             .set_config("max.message.bytes", "10")
