@@ -177,6 +177,19 @@ pub fn end_txn(b: &Broker, s: &Session, version: i16, r: EndTxnRequest) -> EndTx
     }
 }
 
+/// AddOffsetsToTxn's and TxnOffsetCommit's checks, in Kafka's order: WRITE
+/// on the transactional id, then READ on the group; the error of the
+/// first refused.
+fn refused_for_offsets(b: &Broker, s: &Session, id: &str, group: &str) -> Option<ResponseError> {
+    if !acl::allowed(b, s, Operation::Write, ResourceType::TransactionalId, id) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !acl::allowed(b, s, Operation::Read, ResourceType::Group, group) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else {
+        None
+    }
+}
+
 /// AddOffsetsToTxn v0–3: the group's partition of `__consumer_offsets`
 /// (made with the topic if needed: the transaction's marker goes there)
 /// joins the transaction, with AddPartitionsToTxn's answers.
@@ -188,13 +201,8 @@ pub fn add_offsets(
 ) -> AddOffsetsToTxnResponse {
     let id = r.transactional_id.0.to_string();
     let group = r.group_id.0.to_string();
-    if !acl::allowed(b, s, Operation::Write, ResourceType::TransactionalId, &id) {
-        return AddOffsetsToTxnResponse::default()
-            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
-    }
-    if !acl::allowed(b, s, Operation::Read, ResourceType::Group, &group) {
-        return AddOffsetsToTxnResponse::default()
-            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    if let Some(e) = refused_for_offsets(b, s, &id, &group) {
+        return AddOffsetsToTxnResponse::default().with_error_code(e.code());
     }
     let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
     let answer = match b.groups.offsets_partition(&group) {
@@ -232,13 +240,7 @@ pub fn txn_offset_commit(
 ) -> TxnOffsetCommitResponse {
     let id = r.transactional_id.0.to_string();
     let group = r.group_id.0.to_string();
-    let whole = if !acl::allowed(b, s, Operation::Write, ResourceType::TransactionalId, &id) {
-        Some(ResponseError::TransactionalIdAuthorizationFailed)
-    } else if !acl::allowed(b, s, Operation::Read, ResourceType::Group, &group) {
-        Some(ResponseError::GroupAuthorizationFailed)
-    } else {
-        None
-    };
+    let whole = refused_for_offsets(b, s, &id, &group);
     let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
     // Fields of v3 and up (KIP-447); below, a producer that names no member.
     let (generation, member) = if version >= 3 {
