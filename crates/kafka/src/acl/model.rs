@@ -278,8 +278,28 @@ impl AclBindingFilter {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    pub(crate) fn binding(
+        rt: ResourceType,
+        name: &str,
+        pt: PatternType,
+        principal: &str,
+        host: &str,
+        op: Operation,
+        perm: Permission,
+    ) -> AclBinding {
+        AclBinding {
+            resource_type: rt,
+            name: name.to_string(),
+            pattern_type: pt,
+            principal: principal.to_string(),
+            host: host.to_string(),
+            operation: op,
+            permission: perm,
+        }
+    }
 
     pub(crate) fn acl(
         rt: ResourceType,
@@ -289,15 +309,7 @@ mod tests {
         op: Operation,
         perm: Permission,
     ) -> AclBinding {
-        AclBinding {
-            resource_type: rt,
-            name: name.to_string(),
-            pattern_type: pt,
-            principal: principal.to_string(),
-            host: WILDCARD.to_string(),
-            operation: op,
-            permission: perm,
-        }
+        binding(rt, name, pt, principal, WILDCARD, op, perm)
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 
 use super::*;
+use crate::acl::model::tests::binding;
 use crate::acl::model::{AclBinding, PatternType, Permission, ResourceType};
 
 use Operation::*;
@@ -10,26 +11,6 @@ use ResourceType::{Cluster, Group, Topic, TransactionalId};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
-}
-
-fn binding(
-    rt: ResourceType,
-    name: &str,
-    pt: PatternType,
-    principal: &str,
-    host: &str,
-    op: Operation,
-    perm: Permission,
-) -> AclBinding {
-    AclBinding {
-        resource_type: rt,
-        name: name.to_string(),
-        pattern_type: pt,
-        principal: principal.to_string(),
-        host: host.to_string(),
-        operation: op,
-        permission: perm,
-    }
 }
 
 fn allow(
@@ -64,6 +45,12 @@ fn authorizer(acls: &[AclBinding], super_users: &[&str], allow_everyone: bool) -
     )
 }
 
+/// No super users, and nothing allowed where no ACL says so: the setting
+/// most cases test.
+fn rules(acls: &[AclBinding]) -> Authorizer {
+    authorizer(acls, &[], false)
+}
+
 fn can(a: &Authorizer, who: &str, op: Operation, rt: ResourceType, name: &str) -> bool {
     let p = Principal::parse(who).unwrap();
     a.authorize(&p, ip("192.168.0.1"), op, rt, name).allowed()
@@ -71,18 +58,14 @@ fn can(a: &Authorizer, who: &str, op: Operation, rt: ResourceType, name: &str) -
 
 #[test]
 fn implications_of_an_allow() {
-    let a = authorizer(
-        &[
-            allow(Topic, "r", PatternType::Literal, "User:bob", Read),
-            allow(Topic, "w", PatternType::Literal, "User:bob", Write),
-            allow(Topic, "d", PatternType::Literal, "User:bob", Delete),
-            allow(Topic, "a", PatternType::Literal, "User:bob", Alter),
-            allow(Topic, "ac", PatternType::Literal, "User:bob", AlterConfigs),
-            allow(Topic, "all", PatternType::Literal, "User:bob", All),
-        ],
-        &[],
-        false,
-    );
+    let a = rules(&[
+        allow(Topic, "r", PatternType::Literal, "User:bob", Read),
+        allow(Topic, "w", PatternType::Literal, "User:bob", Write),
+        allow(Topic, "d", PatternType::Literal, "User:bob", Delete),
+        allow(Topic, "a", PatternType::Literal, "User:bob", Alter),
+        allow(Topic, "ac", PatternType::Literal, "User:bob", AlterConfigs),
+        allow(Topic, "all", PatternType::Literal, "User:bob", All),
+    ]);
     for t in ["r", "w", "d", "a", "all"] {
         assert!(can(&a, "User:bob", Describe, Topic, t), "{t}");
     }
@@ -110,15 +93,11 @@ fn implications_of_an_allow() {
 
 #[test]
 fn deny_wins_and_a_deny_implies_nothing() {
-    let a = authorizer(
-        &[
-            allow(Topic, "*", PatternType::Literal, "User:*", All),
-            deny(Topic, "secret", PatternType::Literal, "User:bob", Read),
-            deny(Topic, "hidden", PatternType::Literal, "User:bob", All),
-        ],
-        &[],
-        false,
-    );
+    let a = rules(&[
+        allow(Topic, "*", PatternType::Literal, "User:*", All),
+        deny(Topic, "secret", PatternType::Literal, "User:bob", Read),
+        deny(Topic, "hidden", PatternType::Literal, "User:bob", All),
+    ]);
     assert!(!can(&a, "User:bob", Read, Topic, "secret"));
     assert!(
         can(&a, "User:bob", Describe, Topic, "secret"),
@@ -131,15 +110,11 @@ fn deny_wins_and_a_deny_implies_nothing() {
 
 #[test]
 fn prefixed_patterns() {
-    let a = authorizer(
-        &[
-            allow(Topic, "foo", PatternType::Prefixed, "User:bob", Read),
-            deny(Topic, "foobar", PatternType::Prefixed, "User:bob", Read),
-            allow(Group, "g-", PatternType::Prefixed, "User:bob", Read),
-        ],
-        &[],
-        false,
-    );
+    let a = rules(&[
+        allow(Topic, "foo", PatternType::Prefixed, "User:bob", Read),
+        deny(Topic, "foobar", PatternType::Prefixed, "User:bob", Read),
+        allow(Group, "g-", PatternType::Prefixed, "User:bob", Read),
+    ]);
     assert!(can(&a, "User:bob", Read, Topic, "foo"));
     assert!(can(&a, "User:bob", Read, Topic, "food"));
     assert!(!can(&a, "User:bob", Read, Topic, "foobarbaz"));
@@ -151,31 +126,27 @@ fn prefixed_patterns() {
 
 #[test]
 fn wildcard_principal_and_hosts() {
-    let a = authorizer(
-        &[
-            allow(Topic, "t", PatternType::Literal, "User:*", Read),
-            binding(
-                Topic,
-                "u",
-                PatternType::Literal,
-                "User:bob",
-                "192.168.0.1",
-                Write,
-                Permission::Allow,
-            ),
-            binding(
-                Topic,
-                "u",
-                PatternType::Literal,
-                "User:*",
-                "10.0.0.1",
-                Write,
-                Permission::Deny,
-            ),
-        ],
-        &[],
-        false,
-    );
+    let a = rules(&[
+        allow(Topic, "t", PatternType::Literal, "User:*", Read),
+        binding(
+            Topic,
+            "u",
+            PatternType::Literal,
+            "User:bob",
+            "192.168.0.1",
+            Write,
+            Permission::Allow,
+        ),
+        binding(
+            Topic,
+            "u",
+            PatternType::Literal,
+            "User:*",
+            "10.0.0.1",
+            Write,
+            Permission::Deny,
+        ),
+    ]);
     assert!(can(&a, "User:anyone", Read, Topic, "t"));
     // `matchingPrincipals` always holds `User:*`, whatever the type.
     assert!(can(&a, "Group:x", Read, Topic, "t"));
@@ -245,9 +216,7 @@ fn super_users_and_the_default() {
 fn by_resource_type() {
     let bob = Principal::user("bob");
     let h = ip("1.2.3.4");
-    let check = |acls: &[AclBinding]| {
-        authorizer(acls, &[], false).authorize_by_resource_type(&bob, h, Write, Topic)
-    };
+    let check = |acls: &[AclBinding]| rules(acls).authorize_by_resource_type(&bob, h, Write, Topic);
     assert!(!check(&[]));
     assert!(check(&[allow(
         Topic,
