@@ -218,68 +218,33 @@ fn by_resource_type() {
     let h = ip("1.2.3.4");
     let check = |acls: &[AclBinding]| rules(acls).authorize_by_resource_type(&bob, h, Write, Topic);
     assert!(!check(&[]));
-    assert!(check(&[allow(
-        Topic,
-        "t",
-        PatternType::Literal,
-        "User:bob",
-        Write
-    )]));
-    assert!(check(&[allow(
-        Topic,
-        "t",
-        PatternType::Literal,
-        "User:bob",
-        All
-    )]));
-    assert!(!check(&[allow(
-        Topic,
-        "t",
-        PatternType::Literal,
-        "User:bob",
-        Read
-    )]));
-    assert!(!check(&[allow(
-        Topic,
-        "t",
-        PatternType::Literal,
-        "User:alice",
-        Write
-    )]));
-    assert!(check(&[allow(
-        Topic,
-        "t",
-        PatternType::Literal,
-        "User:*",
-        Write
-    )]));
-    assert!(!check(&[
-        allow(Topic, "t", PatternType::Literal, "User:bob", Write),
-        deny(Topic, "t", PatternType::Literal, "User:bob", Write),
-    ]));
-    assert!(!check(&[
-        allow(Topic, "abc", PatternType::Prefixed, "User:bob", Write),
-        deny(Topic, "ab", PatternType::Prefixed, "User:bob", Write),
-    ]));
-    assert!(check(&[
-        allow(Topic, "abc", PatternType::Prefixed, "User:bob", Write),
-        deny(Topic, "abcd", PatternType::Prefixed, "User:bob", Write),
-    ]));
-    assert!(!check(&[
-        allow(Topic, "*", PatternType::Literal, "User:bob", Write),
-        deny(Topic, "*", PatternType::Literal, "User:bob", Write),
-    ]));
-    assert!(check(&[
-        allow(Topic, "t", PatternType::Literal, "User:bob", Write),
-        deny(Topic, "u", PatternType::Literal, "User:bob", Write),
-    ]));
-    assert!(!check(&[allow(
-        TransactionalId,
-        "t",
-        PatternType::Literal,
-        "User:bob",
-        Write
-    )]));
+    // One ACL allowing on topic `t` (TransactionalId: another type).
+    for (rt, principal, op, expected) in [
+        (Topic, "User:bob", Write, true),
+        (Topic, "User:bob", All, true),
+        (Topic, "User:bob", Read, false),
+        (Topic, "User:alice", Write, false),
+        (Topic, "User:*", Write, true),
+        (TransactionalId, "User:bob", Write, false),
+    ] {
+        let acl = allow(rt, "t", PatternType::Literal, principal, op);
+        assert_eq!(check(&[acl]), expected, "{rt:?} {principal} {op}");
+    }
+    // Bob's WRITE allowed on one pattern and denied on another: a deny
+    // that covers every name the allow does wins.
+    for (allowed, denied, pt, expected) in [
+        ("t", "t", PatternType::Literal, false),
+        ("abc", "ab", PatternType::Prefixed, false),
+        ("abc", "abcd", PatternType::Prefixed, true),
+        ("*", "*", PatternType::Literal, false),
+        ("t", "u", PatternType::Literal, true),
+    ] {
+        let acls = [
+            allow(Topic, allowed, pt, "User:bob", Write),
+            deny(Topic, denied, pt, "User:bob", Write),
+        ];
+        assert_eq!(check(&acls), expected, "{allowed} {denied} {pt:?}");
+    }
     let sup = authorizer(&[], &["User:bob"], false);
     assert!(sup.authorize_by_resource_type(&bob, h, Write, Topic));
     let everyone = authorizer(&[], &[], true);
