@@ -12,15 +12,9 @@ use super::offset_map::{KeyHash, OffsetMap};
 use super::read_ahead::{CleanChunk, Scanned};
 use super::txn::{TxnTracker, control_type};
 use crate::error::Result;
+use crate::partition::LastRecord;
 use commitfs_record::retain::{RecordView, empty_header, for_each_record, rebuild_batch};
 use commitfs_record::{Batch, BatchHeader, BatchIter, RecordError};
-
-/// A producer's last batch as producer state knows it (Kafka's `LastRecord`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LastRecord {
-    pub last_data_offset: Option<i64>,
-    pub epoch: i16,
-}
 
 /// What stays the same for every batch of a pass.
 pub(super) struct FilterContext<'a> {
