@@ -24,7 +24,7 @@ use super::cleaned::{Chunk, CleanedSegment, remove_cleaned};
 use super::filter::{FilterContext, Filtered, filter_chunk};
 use super::manager::{LogToClean, log_segments};
 use super::offset_map::OffsetMap;
-use super::read_ahead::{Cleaned, DirtyReader, Mapped, MappedChunk, SegmentReader};
+use super::read_ahead::{Cleaned, DirtyReader, Mapped, MappedChunk, Reading, SegmentReader};
 use super::stats::CleanerStats;
 use super::throttle::Throttler;
 use super::txn::{TxnTracker, collect_aborted};
@@ -178,15 +178,12 @@ impl<'a> Cleaner<'a> {
         let max_entries =
             (self.map.slots() as f64 * self.config.dedupe_buffer_load_factor) as usize;
         let reader = DirtyReader {
-            id: self.id,
+            reading: self.reading(log.config().max_message_bytes),
             segs: dirty,
             start,
             end,
             txn,
             hasher: self.map.hasher(),
-            throttler: self.throttler,
-            config: self.config,
-            max_message: log.config().max_message_bytes,
         };
         let put = |rx: Receiver<Result<Mapped>>, used_tx: &Sender<MappedChunk>| -> Result<()> {
             for mapped in rx.iter() {
@@ -332,14 +329,11 @@ impl<'a> Cleaner<'a> {
     ) -> Result<()> {
         let map: &OffsetMap = self.map;
         let reader = SegmentReader {
-            id: self.id,
+            reading: self.reading(max_message),
             seg,
             map,
             ctx,
             txn,
-            throttler: self.throttler,
-            config: self.config,
-            max_message,
         };
         let mut out = Vec::new();
         let filter = |rx: Receiver<Result<Cleaned>>, used_tx: &Sender<Vec<u8>>| -> Result<()> {
@@ -368,6 +362,16 @@ impl<'a> Cleaner<'a> {
             move |tx, used| reader.run(tx, used),
             filter,
         )
+    }
+
+    /// What this pass's readers read a log of `max_message` bytes with.
+    fn reading(&self, max_message: i32) -> Reading<'a> {
+        Reading {
+            id: self.id,
+            throttler: self.throttler,
+            config: self.config,
+            max_message,
+        }
     }
 
     /// One filtered chunk appended to the cleaned segment, and counted.
