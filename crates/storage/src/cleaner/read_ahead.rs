@@ -33,7 +33,8 @@ use log::info;
 
 use super::CleanerConfig;
 use super::filter::{
-    FilterContext, Filtered, ReadKey, ReadRecord, Retention, Verdict, batch_verdict, filter_chunk,
+    CleanChunk, FilterContext, Filtered, ReadKey, ReadRecord, Retention, Scanned, batch_verdict,
+    filter_chunk,
 };
 use super::offset_map::{KeyHash, KeyHasher, OffsetMap};
 use super::throttle::Throttler;
@@ -273,33 +274,6 @@ impl Reading<'_> {
         );
         Ok(new)
     }
-}
-
-/// One chunk of a segment to clean: its bytes (whole batches first, CRCs
-/// checked), each batch's verdict, and its records as read.
-pub(super) struct CleanChunk {
-    pub bytes: Vec<u8>,
-    /// The chunk's length that was read (`bytes` may hold more: a buffer
-    /// used again).
-    pub len: usize,
-    /// Each whole batch, in order.
-    pub batches: Vec<Scanned>,
-    /// Every record of every whole batch that does not go whole, in order,
-    /// with the hash of each key it looks up (see [`Verdict::looks_up`]; a
-    /// record past the map's latest offset is kept without one).
-    pub records: Vec<ReadRecord>,
-}
-
-/// One whole batch of a [`CleanChunk`], as the reader judged it.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Scanned {
-    pub verdict: Verdict,
-    /// One past the batch's last record in [`CleanChunk::records`].
-    pub records_end: usize,
-    /// Each of the batch's offsets was put into the map, and each put
-    /// replaced by a later one of its key: every record goes, and the
-    /// batch was not decoded (none of its records are in `records`).
-    pub superseded: bool,
 }
 
 /// A chunk as the reader sends it, in log order: to filter, or filtered
