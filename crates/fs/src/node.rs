@@ -105,17 +105,27 @@ pub const SPECIAL_NAMES: &[&str] = &[
     STATUS,
 ];
 
+/// The nodes that live in no partition (the root's and the groups'), as a
+/// pattern: [`NodeKey::partition`] and every match that relies on its
+/// `None` name the same set, so a node added to it is added to them all.
+macro_rules! outside_partitions {
+    () => {
+        $crate::node::NodeKey::Root
+            | $crate::node::NodeKey::RootFile(_)
+            | $crate::node::NodeKey::GroupsDir
+            | $crate::node::NodeKey::Group(_)
+            | $crate::node::NodeKey::GroupFile(..)
+            | $crate::node::NodeKey::GroupOffsetsDir(_)
+            | $crate::node::NodeKey::GroupOffset(..)
+    };
+}
+pub(crate) use outside_partitions;
+
 impl NodeKey {
     /// The partition this node lives in, if any.
     pub fn partition(&self) -> Option<&Arc<str>> {
         match self {
-            NodeKey::Root
-            | NodeKey::RootFile(_)
-            | NodeKey::GroupsDir
-            | NodeKey::Group(_)
-            | NodeKey::GroupFile(..)
-            | NodeKey::GroupOffsetsDir(_)
-            | NodeKey::GroupOffset(..) => None,
+            outside_partitions!() => None,
             NodeKey::Partition(p)
             | NodeKey::Raw(p, _)
             | NodeKey::Log(p)

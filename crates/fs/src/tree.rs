@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::error::{FsError, FsResult};
 use super::handle::HandleTable;
 use super::inode::{self, InodeTable, ROOT_INO};
-use super::node::{Control, GROUPS, NodeKey, parse_offset_name};
+use super::node::{Control, GROUPS, NodeKey, outside_partitions, parse_offset_name};
 use super::passthrough::Passthrough;
 use commitfs_backend::{
     Backend, CommittedStream, ErrorKind, FileInfo, IO_SIZE, LineFormat, Partition, line_format,
@@ -411,13 +411,7 @@ impl Tree {
                 (attr(len, self.started), TTL)
             }
             // Answered above: `key.partition()` is `None` exactly for these.
-            NodeKey::Root
-            | NodeKey::RootFile(_)
-            | NodeKey::GroupsDir
-            | NodeKey::Group(_)
-            | NodeKey::GroupFile(..)
-            | NodeKey::GroupOffsetsDir(_)
-            | NodeKey::GroupOffset(..) => unreachable!("root and group nodes have no partition"),
+            outside_partitions!() => unreachable!("root and group nodes have no partition"),
         })
     }
 

@@ -194,7 +194,7 @@ impl LogManager {
         let ctx = LoadContext {
             defaults: &defaults,
             appends: &appends,
-            cleaner: &cleaner_core,
+            cleaner: cleaner_core.clone(),
             log: DirContext {
                 checkpoints: &checkpoints,
                 flusher: &flusher,
@@ -337,7 +337,7 @@ impl LogManager {
         LoadContext {
             defaults: &self.defaults,
             appends: &self.appends,
-            cleaner: &self.cleaner_core,
+            cleaner: self.cleaner_core.clone(),
             log: DirContext {
                 checkpoints: &self.checkpoints,
                 flusher: &self.flusher,

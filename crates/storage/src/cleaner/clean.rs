@@ -13,8 +13,9 @@
 //! held while the segments are read and written; only the swap takes the
 //! writer lock.
 
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::mpsc::{channel, sync_channel};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 
 use log::info;
 
@@ -23,7 +24,7 @@ use super::cleaned::{Chunk, CleanedSegment, remove_cleaned};
 use super::filter::{FilterContext, Filtered, filter_chunk};
 use super::manager::{LogToClean, log_segments};
 use super::offset_map::OffsetMap;
-use super::read_ahead::{Cleaned, DirtyReader, Mapped, MappedChunk, SegmentReader};
+use super::read_ahead::{Cleaned, DirtyReader, Mapped, MappedChunk, Reading, SegmentReader};
 use super::stats::CleanerStats;
 use super::throttle::Throttler;
 use super::txn::{TxnTracker, collect_aborted};
@@ -177,48 +178,37 @@ impl<'a> Cleaner<'a> {
         let max_entries =
             (self.map.slots() as f64 * self.config.dedupe_buffer_load_factor) as usize;
         let reader = DirtyReader {
-            id: self.id,
+            reading: self.reading(log.config().max_message_bytes),
             segs: dirty,
             start,
             end,
             txn,
             hasher: self.map.hasher(),
-            throttler: self.throttler,
-            config: self.config,
-            max_message: log.config().max_message_bytes,
         };
-        let (tx, rx) = sync_channel(16);
-        let (used_tx, used_rx) = channel();
-        std::thread::scope(|scope| {
-            let thread = std::thread::Builder::new()
-                .name(format!("cleaner-{}-reader", self.id))
-                .spawn_scoped(scope, move || reader.run(tx, used_rx))
-                .at(log.local().dir())?;
-            let mut put = || -> Result<()> {
-                for mapped in rx.iter() {
-                    (self.check_done)()?;
-                    match mapped? {
-                        Mapped::Chunk(chunk) => {
-                            if put_chunk(self.map, &chunk, max_entries, stats) {
-                                return Ok(());
-                            }
-                            let _ = used_tx.send(chunk);
+        let put = |rx: Receiver<Result<Mapped>>, used_tx: &Sender<MappedChunk>| -> Result<()> {
+            for mapped in rx.iter() {
+                (self.check_done)()?;
+                match mapped? {
+                    Mapped::Chunk(chunk) => {
+                        if put_chunk(self.map, &chunk, max_entries, stats) {
+                            return Ok(());
                         }
-                        Mapped::SegmentEnd { next_segment_start } => {
-                            self.map.update_latest_offset(next_segment_start - 1)
-                        }
+                        let _ = used_tx.send(chunk);
+                    }
+                    Mapped::SegmentEnd { next_segment_start } => {
+                        self.map.update_latest_offset(next_segment_start - 1)
                     }
                 }
-                Ok(())
-            };
-            let built = put();
-            // A reader blocked on a full channel gets an error and stops.
-            drop(rx);
-            match thread.join() {
-                Ok(()) => built,
-                Err(_) => Err(panicked(log)),
             }
-        })?;
+            Ok(())
+        };
+        read_ahead(
+            self.id,
+            log.local().dir(),
+            "the pass panicked",
+            move |tx, used| reader.run(tx, used),
+            put,
+        )?;
         info!(
             "Cleaner {}: Offset map for log {} complete.",
             self.id,
@@ -339,54 +329,49 @@ impl<'a> Cleaner<'a> {
     ) -> Result<()> {
         let map: &OffsetMap = self.map;
         let reader = SegmentReader {
-            id: self.id,
+            reading: self.reading(max_message),
             seg,
             map,
             ctx,
             txn,
+        };
+        let mut out = Vec::new();
+        let filter = |rx: Receiver<Result<Cleaned>>, used_tx: &Sender<Vec<u8>>| -> Result<()> {
+            for cleaned in rx.iter() {
+                (self.check_done)()?;
+                match cleaned? {
+                    Cleaned::Read(chunk) => {
+                        out.clear();
+                        let mut res = Filtered::new();
+                        filter_chunk(map, &chunk, ctx, &mut out, &mut res)?;
+                        let _ = used_tx.send(chunk.bytes);
+                        self.write(dest, &out, &res, stats)?;
+                    }
+                    Cleaned::Filtered { out, res } => {
+                        self.write(dest, &out, &res, stats)?;
+                        let _ = used_tx.send(out);
+                    }
+                }
+            }
+            Ok(())
+        };
+        read_ahead(
+            self.id,
+            seg.path(),
+            "the pass's reader panicked",
+            move |tx, used| reader.run(tx, used),
+            filter,
+        )
+    }
+
+    /// What this pass's readers read a log of `max_message` bytes with.
+    fn reading(&self, max_message: i32) -> Reading<'a> {
+        Reading {
+            id: self.id,
             throttler: self.throttler,
             config: self.config,
             max_message,
-        };
-        let (tx, rx) = sync_channel(16);
-        let (used_tx, used_rx) = channel();
-        std::thread::scope(|scope| {
-            let thread = std::thread::Builder::new()
-                .name(format!("cleaner-{}-reader", self.id))
-                .spawn_scoped(scope, move || reader.run(tx, used_rx))
-                .at(seg.path())?;
-            let mut out = Vec::new();
-            let mut filter = || -> Result<()> {
-                for cleaned in rx.iter() {
-                    (self.check_done)()?;
-                    match cleaned? {
-                        Cleaned::Read(chunk) => {
-                            out.clear();
-                            let mut res = Filtered::new();
-                            filter_chunk(map, &chunk, ctx, &mut out, &mut res)?;
-                            let _ = used_tx.send(chunk.bytes);
-                            self.write(dest, &out, &res, stats)?;
-                        }
-                        Cleaned::Filtered { out, res } => {
-                            self.write(dest, &out, &res, stats)?;
-                            let _ = used_tx.send(out);
-                        }
-                    }
-                }
-                Ok(())
-            };
-            let cleaned = filter();
-            // A reader blocked on a full channel gets an error and stops.
-            drop(rx);
-            match thread.join() {
-                Ok(()) => cleaned,
-                Err(_) => Err(StorageError::Corrupt {
-                    path: seg.path().to_path_buf(),
-                    position: 0,
-                    reason: "the pass's reader panicked".to_string(),
-                }),
-            }
-        })
+        }
     }
 
     /// One filtered chunk appended to the cleaned segment, and counted.
@@ -456,6 +441,37 @@ fn put_chunk(
 }
 
 /// What a pass that panicked answers.
+/// Runs `read` on a reader thread of its own, a few chunks ahead of
+/// `consume` on this one, which hands buffers back for `read` to use again.
+/// `consume` owns the receiver so that it is dropped before the join: a
+/// reader blocked on a full channel then gets an error and stops. A panic
+/// of the reader is a corrupt `path`, for `reason`.
+fn read_ahead<T: Send, U: Send>(
+    id: usize,
+    path: &Path,
+    reason: &str,
+    read: impl FnOnce(SyncSender<Result<T>>, Receiver<U>) + Send,
+    consume: impl FnOnce(Receiver<Result<T>>, &Sender<U>) -> Result<()>,
+) -> Result<()> {
+    let (tx, rx) = sync_channel(16);
+    let (used_tx, used_rx) = channel();
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .name(format!("cleaner-{id}-reader"))
+            .spawn_scoped(scope, move || read(tx, used_rx))
+            .at(path)?;
+        let consumed = consume(rx, &used_tx);
+        match thread.join() {
+            Ok(()) => consumed,
+            Err(_) => Err(StorageError::Corrupt {
+                path: path.to_path_buf(),
+                position: 0,
+                reason: reason.to_string(),
+            }),
+        }
+    })
+}
+
 pub(super) fn panicked(log: &PartitionLog) -> StorageError {
     StorageError::Corrupt {
         path: log.local().dir().to_path_buf(),

@@ -9,17 +9,37 @@
 use std::collections::HashMap;
 
 use super::offset_map::{KeyHash, OffsetMap};
-use super::read_ahead::{CleanChunk, Scanned};
 use super::txn::{TxnTracker, control_type};
 use crate::error::Result;
+use crate::partition::LastRecord;
 use commitfs_record::retain::{RecordView, empty_header, for_each_record, rebuild_batch};
 use commitfs_record::{Batch, BatchHeader, BatchIter, RecordError};
 
-/// A producer's last batch as producer state knows it (Kafka's `LastRecord`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LastRecord {
-    pub last_data_offset: Option<i64>,
-    pub epoch: i16,
+/// One chunk of a segment to clean: its bytes (whole batches first, CRCs
+/// checked), each batch's verdict, and its records as read.
+pub(super) struct CleanChunk {
+    pub bytes: Vec<u8>,
+    /// The chunk's length that was read (`bytes` may hold more: a buffer
+    /// used again).
+    pub len: usize,
+    /// Each whole batch, in order.
+    pub batches: Vec<Scanned>,
+    /// Every record of every whole batch that does not go whole, in order,
+    /// with the hash of each key it looks up (see [`Verdict::looks_up`]; a
+    /// record past the map's latest offset is kept without one).
+    pub records: Vec<ReadRecord>,
+}
+
+/// One whole batch of a [`CleanChunk`], as the reader judged it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Scanned {
+    pub verdict: Verdict,
+    /// One past the batch's last record in [`CleanChunk::records`].
+    pub records_end: usize,
+    /// Each of the batch's offsets was put into the map, and each put
+    /// replaced by a later one of its key: every record goes, and the
+    /// batch was not decoded (none of its records are in `records`).
+    pub superseded: bool,
 }
 
 /// What stays the same for every batch of a pass.

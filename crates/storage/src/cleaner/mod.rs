@@ -39,7 +39,6 @@ mod throttle;
 mod txn;
 
 pub use cleaner_config::{CLEANER_CONFIG_NAMES, CleanerConfig, TOPIC_SYNONYMS};
-pub(crate) use filter::LastRecord;
 pub use offset_map::OffsetMap;
 pub use read_ahead::Sharing;
 pub use stats::CleanerStats;
@@ -52,25 +51,12 @@ use throttle::Throttler;
 
 use crate::error::{Result, StorageError};
 use crate::now_ms;
-use crate::partition::PartitionLog;
+pub use crate::partition::LastPass;
+use crate::partition::{Compactor, PartitionLog};
 use crate::scheduler::{Pace, Scheduler};
 
 /// The partitions a cleaner thread looks at, as the data directory has them.
 pub(crate) type LogPool = Arc<dyn Fn() -> Vec<Arc<PartitionLog>> + Send + Sync>;
-
-/// What the last pass over a partition did, for its `status`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LastPass {
-    /// When it ended, in ms since the epoch.
-    pub ended_ms: i64,
-    pub first_dirty_offset: i64,
-    pub end_offset: i64,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    pub messages_read: u64,
-    pub messages_written: u64,
-    pub elapsed_secs: f64,
-}
 
 /// What the cleaner threads have done so far, for whoever waits on them
 /// (a test, say): counters that only grow.
@@ -290,6 +276,31 @@ impl CleanerCore {
             self.pass_failed(log, e);
         }
         pass
+    }
+}
+
+impl Compactor for CleanerCore {
+    fn clean_now(&self, log: &Arc<PartitionLog>) -> Result<Option<LastPass>> {
+        CleanerCore::clean_now(self, log)
+    }
+
+    fn dirty_ratio(&self, log: &Arc<PartitionLog>, checkpoint: Option<i64>) -> Result<f64> {
+        let offsets = cleanable_offsets(log, checkpoint, now_ms())?;
+        let ltc = log_to_clean(
+            log,
+            offsets.first_dirty_offset,
+            offsets.first_uncleanable_dirty_offset,
+            false,
+        )?;
+        Ok(if ltc.total_bytes == 0 {
+            0.0
+        } else {
+            ltc.cleanable_ratio()
+        })
+    }
+
+    fn is_uncleanable(&self, name: &str) -> bool {
+        self.manager.is_uncleanable(name)
     }
 }
 

@@ -33,7 +33,8 @@ use log::info;
 
 use super::CleanerConfig;
 use super::filter::{
-    FilterContext, Filtered, ReadKey, ReadRecord, Retention, Verdict, batch_verdict, filter_chunk,
+    CleanChunk, FilterContext, Filtered, ReadKey, ReadRecord, Retention, Scanned, batch_verdict,
+    filter_chunk,
 };
 use super::offset_map::{KeyHash, KeyHasher, OffsetMap};
 use super::throttle::Throttler;
@@ -84,16 +85,12 @@ pub(super) struct MappedBatch {
 
 /// The dirty section `[start, end)` of one log, to read.
 pub(super) struct DirtyReader<'a> {
-    pub id: usize,
+    pub reading: Reading<'a>,
     pub segs: Vec<Arc<LogSegment>>,
     pub start: i64,
     pub end: i64,
     pub txn: TxnTracker,
     pub hasher: KeyHasher,
-    pub throttler: &'a Throttler,
-    pub config: &'a CleanerConfig,
-    /// The log's `max.message.bytes`.
-    pub max_message: i32,
 }
 
 impl DirtyReader<'_> {
@@ -115,10 +112,9 @@ impl DirtyReader<'_> {
             let next_segment_start = self.segs.get(i + 1).map_or(self.end, |s| s.base_offset);
             let mut position = seg.lookup(self.start)?.position as u64;
             let size = seg.size()?;
-            let mut read_size = self.config.io_buffer_per_thread();
+            let mut read_size = self.reading.config.io_buffer_per_thread();
             while position < size {
-                let n = read_chunk(seg, position, read_size, &mut buf)?;
-                self.throttler.maybe_throttle(n as u64);
+                let n = self.reading.read(seg, position, read_size, &mut buf)?;
                 // A chunk's vectors used again: grown anew for each chunk,
                 // they were pages faulted in on this thread and read cold
                 // on the other.
@@ -136,15 +132,7 @@ impl DirtyReader<'_> {
                 }
                 position += valid;
                 if valid == 0 {
-                    read_size = grown(
-                        self.id,
-                        &buf[..n],
-                        read_size,
-                        seg,
-                        position,
-                        self.max_message,
-                        self.config,
-                    )?;
+                    read_size = self.reading.grown(&buf[..n], read_size, seg, position)?;
                 }
             }
             if tx
@@ -223,74 +211,69 @@ fn read_chunk(
     Ok(n)
 }
 
-/// Kafka's `growBuffersOrFail`: a batch larger than the buffer (`chunk`
-/// holds none whole) doubles it, up to the largest batch the log may hold.
-/// Returns the new read size.
-fn grown(
-    id: usize,
-    chunk: &[u8],
-    cap: usize,
-    seg: &LogSegment,
-    position: u64,
-    max_message: i32,
-    config: &CleanerConfig,
-) -> Result<usize> {
-    let max_message = max_message.max(0) as usize;
-    let corrupt = |reason: String| StorageError::Corrupt {
-        path: seg.path().to_path_buf(),
-        position,
-        reason,
-    };
-    let max_size = if cap >= max_message {
-        let declared = peek_frame(chunk)
-            .map_err(|e| corrupt(format!("Could not determine next batch size: {e}")))?
-            .size;
-        let left = seg.size()? - position;
-        if declared as u64 > left {
+/// What both readers of a pass read a segment with: the I/O limit, and the
+/// bounds its buffer grows within.
+#[derive(Clone, Copy)]
+pub(super) struct Reading<'a> {
+    /// The cleaner thread's, for its log lines.
+    pub id: usize,
+    pub throttler: &'a Throttler,
+    pub config: &'a CleanerConfig,
+    /// The log's `max.message.bytes`.
+    pub max_message: i32,
+}
+
+impl Reading<'_> {
+    /// One chunk read into `buf`, counted against the I/O limit.
+    fn read(
+        &self,
+        seg: &LogSegment,
+        position: u64,
+        size: usize,
+        buf: &mut Vec<u8>,
+    ) -> Result<usize> {
+        let n = read_chunk(seg, position, size, buf)?;
+        self.throttler.maybe_throttle(n as u64);
+        Ok(n)
+    }
+
+    /// Kafka's `growBuffersOrFail`: a batch larger than the buffer (`chunk`
+    /// holds none whole) doubles it, up to the largest batch the log may hold.
+    /// Returns the new read size.
+    fn grown(&self, chunk: &[u8], cap: usize, seg: &LogSegment, position: u64) -> Result<usize> {
+        let max_message = self.max_message.max(0) as usize;
+        let corrupt = |reason: String| StorageError::Corrupt {
+            path: seg.path().to_path_buf(),
+            position,
+            reason,
+        };
+        let max_size = if cap >= max_message {
+            let declared = peek_frame(chunk)
+                .map_err(|e| corrupt(format!("Could not determine next batch size: {e}")))?
+                .size;
+            let left = seg.size()? - position;
+            if declared as u64 > left {
+                return Err(corrupt(format!(
+                    "Log segment may be corrupt, batch size {declared} > {left} bytes left in segment"
+                )));
+            }
+            declared
+        } else {
+            max_message
+        };
+        let max_buffer = max_size.max(self.config.max_message_size.max(0) as usize);
+        if cap >= max_buffer {
             return Err(corrupt(format!(
-                "Log segment may be corrupt, batch size {declared} > {left} bytes left in segment"
+                "This log contains a message larger than maximum allowable size of {max_buffer}."
             )));
         }
-        declared
-    } else {
-        max_message
-    };
-    let max_buffer = max_size.max(config.max_message_size.max(0) as usize);
-    if cap >= max_buffer {
-        return Err(corrupt(format!(
-            "This log contains a message larger than maximum allowable size of {max_buffer}."
-        )));
+        let new = (cap * 2).min(max_buffer);
+        info!(
+            "Cleaner {}: Growing cleaner I/O buffers from {cap} bytes to {new} bytes.",
+            self.id
+        );
+        Ok(new)
     }
-    let new = (cap * 2).min(max_buffer);
-    info!("Cleaner {id}: Growing cleaner I/O buffers from {cap} bytes to {new} bytes.");
-    Ok(new)
-}
-
-/// One chunk of a segment to clean: its bytes (whole batches first, CRCs
-/// checked), each batch's verdict, and its records as read.
-pub(super) struct CleanChunk {
-    pub bytes: Vec<u8>,
-    /// The chunk's length that was read (`bytes` may hold more: a buffer
-    /// used again).
-    pub len: usize,
-    /// Each whole batch, in order.
-    pub batches: Vec<Scanned>,
-    /// Every record of every whole batch that does not go whole, in order,
-    /// with the hash of each key it looks up (see [`Verdict::looks_up`]; a
-    /// record past the map's latest offset is kept without one).
-    pub records: Vec<ReadRecord>,
-}
-
-/// One whole batch of a [`CleanChunk`], as the reader judged it.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Scanned {
-    pub verdict: Verdict,
-    /// One past the batch's last record in [`CleanChunk::records`].
-    pub records_end: usize,
-    /// Each of the batch's offsets was put into the map, and each put
-    /// replaced by a later one of its key: every record goes, and the
-    /// batch was not decoded (none of its records are in `records`).
-    pub superseded: bool,
 }
 
 /// A chunk as the reader sends it, in log order: to filter, or filtered
@@ -323,15 +306,12 @@ pub enum Sharing {
 /// A segment to clean, read, checked, judged and hashed ahead of Kafka's
 /// `cleanInto` on a thread of its own.
 pub(super) struct SegmentReader<'a> {
-    pub id: usize,
+    pub reading: Reading<'a>,
     pub seg: &'a LogSegment,
     pub map: &'a OffsetMap,
     pub ctx: &'a FilterContext<'a>,
     /// The pass's transaction state: the reader judges each batch in order.
     pub txn: &'a mut TxnTracker,
-    pub throttler: &'a Throttler,
-    pub config: &'a CleanerConfig,
-    pub max_message: i32,
 }
 
 impl SegmentReader<'_> {
@@ -351,15 +331,14 @@ impl SegmentReader<'_> {
         let seg = self.seg;
         let size = seg.size()?;
         let mut position = 0u64;
-        let mut read_size = self.config.io_buffer_per_thread();
+        let mut read_size = self.reading.config.io_buffer_per_thread();
         // Buffers this thread is done with, before the cleaner thread's.
         let mut spare: Vec<Vec<u8>> = Vec::new();
         let mut n = 0u64;
         let mut records_cap = 0;
         while position < size {
             let mut bytes = take_buffer(&mut spare, used);
-            let len = read_chunk(seg, position, read_size, &mut bytes)?;
-            self.throttler.maybe_throttle(len as u64);
+            let len = self.reading.read(seg, position, read_size, &mut bytes)?;
             let mut chunk = CleanChunk {
                 bytes,
                 len,
@@ -369,18 +348,12 @@ impl SegmentReader<'_> {
             let valid = self.scan_chunk(&mut chunk, position)?;
             records_cap = records_cap.max(chunk.records.len());
             if valid == 0 {
-                read_size = grown(
-                    self.id,
-                    &chunk.bytes[..len],
-                    read_size,
-                    seg,
-                    position,
-                    self.max_message,
-                    self.config,
-                )?;
+                read_size = self
+                    .reading
+                    .grown(&chunk.bytes[..len], read_size, seg, position)?;
             }
             position += valid;
-            let here = match self.config.sharing {
+            let here = match self.reading.config.sharing {
                 Sharing::WhenBehind => None,
                 Sharing::CleanerThread => Some(false),
                 Sharing::Reader => Some(true),

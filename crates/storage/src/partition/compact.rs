@@ -9,11 +9,44 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::PartitionLog;
-use crate::cleaner::{LastPass, LastRecord, cleanable_offsets, log_to_clean};
 use crate::error::{Result, StorageError};
-use crate::now_ms;
 use crate::segment::LogSegment;
 use commitfs_record::NewRecord;
+
+/// The log cleaner as a partition sees it. In Kafka `UnifiedLog` never
+/// calls the cleaner; here `compact` and `status` ask it of the partition,
+/// so the partition holds the cleaner behind this, and the cleaner, which
+/// works on partitions, stays the one that knows the other.
+pub(crate) trait Compactor: Send + Sync {
+    /// A pass over `log` now, whatever its dirty ratio.
+    fn clean_now(&self, log: &Arc<PartitionLog>) -> Result<Option<LastPass>>;
+    /// Cleanable bytes over all bytes, from the first dirty offset
+    /// `checkpoint` keeps; 0 for an empty log.
+    fn dirty_ratio(&self, log: &Arc<PartitionLog>, checkpoint: Option<i64>) -> Result<f64>;
+    /// Whether a pass over the partition `name` failed and made it uncleanable.
+    fn is_uncleanable(&self, name: &str) -> bool;
+}
+
+/// What the last pass over a partition did, for its `status`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LastPass {
+    /// When it ended, in ms since the epoch.
+    pub ended_ms: i64,
+    pub first_dirty_offset: i64,
+    pub end_offset: i64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub messages_read: u64,
+    pub messages_written: u64,
+    pub elapsed_secs: f64,
+}
+
+/// A producer's last batch as producer state knows it (Kafka's `LastRecord`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LastRecord {
+    pub last_data_offset: Option<i64>,
+    pub epoch: i16,
+}
 
 /// The cleaner's state of one partition, for `status`.
 #[derive(Clone, Debug, PartialEq)]
@@ -126,23 +159,11 @@ impl PartitionLog {
     /// What `status` shows of the cleaner for a compacted partition.
     pub fn cleaner_status(self: &Arc<Self>) -> Result<CleanerStatus> {
         let checkpoint = self.cleaner_checkpoint();
-        let offsets = cleanable_offsets(self, checkpoint, now_ms())?;
-        let ltc = log_to_clean(
-            self,
-            offsets.first_dirty_offset,
-            offsets.first_uncleanable_dirty_offset,
-            false,
-        )?;
-        let ratio = if ltc.total_bytes == 0 {
-            0.0
-        } else {
-            ltc.cleanable_ratio()
-        };
         Ok(CleanerStatus {
             checkpoint,
-            dirty_ratio: ratio,
+            dirty_ratio: self.cleaner.dirty_ratio(self, checkpoint)?,
             last_pass: self.last_pass.lock().clone(),
-            uncleanable: self.cleaner.manager.is_uncleanable(self.name()),
+            uncleanable: self.cleaner.is_uncleanable(self.name()),
         })
     }
 

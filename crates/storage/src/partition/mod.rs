@@ -21,7 +21,6 @@ use parking_lot::Mutex;
 
 use super::append_signal::AppendSignal;
 use super::checkpoint::Checkpoints;
-use super::cleaner::{CleanerCore, LastPass};
 use super::config::LogConfig;
 use super::error::{Result, StorageError};
 use super::health::Health;
@@ -41,7 +40,8 @@ mod retention;
 mod txn;
 
 pub use append::AppendInfo;
-pub use compact::CleanerStatus;
+pub use compact::{CleanerStatus, LastPass};
+pub(crate) use compact::{Compactor, LastRecord};
 pub use encoded::LEADER_EPOCH;
 pub(crate) use follow_writer::Followed;
 pub use overrides::PROPERTIES_FILE;
@@ -90,7 +90,7 @@ pub struct PartitionLog {
     health: Arc<Health>,
     checkpoints: Arc<Checkpoints>,
     /// The data directory's log cleaner (a pass asked for runs through it).
-    cleaner: Arc<CleanerCore>,
+    cleaner: Arc<dyn Compactor>,
     /// What the last pass of the log cleaner over it did.
     last_pass: Mutex<Option<LastPass>>,
 }
@@ -99,7 +99,7 @@ pub struct PartitionLog {
 pub(crate) struct LoadContext<'a> {
     pub defaults: &'a LogConfig,
     pub appends: &'a Arc<AppendSignal>,
-    pub cleaner: &'a Arc<CleanerCore>,
+    pub cleaner: Arc<dyn Compactor>,
     /// What its log on disk is opened with.
     pub log: DirContext<'a>,
 }
