@@ -9,11 +9,12 @@ use std::sync::Arc;
 use commitfs::cluster::{ClusterBackend, ClusterOptions};
 use log::{error, info};
 
-use super::daemon::{self, Ready, Signals};
-use super::mount::{
+use super::daemon::{self, Ready};
+use super::options::tokens;
+use super::session::{
     FuseOptions, MountArgs, SessionSpec, mount_session, session_end, wait_for_unmount,
 };
-use super::options::tokens;
+use super::signals::Signals;
 
 /// The `-o` options: FUSE's and mount(8)'s, then the cluster's (commitfs's
 /// own or a client property).

@@ -117,7 +117,7 @@ pub fn init(file: Option<(PathBuf, LogSettings)>) {
                 // without blocking them here too, this thread would take a
                 // SIGTERM, or the daemon's own SIGUSR1, that arrived while
                 // the waiting thread was busy, and die of it mid-shutdown.
-                let _ = super::daemon::Signals::block();
+                let _ = super::signals::Signals::block();
                 loop {
                     std::thread::sleep(Duration::from_secs(1));
                     limited.flush_expired(Instant::now());

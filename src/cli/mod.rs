@@ -13,6 +13,8 @@ pub mod mount;
 pub mod mount_helper;
 mod options;
 pub mod serve;
+mod session;
+mod signals;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -48,17 +48,6 @@ fstab and mount(8):
 const EX_USAGE: i32 = 1;
 const EX_FAIL: i32 = 32;
 
-/// Options that belong to mount(8), fstab or systemd, not to commitfs: `-o`
-/// accepts and ignores them, so an fstab line or a systemd unit can carry them.
-pub fn is_mount8_option(opt: &str) -> bool {
-    const FLAGS: &[&str] = &[
-        "defaults", "auto", "noauto", "nofail", "_netdev", "user", "nouser", "users", "nousers",
-        "owner", "noowner", "group", "nogroup",
-    ];
-    const PREFIXES: &[&str] = &["x-", "X-", "comment=", "user=", "helper=", "uhelper="];
-    FLAGS.contains(&opt) || PREFIXES.iter().any(|p| opt.starts_with(p))
-}
-
 /// Whether this process was started under a helper name (argv[0]).
 pub fn invoked_as_helper(argv0: Option<&OsString>) -> bool {
     argv0
@@ -246,6 +235,7 @@ pub fn mount_fuse_hint(args: &[OsString]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::options::is_mount8_option;
     use super::*;
 
     fn helper(args: &[&str]) -> Result<Translated, String> {

@@ -203,6 +203,17 @@ fn max_partitions(v: &str) -> Result<usize, String> {
     Ok(n as usize)
 }
 
+/// Options that belong to mount(8), fstab or systemd, not to commitfs: `-o`
+/// accepts and ignores them, so an fstab line or a systemd unit can carry them.
+pub fn is_mount8_option(opt: &str) -> bool {
+    const FLAGS: &[&str] = &[
+        "defaults", "auto", "noauto", "nofail", "_netdev", "user", "nouser", "users", "nousers",
+        "owner", "noowner", "group", "nogroup",
+    ];
+    const PREFIXES: &[&str] = &["x-", "X-", "comment=", "user=", "helper=", "uhelper="];
+    FLAGS.contains(&opt) || PREFIXES.iter().any(|p| opt.starts_with(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

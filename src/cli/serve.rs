@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use clap::Args;
 use log::{error, info};
 
-use super::daemon::{Daemon, DaemonSpec, Ready, Signals, Stop};
+use super::daemon::{Daemon, DaemonSpec, Ready};
 use super::options::{DaemonOptions, tokens};
+use super::signals::{Signals, Stop};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
