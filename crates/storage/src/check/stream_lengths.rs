@@ -37,18 +37,13 @@ pub(super) fn check_stream_lengths(
         };
         for (line, entry) in text.lines().enumerate() {
             let line = line as u64 + 1;
-            let fields: Vec<&str> = entry.split_whitespace().collect();
-            let num = |i: usize| fields.get(i).map(|f| f.parse::<u64>().ok());
-            let parsed = match (fields.len(), fields.first().map(|b| b.parse::<i64>().ok())) {
-                (2..=4, Some(Some(base))) => match (num(1), num(2), num(3)) {
-                    (Some(Some(len)), None | Some(Some(_)), None | Some(Some(_))) => {
-                        Some(((base, len), num(2).flatten(), num(3).flatten()))
-                    }
-                    _ => None,
-                },
-                _ => None,
-            };
-            let Some(((base, len), size, ino)) = parsed else {
+            let Some(SavedLength {
+                base,
+                len,
+                size,
+                ino,
+            }) = parse_line(entry)
+            else {
                 report.note(
                     &path,
                     line,
@@ -66,37 +61,9 @@ pub(super) fn check_stream_lengths(
             };
             let log_path = pdir.join(segment_file_name(base, "log"));
             let meta = fs::metadata(&log_path).ok();
-            let file_size = meta.as_ref().map_or(0, |m| m.len());
-            let file_ino = meta.as_ref().map(std::os::unix::fs::MetadataExt::ino);
-            match size {
-                None => {
-                    report.note(
-                        &path,
-                        line,
-                        format!("segment {base}'s length has no size: counted again at load"),
-                    );
-                    continue;
-                }
-                Some(z) if z != file_size => {
-                    report.note(&path, line, format!("segment {base}'s length was counted at {z} bytes, the segment has {file_size}: counted again at load"));
-                    continue;
-                }
-                Some(_) => {}
-            }
-            match ino {
-                None => {
-                    report.note(
-                        &path,
-                        line,
-                        format!("segment {base}'s length names no file: counted again at load"),
-                    );
-                    continue;
-                }
-                Some(i) if Some(i) != file_ino => {
-                    report.note(&path, line, format!("segment {base}'s length was counted on another file (inode {i}) of its size: counted again at load"));
-                    continue;
-                }
-                Some(_) => {}
+            if let Some(why) = not_taken(base, size, ino, meta.as_ref()) {
+                report.note(&path, line, why);
+                continue;
             }
             let Some(lens) = &scan.stream else { continue };
             let mut counted = 0;
@@ -121,5 +88,59 @@ pub(super) fn check_stream_lengths(
                 );
             }
         }
+    }
+}
+
+/// A saved line: a segment's base and length, then the size and inode it
+/// was counted at where the line has them (lines of older versions do not).
+struct SavedLength {
+    base: i64,
+    len: u64,
+    size: Option<u64>,
+    ino: Option<u64>,
+}
+
+fn parse_line(entry: &str) -> Option<SavedLength> {
+    let fields: Vec<&str> = entry.split_whitespace().collect();
+    let num = |i: usize| fields.get(i).map(|f| f.parse::<u64>().ok());
+    match (fields.len(), fields.first().map(|b| b.parse::<i64>().ok())) {
+        (2..=4, Some(Some(base))) => match (num(1), num(2), num(3)) {
+            (Some(Some(len)), None | Some(Some(_)), None | Some(Some(_))) => Some(SavedLength {
+                base,
+                len,
+                size: num(2).flatten(),
+                ino: num(3).flatten(),
+            }),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Why the load would not take a length saved for segment `base` at
+/// `size` bytes on file `ino`, given the segment file's metadata; none
+/// when it would.
+fn not_taken(
+    base: i64,
+    size: Option<u64>,
+    ino: Option<u64>,
+    meta: Option<&fs::Metadata>,
+) -> Option<String> {
+    let file_size = meta.map_or(0, |m| m.len());
+    let file_ino = meta.map(std::os::unix::fs::MetadataExt::ino);
+    match (size, ino) {
+        (None, _) => Some(format!(
+            "segment {base}'s length has no size: counted again at load"
+        )),
+        (Some(z), _) if z != file_size => Some(format!(
+            "segment {base}'s length was counted at {z} bytes, the segment has {file_size}: counted again at load"
+        )),
+        (_, None) => Some(format!(
+            "segment {base}'s length names no file: counted again at load"
+        )),
+        (_, Some(i)) if Some(i) != file_ino => Some(format!(
+            "segment {base}'s length was counted on another file (inode {i}) of its size: counted again at load"
+        )),
+        _ => None,
     }
 }
