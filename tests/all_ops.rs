@@ -41,6 +41,8 @@
 
 mod kafka_support;
 
+#[path = "support/batch.rs"]
+mod batch;
 #[allow(dead_code)]
 #[path = "compaction/decode.rs"]
 mod decode;

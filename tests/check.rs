@@ -1,5 +1,7 @@
 //! `commitfs check`: every kind of problem it reports, and `--repair`.
 
+#[path = "support/batch.rs"]
+mod batch;
 #[path = "support/bounded.rs"]
 mod bounded;
 
@@ -774,31 +776,15 @@ fn wrong_saved_stream_lengths_are_problems_and_repaired() {
 
 /// One transactional batch of producer 7 holding `value`, encoded by kafka-protocol.
 fn transactional(value: &str) -> bytes::BytesMut {
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
-    let record = Record {
-        transactional: true,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: 0,
-        producer_id: 7,
-        producer_epoch: 0,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: 0,
-        timestamp: 1_700_000_000_000,
-        key: None,
-        value: Some(value.to_string().into_bytes().into()),
-        headers: Default::default(),
-    };
-    let mut buf = bytes::BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &[record], &options).unwrap();
-    buf
+    let value = Some(value.to_string().into_bytes().into());
+    batch::encode(
+        (7, 0),
+        Some(0),
+        true,
+        1_700_000_000_000,
+        [(None, value)],
+        kafka_protocol::records::Compression::None,
+    )
 }
 
 /// The same for `commitfs.committedlen`, on a partition with an aborted
