@@ -77,6 +77,17 @@ fn files(dir: &Path) -> Vec<(String, u64)> {
     v
 }
 
+/// A disk of `size` (a tmpfs) in a temp dir, which outlives it: the pair
+/// drops the mount first.
+fn small_disk(size: &str) -> (tempfile::TempDir, Tmpfs) {
+    let tmp = tempfile::Builder::new()
+        .prefix("commitfs-full-")
+        .tempdir()
+        .unwrap();
+    let fs = Tmpfs::mount(&tmp.path().join("fs"), size);
+    (tmp, fs)
+}
+
 fn errno(r: std::io::Result<()>) -> Option<i32> {
     r.err().and_then(|e| e.raw_os_error())
 }
@@ -86,11 +97,7 @@ fn disk_full_fails_cleanly_and_resumes() {
     if !fuse_or_skip() {
         return;
     }
-    let tmp = tempfile::Builder::new()
-        .prefix("commitfs-full-")
-        .tempdir()
-        .unwrap();
-    let fs = Tmpfs::mount(&tmp.path().join("fs"), "4m");
+    let (_tmp, fs) = small_disk("4m");
     let data = fs.0.join("data");
     let mut m = Mount::with(&[OPTS], Some(&data), &[]);
     let part = data.join("t-0");
@@ -228,11 +235,7 @@ fn enospc_in_a_multi_batch_write_appends_nothing() {
     if !fuse_or_skip() {
         return;
     }
-    let tmp = tempfile::Builder::new()
-        .prefix("commitfs-full-")
-        .tempdir()
-        .unwrap();
-    let fs = Tmpfs::mount(&tmp.path().join("fs"), "2m");
+    let (_tmp, fs) = small_disk("2m");
     let data = fs.0.join("data");
     let m = Mount::with(
         &["segment.bytes=1048576,segment.index.bytes=65536,max.message.bytes=8000"],
@@ -320,11 +323,7 @@ fn a_full_disk_under_the_listener_refuses_produce_and_keeps_no_partial_batch() {
     if !fuse_or_skip() {
         return;
     }
-    let tmp = tempfile::Builder::new()
-        .prefix("commitfs-full-")
-        .tempdir()
-        .unwrap();
-    let fs = Tmpfs::mount(&tmp.path().join("fs"), "4m");
+    let (tmp, fs) = small_disk("4m");
     let data = fs.0.join("data");
     let opts = ["segment.bytes=1048576", "segment.index.bytes=65536"];
     // The daemon logs off the disk it fills.
