@@ -28,23 +28,10 @@ use kafka_protocol::messages::{ApiKey, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
-use commitfs::storage::{LogConfig, LogManager, OpenOptions};
-use kafka_support::{Conn, Server, python, require, run_python};
+use kafka_support::{Conn, Server, data_dir, python, require, run_python};
 
 fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
-}
-
-/// A data directory with partitions `names`.
-fn data_dir(names: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let mgr = LogManager::open(&data, LogConfig::default(), OpenOptions::default()).unwrap();
-    for n in names {
-        mgr.create_partition(n).unwrap();
-    }
-    mgr.close().unwrap();
-    (tmp, data)
 }
 
 fn init(c: &mut Conn, version: i16, id: &str, timeout: i32) -> InitProducerIdResponse {
