@@ -18,15 +18,13 @@ use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
-use kafka_protocol::messages::produce_request::{
-    PartitionProduceData, ProduceRequest, TopicProduceData,
-};
 use kafka_protocol::messages::produce_response::ProduceResponse;
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::bulk_value;
 use crate::harness::{Mount, Tmpfs, fuse_or_skip};
+use crate::kafka_support::requests::produce_request;
 use crate::kafka_support::{Conn, Server, decode_partition};
 use crate::torture_util::{
     append, assert_check_clean, assert_no_panic, read_partition, read_value, status,
@@ -289,18 +287,7 @@ fn produce_big(c: &mut Conn, batch: usize, n: usize) -> (i16, i64) {
     let recs: Vec<NewRecord> = values.iter().map(|v| NewRecord::value(v)).collect();
     let mut bytes = Vec::new();
     commitfs::record::encode_batch(&mut bytes, 0, 1_700_000_000_000, &recs);
-    let req = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str("t")))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(Bytes::from(bytes))),
-                ]),
-        ]);
+    let req = produce_request("t", 0, Bytes::from(bytes));
     let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
     let p = &r.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
