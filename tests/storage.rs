@@ -55,6 +55,33 @@ fn closed_partition(
     tmp
 }
 
+/// A new data dir whose empty `t-0` is open under the defaults but for
+/// `key`, set to `value`.
+fn empty_partition_with(
+    key: &str,
+    value: &str,
+) -> (tempfile::TempDir, LogManager, Arc<PartitionLog>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = LogConfig::default();
+    c.set(key, value).unwrap();
+    let mgr = open(tmp.path(), &c);
+    let log = mgr.create_partition("t-0").unwrap();
+    (tmp, mgr, log)
+}
+
+/// `t-0` under `small_segments` with an index entry every 1000 bytes, open,
+/// after 150 appends of ten 700-byte records: a sealed segment and an
+/// active one with many entries each. The config comes too, for reopening.
+fn densely_indexed() -> (tempfile::TempDir, LogConfig, LogManager, Arc<PartitionLog>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_segments();
+    c.set("index.interval.bytes", "1000").unwrap();
+    let mgr = open(tmp.path(), &c);
+    let log = mgr.create_partition("t-0").unwrap();
+    fill(&log, 150, 10, 700);
+    (tmp, c, mgr, log)
+}
+
 fn seg_path(dir: &Path, part: &str, base: i64, suffix: &str) -> PathBuf {
     dir.join(part).join(format!("{base:020}.{suffix}"))
 }
@@ -163,11 +190,7 @@ fn roll_arithmetic_matches_kafka() {
 
 #[test]
 fn index_interval_rule_is_strictly_greater() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut c = LogConfig::default();
-    c.set("index.interval.bytes", "200").unwrap();
-    let mgr = open(tmp.path(), &c);
-    let log = mgr.create_partition("t-0").unwrap();
+    let (tmp, mgr, log) = empty_partition_with("index.interval.bytes", "200");
     // One-record batches of exactly 100 bytes: 61 header + 39 record bytes.
     let v = vec![b'x'; 32];
     let recs = [NewRecord::value(&v)];
@@ -185,11 +208,7 @@ fn index_interval_rule_is_strictly_greater() {
 
 #[test]
 fn batches_split_at_max_message_bytes_and_oversized_records_append_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut c = LogConfig::default();
-    c.set("max.message.bytes", "1000").unwrap();
-    let mgr = open(tmp.path(), &c);
-    let log = mgr.create_partition("t-0").unwrap();
+    let (_tmp, mgr, log) = empty_partition_with("max.message.bytes", "1000");
     let vals: Vec<Vec<u8>> = (0..10).map(|i| value(i, 300)).collect();
     let recs: Vec<NewRecord> = vals.iter().map(|v| NewRecord::value(v)).collect();
     let info = log.append(&recs).unwrap();
@@ -243,12 +262,7 @@ fn torn_tail_recovers_to_previous_batch_at_every_cut() {
 
 #[test]
 fn deleted_index_is_rebuilt_byte_identical() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut c = small_segments();
-    c.set("index.interval.bytes", "1000").unwrap();
-    let mgr = open(tmp.path(), &c);
-    let log = mgr.create_partition("t-0").unwrap();
-    fill(&log, 150, 10, 700);
+    let (tmp, c, mgr, log) = densely_indexed();
     assert_eq!(log.segment_bases().len(), 2);
     drop(log);
     mgr.close().unwrap();
@@ -283,12 +297,7 @@ fn fs_first_active(dir: &Path) -> i64 {
 
 #[test]
 fn zero_padded_indexes_are_detected_and_rebuilt() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut c = small_segments();
-    c.set("index.interval.bytes", "1000").unwrap();
-    let mgr = open(tmp.path(), &c);
-    let log = mgr.create_partition("t-0").unwrap();
-    fill(&log, 150, 10, 700);
+    let (tmp, c, mgr, log) = densely_indexed();
     drop(log);
     mgr.close().unwrap();
     let idx = seg_path(tmp.path(), "t-0", 0, "index");
@@ -772,12 +781,7 @@ fn sealed_segments_keep_one_descriptor_and_a_clean_open_opens_none() {
 
 #[test]
 fn unclean_recovery_rebuilds_every_index_byte_identical() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut c = small_segments();
-    c.set("index.interval.bytes", "1000").unwrap();
-    let mgr = open(tmp.path(), &c);
-    let log = mgr.create_partition("t-0").unwrap();
-    fill(&log, 150, 10, 700);
+    let (tmp, c, mgr, log) = densely_indexed();
     let bases = log.segment_bases();
     assert!(bases.len() >= 2);
     drop(log);
