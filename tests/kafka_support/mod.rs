@@ -449,14 +449,7 @@ pub enum After {
 impl Conn {
     pub fn new(addr: &str) -> Conn {
         let stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
-        stream
-            .set_read_timeout(Some(READ_TIMEOUT))
-            .expect("timeout");
-        Conn {
-            stream,
-            tls: None,
-            next_id: 1,
-        }
+        Conn::from_stream(stream)
     }
 
     /// A raw connection over a socket the test opened itself.
