@@ -25,7 +25,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -86,14 +86,8 @@ impl Daemon {
         mgr.close().map_err(|e| e.to_string())?;
         let mut cmd = Command::new(bin);
         cmd.args(["serve", "--listeners", "PLAINTEXT://127.0.0.1:0"])
-            .arg(&data)
-            .env(
-                "RUST_LOG",
-                "warn,commitfs_kafka::server=info,commitfs_kafka::network=info",
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?);
+            .arg(&data);
+        common::serve_logging_to(&mut cmd, &log)?;
         // SAFETY: setrlimit only, between fork and exec.
         unsafe { cmd.pre_exec(|| set_nofile(NOFILE).map(drop)) };
         let (serve, mut addrs) = Serve::start(&mut cmd, &log, &["PLAINTEXT"])?;

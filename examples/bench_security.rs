@@ -25,7 +25,7 @@ use commitfs::cluster::admin::block_on;
 use common::{Deliveries, Serve, send};
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -104,14 +104,8 @@ impl Daemon {
             ])
             .arg("--add-scram")
             .arg(format!("SCRAM-SHA-512=[name=bench,password={PASSWORD}]"))
-            .arg(&data)
-            .env(
-                "RUST_LOG",
-                "warn,commitfs_kafka::server=info,commitfs_kafka::network=info",
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?);
+            .arg(&data);
+        common::serve_logging_to(&mut cmd, &log)?;
         let (serve, addrs) = Serve::start(&mut cmd, &log, &["PLAINTEXT", "SASL_SSL"])?;
         let [plain, secure] = <[String; 2]>::try_from(addrs).map_err(|_| "two listeners")?;
         Ok(Daemon {

@@ -24,7 +24,7 @@ mod common;
 
 use common::{Deliveries, Serve, send};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -61,14 +61,8 @@ impl Daemon {
         mgr.close().map_err(|e| e.to_string())?;
         let mut cmd = Command::new(bin);
         cmd.args(["serve", "--listeners", "PLAINTEXT://127.0.0.1:0"])
-            .arg(&data)
-            .env(
-                "RUST_LOG",
-                "warn,commitfs_kafka::server=info,commitfs_kafka::network=info",
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?);
+            .arg(&data);
+        common::serve_logging_to(&mut cmd, &log)?;
         let (serve, mut addrs) = Serve::start(&mut cmd, &log, &["PLAINTEXT"])?;
         Ok(Daemon {
             _serve: serve,

@@ -73,15 +73,14 @@ impl Drop for Reaped {
     }
 }
 
-#[test]
-fn tail_f_follows_appends() {
-    let m = mount!();
-    m.ok("mkdir t-0");
-    m.ok("printf 'old-1\\nold-2\\n' >> t-0/log");
+/// `tail -n FROM -f path`, reaped on drop, and each line it prints with
+/// when it came, read on a thread of its own so that a test can bound its
+/// wait for the next.
+pub(crate) fn tail_f(from: &str, path: &Path) -> (Reaped, mpsc::Receiver<(String, Instant)>) {
     let mut tail = Reaped(
         Command::new("tail")
-            .args(["-n", "1", "-f"])
-            .arg(m.mnt.join("t-0/log"))
+            .args(["-n", from, "-f"])
+            .arg(path)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -98,6 +97,15 @@ fn tail_f_follows_appends() {
             }
         }
     });
+    (tail, rx)
+}
+
+#[test]
+fn tail_f_follows_appends() {
+    let m = mount!();
+    m.ok("mkdir t-0");
+    m.ok("printf 'old-1\\nold-2\\n' >> t-0/log");
+    let (tail, rx) = tail_f("1", &m.mnt.join("t-0/log"));
     // GNU tail polls fstat once a second, and a loaded machine can delay it
     // by more: the bound is only for a tail that never sees the growth (a
     // cached size would hide it for good). That the size tail polls is fresh

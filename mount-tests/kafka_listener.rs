@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::kafka_support;
-use crate::kafka_support::bounded::{cmd_timeout, finish, finish_within, run, spawn};
-use crate::kafka_support::{Conn, kcat, listener_addr, python, require, run_python};
+use crate::kafka_support::bounded::{cmd_timeout, finish, finish_within, spawn};
+use crate::kafka_support::{Conn, kcat, kcat_consume, listener_addr, python, require, run_python};
 use bytes::Bytes;
 use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
@@ -166,22 +166,10 @@ fn shell_appends_reach_every_kafka_client() {
     m.ok("mkdir t-0");
     // /usr/bin/printf writes both lines at once: one batch of two records.
     m.ok("/usr/bin/printf 'a\\nb\\n' >> t-0/log");
-    let out = run(
-        Command::new(&kcat).args([
-            "-b",
-            &addr,
-            "-C",
-            "-t",
-            "t",
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-            "-f",
-            "%o %s\\n",
-        ]),
+    let out = kcat_consume(
+        Command::new(&kcat).args(["-b", &addr]),
+        "t",
+        &["-f", "%o %s\\n"],
         "kcat -C -o beginning",
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "0 a\n1 b\n");
@@ -377,20 +365,10 @@ fn a_read_only_mount_serves_kafka_reads_only() {
         &[],
     );
     let addr = bound_listener(&m);
-    let out = run(
-        Command::new(&kcat).args([
-            "-b",
-            &addr,
-            "-C",
-            "-t",
-            "t",
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-        ]),
+    let out = kcat_consume(
+        Command::new(&kcat).args(["-b", &addr]),
+        "t",
+        &[],
         "kcat -C of a read-only mount",
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\n");
@@ -657,9 +635,7 @@ p.abort_transaction(60)
 /// committed` prints them then; an aborted transaction's never show.
 #[test]
 fn committed_shows_a_transaction_when_it_commits() {
-    use crate::consumer::Reaped;
-    use std::io::{BufRead, BufReader};
-    use std::sync::mpsc;
+    use crate::consumer::tail_f;
     if !fuse_or_skip() {
         return;
     }
@@ -670,30 +646,12 @@ fn committed_shows_a_transaction_when_it_commits() {
     assert_eq!(m.ok("stat -c %a t-0/committed").trim(), "444");
     m.fails("echo x >> t-0/committed", "Permission denied");
 
-    let mut tail = Reaped(
-        Command::new("tail")
-            .args(["-n", "+1", "-f"])
-            .arg(m.mnt.join("t-0/committed"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn tail -f"),
-    );
-    let out = tail.0.stdout.take().expect("tail stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let (tail, rx) = tail_f("+1", &m.mnt.join("t-0/committed"));
     // A bound only for a tail that never sees the growth.
     let next = |what: &str| -> String {
         rx.recv_timeout(Duration::from_secs(60))
             .unwrap_or_else(|_| panic!("tail -f committed printed nothing for {what} in 60 s"))
+            .0
     };
     assert_eq!(next("the first line"), "plain-1");
 

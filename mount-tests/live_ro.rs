@@ -9,12 +9,11 @@
 //! with a bound of 5 s, and never for a time.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::consumer::tail_f;
 use crate::harness::{Mount, fuse_or_skip};
 use crate::kafka_writer::{BASE_TS, KafkaWriter, seg_name, stream, value, write_meta};
 
@@ -192,42 +191,13 @@ fn rolls_retention_and_checkpoints() {
     wait_output(&m, "cat t-0/status | grep recovery", "recovery_point: 45\n");
 }
 
-/// A child killed and reaped on drop (declared after the mount: drops first).
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn tail_f_follows_the_broker() {
     let Some((_tmp, mut w, m)) = live_mount(3) else {
         return;
     };
-    let mut tail = Reaped(
-        Command::new("tail")
-            .args(["-n", "1", "-f"])
-            .arg(m.mnt.join("t-0/log"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn tail -f"),
-    );
-    let out = tail.0.stdout.take().expect("tail stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let next = || rx.recv_timeout(BOUND).expect("tail -f printed nothing");
+    let (tail, rx) = tail_f("1", &m.mnt.join("t-0/log"));
+    let next = || rx.recv_timeout(BOUND).expect("tail -f printed nothing").0;
     assert_eq!(next(), value(2));
     for round in 0..3 {
         let first = w.append(2);

@@ -18,15 +18,13 @@ use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
-use kafka_protocol::messages::produce_request::{
-    PartitionProduceData, ProduceRequest, TopicProduceData,
-};
 use kafka_protocol::messages::produce_response::ProduceResponse;
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::bulk_value;
 use crate::harness::{Mount, Tmpfs, fuse_or_skip};
+use crate::kafka_support::requests::produce_request;
 use crate::kafka_support::{Conn, Server, decode_partition};
 use crate::torture_util::{
     append, assert_check_clean, assert_no_panic, read_partition, read_value, status,
@@ -77,6 +75,17 @@ fn files(dir: &Path) -> Vec<(String, u64)> {
     v
 }
 
+/// A disk of `size` (a tmpfs) in a temp dir, which outlives it: the pair
+/// drops the mount first.
+fn small_disk(size: &str) -> (tempfile::TempDir, Tmpfs) {
+    let tmp = tempfile::Builder::new()
+        .prefix("commitfs-full-")
+        .tempdir()
+        .unwrap();
+    let fs = Tmpfs::mount(&tmp.path().join("fs"), size);
+    (tmp, fs)
+}
+
 fn errno(r: std::io::Result<()>) -> Option<i32> {
     r.err().and_then(|e| e.raw_os_error())
 }
@@ -86,11 +95,7 @@ fn disk_full_fails_cleanly_and_resumes() {
     if !fuse_or_skip() {
         return;
     }
-    let tmp = tempfile::Builder::new()
-        .prefix("commitfs-full-")
-        .tempdir()
-        .unwrap();
-    let fs = Tmpfs::mount(&tmp.path().join("fs"), "4m");
+    let (_tmp, fs) = small_disk("4m");
     let data = fs.0.join("data");
     let mut m = Mount::with(&[OPTS], Some(&data), &[]);
     let part = data.join("t-0");
@@ -228,11 +233,7 @@ fn enospc_in_a_multi_batch_write_appends_nothing() {
     if !fuse_or_skip() {
         return;
     }
-    let tmp = tempfile::Builder::new()
-        .prefix("commitfs-full-")
-        .tempdir()
-        .unwrap();
-    let fs = Tmpfs::mount(&tmp.path().join("fs"), "2m");
+    let (_tmp, fs) = small_disk("2m");
     let data = fs.0.join("data");
     let m = Mount::with(
         &["segment.bytes=1048576,segment.index.bytes=65536,max.message.bytes=8000"],
@@ -286,18 +287,7 @@ fn produce_big(c: &mut Conn, batch: usize, n: usize) -> (i16, i64) {
     let recs: Vec<NewRecord> = values.iter().map(|v| NewRecord::value(v)).collect();
     let mut bytes = Vec::new();
     commitfs::record::encode_batch(&mut bytes, 0, 1_700_000_000_000, &recs);
-    let req = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str("t")))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(Bytes::from(bytes))),
-                ]),
-        ]);
+    let req = produce_request("t", 0, Bytes::from(bytes));
     let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
     let p = &r.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
@@ -320,11 +310,7 @@ fn a_full_disk_under_the_listener_refuses_produce_and_keeps_no_partial_batch() {
     if !fuse_or_skip() {
         return;
     }
-    let tmp = tempfile::Builder::new()
-        .prefix("commitfs-full-")
-        .tempdir()
-        .unwrap();
-    let fs = Tmpfs::mount(&tmp.path().join("fs"), "4m");
+    let (tmp, fs) = small_disk("4m");
     let data = fs.0.join("data");
     let opts = ["segment.bytes=1048576", "segment.index.bytes=65536"];
     // The daemon logs off the disk it fills.

@@ -13,11 +13,11 @@
 //! the untrimmed and lazily-checked cases here.
 
 use std::path::Path;
-use std::process::Command;
 
 use crate::harness::Mount;
 use crate::torture_util::{
-    Rng, assert_check_clean, assert_no_panic, log_since, long_rounds, read_value, scale, seg_file,
+    Rng, assert_check_clean, assert_no_panic, log_since, long_rounds, read_value, restore, scale,
+    seg_file,
 };
 use crate::{bulk_value, dd_bulk, mount, write_bulk};
 
@@ -63,17 +63,6 @@ const ALL: [Damage; 15] = [
     Damage::DecreasingTimestamps,
     Damage::TimeRelativeBelowBase,
 ];
-
-fn restore(pristine: &Path, data: &Path) {
-    let _ = std::fs::remove_dir_all(data);
-    let out = crate::harness::run_bounded(
-        Command::new("cp").arg("-a").arg(pristine).arg(data),
-        "cp -a of the pristine data dir",
-        crate::harness::sh_timeout(),
-        String::new,
-    );
-    assert!(out.status.success(), "cp -a: {out:?}");
-}
 
 fn pad(path: &Path, len: u64) {
     let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();

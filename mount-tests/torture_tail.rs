@@ -8,16 +8,13 @@
 //! checks: the log ends at the last valid batch, the daemon logs exactly the
 //! bytes it cut, an append lands at the right offset, and nothing panicked.
 
-use std::path::Path;
-use std::process::Command;
-
 use commitfs::record::{NewRecord, encode_batch};
 
 use crate::harness::Mount;
 use crate::mount;
 use crate::torture_util::{
     Rng, append, assert_check_clean, assert_no_panic, batch_info, frames, log_since, long_rounds,
-    read_value, scale, seg_file, status,
+    read_value, restore, scale, seg_file, status,
 };
 
 const OPTS: &str = "segment.index.bytes=8192,index.interval.bytes=200";
@@ -52,17 +49,6 @@ fn batch(base: i64, values: &[&str]) -> Vec<u8> {
     let mut buf = Vec::new();
     encode_batch(&mut buf, base, 1_700_000_000_000, &recs);
     buf
-}
-
-fn restore(pristine: &Path, data: &Path) {
-    let _ = std::fs::remove_dir_all(data);
-    let out = crate::harness::run_bounded(
-        Command::new("cp").arg("-a").arg(pristine).arg(data),
-        "cp -a of the pristine data dir",
-        crate::harness::sh_timeout(),
-        String::new,
-    );
-    assert!(out.status.success(), "cp -a: {out:?}");
 }
 
 /// Starts of the batches of a `.log`.

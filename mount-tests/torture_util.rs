@@ -80,6 +80,19 @@ pub struct ReadBatch {
     pub values: Vec<Vec<u8>>,
 }
 
+/// Puts back the data dir `data` as the copy `pristine` holds it, for the
+/// next damage to start from the same bytes.
+pub fn restore(pristine: &Path, data: &Path) {
+    let _ = std::fs::remove_dir_all(data);
+    let out = crate::harness::run_bounded(
+        Command::new("cp").arg("-a").arg(pristine).arg(data),
+        "cp -a of the pristine data dir",
+        crate::harness::sh_timeout(),
+        String::new,
+    );
+    assert!(out.status.success(), "cp -a: {out:?}");
+}
+
 /// The sorted base offsets of the `.log` files of a partition directory.
 pub fn segment_bases(dir: &Path) -> Vec<i64> {
     let mut v: Vec<i64> = std::fs::read_dir(dir)

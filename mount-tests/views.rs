@@ -145,6 +145,20 @@ fn wait_for_stream(m: &Mount, part: &str, stream: &str, what: &str) {
     }
 }
 
+/// 3000 lines `k<n % 20>\tk<n % 20>-v<n>` appended to `c-0` of `w` in
+/// writes of 64 KiB: several batches, twenty keys.
+fn append_keyed_lines(w: &Mount) {
+    let lines: String = (0..3000)
+        .map(|n| format!("k{}\tk{}-v{n}\n", n % 20, n % 20))
+        .collect();
+    let file = w.mnt.parent().unwrap().join("lines");
+    std::fs::write(&file, &lines).unwrap();
+    w.ok(&format!(
+        "dd if={} of=c-0/log bs=65536 oflag=append conv=notrunc status=none",
+        file.display()
+    ));
+}
+
 /// The first sequence, in full: a background pass after a time
 /// roll, with no read of `log` in between, through a Kafka client.
 #[test]
@@ -224,16 +238,7 @@ fn a_read_only_follower_shows_a_forced_pass() {
     let (w, addr) = mount_with_listener(&["parse.key=true"]);
     w.ok("mkdir c-0 && echo compact > c-0/config/cleanup.policy");
     let ro = Mount::with(&["ro"], Some(&w.data), &[]);
-    let lines: String = (0..3000)
-        .map(|n| format!("k{}\tk{}-v{n}\n", n % 20, n % 20))
-        .collect();
-    let file = w.mnt.parent().unwrap().join("lines");
-    std::fs::write(&file, &lines).unwrap();
-    // One write of 64 KiB at a time: several batches.
-    w.ok(&format!(
-        "dd if={} of=c-0/log bs=65536 oflag=append conv=notrunc status=none",
-        file.display()
-    ));
+    append_keyed_lines(&w);
     let before = consumed(&py, &addr, "c");
     assert_eq!(before.len(), 3000);
     let stream: String = before.iter().map(|(_, v)| format!("{v}\n")).collect();
@@ -261,15 +266,7 @@ fn a_cluster_mount_shows_a_pass_behind_its_cache() {
     let Some(py) = require(python()) else { return };
     let (w, addr) = mount_with_listener(&["parse.key=true"]);
     w.ok("mkdir c-0 && echo compact > c-0/config/cleanup.policy");
-    let lines: String = (0..3000)
-        .map(|n| format!("k{}\tk{}-v{n}\n", n % 20, n % 20))
-        .collect();
-    let file = w.mnt.parent().unwrap().join("lines");
-    std::fs::write(&file, &lines).unwrap();
-    w.ok(&format!(
-        "dd if={} of=c-0/log bs=65536 oflag=append conv=notrunc status=none",
-        file.display()
-    ));
+    append_keyed_lines(&w);
     w.ok("echo 1 > c-0/roll");
     w.ok("printf 'kx\\tlast\\n' >> c-0/log");
     let cm = Mount::cluster(&addr, &["cache.compacted.ms=1000"]);

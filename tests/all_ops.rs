@@ -41,6 +41,8 @@
 
 mod kafka_support;
 
+#[path = "support/batch.rs"]
+mod batch;
 #[allow(dead_code)]
 #[path = "compaction/decode.rs"]
 mod decode;
@@ -51,6 +53,8 @@ mod copy_tree;
 mod kafka;
 #[path = "all_ops/model.rs"]
 mod model;
+#[path = "support/read_to_end.rs"]
+mod read_to_end;
 #[path = "all_ops/system.rs"]
 mod system;
 
@@ -399,24 +403,7 @@ impl Harness {
     /// A whole file in reads of the case's size.
     fn read_all(&self, path: &[&str]) -> Result<Vec<u8>, i32> {
         let fh = self.open(path, READ)?;
-        let mut out = Vec::new();
-        let mut buf = Vec::new();
-        loop {
-            let tree = self.sys.tree();
-            let n = match errno(tree.read_into(fh, out.len() as u64, self.case.chunk, &mut buf)) {
-                Ok(n) => n,
-                Err(e) => {
-                    let _ = tree.release(fh);
-                    return Err(e);
-                }
-            };
-            if n == 0 {
-                break;
-            }
-            out.extend_from_slice(&buf[..n]);
-        }
-        errno(self.sys.tree().release(fh))?;
-        Ok(out)
+        read_to_end::read_to_end(|| self.sys.tree(), fh, self.case.chunk)
     }
 
     fn size_of(&self, path: &[&str]) -> u64 {

@@ -1,5 +1,7 @@
 //! `commitfs check`: every kind of problem it reports, and `--repair`.
 
+#[path = "support/batch.rs"]
+mod batch;
 #[path = "support/bounded.rs"]
 mod bounded;
 
@@ -19,8 +21,9 @@ fn config() -> LogConfig {
 }
 
 /// A cleanly closed data dir with partition t-0 of three segments.
-fn make_data_dir(dir: &Path) {
-    let mgr = LogManager::open(dir, config(), OpenOptions::default()).unwrap();
+fn data_dir() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgr = LogManager::open(tmp.path(), config(), OpenOptions::default()).unwrap();
     let log = mgr.create_partition("t-0").unwrap();
     let v = vec![b'v'; 1500];
     for _ in 0..150 {
@@ -30,6 +33,7 @@ fn make_data_dir(dir: &Path) {
     assert_eq!(log.segment_bases().len(), 3);
     drop(log);
     mgr.close().unwrap();
+    tmp
 }
 
 fn seg(dir: &Path, base: i64, suffix: &str) -> std::path::PathBuf {
@@ -64,8 +68,7 @@ fn first_segment_bases(dir: &Path) -> Vec<i64> {
 
 #[test]
 fn a_clean_data_dir_checks_clean() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let (code, out) = check(tmp.path(), &[]);
     assert_eq!(code, 0, "{out}");
     assert!(
@@ -76,8 +79,7 @@ fn a_clean_data_dir_checks_clean() {
 
 #[test]
 fn crc_damage_is_reported_with_file_and_position_and_repaired() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let bases = first_segment_bases(tmp.path());
     let p = seg(tmp.path(), bases[1], "log");
     let mut bytes = fs::read(&p).unwrap();
@@ -109,8 +111,7 @@ fn crc_damage_is_reported_with_file_and_position_and_repaired() {
 
 #[test]
 fn index_problems_are_reported() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let idx = seg(tmp.path(), 0, "index");
     let good = fs::read(&idx).unwrap();
 
@@ -151,8 +152,7 @@ fn index_problems_are_reported() {
 
 #[test]
 fn time_index_and_checkpoint_problems_are_reported() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let tix = seg(tmp.path(), 0, "timeindex");
     let good = fs::read(&tix).unwrap();
     assert!(good.len() >= 12);
@@ -185,8 +185,7 @@ fn time_index_and_checkpoint_problems_are_reported() {
 
 #[test]
 fn offsets_that_go_backwards_and_misnamed_segments_are_reported() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let bases = first_segment_bases(tmp.path());
     // Rename the last segment to the wrong base offset.
     let last = bases[2];
@@ -232,8 +231,7 @@ fn a_mounted_data_dir_is_refused() {
 /// with the directory open (a mount) it is refused and no file is touched.
 #[test]
 fn repair_of_an_open_data_dir_changes_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let idx = seg(tmp.path(), 0, "index");
     let mut bad = fs::read(&idx).unwrap();
     bad[4..8].copy_from_slice(&123u32.to_be_bytes());
@@ -272,6 +270,13 @@ fn repair_of_an_open_data_dir_changes_nothing() {
 // one, they are rebuilt from the `.log`. Findings Kafka would act on are
 // problems (exit 1); what it loads as it is and reads right, notes (exit 0).
 
+/// Each problem's position and what it says.
+fn found(r: &commitfs::storage::check::CheckReport) -> Vec<(u64, &str)> {
+    (r.problems.iter())
+        .map(|p| (p.position, p.what.as_str()))
+        .collect()
+}
+
 fn notes_about(r: &commitfs::storage::check::CheckReport, file: &Path) -> Vec<String> {
     r.notes
         .iter()
@@ -282,8 +287,7 @@ fn notes_about(r: &commitfs::storage::check::CheckReport, file: &Path) -> Vec<St
 
 #[test]
 fn a_clean_data_dir_has_neither_problems_nor_notes() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let r = check_data_dir(tmp.path(), &config(), None).unwrap();
     assert!(r.is_clean(), "{:?} {:?}", r.problems, r.notes);
     let (code, out) = check(tmp.path(), &[]);
@@ -350,8 +354,7 @@ fn indexes_from_parsed_headers_match_the_log() {
 /// sealed segments and the active one alike, after a clean shutdown.
 #[test]
 fn empty_indexes_after_a_clean_shutdown_are_notes_for_every_segment() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let bases = first_segment_bases(tmp.path());
     for &b in &[bases[0], bases[2]] {
         fs::write(seg(tmp.path(), b, "index"), b"").unwrap();
@@ -387,8 +390,7 @@ fn empty_indexes_after_a_clean_shutdown_are_notes_for_every_segment() {
 
 #[test]
 fn a_missing_offset_index_is_a_problem_a_missing_time_index_a_note() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     fs::remove_file(seg(tmp.path(), 0, "index")).unwrap();
     let r = check_data_dir(tmp.path(), &config(), None).unwrap();
     assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
@@ -399,8 +401,7 @@ fn a_missing_offset_index_is_a_problem_a_missing_time_index_a_note() {
     );
     assert!(r.notes.is_empty(), "{:?}", r.notes);
 
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let tix = seg(tmp.path(), 0, "timeindex");
     fs::remove_file(&tix).unwrap();
     let r = check_data_dir(tmp.path(), &config(), None).unwrap();
@@ -417,8 +418,7 @@ fn a_missing_offset_index_is_a_problem_a_missing_time_index_a_note() {
 /// indexes hold is a note; the first segment's are loaded as they are.
 #[test]
 fn after_an_unclean_shutdown_only_segments_below_the_recovery_point_keep_their_indexes() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let bases = first_segment_bases(tmp.path());
     fs::remove_file(tmp.path().join(".kafka_cleanshutdown")).unwrap();
     fs::write(
@@ -467,8 +467,7 @@ fn after_an_unclean_shutdown_only_segments_below_the_recovery_point_keep_their_i
 /// many entries.
 #[test]
 fn an_untrimmed_index_after_a_clean_shutdown_is_a_problem() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let bases = first_segment_bases(tmp.path());
     let idx = seg(tmp.path(), bases[2], "index");
     let mut bytes = fs::read(&idx).unwrap();
@@ -501,8 +500,7 @@ fn kafka_snapshot() -> Vec<u8> {
 
 #[test]
 fn a_producer_snapshot_with_a_bad_crc_or_version_is_a_problem_repair_removes() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let snap = seg(tmp.path(), 0, "snapshot");
     let good = kafka_snapshot();
     fs::write(&snap, &good).unwrap();
@@ -559,8 +557,7 @@ fn aborted_txn(version: u8, pid: i64, first: i64, last: i64, lso: i64) -> Vec<u8
 
 #[test]
 fn a_txnindex_of_an_unknown_version_or_below_its_segment_is_a_problem() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let bases = first_segment_bases(tmp.path());
     let b = bases[1];
     let txn = seg(tmp.path(), b, "txnindex");
@@ -584,11 +581,7 @@ fn a_txnindex_of_an_unknown_version_or_below_its_segment_is_a_problem() {
     bad.extend(aborted_txn(1, 9, b + 5, b + 6, b + 7));
     fs::write(&txn, &bad).unwrap();
     let r = check_data_dir(tmp.path(), &config(), None).unwrap();
-    let found: Vec<(u64, &str)> = r
-        .problems
-        .iter()
-        .map(|p| (p.position, p.what.as_str()))
-        .collect();
+    let found = found(&r);
     assert_eq!(found.len(), 2, "{found:?}");
     let abs = std::path::absolute(&txn).unwrap();
     assert_eq!(found[0].0, 68);
@@ -611,8 +604,7 @@ fn a_txnindex_of_an_unknown_version_or_below_its_segment_is_a_problem() {
 /// segment's indexes anyway (then a note).
 #[test]
 fn txnindex_entries_kafka_never_writes_are_problems_unless_rebuilt() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let bases = first_segment_bases(tmp.path());
     let b = bases[1];
     let txn = seg(tmp.path(), b, "txnindex");
@@ -622,11 +614,7 @@ fn txnindex_entries_kafka_never_writes_are_problems_unless_rebuilt() {
     bytes.extend(aborted_txn(0, 10, bases[2], bases[2], bases[2])); // past the segment
     fs::write(&txn, &bytes).unwrap();
     let r = check_data_dir(tmp.path(), &config(), None).unwrap();
-    let found: Vec<(u64, &str)> = r
-        .problems
-        .iter()
-        .map(|p| (p.position, p.what.as_str()))
-        .collect();
+    let found = found(&r);
     assert_eq!(found.len(), 3, "{found:?}");
     assert!(r.problems.iter().all(|p| p.file == txn), "{found:?}");
     assert_eq!(found[0].0, 34);
@@ -666,8 +654,7 @@ fn txnindex_entries_kafka_never_writes_are_problems_unless_rebuilt() {
 /// entry it reads from there on.
 #[test]
 fn a_partial_entry_at_the_end_of_the_active_txnindex_is_a_problem() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let bases = first_segment_bases(tmp.path());
     let b = bases[2];
     let txn = seg(tmp.path(), b, "txnindex");
@@ -695,8 +682,7 @@ fn a_partial_entry_at_the_end_of_the_active_txnindex_is_a_problem() {
 fn a_relative_offset_past_a_java_int_is_a_problem() {
     let what = "offset does not fit a relative offset";
     for (past_base, fits) in [(i32::MAX as i64, true), (i32::MAX as i64 + 1, false)] {
-        let tmp = tempfile::tempdir().unwrap();
-        make_data_dir(tmp.path());
+        let tmp = data_dir();
         let active = *first_segment_bases(tmp.path()).last().unwrap();
         let mut batch = Vec::new();
         commitfs::record::encode_batch(
@@ -721,8 +707,7 @@ fn a_relative_offset_past_a_java_int_is_a_problem() {
 /// A length the load would not take is a note.
 #[test]
 fn wrong_saved_stream_lengths_are_problems_and_repaired() {
-    let tmp = tempfile::tempdir().unwrap();
-    make_data_dir(tmp.path());
+    let tmp = data_dir();
     let lengths = tmp.path().join("t-0").join("commitfs.streamlen");
     let saved = fs::read_to_string(&lengths).unwrap();
     assert_eq!(saved.lines().count(), 3, "{saved}");
@@ -774,31 +759,15 @@ fn wrong_saved_stream_lengths_are_problems_and_repaired() {
 
 /// One transactional batch of producer 7 holding `value`, encoded by kafka-protocol.
 fn transactional(value: &str) -> bytes::BytesMut {
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
-    let record = Record {
-        transactional: true,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: 0,
-        producer_id: 7,
-        producer_epoch: 0,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: 0,
-        timestamp: 1_700_000_000_000,
-        key: None,
-        value: Some(value.to_string().into_bytes().into()),
-        headers: Default::default(),
-    };
-    let mut buf = bytes::BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &[record], &options).unwrap();
-    buf
+    let value = Some(value.to_string().into_bytes().into());
+    batch::encode(
+        (7, 0),
+        Some(0),
+        true,
+        1_700_000_000_000,
+        [(None, value)],
+        kafka_protocol::records::Compression::None,
+    )
 }
 
 /// The same for `commitfs.committedlen`, on a partition with an aborted

@@ -6,13 +6,14 @@
 //! last stable offset, those of aborted transactions left out, each value
 //! then `\n`. The batches are encoded by kafka-protocol.
 
+#[path = "support/batch.rs"]
+mod batch;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use bytes::BytesMut;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 use proptest::prelude::*;
 
 use commitfs::record::NewRecord;
@@ -29,34 +30,20 @@ fn open(dir: &Path) -> LogManager {
 
 /// `values` as one batch of producer `pid` from sequence `seq`.
 fn batch(pid: i64, seq: i32, values: &[String], transactional: bool) -> BytesMut {
-    let records: Vec<Record> = values
+    let records = values
         .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: pid,
-            producer_epoch: 0,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: seq + i as i32,
-            // Now: an old timestamp would let retention (7 days) delete
-            // segments under the test, whenever its check runs.
-            timestamp: 1_700_000_000_000,
-            key: None,
-            value: Some(v.clone().into_bytes().into()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-    buf
+        .map(|v| (None, Some(v.clone().into_bytes().into())));
+    // Now: an old timestamp would let retention (7 days) delete segments
+    // under the test, whenever its check runs.
+    let timestamp = 1_700_000_000_000;
+    batch::encode(
+        (pid, 0),
+        Some(seq),
+        transactional,
+        timestamp,
+        records,
+        Compression::None,
+    )
 }
 
 #[derive(Clone, Debug)]

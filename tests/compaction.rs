@@ -4,6 +4,8 @@
 //! model of compaction written apart from the code (`model.rs`), with every
 //! segment decoded by kafka-protocol, not by commitfs (`decode.rs`).
 
+#[path = "support/batch.rs"]
+mod batch;
 #[allow(dead_code)]
 #[path = "compaction/decode.rs"]
 mod decode;

@@ -53,25 +53,30 @@ fn fix_crc(batch: &mut [u8]) {
 
 const T: i64 = 1_700_000_000_000;
 
-/// Three batches: [0,1] with keys and headers, [2] a tombstone, [3,4,5] values only.
-fn sample_log() -> (Vec<u8>, Vec<usize>) {
-    let mut log = Vec::new();
-    let mut starts = Vec::new();
-    let h: &[(&str, Option<&[u8]>)] = &[("a", Some(b"1")), ("b", None)];
-    starts.push(log.len());
+/// One batch at offset 0: `k1`=`hello` with `headers`, then `world`.
+fn hello_world(log: &mut Vec<u8>, headers: &[(&str, Option<&[u8]>)]) {
     encode_batch(
-        &mut log,
+        log,
         0,
         T,
         &[
             NewRecord {
                 key: Some(b"k1"),
                 value: Some(b"hello"),
-                headers: h,
+                headers,
             },
             NewRecord::value(b"world"),
         ],
     );
+}
+
+/// Three batches: [0,1] with keys and headers, [2] a tombstone, [3,4,5] values only.
+fn sample_log() -> (Vec<u8>, Vec<usize>) {
+    let mut log = Vec::new();
+    let mut starts = Vec::new();
+    let h: &[(&str, Option<&[u8]>)] = &[("a", Some(b"1")), ("b", None)];
+    starts.push(log.len());
+    hello_world(&mut log, h);
     starts.push(log.len());
     encode_batch(
         &mut log,
@@ -708,19 +713,7 @@ fn a_header_key_that_is_not_utf8_keeps_the_batch_records() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = Vec::new();
     let h: &[(&str, Option<&[u8]>)] = &[("zq", Some(b"1"))];
-    encode_batch(
-        &mut log,
-        0,
-        T,
-        &[
-            NewRecord {
-                key: Some(b"k1"),
-                value: Some(b"hello"),
-                headers: h,
-            },
-            NewRecord::value(b"world"),
-        ],
-    );
+    hello_world(&mut log, h);
     let at = log.windows(2).position(|w| w == b"zq").unwrap();
     log[at] = 0xff;
     fix_crc(&mut log);

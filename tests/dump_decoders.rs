@@ -7,30 +7,16 @@
 
 #[path = "support/bounded.rs"]
 mod bounded;
+#[path = "support/dump.rs"]
+mod run_dump;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+use run_dump::dump;
 
 use commitfs::record::internal::decode_internal_record;
 use commitfs::record::schema::{StructValue, Value, group, transaction};
 use commitfs::record::{NewRecord, encode_batch};
-
-fn dump(args: &[&str], files: &[&Path]) -> (i32, String, String) {
-    let out = bounded::run(
-        Command::new(env!("CARGO_BIN_EXE_commitfs"))
-            .arg("dump")
-            .args(args)
-            .args(files),
-        &format!("commitfs dump {args:?}"),
-    );
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        stderr,
-    )
-}
 
 fn fixture(rel: &str) -> PathBuf {
     [env!("CARGO_MANIFEST_DIR"), "tests/fixtures/kafka", rel]

@@ -63,6 +63,21 @@ fn broker(index_interval: u64) -> (tempfile::TempDir, KafkaWriter) {
     (tmp, w)
 }
 
+/// A broker's `t-0` of `sealed` segments of ten records in five batches,
+/// then an active one of one record, its checkpoints at the log end.
+fn sealed_segments(sealed: usize) -> (tempfile::TempDir, KafkaWriter) {
+    let (tmp, mut w) = broker(0);
+    for _ in 0..sealed {
+        for _ in 0..5 {
+            w.append(2);
+        }
+        w.roll();
+    }
+    w.append(1);
+    w.write_checkpoints(w.next_offset);
+    (tmp, w)
+}
+
 #[test]
 fn appends_to_the_active_segment_are_followed() {
     let (tmp, mut w) = broker(100);
@@ -157,15 +172,7 @@ fn rolls_are_followed_and_sealed_segments_are_not_scanned() {
 
 #[test]
 fn retention_and_checkpoints_are_followed() {
-    let (tmp, mut w) = broker(0);
-    for _ in 0..3 {
-        for _ in 0..5 {
-            w.append(2);
-        }
-        w.roll();
-    }
-    w.append(1);
-    w.write_checkpoints(w.next_offset);
+    let (tmp, mut w) = sealed_segments(3);
     let mgr = open_ro(tmp.path());
     let p = mgr.partition("t-0").unwrap();
     assert_eq!((p.log_start_offset(), p.log_end_offset()), (0, 31));
@@ -298,15 +305,7 @@ fn a_log_cut_underneath_is_read_again() {
 
 #[test]
 fn a_compacted_segment_swapped_in_is_read_again() {
-    let (tmp, mut w) = broker(0);
-    for _ in 0..2 {
-        for _ in 0..5 {
-            w.append(2);
-        }
-        w.roll();
-    }
-    w.append(1);
-    w.write_checkpoints(w.next_offset);
+    let (tmp, mut w) = sealed_segments(2);
     let mgr = open_ro(tmp.path());
     let p = mgr.partition("t-0").unwrap();
     assert_eq!(whole_stream(&p), stream(0, 21));

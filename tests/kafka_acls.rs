@@ -223,32 +223,21 @@ fn refusals_over_the_raw_protocol() {
         CreateAclsRequest::default().with_creations(vec![creation(2, "t", 3, "User:a", 3, 3)]);
     let r: CreateAclsResponse = c.call(ApiKey::CreateAcls, 3, &req);
     assert_eq!(r.results[0].error_code, 31);
-    let r: FindCoordinatorResponse = c.call(
-        ApiKey::FindCoordinator,
-        3,
-        &FindCoordinatorRequest::default()
-            .with_key(s("g"))
-            .with_key_type(0),
+    assert_eq!(
+        find_coordinator(&mut c, "g", 0),
+        30,
+        "GROUP_AUTHORIZATION_FAILED"
     );
-    assert_eq!(r.error_code, 30, "GROUP_AUTHORIZATION_FAILED");
-    let r: FindCoordinatorResponse = c.call(
-        ApiKey::FindCoordinator,
-        3,
-        &FindCoordinatorRequest::default()
-            .with_key(s("tx"))
-            .with_key_type(1),
+    assert_eq!(
+        find_coordinator(&mut c, "tx", 1),
+        53,
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
     );
-    assert_eq!(r.error_code, 53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED");
-    let r: InitProducerIdResponse = c.call(
-        ApiKey::InitProducerId,
-        4,
-        &InitProducerIdRequest::default()
-            .with_transactional_id(None)
-            .with_transaction_timeout_ms(60_000)
-            .with_producer_id(kafka_protocol::messages::ProducerId(-1))
-            .with_producer_epoch(-1),
+    assert_eq!(
+        init_idempotent(&mut c).0,
+        31,
+        "idempotent: CLUSTER_AUTHORIZATION_FAILED"
     );
-    assert_eq!(r.error_code, 31, "idempotent: CLUSTER_AUTHORIZATION_FAILED");
     assert_eq!(
         create_topics(&mut c, vec![creatable("made", 1)], false)[0].0,
         29
@@ -780,6 +769,16 @@ fn incremental_alter_configs(c: &mut Conn, rt: i8, name: &str, value: &str) -> i
     ]);
     let r: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &req);
     r.responses[0].error_code
+}
+
+/// FindCoordinator v3 of `key`, a group's (`key_type` 0) or a
+/// transactional id's (1): its code.
+fn find_coordinator(c: &mut Conn, key: &str, key_type: i8) -> i16 {
+    let req = FindCoordinatorRequest::default()
+        .with_key(s(key))
+        .with_key_type(key_type);
+    let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 3, &req);
+    r.error_code
 }
 
 /// InitProducerId v4 without a transactional id: its code and the

@@ -15,23 +15,11 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use commitfs::record::BatchIter;
-use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Decodable;
 use kafka_support::bounded::{run, run_with_input};
-use kafka_support::{Server, kcat, python, require, run_python};
-
-fn data_dir(parts: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let mgr = LogManager::open(&data, LogConfig::default(), OpenOptions::default()).unwrap();
-    for p in parts {
-        mgr.create_partition(p).unwrap();
-    }
-    mgr.close().unwrap();
-    (tmp, data)
-}
+use kafka_support::{Server, data_dir, kcat, kcat_consume, python, require, run_python};
 
 #[test]
 fn kcat_lists_every_partition() {
@@ -265,22 +253,10 @@ fn confluent_kafka_batches_are_stored_as_sent_and_every_client_reads_them() {
             out.contains("consumed 10000"),
             "kafka-python {codec}: {out}"
         );
-        let out = run(
-            Command::new(&kcat).args([
-                "-b",
-                &s.addr,
-                "-C",
-                "-t",
-                codec,
-                "-p",
-                "0",
-                "-o",
-                "beginning",
-                "-e",
-                "-q",
-                "-f",
-                "%o %k %s\n",
-            ]),
+        let out = kcat_consume(
+            Command::new(&kcat).args(["-b", &s.addr]),
+            codec,
+            &["-f", "%o %k %s\n"],
             &format!("kcat -C -t {codec}"),
         );
         let text = String::from_utf8_lossy(&out.stdout);
@@ -340,20 +316,10 @@ fn kcat_produces_and_consumes_lines() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let out = run(
-        Command::new(&kcat).args([
-            "-b",
-            &s.addr,
-            "-C",
-            "-t",
-            "lines",
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-        ]),
+    let out = kcat_consume(
+        Command::new(&kcat).args(["-b", &s.addr]),
+        "lines",
+        &[],
         "kcat -C -t lines",
     );
     let text = String::from_utf8_lossy(&out.stdout);

@@ -14,12 +14,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use commitfs::record::{NewRecord, encode_batch};
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
-use kafka_protocol::messages::produce_request::{
-    PartitionProduceData, ProduceRequest, TopicProduceData,
-};
+use kafka_protocol::messages::ApiKey;
 use kafka_protocol::messages::produce_response::ProduceResponse;
-use kafka_protocol::messages::{ApiKey, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_support::requests::produce_request;
 use kafka_support::{Conn, Server, python, require, run_python};
 
 const ADMIN: &str = r#"
@@ -215,18 +212,7 @@ fn a_keyless_produce_to_a_compacted_topic_is_invalid_record() {
         NewRecord::value(b"none either"),
     ];
     encode_batch(&mut batch, 0, 1_700_000_000_000, &recs);
-    let req = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str("kv")))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(Bytes::from(batch))),
-                ]),
-        ]);
+    let req = produce_request("kv", 0, Bytes::from(batch));
     let r: ProduceResponse = Conn::new(&s.addr).call(ApiKey::Produce, 9, &req);
     let p = &r.responses[0].partition_responses[0];
     assert_eq!(p.error_code, 87, "INVALID_RECORD");

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
-use kafka_support::bounded::{cmd_timeout, run, spawn};
-use kafka_support::{Server, decode_partition, kcat, python, require};
+use kafka_support::bounded::{cmd_timeout, spawn};
+use kafka_support::{Server, decode_partition, kcat, kcat_consume, python, require};
 
 /// Produces `v0`, `v1`, ... to partition 0 until killed; each delivery the
 /// broker acknowledged is appended to the acks file as `offset value`, one
@@ -109,22 +109,10 @@ fn every_acknowledged_record_survives_a_kill9_of_the_listener() {
     );
     // kcat reads through the restarted listener at least every record the
     // producer was told is written.
-    let out = run(
-        Command::new(&kcat).args([
-            "-b",
-            &s.addr,
-            "-C",
-            "-t",
-            "t",
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-            "-f",
-            "%o %s\\n",
-        ]),
+    let out = kcat_consume(
+        Command::new(&kcat).args(["-b", &s.addr]),
+        "t",
+        &["-f", "%o %s\\n"],
         "kcat -C after the restart",
     );
     let read: BTreeMap<i64, Vec<u8>> = String::from_utf8_lossy(&out.stdout)

@@ -30,6 +30,7 @@ use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponse;
 use kafka_protocol::messages::{ApiKey, GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_support::bounded::{cmd_timeout, run, wait_within};
+use kafka_support::requests::produce_request;
 use kafka_support::{BIN, Conn, Server, python, require};
 
 const PARTITIONS: i32 = 4;
@@ -357,9 +358,6 @@ fn kafka_python_group_splits_rebalances_and_resumes_after_a_restart() {
 /// batch per partition, produced through the listener with acks=-1.
 fn produce_more(addr: &str, from: usize, to: usize) {
     use bytes::Bytes;
-    use kafka_protocol::messages::produce_request::{
-        PartitionProduceData, ProduceRequest, TopicProduceData,
-    };
     use kafka_protocol::messages::produce_response::ProduceResponse;
     let mut c = Conn::new(addr);
     for p in 0..PARTITIONS {
@@ -370,18 +368,7 @@ fn produce_more(addr: &str, from: usize, to: usize) {
             .collect();
         let mut batch = Vec::new();
         commitfs::record::encode_batch(&mut batch, 0, 1_700_000_000_000, &recs);
-        let req = ProduceRequest::default()
-            .with_acks(-1)
-            .with_timeout_ms(10_000)
-            .with_topic_data(vec![
-                TopicProduceData::default()
-                    .with_name(TopicName(StrBytes::from_static_str("t")))
-                    .with_partition_data(vec![
-                        PartitionProduceData::default()
-                            .with_index(p)
-                            .with_records(Some(Bytes::from(batch))),
-                    ]),
-            ]);
+        let req = produce_request("t", p, Bytes::from(batch));
         let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
         let part = &r.responses[0].partition_responses[0];
         assert_eq!(part.error_code, 0, "produce to t-{p}");

@@ -18,12 +18,10 @@ use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
 use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
-use kafka_protocol::messages::produce_request::{
-    PartitionProduceData, ProduceRequest, TopicProduceData,
-};
 use kafka_protocol::messages::produce_response::ProduceResponse;
-use kafka_protocol::messages::{ApiKey, TopicName, TransactionalId};
+use kafka_protocol::messages::{ApiKey, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
+use kafka_support::requests::produce_request;
 use kafka_support::{Conn, Server, python, require, run_python};
 
 fn data_dir() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -60,18 +58,7 @@ fn batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Bytes {
 }
 
 fn produce(c: &mut Conn, records: Bytes) -> (i16, i64) {
-    let req = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str("t")))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(records)),
-                ]),
-        ]);
+    let req = produce_request("t", 0, records);
     let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
     let p = &r.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)

@@ -10,6 +10,8 @@
 //! No test asserts how fast anything happens: each waits for a state, with
 //! a generous bound.
 
+#[path = "support/batch.rs"]
+mod batch;
 mod kafka_support;
 
 use std::io::{ErrorKind, Read, Write};
@@ -150,26 +152,7 @@ fn name(s: &str) -> TopicName {
 /// encoder, so what the listener stores is checked against another
 /// implementation of the format).
 fn batch(values: &[Vec<u8>], codec: Compression) -> Vec<u8> {
-    use kafka_protocol::records::{
-        Compression as Codec, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
-    let records: Vec<Record> = (values.iter().enumerate())
-        .map(|(i, v)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: -1,
-            timestamp: 1_700_000_000_000,
-            key: None,
-            value: Some(Bytes::from(v.clone())),
-            headers: Default::default(),
-        })
-        .collect();
+    use kafka_protocol::records::Compression as Codec;
     let compression = match codec {
         Compression::None => Codec::None,
         Compression::Gzip => Codec::Gzip,
@@ -177,13 +160,16 @@ fn batch(values: &[Vec<u8>], codec: Compression) -> Vec<u8> {
         Compression::Lz4 => Codec::Lz4,
         Compression::Zstd => Codec::Zstd,
     };
-    let options = RecordEncodeOptions {
-        version: 2,
+    let records = values.iter().map(|v| (None, Some(Bytes::from(v.clone()))));
+    batch::encode(
+        (-1, -1),
+        None,
+        false,
+        1_700_000_000_000,
+        records,
         compression,
-    };
-    let mut buf = bytes::BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-    buf.to_vec()
+    )
+    .to_vec()
 }
 
 fn produce_req(records: Vec<u8>) -> ProduceRequest {

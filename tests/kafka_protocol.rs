@@ -7,7 +7,6 @@ mod kafka_support;
 
 use bytes::Bytes;
 use commitfs::record::{Compression, NewRecord, encode_batch_compressed};
-use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
@@ -20,19 +19,7 @@ use kafka_protocol::messages::produce_request::{
 use kafka_protocol::messages::produce_response::ProduceResponse;
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_support::{Conn, Server};
-
-/// A data dir with the given partitions, made through the library.
-fn data_dir(parts: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let mgr = LogManager::open(&data, LogConfig::default(), OpenOptions::default()).unwrap();
-    for p in parts {
-        mgr.create_partition(p).unwrap();
-    }
-    mgr.close().unwrap();
-    (tmp, data)
-}
+use kafka_support::{Conn, Server, data_dir};
 
 pub fn topic(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))

@@ -8,18 +8,17 @@
 //! take transactional produces yet): producer 7's record aborted, producer
 //! 8's committed, producer 9's left open.
 
+#[path = "support/batch.rs"]
+mod batch;
 mod kafka_support;
 
-use bytes::BytesMut;
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::messages::fetch_response::FetchResponse;
 use kafka_protocol::messages::list_offsets_request::{
     ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
 };
 use kafka_protocol::messages::list_offsets_response::ListOffsetsResponse;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
 use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions, PartitionLog};
@@ -34,27 +33,8 @@ fn now() -> i64 {
 
 /// Producer `pid`'s transactional batch of one record, value `v`.
 fn txn(log: &PartitionLog, pid: i64, v: &str) -> i64 {
-    let records = [Record {
-        transactional: true,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: 0,
-        producer_id: pid,
-        producer_epoch: 0,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: 0,
-        timestamp: now(),
-        key: None,
-        value: Some(v.as_bytes().to_vec().into()),
-        headers: Default::default(),
-    }];
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
+    let records = [(None, Some(v.as_bytes().to_vec().into()))];
+    let buf = batch::encode((pid, 0), Some(0), true, now(), records, Compression::None);
     log.append_transactional(&buf).unwrap().first_offset
 }
 

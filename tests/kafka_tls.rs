@@ -21,7 +21,8 @@ use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::protocol::StrBytes;
 use kafka_support::bounded::{cmd_timeout, run};
 use kafka_support::{
-    BIN, Conn, Server, data_dir_with, decode_partition_records, kcat, python, require, run_python,
+    BIN, Conn, Server, data_dir_with, decode_partition_records, kcat, kcat_consume, python,
+    require, run_python,
 };
 use rcgen::DnType;
 use test_ca::TestCa;
@@ -161,18 +162,7 @@ fn kcat_over_ssl() {
     );
     let mut c = Command::new(&kcat);
     tls(&mut c);
-    c.args([
-        "-C",
-        "-t",
-        "secure",
-        "-p",
-        "0",
-        "-o",
-        "beginning",
-        "-e",
-        "-q",
-    ]);
-    let out = run(&mut c, "kcat -C over SSL");
+    let out = kcat_consume(&mut c, "secure", &[], "kcat -C over SSL");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "one\ntwo\nthree\n",

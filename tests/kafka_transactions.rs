@@ -4,6 +4,8 @@
 //! commits and aborts their own read_committed consumers read back, and
 //! whose markers and `.txnindex` entries kafka-protocol decodes on disk.
 
+#[path = "support/batch.rs"]
+mod batch;
 mod kafka_support;
 
 use bytes::{Bytes, BytesMut};
@@ -24,27 +26,12 @@ use kafka_protocol::messages::produce_request::{
 use kafka_protocol::messages::produce_response::ProduceResponse;
 use kafka_protocol::messages::{ApiKey, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
-use commitfs::storage::{LogConfig, LogManager, OpenOptions};
-use kafka_support::{Conn, Server, python, require, run_python};
+use kafka_support::{Conn, Server, data_dir, python, require, run_python};
 
 fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
-}
-
-/// A data directory with partitions `names`.
-fn data_dir(names: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let mgr = LogManager::open(&data, LogConfig::default(), OpenOptions::default()).unwrap();
-    for n in names {
-        mgr.create_partition(n).unwrap();
-    }
-    mgr.close().unwrap();
-    (tmp, data)
 }
 
 fn init(c: &mut Conn, version: i16, id: &str, timeout: i32) -> InitProducerIdResponse {
@@ -107,36 +94,22 @@ fn end(c: &mut Conn, version: i16, id: &str, (pid, epoch): (i64, i16), commit: b
 
 /// One batch of producer (`pid`, `epoch`) at `seq`, of `values`.
 fn batch(pid: i64, epoch: i16, seq: i32, transactional: bool, values: &[&str]) -> Bytes {
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: pid,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: seq + i as i32,
-            // Now: an old timestamp would roll the segment at the next append (segment.ms).
-            timestamp: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis() as i64,
-            key: None,
-            value: Some(Bytes::copy_from_slice(v.as_bytes())),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-    buf.freeze()
+    let records = (values.iter()).map(|v| (None, Some(Bytes::copy_from_slice(v.as_bytes()))));
+    // Now: an old timestamp would roll the segment at the next append (segment.ms).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let producer = (pid, epoch);
+    batch::encode(
+        producer,
+        Some(seq),
+        transactional,
+        now,
+        records,
+        Compression::None,
+    )
+    .freeze()
 }
 
 /// Produce v9 of `records` to `topic`-0; (code, base offset, message).

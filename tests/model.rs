@@ -28,6 +28,8 @@
 mod copy_tree;
 #[path = "kafka_support/mod.rs"]
 mod kafka_support;
+#[path = "support/read_to_end.rs"]
+mod read_to_end;
 
 mod model {
     pub mod cluster;

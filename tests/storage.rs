@@ -55,8 +55,72 @@ fn closed_partition(
     tmp
 }
 
+/// A new data dir whose empty `t-0` is open under the defaults but for
+/// `key`, set to `value`.
+fn empty_partition_with(
+    key: &str,
+    value: &str,
+) -> (tempfile::TempDir, LogManager, Arc<PartitionLog>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = LogConfig::default();
+    c.set(key, value).unwrap();
+    let mgr = open(tmp.path(), &c);
+    let log = mgr.create_partition("t-0").unwrap();
+    (tmp, mgr, log)
+}
+
+/// `t-0` under `small_segments` with an index entry every 1000 bytes, open,
+/// after 150 appends of ten 700-byte records: a sealed segment and an
+/// active one with many entries each. The config comes too, for reopening.
+fn densely_indexed() -> (tempfile::TempDir, LogConfig, LogManager, Arc<PartitionLog>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_segments();
+    c.set("index.interval.bytes", "1000").unwrap();
+    let mgr = open(tmp.path(), &c);
+    let log = mgr.create_partition("t-0").unwrap();
+    fill(&log, 150, 10, 700);
+    (tmp, c, mgr, log)
+}
+
 fn seg_path(dir: &Path, part: &str, base: i64, suffix: &str) -> PathBuf {
     dir.join(part).join(format!("{base:020}.{suffix}"))
+}
+
+/// `closed_partition` of `batches` batches of ten 1506-byte records, its
+/// first segment's `.index` changed by `damage`, opened again: the data
+/// dir, its manager, the index's path and the index as it was written.
+fn damaged_first_index(
+    batches: usize,
+    damage: impl FnOnce(&mut Vec<u8>),
+) -> (tempfile::TempDir, LogManager, PathBuf, Vec<u8>) {
+    let tmp = closed_partition(&small_segments(), batches, 10, 1506);
+    let idx = seg_path(tmp.path(), "t-0", 0, "index");
+    let good = fs::read(&idx).unwrap();
+    let mut bad = good.clone();
+    damage(&mut bad);
+    fs::write(&idx, &bad).unwrap();
+    let mgr = open(tmp.path(), &small_segments());
+    (tmp, mgr, idx, good)
+}
+
+/// The `.index` and `.timeindex` of each of `bases` in `t-0`, with their bytes.
+fn index_files(dir: &Path, bases: &[i64]) -> Vec<(PathBuf, Vec<u8>)> {
+    (bases.iter())
+        .flat_map(|b| ["index", "timeindex"].map(|s| seg_path(dir, "t-0", *b, s)))
+        .map(|p| {
+            let bytes = fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect()
+}
+
+/// Make the next open recover `t-0` from its first segment.
+fn recover_from_start(dir: &Path) {
+    fs::write(
+        dir.join("recovery-point-offset-checkpoint"),
+        "0\n1\nt 0 0\n",
+    )
+    .unwrap();
 }
 
 fn file_len(p: &Path) -> u64 {
@@ -126,11 +190,7 @@ fn roll_arithmetic_matches_kafka() {
 
 #[test]
 fn index_interval_rule_is_strictly_greater() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut c = LogConfig::default();
-    c.set("index.interval.bytes", "200").unwrap();
-    let mgr = open(tmp.path(), &c);
-    let log = mgr.create_partition("t-0").unwrap();
+    let (tmp, mgr, log) = empty_partition_with("index.interval.bytes", "200");
     // One-record batches of exactly 100 bytes: 61 header + 39 record bytes.
     let v = vec![b'x'; 32];
     let recs = [NewRecord::value(&v)];
@@ -148,11 +208,7 @@ fn index_interval_rule_is_strictly_greater() {
 
 #[test]
 fn batches_split_at_max_message_bytes_and_oversized_records_append_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut c = LogConfig::default();
-    c.set("max.message.bytes", "1000").unwrap();
-    let mgr = open(tmp.path(), &c);
-    let log = mgr.create_partition("t-0").unwrap();
+    let (_tmp, mgr, log) = empty_partition_with("max.message.bytes", "1000");
     let vals: Vec<Vec<u8>> = (0..10).map(|i| value(i, 300)).collect();
     let recs: Vec<NewRecord> = vals.iter().map(|v| NewRecord::value(v)).collect();
     let info = log.append(&recs).unwrap();
@@ -206,24 +262,12 @@ fn torn_tail_recovers_to_previous_batch_at_every_cut() {
 
 #[test]
 fn deleted_index_is_rebuilt_byte_identical() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut c = small_segments();
-    c.set("index.interval.bytes", "1000").unwrap();
-    let mgr = open(tmp.path(), &c);
-    let log = mgr.create_partition("t-0").unwrap();
-    fill(&log, 150, 10, 700);
+    let (tmp, c, mgr, log) = densely_indexed();
     assert_eq!(log.segment_bases().len(), 2);
     drop(log);
     mgr.close().unwrap();
     let bases = [0i64, fs_first_active(tmp.path())];
-    let originals: Vec<(PathBuf, Vec<u8>)> = bases
-        .iter()
-        .flat_map(|b| ["index", "timeindex"].map(|s| seg_path(tmp.path(), "t-0", *b, s)))
-        .map(|p| {
-            let bytes = fs::read(&p).unwrap();
-            (p, bytes)
-        })
-        .collect();
+    let originals = index_files(tmp.path(), &bases);
     for (p, _) in &originals {
         fs::remove_file(p).unwrap();
     }
@@ -253,12 +297,7 @@ fn fs_first_active(dir: &Path) -> i64 {
 
 #[test]
 fn zero_padded_indexes_are_detected_and_rebuilt() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut c = small_segments();
-    c.set("index.interval.bytes", "1000").unwrap();
-    let mgr = open(tmp.path(), &c);
-    let log = mgr.create_partition("t-0").unwrap();
-    fill(&log, 150, 10, 700);
+    let (tmp, c, mgr, log) = densely_indexed();
     drop(log);
     mgr.close().unwrap();
     let idx = seg_path(tmp.path(), "t-0", 0, "index");
@@ -459,11 +498,7 @@ fn unclean_open_truncates_and_drops_later_segments() {
     // Rolls flush sealed segments in the background, which moves the recovery
     // point past them; put it back to 0 as if those flushes had not happened
     // (a dropped manager has stopped its flusher: nothing rewrites it later).
-    fs::write(
-        tmp.path().join("recovery-point-offset-checkpoint"),
-        "0\n1\nt 0 0\n",
-    )
-    .unwrap();
+    recover_from_start(tmp.path());
     // Garble a byte in the middle of the second segment.
     let p = seg_path(tmp.path(), "t-0", 680, "log");
     let mut bytes = fs::read(&p).unwrap();
@@ -528,15 +563,11 @@ proptest! {
 
 #[test]
 fn index_damage_that_passes_the_open_checks_is_caught_on_first_use() {
-    let tmp = closed_partition(&small_segments(), 69, 10, 1506);
-    let idx = seg_path(tmp.path(), "t-0", 0, "index");
-    let good = fs::read(&idx).unwrap();
     // Entry 0 (offset 19 at 15211) now points inside batch 0: increasing and in
     // range, so only its first use can tell.
-    let mut bad = good.clone();
-    bad[4..8].copy_from_slice(&15_000u32.to_be_bytes());
-    fs::write(&idx, &bad).unwrap();
-    let mgr = open(tmp.path(), &small_segments());
+    let (_tmp, mgr, idx, good) = damaged_first_index(69, |bad| {
+        bad[4..8].copy_from_slice(&15_000u32.to_be_bytes());
+    });
     let log = mgr.partition("t-0").unwrap();
     assert_eq!(log.read(25).unwrap().value.unwrap(), value(25, 1506));
     assert_eq!(fs::read(&idx).unwrap(), good, "rebuilt byte-identical");
@@ -547,17 +578,11 @@ fn index_damage_that_passes_the_open_checks_is_caught_on_first_use() {
 #[test]
 fn decreasing_or_out_of_range_index_entries_are_rebuilt() {
     for damage in ["decreasing", "past-end", "ragged"] {
-        let tmp = closed_partition(&small_segments(), 69, 10, 1506);
-        let idx = seg_path(tmp.path(), "t-0", 0, "index");
-        let good = fs::read(&idx).unwrap();
-        let mut bad = good.clone();
-        match damage {
+        let (_tmp, mgr, idx, good) = damaged_first_index(69, |bad| match damage {
             "decreasing" => bad[8..12].copy_from_slice(&1u32.to_be_bytes()),
             "past-end" => bad[20..24].copy_from_slice(&u32::MAX.to_be_bytes()),
-            _ => bad.truncate(good.len() - 5),
-        }
-        fs::write(&idx, &bad).unwrap();
-        let mgr = open(tmp.path(), &small_segments());
+            _ => bad.truncate(bad.len() - 5),
+        });
         let log = mgr.partition("t-0").unwrap();
         for off in [0, 11, 300, 679] {
             assert_eq!(
@@ -756,31 +781,15 @@ fn sealed_segments_keep_one_descriptor_and_a_clean_open_opens_none() {
 
 #[test]
 fn unclean_recovery_rebuilds_every_index_byte_identical() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut c = small_segments();
-    c.set("index.interval.bytes", "1000").unwrap();
-    let mgr = open(tmp.path(), &c);
-    let log = mgr.create_partition("t-0").unwrap();
-    fill(&log, 150, 10, 700);
+    let (tmp, c, mgr, log) = densely_indexed();
     let bases = log.segment_bases();
     assert!(bases.len() >= 2);
     drop(log);
     crash(mgr);
     // Recover everything, as if no flush had ever completed (a dropped
     // manager has stopped its flusher: nothing rewrites the file later).
-    fs::write(
-        tmp.path().join("recovery-point-offset-checkpoint"),
-        "0\n1\nt 0 0\n",
-    )
-    .unwrap();
-    let before: Vec<(PathBuf, Vec<u8>)> = bases
-        .iter()
-        .flat_map(|b| ["index", "timeindex"].map(|s| seg_path(tmp.path(), "t-0", *b, s)))
-        .map(|p| {
-            let bytes = fs::read(&p).unwrap();
-            (p, bytes)
-        })
-        .collect();
+    recover_from_start(tmp.path());
+    let before = index_files(tmp.path(), &bases);
     let mgr = open(tmp.path(), &c);
     for (p, bytes) in &before {
         assert_eq!(
@@ -803,15 +812,11 @@ fn unclean_recovery_rebuilds_every_index_byte_identical() {
 
 #[test]
 fn a_last_active_entry_off_its_batch_does_not_lose_the_log_end() {
-    let tmp = closed_partition(&small_segments(), 30, 10, 1506);
-    let idx = seg_path(tmp.path(), "t-0", 0, "index");
-    let good = fs::read(&idx).unwrap();
-    let mut bad = good.clone();
-    let last = bad.len() - 8;
-    let pos = u32::from_be_bytes(bad[last + 4..last + 8].try_into().unwrap());
-    bad[last + 4..last + 8].copy_from_slice(&(pos + 7).to_be_bytes());
-    fs::write(&idx, &bad).unwrap();
-    let mgr = open(tmp.path(), &small_segments());
+    let (_tmp, mgr, idx, good) = damaged_first_index(30, |bad| {
+        let last = bad.len() - 8;
+        let pos = u32::from_be_bytes(bad[last + 4..last + 8].try_into().unwrap());
+        bad[last + 4..last + 8].copy_from_slice(&(pos + 7).to_be_bytes());
+    });
     let log = mgr.partition("t-0").unwrap();
     assert_eq!(log.log_end_offset(), 300);
     assert_eq!(
@@ -874,14 +879,7 @@ fn a_rebuild_under_a_smaller_segment_index_bytes_fits_every_entry() {
     let tmp = closed_partition(&c, 300, 1, 5000);
     let bases = fs_bases(tmp.path());
     assert!(bases.len() >= 2, "a sealed and an active segment");
-    let originals: Vec<(PathBuf, Vec<u8>)> = bases
-        .iter()
-        .flat_map(|b| ["index", "timeindex"].map(|s| seg_path(tmp.path(), "t-0", *b, s)))
-        .map(|p| {
-            let bytes = fs::read(&p).unwrap();
-            (p, bytes)
-        })
-        .collect();
+    let originals = index_files(tmp.path(), &bases);
     let mut small = c.clone();
     small.set("segment.index.bytes", "8").unwrap();
     for clean in [true, false] {
@@ -890,11 +888,7 @@ fn a_rebuild_under_a_smaller_segment_index_bytes_fits_every_entry() {
         }
         if !clean {
             fs::remove_file(tmp.path().join(".kafka_cleanshutdown")).unwrap();
-            fs::write(
-                tmp.path().join("recovery-point-offset-checkpoint"),
-                "0\n1\nt 0 0\n",
-            )
-            .unwrap();
+            recover_from_start(tmp.path());
         }
         let mgr = open(tmp.path(), &small);
         let log = mgr.partition("t-0").unwrap();

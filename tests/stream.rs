@@ -4,7 +4,7 @@
 use std::fs;
 
 use commitfs::record::NewRecord;
-use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+use commitfs::storage::{LogConfig, LogManager, OpenOptions, PartitionLog};
 use proptest::prelude::*;
 
 fn config() -> LogConfig {
@@ -90,13 +90,7 @@ fn stream_matches_the_records_across_segments_reopens_and_retention() {
 #[test]
 fn tampered_stream_lengths_are_dropped_after_an_unclean_start() {
     let tmp = tempfile::tempdir().unwrap();
-    let mgr = LogManager::open(tmp.path(), config(), OpenOptions::default()).unwrap();
-    let log = mgr.create_partition("t-0").unwrap();
-    let vals: Vec<Vec<u8>> = (0..50).map(value).collect();
-    let recs: Vec<NewRecord> = vals.iter().map(|v| NewRecord::value(v)).collect();
-    log.append(&recs).unwrap();
-    log.roll().unwrap();
-    assert_eq!(read_all(&log, 777), model(0, 50));
+    let (mgr, log) = fifty_sealed(tmp.path());
     drop(log);
     drop(mgr); // crash: the flusher stops with it, so nothing rewrites the checkpoint below
     fs::write(
@@ -155,6 +149,19 @@ proptest! {
     }
 }
 
+/// `t-0` in a new data dir at `dir`: records 0..50 in a sealed segment,
+/// their stream as the model says.
+fn fifty_sealed(dir: &std::path::Path) -> (LogManager, std::sync::Arc<PartitionLog>) {
+    let mgr = LogManager::open(dir, config(), OpenOptions::default()).unwrap();
+    let log = mgr.create_partition("t-0").unwrap();
+    let vals: Vec<Vec<u8>> = (0..50).map(value).collect();
+    let recs: Vec<NewRecord> = vals.iter().map(|v| NewRecord::value(v)).collect();
+    log.append(&recs).unwrap();
+    log.roll().unwrap();
+    assert_eq!(read_all(&log, 777), model(0, 50));
+    (mgr, log)
+}
+
 fn fill_2000(dir: &std::path::Path) -> LogManager {
     let mgr = LogManager::open(dir, config(), OpenOptions::default()).unwrap();
     let log = mgr.create_partition("t-0").unwrap();
@@ -211,13 +218,7 @@ fn a_clean_reopen_keeps_counting_from_the_saved_length() {
 #[test]
 fn a_saved_length_without_its_size_is_counted_again() {
     let tmp = tempfile::tempdir().unwrap();
-    let mgr = LogManager::open(tmp.path(), config(), OpenOptions::default()).unwrap();
-    let log = mgr.create_partition("t-0").unwrap();
-    let vals: Vec<Vec<u8>> = (0..50).map(value).collect();
-    let recs: Vec<NewRecord> = vals.iter().map(|v| NewRecord::value(v)).collect();
-    log.append(&recs).unwrap();
-    log.roll().unwrap();
-    assert_eq!(read_all(&log, 777), model(0, 50));
+    let (mgr, log) = fifty_sealed(tmp.path());
     drop(log);
     mgr.close().unwrap();
     let lengths = tmp.path().join("t-0").join("commitfs.streamlen");

@@ -4,10 +4,11 @@
 //! and after a crash. The batches are encoded, and the log read back, by
 //! kafka-protocol (another implementation than commitfs's codec).
 
+#[path = "support/batch.rs"]
+mod batch;
+
 use bytes::BytesMut;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
 use commitfs::record::NewRecord;
 use commitfs::record::state_files::{AbortedTxn, read_txn_index};
@@ -33,30 +34,19 @@ fn now() -> i64 {
 /// One batch of `n` records of producer `pid`, first sequence `seq`,
 /// transactional or not, as kafka-protocol encodes it.
 fn batch(pid: i64, epoch: i16, seq: i32, n: usize, transactional: bool) -> BytesMut {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: pid,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: seq + i as i32,
-            timestamp: now(),
-            key: Some(format!("k{pid}-{}", seq + i as i32).into_bytes().into()),
-            value: Some(b"v".to_vec().into()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-    buf
+    let records = (0..n).map(|i| {
+        let key = Some(format!("k{pid}-{}", seq + i as i32).into_bytes().into());
+        (key, Some(b"v".to_vec().into()))
+    });
+    let producer = (pid, epoch);
+    batch::encode(
+        producer,
+        Some(seq),
+        transactional,
+        now(),
+        records,
+        Compression::None,
+    )
 }
 
 fn txn(log: &PartitionLog, pid: i64, seq: i32, n: usize) -> i64 {

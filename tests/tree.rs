@@ -3,6 +3,9 @@
 //! requests (directory streams across a change, inode numbers the kernel
 //! forgets) or that are plainest asked of the tree itself (access).
 
+#[path = "support/batch.rs"]
+mod batch;
+
 use std::ffi::OsStr;
 use std::sync::Arc;
 
@@ -263,33 +266,18 @@ fn a_partition_that_fails_to_load_is_offline_and_the_others_mount() {
 
 /// One transactional batch of producer 7 holding `values`, encoded by kafka-protocol.
 fn transactional(values: &[&str]) -> bytes::BytesMut {
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
-    let records: Vec<Record> = (values.iter().enumerate())
-        .map(|(i, v)| Record {
-            transactional: true,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: 7,
-            producer_epoch: 0,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32,
-            timestamp: 1_700_000_000_000,
-            key: Some(format!("t{i}").into_bytes().into()),
-            value: Some(v.to_string().into_bytes().into()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = bytes::BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-    buf
+    let records = (values.iter().enumerate()).map(|(i, v)| {
+        let key = Some(format!("t{i}").into_bytes().into());
+        (key, Some(v.to_string().into_bytes().into()))
+    });
+    batch::encode(
+        (7, 0),
+        Some(0),
+        true,
+        1_700_000_000_000,
+        records,
+        kafka_protocol::records::Compression::None,
+    )
 }
 
 /// `ls offset/` lists exactly the names lookup finds: on a compacted

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -24,6 +24,21 @@ pub fn commitfs_bin() -> PathBuf {
         .and_then(|p| Some(p.parent()?.parent()?.join("commitfs")))
         .filter(|p| p.exists())
         .unwrap_or_else(|| PathBuf::from("target/release/commitfs"))
+}
+
+/// Gives `cmd` (a `commitfs serve`) no stdin or stdout and `log` for its
+/// stderr, at a level that keeps the listener lines `Serve::start` waits for
+/// and the warnings, and nothing that would cost time in the measured path.
+pub fn serve_logging_to(cmd: &mut Command, log: &Path) -> Result<(), String> {
+    let file = std::fs::File::create(log).map_err(|e| e.to_string())?;
+    cmd.env(
+        "RUST_LOG",
+        "warn,commitfs_kafka::server=info,commitfs_kafka::network=info",
+    )
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(file);
+    Ok(())
 }
 
 /// A `commitfs serve` a benchmark started, stopped on drop as an operator

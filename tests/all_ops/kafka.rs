@@ -4,7 +4,7 @@
 //! batches the test builds for produce and for the storage API's
 //! transactional appends.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
 use kafka_protocol::messages::fetch_response::FetchResponse;
 use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
@@ -19,9 +19,7 @@ use kafka_protocol::messages::produce_request::{
 use kafka_protocol::messages::produce_response::ProduceResponse;
 use kafka_protocol::messages::{ApiKey, BrokerId, ProducerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
 use super::kafka_support::Conn;
 use super::system::TOPIC;
@@ -35,32 +33,10 @@ pub type KV = (Option<Vec<u8>>, Option<Vec<u8>>);
 /// One batch of `recs` at `ts`, of producer (`pid`, `epoch`) from `seq`
 /// (`pid` -1: no producer).
 pub fn batch(recs: &[KV], ts: i64, pid: i64, epoch: i16, seq: i32, txn: bool) -> Bytes {
-    let records: Vec<Record> = recs
-        .iter()
-        .enumerate()
-        .map(|(i, (k, v))| Record {
-            transactional: txn,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: pid,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: if pid < 0 { -1 } else { seq + i as i32 },
-            timestamp: ts,
-            key: k.clone().map(Bytes::from),
-            value: v.clone().map(Bytes::from),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("a batch encodes");
-    buf.freeze()
+    let records =
+        (recs.iter()).map(|(k, v)| (k.clone().map(Bytes::from), v.clone().map(Bytes::from)));
+    let seq = (pid >= 0).then_some(seq);
+    super::batch::encode((pid, epoch), seq, txn, ts, records, Compression::None).freeze()
 }
 
 /// InitProducerId without a transactional id: (producer id, epoch).

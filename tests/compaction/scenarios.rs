@@ -9,11 +9,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use commitfs::storage::{LogManager, PartitionLog};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 
 use super::decode::decode_dir;
 use super::{compacted, open_with, put};
@@ -43,72 +41,38 @@ fn record(log: &PartitionLog, key: i32, value: i32) {
 /// Kafka's `appendIdempotentAsLeader(log, pid, epoch)(keys)`: one batch of
 /// a producer, its sequence following the producer's last.
 fn idempotent(log: &PartitionLog, pid: i64, seq: i32, keys: &[i32]) -> (i64, i64) {
-    let records: Vec<Record> = keys
-        .iter()
-        .enumerate()
-        .map(|(i, k)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: pid,
-            producer_epoch: 0,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: seq + i as i32,
-            // Now: producer state forgets a producer idle for a day.
-            timestamp: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis() as i64,
-            key: Some(k.to_string().into_bytes().into()),
-            value: Some(k.to_string().into_bytes().into()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-    let info = log.append_produced(&buf).unwrap();
+    let info = log.append_produced(&keyed(pid, seq, false, keys)).unwrap();
     (info.first_offset, info.last_offset)
 }
 
 /// Kafka's `appendTransactionalAsLeader(log, pid, epoch)(keys)`: one
 /// transactional batch of a producer, its sequence following `seq`.
 fn transactional(log: &PartitionLog, pid: i64, seq: &mut i32, keys: &[i32]) {
-    let records: Vec<Record> = keys
-        .iter()
-        .enumerate()
-        .map(|(i, k)| Record {
-            transactional: true,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: pid,
-            producer_epoch: 0,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: *seq + i as i32,
-            timestamp: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis() as i64,
-            key: Some(k.to_string().into_bytes().into()),
-            value: Some(k.to_string().into_bytes().into()),
-            headers: Default::default(),
-        })
-        .collect();
+    log.append_transactional(&keyed(pid, *seq, true, keys))
+        .unwrap();
     *seq += keys.len() as i32;
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-    log.append_transactional(&buf).unwrap();
+}
+
+/// One batch of producer `pid` from sequence `seq`, each of `keys` its
+/// record's key and value.
+fn keyed(pid: i64, seq: i32, transactional: bool, keys: &[i32]) -> BytesMut {
+    let records = keys.iter().map(|k| {
+        let k = Bytes::from(k.to_string().into_bytes());
+        (Some(k.clone()), Some(k))
+    });
+    // Now: producer state forgets a producer idle for a day.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    super::batch::encode(
+        (pid, 0),
+        Some(seq),
+        transactional,
+        now,
+        records,
+        Compression::None,
+    )
 }
 
 /// Kafka's `abortMarker` / `commitMarker`, from the coordinator.

@@ -52,6 +52,18 @@ pub fn kcat() -> Result<PathBuf, String> {
     Err("kcat is not installed (apt-get install kcat)".to_string())
 }
 
+/// `kcat`, already told how to reach the broker, reading partition 0 of
+/// `topic` from the beginning to its end, quietly, `extra` (a format) last.
+pub fn kcat_consume(
+    kcat: &mut Command,
+    topic: &str,
+    extra: &[&str],
+    what: &str,
+) -> std::process::Output {
+    let args = ["-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q"];
+    bounded::run(kcat.args(args).args(extra), what)
+}
+
 /// A Python with kafka-python and confluent-kafka, from a venv under
 /// `target/`, created (and the packages installed from PyPI) on first use.
 /// kafka-python decodes snappy, lz4 and zstd only with python-snappy, lz4
@@ -437,14 +449,7 @@ pub enum After {
 impl Conn {
     pub fn new(addr: &str) -> Conn {
         let stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
-        stream
-            .set_read_timeout(Some(READ_TIMEOUT))
-            .expect("timeout");
-        Conn {
-            stream,
-            tls: None,
-            next_id: 1,
-        }
+        Conn::from_stream(stream)
     }
 
     /// A raw connection over a socket the test opened itself.
@@ -778,6 +783,14 @@ pub fn grants_producer_ids(addr: &str) -> bool {
 /// Closes the write side, for tests of truncated requests.
 pub fn half_close(c: &Conn) {
     let _ = c.stream.shutdown(Shutdown::Write);
+}
+
+/// A data directory with these partitions, closed, in a temp dir of its
+/// own (dropped with it).
+pub fn data_dir(parts: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = data_dir_with(tmp.path(), parts);
+    (tmp, data)
 }
 
 /// A data directory under `tmp` with these partitions, closed.

@@ -75,9 +75,10 @@ pub fn create_partitions(c: &mut Conn, counts: &[(&str, i32)], validate: bool) -
     answers(r.results.iter().map(|t| (t.error_code, &t.error_message)))
 }
 
-/// Produce v9 (acks -1) of `records` to partition 0 of `topic`: its answer.
-pub fn produce_to(c: &mut Conn, topic: &str, records: Vec<u8>) -> Answer {
-    let req = ProduceRequest::default()
+/// A Produce (acks -1, a 10 s timeout) of `records` to `partition` of
+/// `topic`.
+pub fn produce_request(topic: &str, partition: i32, records: Bytes) -> ProduceRequest {
+    ProduceRequest::default()
         .with_acks(-1)
         .with_timeout_ms(10_000)
         .with_topic_data(vec![
@@ -85,10 +86,15 @@ pub fn produce_to(c: &mut Conn, topic: &str, records: Vec<u8>) -> Answer {
                 .with_name(topic_name(topic))
                 .with_partition_data(vec![
                     PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(Bytes::from(records))),
+                        .with_index(partition)
+                        .with_records(Some(records)),
                 ]),
-        ]);
+        ])
+}
+
+/// Produce v9 (acks -1) of `records` to partition 0 of `topic`: its answer.
+pub fn produce_to(c: &mut Conn, topic: &str, records: Vec<u8>) -> Answer {
+    let req = produce_request(topic, 0, Bytes::from(records));
     let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
     let p = &r.responses[0].partition_responses[0];
     answer(p.error_code, &p.error_message)

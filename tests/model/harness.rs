@@ -424,27 +424,7 @@ impl<S: System> Harness<S> {
     /// Reads a whole file in `chunk`-sized requests.
     pub fn read_all(&self, path: &[&str]) -> Result<Vec<u8>, i32> {
         let fh = self.open(path, READ)?;
-        let mut out = Vec::new();
-        // One buffer for every request, as the kernel's: `read_into` then
-        // neither allocates nor zeroes it per request.
-        let mut buf = Vec::new();
-        loop {
-            let tree = self.sys.tree();
-            let r = errno(tree.read_into(fh, out.len() as u64, self.chunk, &mut buf));
-            let n = match r {
-                Ok(n) => n,
-                Err(e) => {
-                    let _ = tree.release(fh);
-                    return Err(e);
-                }
-            };
-            if n == 0 {
-                break;
-            }
-            out.extend_from_slice(&buf[..n]);
-        }
-        errno(self.sys.tree().release(fh))?;
-        Ok(out)
+        crate::read_to_end::read_to_end(|| self.sys.tree(), fh, self.chunk)
     }
 }
 
