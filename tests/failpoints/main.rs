@@ -21,6 +21,8 @@
 //! named tests of particular failures are in `named.rs`; faults injected
 //! into a running daemon and seen at the shell, in `mount.rs`; a shutdown
 //! on a disk whose syncs are slow, in `shutdown.rs`.
+#[path = "../support/batch.rs"]
+mod batch;
 mod cases;
 mod clean;
 #[allow(dead_code)]

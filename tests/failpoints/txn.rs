@@ -9,7 +9,7 @@
 //! I/O error t-0 is offline (fail-stop) until the next start, which writes
 //! them and completes it. u-0's marker is written the first time.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnTopic,
 };
@@ -20,18 +20,14 @@ use kafka_protocol::messages::end_txn_request::EndTxnRequest;
 use kafka_protocol::messages::end_txn_response::EndTxnResponse;
 use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
 use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
-use kafka_protocol::messages::produce_request::{
-    PartitionProduceData, ProduceRequest, TopicProduceData,
-};
 use kafka_protocol::messages::produce_response::ProduceResponse;
 use kafka_protocol::messages::{ApiKey, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 
+use crate::kafka_support::requests::produce_request;
 use crate::kafka_support::{Conn, Server};
 
 const ID: &str = "tx";
@@ -82,43 +78,20 @@ fn add(c: &mut Conn, (pid, epoch): (i64, i16), topics: &[&str]) -> Vec<i16> {
 
 /// Produce v9 of one transactional record to `topic`-0: its code.
 fn produce(c: &mut Conn, (pid, epoch): (i64, i16), topic: &str) -> i16 {
-    let record = Record {
-        transactional: true,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: 0,
-        producer_id: pid,
-        producer_epoch: epoch,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: 0,
-        timestamp: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64,
-        key: None,
-        value: Some(Bytes::from_static(b"in-txn")),
-        headers: Default::default(),
-    };
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &[record], &options).unwrap();
-    let req = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_transactional_id(Some(txn_id()))
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(TopicName(sb(topic)))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(buf.freeze())),
-                ]),
-        ]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let record = (None, Some(Bytes::from_static(b"in-txn")));
+    let batch = super::batch::encode(
+        (pid, epoch),
+        Some(0),
+        true,
+        now,
+        [record],
+        Compression::None,
+    );
+    let req = produce_request(topic, 0, batch.freeze()).with_transactional_id(Some(txn_id()));
     let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
     r.responses[0].partition_responses[0].error_code
 }
