@@ -854,6 +854,19 @@ mod tests {
             data(s, pid, epoch, seq, offset, transactional, Origin::Client)
         }
 
+        /// Client appends of `PID` in turn, each `(epoch, seq, offset)`
+        /// with the answer it gets.
+        fn tries<const N: usize>(
+            s: &mut ProducerStates,
+            transactional: bool,
+            appends: [(i16, i32, i64, Result<Checked, ProducerRefusal>); N],
+        ) {
+            for (epoch, seq, offset, answer) in appends {
+                let got = client(s, PID, epoch, seq, offset, transactional);
+                assert_eq!(got, answer, "epoch {epoch} seq {seq}");
+            }
+        }
+
         fn marker(pid: i64, epoch: i16, commit: bool, offset: i64, coordinator: i32) -> Marker {
             Marker {
                 producer_id: pid,
@@ -883,15 +896,15 @@ mod tests {
             let p = s.producer(PID).unwrap();
             assert_eq!((p.epoch, p.last_seq()), (2, None));
             // Fencing works when the marker is all that is left.
-            assert_eq!(
-                client(&mut s, PID, 0, 0, 4, false),
-                Err(ProducerRefusal::InvalidProducerEpoch)
+            tries(
+                &mut s,
+                false,
+                [
+                    (0, 0, 4, Err(ProducerRefusal::InvalidProducerEpoch)),
+                    (2, 17, 4, Err(ProducerRefusal::OutOfOrderSequence)),
+                    (2, 0, 39, Ok(Checked::Append)),
+                ],
             );
-            assert_eq!(
-                client(&mut s, PID, 2, 17, 4, false),
-                Err(ProducerRefusal::OutOfOrderSequence)
-            );
-            assert_eq!(client(&mut s, PID, 2, 0, 39, false), Ok(Checked::Append));
             assert_eq!(s.producer(PID).unwrap().last_seq(), Some(0));
         }
 
@@ -914,15 +927,15 @@ mod tests {
             client(&mut s, PID, 0, 0, 0, true).unwrap();
             client(&mut s, PID, 0, 1, 1, true).unwrap();
             assert!(end(&mut s, marker(PID, 1, false, 2, 0)).unwrap().is_some());
-            assert_eq!(
-                client(&mut s, PID, 1, 2, 3, true),
-                Err(ProducerRefusal::OutOfOrderSequence)
+            tries(
+                &mut s,
+                true,
+                [
+                    (1, 2, 3, Err(ProducerRefusal::OutOfOrderSequence)),
+                    (2, 2, 3, Err(ProducerRefusal::OutOfOrderSequence)),
+                    (1, 0, 3, Ok(Checked::Append)),
+                ],
             );
-            assert_eq!(
-                client(&mut s, PID, 2, 2, 3, true),
-                Err(ProducerRefusal::OutOfOrderSequence)
-            );
-            assert_eq!(client(&mut s, PID, 1, 0, 3, true), Ok(Checked::Append));
             assert_eq!(s.producer(PID).unwrap().last_seq(), Some(0));
         }
 
