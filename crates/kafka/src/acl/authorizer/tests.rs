@@ -7,30 +7,24 @@ use crate::acl::model::tests::binding;
 use crate::acl::model::{AclBinding, PatternType, Permission, ResourceType};
 
 use Operation::*;
+use PatternType::{Literal, Prefixed};
+use Permission::{Allow, Deny};
 use ResourceType::{Cluster, Group, Topic, TransactionalId};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-fn allow(
+/// An ACL of any host.
+fn acl(
     rt: ResourceType,
     name: &str,
     pt: PatternType,
     principal: &str,
     op: Operation,
+    perm: Permission,
 ) -> AclBinding {
-    binding(rt, name, pt, principal, "*", op, Permission::Allow)
-}
-
-fn deny(
-    rt: ResourceType,
-    name: &str,
-    pt: PatternType,
-    principal: &str,
-    op: Operation,
-) -> AclBinding {
-    binding(rt, name, pt, principal, "*", op, Permission::Deny)
+    binding(rt, name, pt, principal, "*", op, perm)
 }
 
 fn authorizer(acls: &[AclBinding], super_users: &[&str], allow_everyone: bool) -> Authorizer {
@@ -59,12 +53,12 @@ fn can(a: &Authorizer, who: &str, op: Operation, rt: ResourceType, name: &str) -
 #[test]
 fn implications_of_an_allow() {
     let a = rules(&[
-        allow(Topic, "r", PatternType::Literal, "User:bob", Read),
-        allow(Topic, "w", PatternType::Literal, "User:bob", Write),
-        allow(Topic, "d", PatternType::Literal, "User:bob", Delete),
-        allow(Topic, "a", PatternType::Literal, "User:bob", Alter),
-        allow(Topic, "ac", PatternType::Literal, "User:bob", AlterConfigs),
-        allow(Topic, "all", PatternType::Literal, "User:bob", All),
+        acl(Topic, "r", Literal, "User:bob", Read, Allow),
+        acl(Topic, "w", Literal, "User:bob", Write, Allow),
+        acl(Topic, "d", Literal, "User:bob", Delete, Allow),
+        acl(Topic, "a", Literal, "User:bob", Alter, Allow),
+        acl(Topic, "ac", Literal, "User:bob", AlterConfigs, Allow),
+        acl(Topic, "all", Literal, "User:bob", All, Allow),
     ]);
     for t in ["r", "w", "d", "a", "all"] {
         assert!(can(&a, "User:bob", Describe, Topic, t), "{t}");
@@ -94,9 +88,9 @@ fn implications_of_an_allow() {
 #[test]
 fn deny_wins_and_a_deny_implies_nothing() {
     let a = rules(&[
-        allow(Topic, "*", PatternType::Literal, "User:*", All),
-        deny(Topic, "secret", PatternType::Literal, "User:bob", Read),
-        deny(Topic, "hidden", PatternType::Literal, "User:bob", All),
+        acl(Topic, "*", Literal, "User:*", All, Allow),
+        acl(Topic, "secret", Literal, "User:bob", Read, Deny),
+        acl(Topic, "hidden", Literal, "User:bob", All, Deny),
     ]);
     assert!(!can(&a, "User:bob", Read, Topic, "secret"));
     assert!(
@@ -111,9 +105,9 @@ fn deny_wins_and_a_deny_implies_nothing() {
 #[test]
 fn prefixed_patterns() {
     let a = rules(&[
-        allow(Topic, "foo", PatternType::Prefixed, "User:bob", Read),
-        deny(Topic, "foobar", PatternType::Prefixed, "User:bob", Read),
-        allow(Group, "g-", PatternType::Prefixed, "User:bob", Read),
+        acl(Topic, "foo", Prefixed, "User:bob", Read, Allow),
+        acl(Topic, "foobar", Prefixed, "User:bob", Read, Deny),
+        acl(Group, "g-", Prefixed, "User:bob", Read, Allow),
     ]);
     assert!(can(&a, "User:bob", Read, Topic, "foo"));
     assert!(can(&a, "User:bob", Read, Topic, "food"));
@@ -127,25 +121,9 @@ fn prefixed_patterns() {
 #[test]
 fn wildcard_principal_and_hosts() {
     let a = rules(&[
-        allow(Topic, "t", PatternType::Literal, "User:*", Read),
-        binding(
-            Topic,
-            "u",
-            PatternType::Literal,
-            "User:bob",
-            "192.168.0.1",
-            Write,
-            Permission::Allow,
-        ),
-        binding(
-            Topic,
-            "u",
-            PatternType::Literal,
-            "User:*",
-            "10.0.0.1",
-            Write,
-            Permission::Deny,
-        ),
+        acl(Topic, "t", Literal, "User:*", Read, Allow),
+        binding(Topic, "u", Literal, "User:bob", "192.168.0.1", Write, Allow),
+        binding(Topic, "u", Literal, "User:*", "10.0.0.1", Write, Deny),
     ]);
     assert!(can(&a, "User:anyone", Read, Topic, "t"));
     // `matchingPrincipals` always holds `User:*`, whatever the type.
@@ -168,7 +146,7 @@ fn wildcard_principal_and_hosts() {
 #[test]
 fn super_users_and_the_default() {
     let a = authorizer(
-        &[deny(Topic, "*", PatternType::Literal, "User:*", All)],
+        &[acl(Topic, "*", Literal, "User:*", All, Deny)],
         &["User:admin", "User:CN=x,O=y"],
         false,
     );
@@ -187,13 +165,7 @@ fn super_users_and_the_default() {
         Rule::NoAcl(false)
     );
     let everyone = authorizer(
-        &[allow(
-            Topic,
-            "mine",
-            PatternType::Literal,
-            "User:alice",
-            Read,
-        )],
+        &[acl(Topic, "mine", Literal, "User:alice", Read, Allow)],
         &[],
         true,
     );
@@ -227,21 +199,21 @@ fn by_resource_type() {
         (Topic, "User:*", Write, true),
         (TransactionalId, "User:bob", Write, false),
     ] {
-        let acl = allow(rt, "t", PatternType::Literal, principal, op);
-        assert_eq!(check(&[acl]), expected, "{rt:?} {principal} {op}");
+        let one = acl(rt, "t", Literal, principal, op, Allow);
+        assert_eq!(check(&[one]), expected, "{rt:?} {principal} {op}");
     }
     // Bob's WRITE allowed on one pattern and denied on another: a deny
     // that covers every name the allow does wins.
     for (allowed, denied, pt, expected) in [
-        ("t", "t", PatternType::Literal, false),
-        ("abc", "ab", PatternType::Prefixed, false),
-        ("abc", "abcd", PatternType::Prefixed, true),
-        ("*", "*", PatternType::Literal, false),
-        ("t", "u", PatternType::Literal, true),
+        ("t", "t", Literal, false),
+        ("abc", "ab", Prefixed, false),
+        ("abc", "abcd", Prefixed, true),
+        ("*", "*", Literal, false),
+        ("t", "u", Literal, true),
     ] {
         let acls = [
-            allow(Topic, allowed, pt, "User:bob", Write),
-            deny(Topic, denied, pt, "User:bob", Write),
+            acl(Topic, allowed, pt, "User:bob", Write, Allow),
+            acl(Topic, denied, pt, "User:bob", Write, Deny),
         ];
         assert_eq!(check(&acls), expected, "{allowed} {denied} {pt:?}");
     }
