@@ -215,17 +215,7 @@ fn a_pending_state_blocks_another_and_an_abandon_frees_it() {
 /// Each state may be reached from Kafka's valid previous states only.
 #[test]
 fn transitions_follow_the_valid_previous_states() {
-    let all = [
-        Empty,
-        Ongoing,
-        PrepareCommit,
-        PrepareAbort,
-        CompleteCommit,
-        CompleteAbort,
-        Dead,
-        PrepareEpochFence,
-    ];
-    for from in all {
+    for from in TxnState::ALL {
         let reach = |to: TxnState| {
             let mut m = meta(0, NO_PRODUCER_EPOCH, from, 1);
             m.partitions.insert(tp("t", 0));
