@@ -15,18 +15,6 @@ fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-/// An ACL of any host.
-fn acl(
-    rt: ResourceType,
-    name: &str,
-    pt: PatternType,
-    principal: &str,
-    op: Operation,
-    perm: Permission,
-) -> AclBinding {
-    binding(rt, name, pt, principal, "*", op, perm)
-}
-
 fn authorizer(acls: &[AclBinding], super_users: &[&str], allow_everyone: bool) -> Authorizer {
     let store = AclStore::in_memory();
     store.create(acls).unwrap();
@@ -53,12 +41,12 @@ fn can(a: &Authorizer, who: &str, op: Operation, rt: ResourceType, name: &str) -
 #[test]
 fn implications_of_an_allow() {
     let a = rules(&[
-        acl(Topic, "r", Literal, "User:bob", Read, Allow),
-        acl(Topic, "w", Literal, "User:bob", Write, Allow),
-        acl(Topic, "d", Literal, "User:bob", Delete, Allow),
-        acl(Topic, "a", Literal, "User:bob", Alter, Allow),
-        acl(Topic, "ac", Literal, "User:bob", AlterConfigs, Allow),
-        acl(Topic, "all", Literal, "User:bob", All, Allow),
+        binding(Topic, "r", Literal, "User:bob", "*", Read, Allow),
+        binding(Topic, "w", Literal, "User:bob", "*", Write, Allow),
+        binding(Topic, "d", Literal, "User:bob", "*", Delete, Allow),
+        binding(Topic, "a", Literal, "User:bob", "*", Alter, Allow),
+        binding(Topic, "ac", Literal, "User:bob", "*", AlterConfigs, Allow),
+        binding(Topic, "all", Literal, "User:bob", "*", All, Allow),
     ]);
     for t in ["r", "w", "d", "a", "all"] {
         assert!(can(&a, "User:bob", Describe, Topic, t), "{t}");
@@ -88,9 +76,9 @@ fn implications_of_an_allow() {
 #[test]
 fn deny_wins_and_a_deny_implies_nothing() {
     let a = rules(&[
-        acl(Topic, "*", Literal, "User:*", All, Allow),
-        acl(Topic, "secret", Literal, "User:bob", Read, Deny),
-        acl(Topic, "hidden", Literal, "User:bob", All, Deny),
+        binding(Topic, "*", Literal, "User:*", "*", All, Allow),
+        binding(Topic, "secret", Literal, "User:bob", "*", Read, Deny),
+        binding(Topic, "hidden", Literal, "User:bob", "*", All, Deny),
     ]);
     assert!(!can(&a, "User:bob", Read, Topic, "secret"));
     assert!(
@@ -105,9 +93,9 @@ fn deny_wins_and_a_deny_implies_nothing() {
 #[test]
 fn prefixed_patterns() {
     let a = rules(&[
-        acl(Topic, "foo", Prefixed, "User:bob", Read, Allow),
-        acl(Topic, "foobar", Prefixed, "User:bob", Read, Deny),
-        acl(Group, "g-", Prefixed, "User:bob", Read, Allow),
+        binding(Topic, "foo", Prefixed, "User:bob", "*", Read, Allow),
+        binding(Topic, "foobar", Prefixed, "User:bob", "*", Read, Deny),
+        binding(Group, "g-", Prefixed, "User:bob", "*", Read, Allow),
     ]);
     assert!(can(&a, "User:bob", Read, Topic, "foo"));
     assert!(can(&a, "User:bob", Read, Topic, "food"));
@@ -121,7 +109,7 @@ fn prefixed_patterns() {
 #[test]
 fn wildcard_principal_and_hosts() {
     let a = rules(&[
-        acl(Topic, "t", Literal, "User:*", Read, Allow),
+        binding(Topic, "t", Literal, "User:*", "*", Read, Allow),
         binding(Topic, "u", Literal, "User:bob", "192.168.0.1", Write, Allow),
         binding(Topic, "u", Literal, "User:*", "10.0.0.1", Write, Deny),
     ]);
@@ -146,7 +134,7 @@ fn wildcard_principal_and_hosts() {
 #[test]
 fn super_users_and_the_default() {
     let a = authorizer(
-        &[acl(Topic, "*", Literal, "User:*", All, Deny)],
+        &[binding(Topic, "*", Literal, "User:*", "*", All, Deny)],
         &["User:admin", "User:CN=x,O=y"],
         false,
     );
@@ -165,7 +153,15 @@ fn super_users_and_the_default() {
         Rule::NoAcl(false)
     );
     let everyone = authorizer(
-        &[acl(Topic, "mine", Literal, "User:alice", Read, Allow)],
+        &[binding(
+            Topic,
+            "mine",
+            Literal,
+            "User:alice",
+            "*",
+            Read,
+            Allow,
+        )],
         &[],
         true,
     );
@@ -199,7 +195,7 @@ fn by_resource_type() {
         (Topic, "User:*", Write, true),
         (TransactionalId, "User:bob", Write, false),
     ] {
-        let one = acl(rt, "t", Literal, principal, op, Allow);
+        let one = binding(rt, "t", Literal, principal, "*", op, Allow);
         assert_eq!(check(&[one]), expected, "{rt:?} {principal} {op}");
     }
     // Bob's WRITE allowed on one pattern and denied on another: a deny
@@ -212,8 +208,8 @@ fn by_resource_type() {
         ("t", "u", Literal, true),
     ] {
         let acls = [
-            acl(Topic, allowed, pt, "User:bob", Write, Allow),
-            acl(Topic, denied, pt, "User:bob", Write, Deny),
+            binding(Topic, allowed, pt, "User:bob", "*", Write, Allow),
+            binding(Topic, denied, pt, "User:bob", "*", Write, Deny),
         ];
         assert_eq!(check(&acls), expected, "{allowed} {denied} {pt:?}");
     }
