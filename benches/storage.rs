@@ -11,9 +11,12 @@
 //! Sections (filter by name on the command line): `append`, `lookup`, `read`,
 //! `rebuild`, `open`. Sizes come from environment variables, see [`Params`].
 
+#[path = "common/batches.rs"]
+mod batches;
 mod common;
 
-use common::{GIB, KIB, MIB, Spread, env_u64, median, parse_size, percentile};
+use batches::walk_batches;
+use common::{GIB, KIB, MIB, Rng, Spread, env_u64, median, parse_size, percentile};
 use std::env;
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -22,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use commitfs::record::{BatchIter, NewRecord, encode_batch, peek_frame};
+use commitfs::record::{BatchIter, NewRecord, encode_batch};
 use commitfs::storage::{CLEAN_SHUTDOWN_FILE, LogConfig, LogManager, OpenOptions, PartitionLog};
 
 const PARTITION: &str = "bench-0";
@@ -150,20 +153,6 @@ fn us(s: f64) -> String {
     format!("{:.1} µs", s * 1e6)
 }
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 /// Deterministic, incompressible-looking payload bytes shared by every system.
 fn payload_pool(len: usize) -> Vec<u8> {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -226,50 +215,6 @@ fn total_size(files: &[PathBuf]) -> u64 {
         .iter()
         .map(|f| fs::metadata(f).expect("stat").len())
         .sum()
-}
-
-/// One batch in a `.log`, found without the library (the lookup oracle).
-#[derive(Clone, Copy)]
-struct BatchLoc {
-    last_offset: i64,
-    file: usize,
-    pos: u64,
-    size: usize,
-}
-
-/// Walks the batch framing of every `.log` file with large plain reads.
-fn walk_batches(files: &[PathBuf]) -> Vec<BatchLoc> {
-    const CHUNK: usize = 8 << 20;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; CHUNK];
-    for (fi, path) in files.iter().enumerate() {
-        let f = File::open(path).expect("open log");
-        let len = f.metadata().expect("stat").len();
-        let mut pos = 0u64;
-        while pos < len {
-            let want = (CHUNK as u64).min(len - pos) as usize;
-            f.read_exact_at(&mut buf[..want], pos).expect("read log");
-            let mut off = 0usize;
-            while off + 61 <= want {
-                let frame = peek_frame(&buf[off..want]).expect("a v2 batch");
-                if off + frame.size > want {
-                    break;
-                }
-                let last_delta =
-                    i32::from_be_bytes(buf[off + 23..off + 27].try_into().unwrap()) as i64;
-                out.push(BatchLoc {
-                    last_offset: frame.base_offset + last_delta,
-                    file: fi,
-                    pos: pos + off as u64,
-                    size: frame.size,
-                });
-                off += frame.size;
-            }
-            assert!(off > 0, "batch larger than the walk chunk");
-            pos += off as u64;
-        }
-    }
-    out
 }
 
 // ---- append ----------------------------------------------------------------------
@@ -463,7 +408,7 @@ fn bench_lookup(p: &Params, big: &BigPartition) {
     let mgr = manager(&big.data, &big.config);
     let log = mgr.partition(PARTITION).expect("partition");
     let files = log_files(&big.part_dir());
-    let oracle = walk_batches(&files);
+    let oracle = walk_batches(&files, false);
     let handles: Vec<File> = files.iter().map(|f| File::open(f).unwrap()).collect();
     let max_batch = oracle.iter().map(|b| b.size).max().unwrap_or(0);
     let mut buf = vec![0u8; max_batch];
