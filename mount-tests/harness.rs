@@ -15,6 +15,16 @@ pub use crate::kafka_support::bounded::{cmd_timeout, run_bounded, stacks};
 const BIN: &str = env!("CARGO_BIN_EXE_commitfs");
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Polls `f` every 50 ms until it holds; past `bound` the test fails,
+/// naming `what`.
+pub fn wait_for(what: &str, bound: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + bound;
+    while !f() {
+        assert!(Instant::now() < deadline, "{what}: not within {bound:?}");
+        sleep(Duration::from_millis(50));
+    }
+}
+
 /// Why mount tests cannot run here, if they cannot.
 fn fuse_unavailable() -> Option<String> {
     if !Path::new("/dev/fuse").exists() {

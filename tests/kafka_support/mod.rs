@@ -119,6 +119,21 @@ pub fn python() -> Result<PathBuf, String> {
 
 /// Runs a Python script with the venv's Python, bounded; panics with its
 /// output on failure, or saying which script hung.
+/// Starts `script` under the venv's Python with `args`, its stdout and
+/// stderr piped, for [`bounded::finish`] to wait for.
+pub fn spawn_python(py: &Path, script: &str, args: &[&str], what: &str) -> bounded::Running {
+    bounded::spawn(
+        Command::new(py)
+            .arg("-c")
+            .arg(script)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        what,
+    )
+}
+
 pub fn run_python(py: &Path, script: &str, args: &[&str]) -> String {
     let what = format!(
         "the Python client script {:?} {args:?}",
