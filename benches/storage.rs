@@ -149,6 +149,12 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
+/// A markdown table's header row, and the rule under it.
+fn table_head(header: &str) {
+    println!("{header}");
+    println!("{}|", "|---".repeat(header.matches('|').count() - 1));
+}
+
 fn us(s: f64) -> String {
     format!("{:.1} µs", s * 1e6)
 }
@@ -273,10 +279,9 @@ The last column is the best commitfs/commitlog any library doing one `write(2)` 
         human_bytes(p.append_bytes),
         p.runs
     );
-    println!(
-        "| record | batch | commitfs rec/s | commitfs MB/s | commitlog rec/s | commitlog MB/s | write_all rec/s | write_all MB/s | commitfs/commitlog | commitfs/write_all | write_all/commitlog (ceiling) |"
+    table_head(
+        "| record | batch | commitfs rec/s | commitfs MB/s | commitlog rec/s | commitlog MB/s | write_all rec/s | write_all MB/s | commitfs/commitlog | commitfs/write_all | write_all/commitlog (ceiling) |",
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let on: Vec<bool> = SYSTEMS
         .iter()
         .map(|s| p.systems.iter().any(|x| x == s))
@@ -482,8 +487,15 @@ fn bench_lookup(p: &Params, big: &BigPartition) {
 
 /// Plain `read(2)` of every `.log` with a 1 MiB buffer.
 fn raw_read(files: &[PathBuf]) -> u64 {
-    let mut buf = vec![0u8; MIB as usize];
     let mut total = 0u64;
+    read_files(files, MIB as usize, |b| total += b.len() as u64);
+    total
+}
+
+/// Every file of `files` in plain `read(2)`s of `chunk` bytes, each given
+/// to `each`.
+fn read_files(files: &[PathBuf], chunk: usize, mut each: impl FnMut(&[u8])) {
+    let mut buf = vec![0u8; chunk];
     for f in files {
         let mut f = File::open(f).expect("open");
         loop {
@@ -491,10 +503,9 @@ fn raw_read(files: &[PathBuf]) -> u64 {
             if n == 0 {
                 break;
             }
-            total += n as u64;
+            each(&buf[..n]);
         }
     }
-    total
 }
 
 /// The `.log` bytes through `PartitionLog::read_file` (what the mount serves), 1 MiB at a time.
@@ -611,18 +622,8 @@ fn bench_read(p: &Params, big: &BigPartition) {
 
 /// A plain CRC-32C pass over the files, 8 MiB reads (the recovery chunk size).
 fn crc_pass(files: &[PathBuf]) -> u32 {
-    let mut buf = vec![0u8; 8 << 20];
     let mut crc = 0u32;
-    for f in files {
-        let mut f = File::open(f).expect("open");
-        loop {
-            let n = f.read(&mut buf).expect("read");
-            if n == 0 {
-                break;
-            }
-            crc = crc32c::crc32c_append(crc, &buf[..n]);
-        }
-    }
+    read_files(files, 8 << 20, |b| crc = crc32c::crc32c_append(crc, b));
     crc
 }
 
@@ -726,8 +727,7 @@ fn bench_open(p: &Params, scratch: &Path, pool: &[u8]) {
     println!(
         "\n## Clean open: `LogManager::open` with many sealed segments vs one (P5, library)\n"
     );
-    println!("| sealed segments | open many | open one | many/one |");
-    println!("|---|---|---|---|");
+    table_head("| sealed segments | open many | open one | many/one |");
     println!(
         "| {} × 1 MiB | {:.1} ms | {:.1} ms | **{:.2}** |",
         p.segments,
@@ -770,8 +770,7 @@ fn main() {
     if p.wants("lookup") || p.wants("read") || p.wants("rebuild") {
         let mut bigs = Vec::new();
         println!("\n## Large partitions (built with `PartitionLog::append`, then closed)\n");
-        println!("| shape | size | records | build MB/s (on-disk bytes) |");
-        println!("|---|---|---|---|");
+        table_head("| shape | size | records | build MB/s (on-disk bytes) |");
         for &(size, batch) in &p.shapes {
             let big = build_big(scratch.path(), &pool, size, batch, p.big_bytes);
             println!(
@@ -792,10 +791,9 @@ fn main() {
 and preads exactly its bytes; the library goes through the sparse index. Bytes read come from `status().lookup_bytes_read`.\n",
                 p.lookups
             );
-            println!(
-                "| shape | size | read p50 | read p99 | pread p50 | pread p99 | read/pread | bytes read/lookup | batch bytes | interval+batch | read bytes/batch bytes |"
+            table_head(
+                "| shape | size | read p50 | read p99 | pread p50 | pread p99 | read/pread | bytes read/lookup | batch bytes | interval+batch | read bytes/batch bytes |",
             );
-            println!("|---|---|---|---|---|---|---|---|---|---|---|");
             for big in &bigs {
                 bench_lookup(&p, big);
             }
@@ -804,10 +802,9 @@ and preads exactly its bytes; the library goes through the sparse index. Bytes r
             println!(
                 "\n## Sequential read MB/s (warm page cache; ratio to raw read in parentheses)\n"
             );
-            println!(
-                "| shape | size | raw `read(2)` 1 MiB | library `read_file` 1 MiB | library decode all records (`read_file` + `BatchIter` + CRC + `records()`) | library `read(offset)` per record (prefix) |"
+            table_head(
+                "| shape | size | raw `read(2)` 1 MiB | library `read_file` 1 MiB | library decode all records (`read_file` + `BatchIter` + CRC + `records()`) | library `read(offset)` per record (prefix) |",
             );
-            println!("|---|---|---|---|---|---|");
             for big in &bigs {
                 bench_read(&p, big);
             }
@@ -819,10 +816,9 @@ and preads exactly its bytes; the library goes through the sparse index. Bytes r
 recover = `LogManager::open` without `.kafka_cleanshutdown` (CRC of every batch + rebuild of the active segment). \
 Both include the clean-open fixed cost shown last. MB/s.\n"
             );
-            println!(
-                "| shape | segment | CRC-32C pass | rebuild | rebuild/CRC | recover | recover/CRC | clean open |"
+            table_head(
+                "| shape | segment | CRC-32C pass | rebuild | rebuild/CRC | recover | recover/CRC | clean open |",
             );
-            println!("|---|---|---|---|---|---|---|---|");
             for big in &bigs {
                 bench_rebuild(&p, big);
             }
