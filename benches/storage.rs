@@ -11,9 +11,12 @@
 //! Sections (filter by name on the command line): `append`, `lookup`, `read`,
 //! `rebuild`, `open`. Sizes come from environment variables, see [`Params`].
 
+#[path = "common/batches.rs"]
+mod batches;
 mod common;
 
-use common::{GIB, KIB, MIB, Spread, env_u64, median, parse_size, percentile};
+use batches::walk_batches;
+use common::{GIB, KIB, MIB, Rng, Spread, env_u64, median, parse_size, percentile};
 use std::env;
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -22,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use commitfs::record::{BatchIter, NewRecord, encode_batch, peek_frame};
+use commitfs::record::{BatchIter, NewRecord, encode_batch};
 use commitfs::storage::{CLEAN_SHUTDOWN_FILE, LogConfig, LogManager, OpenOptions, PartitionLog};
 
 const PARTITION: &str = "bench-0";
@@ -146,22 +149,14 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
-fn us(s: f64) -> String {
-    format!("{:.1} µs", s * 1e6)
+/// A markdown table's header row, and the rule under it.
+fn table_head(header: &str) {
+    println!("{header}");
+    println!("{}|", "|---".repeat(header.matches('|').count() - 1));
 }
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
+fn us(s: f64) -> String {
+    format!("{:.1} µs", s * 1e6)
 }
 
 /// Deterministic, incompressible-looking payload bytes shared by every system.
@@ -228,50 +223,6 @@ fn total_size(files: &[PathBuf]) -> u64 {
         .sum()
 }
 
-/// One batch in a `.log`, found without the library (the lookup oracle).
-#[derive(Clone, Copy)]
-struct BatchLoc {
-    last_offset: i64,
-    file: usize,
-    pos: u64,
-    size: usize,
-}
-
-/// Walks the batch framing of every `.log` file with large plain reads.
-fn walk_batches(files: &[PathBuf]) -> Vec<BatchLoc> {
-    const CHUNK: usize = 8 << 20;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; CHUNK];
-    for (fi, path) in files.iter().enumerate() {
-        let f = File::open(path).expect("open log");
-        let len = f.metadata().expect("stat").len();
-        let mut pos = 0u64;
-        while pos < len {
-            let want = (CHUNK as u64).min(len - pos) as usize;
-            f.read_exact_at(&mut buf[..want], pos).expect("read log");
-            let mut off = 0usize;
-            while off + 61 <= want {
-                let frame = peek_frame(&buf[off..want]).expect("a v2 batch");
-                if off + frame.size > want {
-                    break;
-                }
-                let last_delta =
-                    i32::from_be_bytes(buf[off + 23..off + 27].try_into().unwrap()) as i64;
-                out.push(BatchLoc {
-                    last_offset: frame.base_offset + last_delta,
-                    file: fi,
-                    pos: pos + off as u64,
-                    size: frame.size,
-                });
-                off += frame.size;
-            }
-            assert!(off > 0, "batch larger than the walk chunk");
-            pos += off as u64;
-        }
-    }
-    out
-}
-
 // ---- append ----------------------------------------------------------------------
 
 /// One system's append run: `batches` appends of the same `values`.
@@ -328,10 +279,9 @@ The last column is the best commitfs/commitlog any library doing one `write(2)` 
         human_bytes(p.append_bytes),
         p.runs
     );
-    println!(
-        "| record | batch | commitfs rec/s | commitfs MB/s | commitlog rec/s | commitlog MB/s | write_all rec/s | write_all MB/s | commitfs/commitlog | commitfs/write_all | write_all/commitlog (ceiling) |"
+    table_head(
+        "| record | batch | commitfs rec/s | commitfs MB/s | commitlog rec/s | commitlog MB/s | write_all rec/s | write_all MB/s | commitfs/commitlog | commitfs/write_all | write_all/commitlog (ceiling) |",
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let on: Vec<bool> = SYSTEMS
         .iter()
         .map(|s| p.systems.iter().any(|x| x == s))
@@ -463,7 +413,7 @@ fn bench_lookup(p: &Params, big: &BigPartition) {
     let mgr = manager(&big.data, &big.config);
     let log = mgr.partition(PARTITION).expect("partition");
     let files = log_files(&big.part_dir());
-    let oracle = walk_batches(&files);
+    let oracle = walk_batches(&files, false);
     let handles: Vec<File> = files.iter().map(|f| File::open(f).unwrap()).collect();
     let max_batch = oracle.iter().map(|b| b.size).max().unwrap_or(0);
     let mut buf = vec![0u8; max_batch];
@@ -537,8 +487,15 @@ fn bench_lookup(p: &Params, big: &BigPartition) {
 
 /// Plain `read(2)` of every `.log` with a 1 MiB buffer.
 fn raw_read(files: &[PathBuf]) -> u64 {
-    let mut buf = vec![0u8; MIB as usize];
     let mut total = 0u64;
+    read_files(files, MIB as usize, |b| total += b.len() as u64);
+    total
+}
+
+/// Every file of `files` in plain `read(2)`s of `chunk` bytes, each given
+/// to `each`.
+fn read_files(files: &[PathBuf], chunk: usize, mut each: impl FnMut(&[u8])) {
+    let mut buf = vec![0u8; chunk];
     for f in files {
         let mut f = File::open(f).expect("open");
         loop {
@@ -546,10 +503,9 @@ fn raw_read(files: &[PathBuf]) -> u64 {
             if n == 0 {
                 break;
             }
-            total += n as u64;
+            each(&buf[..n]);
         }
     }
-    total
 }
 
 /// The `.log` bytes through `PartitionLog::read_file` (what the mount serves), 1 MiB at a time.
@@ -666,18 +622,8 @@ fn bench_read(p: &Params, big: &BigPartition) {
 
 /// A plain CRC-32C pass over the files, 8 MiB reads (the recovery chunk size).
 fn crc_pass(files: &[PathBuf]) -> u32 {
-    let mut buf = vec![0u8; 8 << 20];
     let mut crc = 0u32;
-    for f in files {
-        let mut f = File::open(f).expect("open");
-        loop {
-            let n = f.read(&mut buf).expect("read");
-            if n == 0 {
-                break;
-            }
-            crc = crc32c::crc32c_append(crc, &buf[..n]);
-        }
-    }
+    read_files(files, 8 << 20, |b| crc = crc32c::crc32c_append(crc, b));
     crc
 }
 
@@ -781,8 +727,7 @@ fn bench_open(p: &Params, scratch: &Path, pool: &[u8]) {
     println!(
         "\n## Clean open: `LogManager::open` with many sealed segments vs one (P5, library)\n"
     );
-    println!("| sealed segments | open many | open one | many/one |");
-    println!("|---|---|---|---|");
+    table_head("| sealed segments | open many | open one | many/one |");
     println!(
         "| {} × 1 MiB | {:.1} ms | {:.1} ms | **{:.2}** |",
         p.segments,
@@ -825,8 +770,7 @@ fn main() {
     if p.wants("lookup") || p.wants("read") || p.wants("rebuild") {
         let mut bigs = Vec::new();
         println!("\n## Large partitions (built with `PartitionLog::append`, then closed)\n");
-        println!("| shape | size | records | build MB/s (on-disk bytes) |");
-        println!("|---|---|---|---|");
+        table_head("| shape | size | records | build MB/s (on-disk bytes) |");
         for &(size, batch) in &p.shapes {
             let big = build_big(scratch.path(), &pool, size, batch, p.big_bytes);
             println!(
@@ -847,10 +791,9 @@ fn main() {
 and preads exactly its bytes; the library goes through the sparse index. Bytes read come from `status().lookup_bytes_read`.\n",
                 p.lookups
             );
-            println!(
-                "| shape | size | read p50 | read p99 | pread p50 | pread p99 | read/pread | bytes read/lookup | batch bytes | interval+batch | read bytes/batch bytes |"
+            table_head(
+                "| shape | size | read p50 | read p99 | pread p50 | pread p99 | read/pread | bytes read/lookup | batch bytes | interval+batch | read bytes/batch bytes |",
             );
-            println!("|---|---|---|---|---|---|---|---|---|---|---|");
             for big in &bigs {
                 bench_lookup(&p, big);
             }
@@ -859,10 +802,9 @@ and preads exactly its bytes; the library goes through the sparse index. Bytes r
             println!(
                 "\n## Sequential read MB/s (warm page cache; ratio to raw read in parentheses)\n"
             );
-            println!(
-                "| shape | size | raw `read(2)` 1 MiB | library `read_file` 1 MiB | library decode all records (`read_file` + `BatchIter` + CRC + `records()`) | library `read(offset)` per record (prefix) |"
+            table_head(
+                "| shape | size | raw `read(2)` 1 MiB | library `read_file` 1 MiB | library decode all records (`read_file` + `BatchIter` + CRC + `records()`) | library `read(offset)` per record (prefix) |",
             );
-            println!("|---|---|---|---|---|---|");
             for big in &bigs {
                 bench_read(&p, big);
             }
@@ -874,10 +816,9 @@ and preads exactly its bytes; the library goes through the sparse index. Bytes r
 recover = `LogManager::open` without `.kafka_cleanshutdown` (CRC of every batch + rebuild of the active segment). \
 Both include the clean-open fixed cost shown last. MB/s.\n"
             );
-            println!(
-                "| shape | segment | CRC-32C pass | rebuild | rebuild/CRC | recover | recover/CRC | clean open |"
+            table_head(
+                "| shape | segment | CRC-32C pass | rebuild | rebuild/CRC | recover | recover/CRC | clean open |",
             );
-            println!("|---|---|---|---|---|---|---|---|");
             for big in &bigs {
                 bench_rebuild(&p, big);
             }

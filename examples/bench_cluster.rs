@@ -18,8 +18,12 @@
 //! (on the mock, which has no admin API, up front). Every daemon is
 //! unmounted or stopped and reaped at the end, even on error (the guards).
 
+// Only some of what the benches share is used here.
+#[allow(dead_code)]
 #[path = "../benches/common/mod.rs"]
 mod common;
+#[path = "common/mod.rs"]
+mod serve;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -27,30 +31,12 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use common::{MIB, env_u64, median};
+use serve::sh;
 
-#[allow(dead_code)]
-const _UNUSED: fn(&[f64], f64) -> f64 = common::percentile;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
 
 type Res<T> = Result<T, String>;
-
-fn sh(cmd: &str) -> Res<f64> {
-    let t = Instant::now();
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("sh: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`{cmd}` failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(t.elapsed().as_secs_f64())
-}
 
 fn mounted(mnt: &Path) -> bool {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();

@@ -24,7 +24,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use common::{Deliveries, send};
+use common::{Deliveries, assigned_consumer, bulk_idempotent, send_all, sh};
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::net::TcpStream;
@@ -35,28 +35,11 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, Producer};
-use rdkafka::{Offset, TopicPartitionList};
 
 type Res<T> = Result<T, String>;
-
-fn sh(cmd: &str) -> Res<f64> {
-    let t = Instant::now();
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(format!(
-            "`{cmd}` failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(t.elapsed().as_secs_f64())
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -308,29 +291,15 @@ fn rd_run(addr: &str, topic: &str, lines: &Path) -> Res<RdPair> {
     let n = recs.len();
     let produce = {
         let mut c = ClientConfig::new();
-        c.set("bootstrap.servers", addr)
+        bulk_idempotent(&mut c)
+            .set("bootstrap.servers", addr)
             .set("client.id", "bench_kafka")
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("linger.ms", "5")
-            .set("batch.size", "1000000")
-            .set("message.timeout.ms", "60000")
-            // As commitfs's own producer (crates/cluster/src/config.rs): the queue
-            // holds every line, so sends are not turned back while the
-            // first batches are in flight.
-            .set("queue.buffering.max.messages", "2000000");
+            .set("message.timeout.ms", "60000");
         let p: BaseProducer<Deliveries> = c
             .create_with_context(Deliveries::default())
             .map_err(|e| e.to_string())?;
         let (t, c0) = (Instant::now(), self_cpu());
-        for (i, r) in recs.iter().enumerate() {
-            send(&p, topic, r)?;
-            // Delivery reports are served every 1024 sends; the flush
-            // below waits for the rest.
-            if i % 1024 == 1023 {
-                p.poll(Duration::ZERO);
-            }
-        }
+        send_all(&p, topic, &recs)?;
         p.flush(Duration::from_secs(120))
             .map_err(|e| format!("flush: {e}"))?;
         let timed = Timed {
@@ -352,22 +321,10 @@ fn rd_run(addr: &str, topic: &str, lines: &Path) -> Res<RdPair> {
     };
     let consume = {
         let mut c = ClientConfig::new();
-        // Assigned by hand: the group is never joined and nothing is
-        // committed, but librdkafka's assign needs a group.id (without one,
-        // "Unknown group"). librdkafka waits fetch.queue.backoff.ms
-        // (1 s) before fetching again once its prefetch thresholds are met;
-        // 10 ms as in crates/cluster/src/config.rs.
         c.set("bootstrap.servers", addr)
             .set("client.id", "bench_kafka")
-            .set("group.id", "bench_kafka")
-            .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "false")
-            .set("fetch.queue.backoff.ms", "10")
-            .set("fetch.wait.max.ms", "100");
-        let k: BaseConsumer = c.create().map_err(|e| e.to_string())?;
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, 0, Offset::Offset(0))
-            .map_err(|e| e.to_string())?;
+            .set("group.id", "bench_kafka");
+        let (k, tpl) = assigned_consumer(&mut c, topic)?;
         let (t, c0) = (Instant::now(), self_cpu());
         k.assign(&tpl).map_err(|e| e.to_string())?;
         let mut got = 0;

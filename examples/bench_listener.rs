@@ -25,12 +25,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use commitfs::record::{Compression, NewRecord, encode_batch_compressed};
-use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
 use kafka_protocol::messages::fetch_response::FetchResponse;
@@ -78,16 +76,7 @@ struct Daemon {
 impl Daemon {
     fn start(bin: &Path) -> Res<Daemon> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let data = dir.path().join("data");
-        let log = dir.path().join("serve.log");
-        let mgr = LogManager::open(&data, LogConfig::default(), OpenOptions::default())
-            .map_err(|e| e.to_string())?;
-        mgr.create_partition("b-0").map_err(|e| e.to_string())?;
-        mgr.close().map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(bin);
-        cmd.args(["serve", "--listeners", "PLAINTEXT://127.0.0.1:0"])
-            .arg(&data);
-        common::serve_logging_to(&mut cmd, &log)?;
+        let (mut cmd, log) = common::plaintext_serve(bin, dir.path(), &["b-0"])?;
         // SAFETY: setrlimit only, between fork and exec.
         unsafe { cmd.pre_exec(|| set_nofile(NOFILE).map(drop)) };
         let (serve, mut addrs) = Serve::start(&mut cmd, &log, &["PLAINTEXT"])?;

@@ -14,10 +14,16 @@
 //! Every daemon is unmounted and reaped at the end, even on error or panic
 //! (the `Daemon` drop guard).
 
+#[path = "../benches/common/batches.rs"]
+mod batches;
 #[path = "../benches/common/mod.rs"]
 mod common;
+#[path = "common/mod.rs"]
+mod serve;
 
-use common::{GIB, KIB, MIB, Spread, env_u64, median, percentile};
+use batches::walk_batches;
+use common::{GIB, KIB, MIB, Rng, Spread, env_u64, median, percentile};
+use serve::sh;
 use std::env;
 use std::fs::{self, File};
 use std::io::Write;
@@ -27,7 +33,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use commitfs::record::{NewRecord, peek_frame};
+use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 
 type Res<T> = Result<T, String>;
@@ -130,39 +136,6 @@ fn human(b: u64) -> String {
     } else {
         format!("{:.1} KiB", b as f64 / KIB as f64)
     }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
-/// `sh -c cmd`, which must succeed; returns its wall time.
-fn sh(cmd: &str) -> Res<f64> {
-    let t = Instant::now();
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("sh: {e}"))?;
-    let s = t.elapsed().as_secs_f64();
-    if !out.status.success() {
-        return Err(format!(
-            "`{cmd}` failed with {}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(s)
 }
 
 fn q(p: &Path) -> String {
@@ -353,14 +326,6 @@ fn write_lines(path: &Path, bytes: u64) -> Res<()> {
     f.flush().map_err(|e| e.to_string())
 }
 
-#[derive(Clone, Copy)]
-struct BatchLoc {
-    last_offset: i64,
-    file: usize,
-    pos: u64,
-    size: usize,
-}
-
 fn log_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = fs::read_dir(dir)
         .map(|d| {
@@ -372,43 +337,6 @@ fn log_files(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     v.sort();
     v
-}
-
-/// Every batch's place in the backing `.log` files, found without the library.
-fn walk_batches(files: &[PathBuf]) -> Vec<BatchLoc> {
-    const CHUNK: usize = 8 << 20;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; CHUNK.max(2 << 20)];
-    for (fi, path) in files.iter().enumerate() {
-        let f = File::open(path).expect("open log");
-        let len = f.metadata().expect("stat").len();
-        let mut pos = 0u64;
-        while pos < len {
-            let want = (buf.len() as u64).min(len - pos) as usize;
-            f.read_exact_at(&mut buf[..want], pos).expect("read log");
-            let mut off = 0usize;
-            while off + 61 <= want {
-                let frame = peek_frame(&buf[off..want]).expect("a v2 batch");
-                if off + frame.size > want {
-                    break;
-                }
-                let last_delta =
-                    i32::from_be_bytes(buf[off + 23..off + 27].try_into().unwrap()) as i64;
-                out.push(BatchLoc {
-                    last_offset: frame.base_offset + last_delta,
-                    file: fi,
-                    pos: pos + off as u64,
-                    size: frame.size,
-                });
-                off += frame.size;
-            }
-            if off == 0 {
-                break; // a torn tail: not ours to judge here
-            }
-            pos += off as u64;
-        }
-    }
-    out
 }
 
 /// A closed data dir with one partition: `sealed` sealed segments made by
@@ -641,7 +569,7 @@ fn p4(p: &Params, part: &Path, files: &[PathBuf], out: &mut Vec<String>) -> Res<
 }
 
 fn p3(p: &Params, mnt: &Path, part: &str, files: &[PathBuf], out: &mut Vec<String>) -> Res<()> {
-    let oracle = walk_batches(files);
+    let oracle = walk_batches(files, true);
     let end = oracle.last().map_or(0, |b| b.last_offset + 1);
     if end == 0 {
         return Err("P3: empty partition".into());

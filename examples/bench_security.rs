@@ -22,7 +22,7 @@
 mod common;
 
 use commitfs::cluster::admin::block_on;
-use common::{Deliveries, Serve, send};
+use common::{Deliveries, Serve, assigned_consumer, bulk_idempotent, send, send_all};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
@@ -33,10 +33,9 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, 
 use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, Producer};
-use rdkafka::{Offset, TopicPartitionList};
 
 type Res<T> = Result<T, String>;
 
@@ -207,12 +206,7 @@ fn broker_threads() -> HashMap<String, f64> {
 /// when the producer is ready.
 fn produce(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<Measured> {
     let mut c = d.client(step.secure, step.nagle);
-    c.set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("linger.ms", "5")
-        .set("batch.size", "1000000")
-        .set("message.timeout.ms", "120000")
-        .set("queue.buffering.max.messages", "2000000");
+    bulk_idempotent(&mut c).set("message.timeout.ms", "120000");
     let p: BaseProducer<Deliveries> = c
         .create_with_context(Deliveries::default())
         .map_err(|e| e.to_string())?;
@@ -224,12 +218,7 @@ fn produce(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<Measu
     p.flush(Duration::from_secs(60))
         .map_err(|e| format!("flush of the first record: {e}"))?;
     let meter = Meter::start(d);
-    for (i, v) in values.iter().enumerate() {
-        send(&p, topic, v)?;
-        if i % 1024 == 1023 {
-            p.poll(Duration::ZERO);
-        }
-    }
+    send_all(&p, topic, values)?;
     p.flush(Duration::from_secs(120))
         .map_err(|e| format!("flush: {e}"))?;
     let measured = meter.stop(d);
@@ -251,15 +240,8 @@ fn produce(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<Measu
 /// from the warm-up record's arrival.
 fn consume(d: &Daemon, step: Step, topic: &str, values: &[Vec<u8>]) -> Res<Measured> {
     let mut c = d.client(step.secure, step.nagle);
-    c.set("group.id", "bench_security")
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "false")
-        .set("fetch.queue.backoff.ms", "10")
-        .set("fetch.wait.max.ms", "100");
-    let k: BaseConsumer = c.create().map_err(|e| e.to_string())?;
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Offset(0))
-        .map_err(|e| e.to_string())?;
+    c.set("group.id", "bench_security");
+    let (k, tpl) = assigned_consumer(&mut c, topic)?;
     let started = Instant::now();
     k.assign(&tpl).map_err(|e| e.to_string())?;
     // The clock starts at the first record (the producer's warm-up one),

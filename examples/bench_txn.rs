@@ -24,11 +24,9 @@ mod common;
 
 use common::{Deliveries, Serve, send};
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, Producer};
@@ -51,18 +49,8 @@ struct Daemon {
 impl Daemon {
     fn start(bin: &Path) -> Res<Daemon> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let data = dir.path().join("data");
-        let log = dir.path().join("serve.log");
-        let mgr = LogManager::open(&data, LogConfig::default(), OpenOptions::default())
-            .map_err(|e| e.to_string())?;
-        for p in ["streamed-0", "awaited-0", "txn-0"] {
-            mgr.create_partition(p).map_err(|e| e.to_string())?;
-        }
-        mgr.close().map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(bin);
-        cmd.args(["serve", "--listeners", "PLAINTEXT://127.0.0.1:0"])
-            .arg(&data);
-        common::serve_logging_to(&mut cmd, &log)?;
+        let (mut cmd, log) =
+            common::plaintext_serve(bin, dir.path(), &["streamed-0", "awaited-0", "txn-0"])?;
         let (serve, mut addrs) = Serve::start(&mut cmd, &log, &["PLAINTEXT"])?;
         Ok(Daemon {
             _serve: serve,

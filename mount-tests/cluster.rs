@@ -3,11 +3,11 @@
 //! brokers listen on loopback ports, so the daemon reaches them as it would
 //! a real cluster).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdkafka::mocking::MockCluster;
 
-use crate::harness::{Mount, fuse_or_skip};
+use crate::harness::{Mount, fuse_or_skip, wait_for};
 
 fn mock() -> MockCluster<'static, rdkafka::producer::DefaultProducerContext> {
     let m = MockCluster::new(1).expect("mock cluster");
@@ -22,14 +22,6 @@ impl Drop for Reaped {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-pub fn wait_for(what: &str, bound: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + bound;
-    while !f() {
-        assert!(Instant::now() < deadline, "{what}: not within {bound:?}");
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use crate::kafka_support::{grants_producer_ids, listener_addr, python, require, run_python};
 
-use crate::cluster::{Reaped, wait_for as wait};
+use crate::cluster::Reaped;
+use crate::harness::wait_for as wait;
 use crate::harness::{Mount, fuse_or_skip, mounted, run_bounded, sh_timeout, umount};
 
 const BIN: &str = env!("CARGO_BIN_EXE_commitfs");
@@ -281,13 +282,13 @@ fn tail_follows(a: &Mount, b: &Daemonised, before: &[u8]) {
         })
     };
     let has = |what: &[u8]| seen.lock().unwrap().ends_with(what);
-    crate::cluster::wait_for("tail prints the log", Duration::from_secs(10), || {
+    crate::harness::wait_for("tail prints the log", Duration::from_secs(10), || {
         has(before)
     });
     for i in 0..3 {
         let line = format!("from A {i}\n");
         a.ok(&format!("printf '{line}' >> t-0/log"));
-        crate::cluster::wait_for(
+        crate::harness::wait_for(
             "tail -f on B shows the append made through A",
             Duration::from_secs(2),
             || has(line.as_bytes()),

@@ -15,6 +15,26 @@ pub use crate::kafka_support::bounded::{cmd_timeout, run_bounded, stacks};
 const BIN: &str = env!("CARGO_BIN_EXE_commitfs");
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Polls `f` every 50 ms until it holds; past `bound` the test fails,
+/// naming `what`.
+pub fn wait_for(what: &str, bound: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + bound;
+    while !f() {
+        assert!(Instant::now() < deadline, "{what}: not within {bound:?}");
+        sleep(Duration::from_millis(50));
+    }
+}
+
+/// The value of the `key: value` line of a partition's `status` text.
+pub fn status_value(text: &str, key: &str) -> i64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+        .unwrap_or_else(|| panic!("no {key} in status:\n{text}"))
+        .trim()
+        .parse()
+        .expect("numeric status value")
+}
+
 /// Why mount tests cannot run here, if they cannot.
 fn fuse_unavailable() -> Option<String> {
     if !Path::new("/dev/fuse").exists() {
@@ -104,12 +124,12 @@ impl Mount {
     /// A mount whose data dir is `data` (e.g. on a filesystem the test
     /// mounted) instead of a fresh one, with extra environment for the daemon.
     pub fn with(opts: &[&str], data: Option<&Path>, env: &[(&str, &str)]) -> Mount {
-        Mount::build(opts, data, env, None)
+        Mount::build(opts, data, env, None, |_| Vec::new())
     }
 
     /// A cluster mount: `commitfs mount --bootstrap-server BOOTSTRAP MNT`.
     pub fn cluster(bootstrap: &str, opts: &[&str]) -> Mount {
-        Mount::build(opts, None, &[], Some(bootstrap.to_string()))
+        Mount::build(opts, None, &[], Some(bootstrap.to_string()), |_| Vec::new())
     }
 
     fn build(
@@ -117,6 +137,7 @@ impl Mount {
         data: Option<&Path>,
         env: &[(&str, &str)],
         bootstrap: Option<String>,
+        wrapper: impl FnOnce(&Path) -> Vec<String>,
     ) -> Mount {
         let tmp = tempfile::Builder::new()
             .prefix("commitfs-mt-")
@@ -132,7 +153,7 @@ impl Mount {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-            wrapper: Vec::new(),
+            wrapper: wrapper(&root),
             bootstrap,
             _tmp: tmp,
             child: None,
@@ -145,24 +166,7 @@ impl Mount {
     /// must run the daemon it is given and exit when it exits. `wrapper`
     /// gets the work directory (the data dir's parent) for its files.
     pub fn wrapped(opts: &[&str], wrapper: impl FnOnce(&Path) -> Vec<String>) -> Mount {
-        let tmp = tempfile::Builder::new()
-            .prefix("commitfs-mt-")
-            .tempdir()
-            .expect("tempdir");
-        let root = tmp.path().canonicalize().expect("canonical tempdir");
-        let mut m = Mount {
-            data: root.join("data"),
-            mnt: root.join("mnt"),
-            log_path: root.join("daemon.log"),
-            opts: opts.iter().map(|s| s.to_string()).collect(),
-            env: Vec::new(),
-            wrapper: wrapper(&root),
-            bootstrap: None,
-            _tmp: tmp,
-            child: None,
-        };
-        m.start();
-        m
+        Mount::build(opts, None, &[], None, wrapper)
     }
 
     /// The daemon's process id, while it runs.
@@ -284,13 +288,7 @@ impl Mount {
 
     /// A `key: value` line of a partition's `status`.
     pub fn status(&self, partition: &str, key: &str) -> i64 {
-        let text = self.ok(&format!("cat {partition}/status"));
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}: ")))
-            .unwrap_or_else(|| panic!("no {key} in status:\n{text}"))
-            .trim()
-            .parse()
-            .expect("numeric status value")
+        status_value(&self.ok(&format!("cat {partition}/status")), key)
     }
 
     /// Kills the daemon with SIGKILL and clears the dead mount it leaves.

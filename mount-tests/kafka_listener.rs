@@ -5,12 +5,15 @@
 //! read-only mount's listener; Kafka producers and shell appends to one
 //! partition at once.
 
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::kafka_support;
 use crate::kafka_support::bounded::{cmd_timeout, finish, finish_within, spawn};
-use crate::kafka_support::{Conn, kcat, kcat_consume, listener_addr, python, require, run_python};
+use crate::kafka_support::{
+    Conn, kcat, kcat_consume, listener_addr, python, require, run_python, spawn_python,
+};
 use bytes::Bytes;
 use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
@@ -29,11 +32,11 @@ use kafka_protocol::messages::list_offsets_response::ListOffsetsResponse;
 use kafka_protocol::messages::produce_request::{
     PartitionProduceData, ProduceRequest, TopicProduceData,
 };
-use kafka_protocol::messages::produce_response::ProduceResponse;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, ProduceResponse};
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::harness::{Mount, fuse_or_skip};
+use crate::harness::{Mount, fuse_or_skip, wait_for};
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
@@ -93,6 +96,18 @@ pub fn mount_with_listener(extra: &[&str]) -> (Mount, String) {
     (m, addr)
 }
 
+/// The venv's Python and a mount with a listener and an empty `t-0`; `None`
+/// when the test skips.
+fn python_and_t0() -> Option<(PathBuf, Mount, String)> {
+    if !fuse_or_skip() {
+        return None;
+    }
+    let py = require(python())?;
+    let (m, addr) = mount_with_listener(&[]);
+    m.ok("mkdir t-0");
+    Some((py, m, addr))
+}
+
 /// The listener address a mount's daemon logged: it binds before it
 /// mounts, so the line is there once the mount is live.
 pub fn bound_listener(m: &Mount) -> String {
@@ -126,6 +141,35 @@ fn fetch_at(c: &mut Conn, t: &str, offset: i64) -> (i16, usize) {
     let r: FetchResponse = c.call(ApiKey::Fetch, 12, &req);
     let p = &r.responses[0].partitions[0];
     (p.error_code, p.records.as_ref().map_or(0, |r| r.len()))
+}
+
+/// Produce v9 (acks 1) of one record to partition 0 of `t`: the
+/// partition's answer.
+fn produce_one(c: &mut Conn, value: &[u8]) -> PartitionProduceResponse {
+    let mut batch = Vec::new();
+    commitfs::record::encode_batch(&mut batch, 0, 1, &[NewRecord::value(value)]);
+    let produce = ProduceRequest::default().with_acks(1).with_topic_data(vec![
+        TopicProduceData::default()
+            .with_name(name("t"))
+            .with_partition_data(vec![
+                PartitionProduceData::default().with_records(Some(Bytes::from(batch))),
+            ]),
+    ]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &produce);
+    r.responses[0].partition_responses[0].clone()
+}
+
+/// CreateTopics v7 of `t` with `partitions` partitions, replication 1: its
+/// code.
+fn create_topic(c: &mut Conn, t: &str, partitions: i32) -> i16 {
+    let create = CreateTopicsRequest::default().with_topics(vec![
+        CreatableTopic::default()
+            .with_name(name(t))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1),
+    ]);
+    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &create);
+    r.topics[0].error_code
 }
 
 const KAFKA_PYTHON_READ: &str = r#"
@@ -308,36 +352,14 @@ fn tree_and_listener_see_each_others_changes() {
     m.fails("cat t-0/offset/5", "No such file");
     // Retention by the tree's config: everything but the active segment goes.
     m.ok("echo 0 > t-0/config/retention.bytes");
-    let start = Instant::now();
-    while offset_at(&mut c, "t", -2).1 != 10 {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "retention did not run"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for("retention", Duration::from_secs(30), || {
+        offset_at(&mut c, "t", -2).1 == 10
+    });
     assert_eq!(fetch_at(&mut c, "t", 10), (0, 0));
     // A Kafka produce, then CreateTopics: both seen in the tree.
-    let mut batch = Vec::new();
-    commitfs::record::encode_batch(&mut batch, 0, 1, &[NewRecord::value(b"from kafka")]);
-    let produce = ProduceRequest::default().with_acks(1).with_topic_data(vec![
-        TopicProduceData::default()
-            .with_name(name("t"))
-            .with_partition_data(vec![
-                PartitionProduceData::default().with_records(Some(Bytes::from(batch))),
-            ]),
-    ]);
-    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &produce);
-    assert_eq!(r.responses[0].partition_responses[0].base_offset, 10);
+    assert_eq!(produce_one(&mut c, b"from kafka").base_offset, 10);
     assert_eq!(m.ok("cat t-0/offset/10"), "from kafka");
-    let create = CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(name("k"))
-            .with_num_partitions(2)
-            .with_replication_factor(1),
-    ]);
-    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &create);
-    assert_eq!(r.topics[0].error_code, 0);
+    assert_eq!(create_topic(&mut c, "k", 2), 0);
     assert_eq!(m.ok("ls -d k-*"), "k-0\nk-1\n");
     m.fails("rmdir k-0", "Invalid argument");
     m.fails("mkdir k-3", "Invalid argument");
@@ -374,25 +396,8 @@ fn a_read_only_mount_serves_kafka_reads_only() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\n");
     let mut c = Conn::new(&addr);
     assert_eq!(offset_at(&mut c, "t", -1), (0, 2));
-    let mut batch = Vec::new();
-    commitfs::record::encode_batch(&mut batch, 0, 1, &[NewRecord::value(b"three")]);
-    let produce = ProduceRequest::default().with_acks(1).with_topic_data(vec![
-        TopicProduceData::default()
-            .with_name(name("t"))
-            .with_partition_data(vec![
-                PartitionProduceData::default().with_records(Some(Bytes::from(batch))),
-            ]),
-    ]);
-    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &produce);
-    assert_eq!(r.responses[0].partition_responses[0].error_code, 29);
-    let create = CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(name("n"))
-            .with_num_partitions(1)
-            .with_replication_factor(1),
-    ]);
-    let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &create);
-    assert_eq!(r.topics[0].error_code, 29);
+    assert_eq!(produce_one(&mut c, b"three").error_code, 29);
+    assert_eq!(create_topic(&mut c, "n", 1), 29);
     assert!(m.log().contains("refused with TopicAuthorizationFailed"));
     m.unmount_clean();
     assert_eq!(kafka_support::snapshot(&data), before);
@@ -457,25 +462,17 @@ assert p.flush(60) == 0 and not errors, errors[:3]
 /// at the offset its producer was told, and no batch mixing two writers.
 #[test]
 fn producers_and_shell_appends_never_interleave_within_a_batch() {
-    if !fuse_or_skip() {
+    let Some((py, m, addr)) = python_and_t0() else {
         return;
-    }
-    let Some(py) = require(python()) else { return };
-    let (m, addr) = mount_with_listener(&[]);
-    m.ok("mkdir t-0");
+    };
     let work = tempfile::tempdir().unwrap();
     let producers: Vec<_> = ["k0", "k1"]
         .iter()
         .map(|name| {
-            spawn(
-                Command::new(&py)
-                    .arg("-c")
-                    .arg(PRODUCE_UNTIL_STOPPED)
-                    .args([addr.as_str(), name])
-                    .arg(work.path())
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped()),
+            spawn_python(
+                &py,
+                PRODUCE_UNTIL_STOPPED,
+                &[&addr, name, work.path().to_str().unwrap()],
                 "a confluent-kafka producer",
             )
         })
@@ -492,14 +489,9 @@ fn producers_and_shell_appends_never_interleave_within_a_batch() {
     };
     // The shell writes start once both producers are producing, and they
     // produce until the shell is done: the two overlap.
-    let start = Instant::now();
-    while acks("k0").len() < 100 || acks("k1").len() < 100 {
-        assert!(
-            start.elapsed() < cmd_timeout(),
-            "the producers did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("the producers starting", cmd_timeout(), || {
+        acks("k0").len() >= 100 && acks("k1").len() >= 100
+    });
     const WRITES: usize = 200;
     let writers: Vec<_> = ["s0", "s1"]
         .iter()
@@ -636,12 +628,9 @@ p.abort_transaction(60)
 #[test]
 fn committed_shows_a_transaction_when_it_commits() {
     use crate::consumer::tail_f;
-    if !fuse_or_skip() {
+    let Some((py, m, addr)) = python_and_t0() else {
         return;
-    }
-    let Some(py) = require(python()) else { return };
-    let (m, addr) = mount_with_listener(&[]);
-    m.ok("mkdir t-0");
+    };
     m.ok("echo plain-1 >> t-0/log");
     assert_eq!(m.ok("stat -c %a t-0/committed").trim(), "444");
     m.fails("echo x >> t-0/committed", "Permission denied");
@@ -656,26 +645,18 @@ fn committed_shows_a_transaction_when_it_commits() {
     assert_eq!(next("the first line"), "plain-1");
 
     let signals = tempfile::tempdir().unwrap();
-    let producer = spawn(
-        Command::new(&py)
-            .arg("-c")
-            .arg(TXN_OPEN_THEN_COMMIT)
-            .arg(&addr)
-            .arg(signals.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
+    let producer = spawn_python(
+        &py,
+        TXN_OPEN_THEN_COMMIT,
+        &[&addr, signals.path().to_str().unwrap()],
         "the transactional producer",
     );
     let open = signals.path().join("open");
-    let start = Instant::now();
-    while !open.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "the producer never flushed its open transaction"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(
+        "the producer flushing its open transaction",
+        Duration::from_secs(120),
+        || open.exists(),
+    );
     m.ok("echo plain-2 >> t-0/log");
     assert_eq!(m.ok("cat t-0/log"), "plain-1\ntxn-a1\ntxn-a2\nplain-2\n");
     assert_eq!(m.ok("cat t-0/committed"), "plain-1\n");

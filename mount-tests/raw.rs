@@ -1,4 +1,5 @@
 use crate::mount;
+use crate::torture_util::mapped;
 
 fn bytes(od: &str) -> Vec<u8> {
     od.split_whitespace()
@@ -152,29 +153,6 @@ fn raw_reads_match_disk(passthrough: bool) {
     }
     if passthrough {
         assert_eq!(passed(), 1, "{}", m.log());
-    }
-}
-
-/// The first `len` bytes of `file` through a read-only shared map.
-fn mapped(file: &std::fs::File, len: usize) -> Vec<u8> {
-    use std::os::fd::AsRawFd;
-    if len == 0 {
-        return Vec::new();
-    }
-    // SAFETY: a read-only map of a file we hold open, read within its length, then unmapped.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
-        let v = std::slice::from_raw_parts(p as *const u8, len).to_vec();
-        libc::munmap(p, len);
-        v
     }
 }
 

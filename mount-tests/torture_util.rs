@@ -39,15 +39,7 @@ pub struct Rng(u64);
 impl Rng {
     /// Seeded from `COMMITFS_TORTURE_SEED` or the clock; prints the seed.
     pub fn new(test: &str) -> Rng {
-        let seed = std::env::var("COMMITFS_TORTURE_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_nanos() as u64
-            });
+        let seed = crate::kafka_support::seed_from_env("COMMITFS_TORTURE_SEED");
         println!("{test}: seed {seed} (COMMITFS_TORTURE_SEED={seed} replays it)");
         Rng(seed | 1)
     }
@@ -253,12 +245,30 @@ pub fn assert_no_panic(m: &crate::harness::Mount) {
 /// A `status` value read directly (no shell).
 pub fn status(m: &crate::harness::Mount, partition: &str, key: &str) -> i64 {
     let text = std::fs::read_to_string(m.mnt.join(partition).join("status")).expect("status");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
-        .unwrap_or_else(|| panic!("no {key} in status:\n{text}"))
-        .trim()
-        .parse()
-        .expect("numeric status value")
+    crate::harness::status_value(&text, key)
+}
+
+/// The first `len` bytes of `file` through a read-only shared map.
+pub fn mapped(file: &std::fs::File, len: usize) -> Vec<u8> {
+    use std::os::fd::AsRawFd;
+    if len == 0 {
+        return Vec::new();
+    }
+    // SAFETY: a read-only map of a file we hold open, read within its length, then unmapped.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
+        let v = std::slice::from_raw_parts(p as *const u8, len).to_vec();
+        libc::munmap(p, len);
+        v
+    }
 }
 
 /// `offset/N` read directly.

@@ -12,6 +12,8 @@ mod decode;
 mod kafka_support;
 #[path = "compaction/model.rs"]
 mod model;
+#[path = "support/read_stream.rs"]
+mod read_stream;
 #[path = "compaction/scenarios.rs"]
 mod scenarios;
 #[path = "compaction/swap.rs"]

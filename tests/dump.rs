@@ -120,11 +120,27 @@ fn batch_line(
     )
 }
 
+/// `log` written as the first segment of a partition directory `dir`.
+fn segment_zero(dir: &Path, log: &[u8]) -> PathBuf {
+    let path = dir.join("00000000000000000000.log");
+    std::fs::write(&path, log).unwrap();
+    path
+}
+
+/// The fixture `rel` copied in as the first segment of `dir`.
+fn fixture_segment_zero(dir: &Path, rel: &str) -> PathBuf {
+    segment_zero(dir, &std::fs::read(fixture(rel)).unwrap())
+}
+
+/// `commitfs dump args` of `log` as the first segment of a partition.
+fn dump_segment_zero(log: &[u8], args: &[&str]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    dump(args, &[&segment_zero(dir.path(), log)])
+}
+
 fn write_sample(dir: &Path) -> (PathBuf, Vec<usize>) {
     let (log, starts) = sample_log();
-    let path = dir.join("00000000000000000000.log");
-    std::fs::write(&path, &log).unwrap();
-    (path, starts)
+    (segment_zero(dir, &log), starts)
 }
 
 fn expected_batch_lines(log: &[u8], starts: &[usize]) -> Vec<String> {
@@ -223,8 +239,7 @@ fn trailing_garbage_and_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
     let (mut log, starts) = sample_log();
     log.extend_from_slice(b"0123456789");
-    let path = dir.path().join("00000000000000000000.log");
-    std::fs::write(&path, &log).unwrap();
+    let path = segment_zero(dir.path(), &log);
     let o = dump(&[], &[&path]);
     assert_eq!(o.code, 0);
     let l = lines(&o.stdout);
@@ -260,7 +275,6 @@ fn trailing_garbage_and_torn_tail() {
 
 #[test]
 fn corrupt_crc_prints_isvalid_false() {
-    let dir = tempfile::tempdir().unwrap();
     let (mut log, starts) = sample_log();
     // Flip a byte of the first batch's value "hello".
     let at = log[..starts[1]]
@@ -268,9 +282,7 @@ fn corrupt_crc_prints_isvalid_false() {
         .position(|w| w == b"hello")
         .unwrap();
     log[at] = b'j';
-    let path = dir.path().join("00000000000000000000.log");
-    std::fs::write(&path, &log).unwrap();
-    let o = dump(&["--print-data-log"], &[&path]);
+    let o = dump_segment_zero(&log, &["--print-data-log"]);
     assert_eq!(o.code, 0);
     let l = lines(&o.stdout);
     assert!(l[2].ends_with("isvalid: false"), "{}", l[2]);
@@ -281,8 +293,7 @@ fn corrupt_crc_prints_isvalid_false() {
 #[test]
 fn fixture_sarama_uncompressed() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("00000000000000000000.log");
-    std::fs::copy(fixture("sarama-record-test/uncompressed_record.bin"), &path).unwrap();
+    let path = fixture_segment_zero(dir.path(), "sarama-record-test/uncompressed_record.bin");
     let o = dump(&["--print-data-log"], &[&path]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     // sarama leaves maxTimestamp at 0; crc is the stored 0x547961fd. baseSequence
@@ -305,12 +316,10 @@ fn fixture_sarama_uncompressed() {
 #[test]
 fn fixture_compressed_and_legacy_entries() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("00000000000000000000.log");
-    std::fs::copy(
-        fixture("segmentio-kafka-go/v1-v1c-v2-v2c-v2b-v2b-v2b-v2bc-v1b-v1bc.records.bin"),
-        &path,
-    )
-    .unwrap();
+    let path = fixture_segment_zero(
+        dir.path(),
+        "segmentio-kafka-go/v1-v1c-v2-v2c-v2b-v2b-v2b-v2bc-v1b-v1bc.records.bin",
+    );
     let o = dump(&["--deep-iteration"], &[&path]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let l = lines(&o.stdout);
@@ -415,13 +424,8 @@ fn legacy_log_append_time_wrapper_gives_its_timestamp_to_its_messages() {
 #[test]
 fn non_consecutive_offsets_are_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("00000000000000000000.log");
     // The 4th kafka-python vector restarts at offset 0.
-    std::fs::copy(
-        fixture("kafka-python-tests/record_batch_data_v2.bin"),
-        &path,
-    )
-    .unwrap();
+    let path = fixture_segment_zero(dir.path(), "kafka-python-tests/record_batch_data_v2.bin");
     let o = dump(&["--deep-iteration"], &[&path]);
     assert_eq!(o.code, 0);
     assert_eq!(
@@ -444,7 +448,6 @@ fn non_consecutive_offsets_are_reported() {
 
 #[test]
 fn control_batch_end_txn_marker() {
-    let dir = tempfile::tempdir().unwrap();
     let mut log = Vec::new();
     let key = [0u8, 0, 0, 1]; // version 0, COMMIT
     let value = [0u8, 0, 0, 0, 0, 7]; // version 0, coordinatorEpoch 7
@@ -452,9 +455,7 @@ fn control_batch_end_txn_marker() {
     log[22] |= 0x30; // transactional + control
     log[43..51].copy_from_slice(&42i64.to_be_bytes()); // producerId
     fix_crc(&mut log);
-    let path = dir.path().join("00000000000000000000.log");
-    std::fs::write(&path, &log).unwrap();
-    let o = dump(&["--print-data-log"], &[&path]);
+    let o = dump_segment_zero(&log, &["--print-data-log"]);
     let l = lines(&o.stdout);
     assert!(
         l[2].contains(" producerId: 42 ")
@@ -474,15 +475,12 @@ fn control_batch_end_txn_marker() {
 
 #[test]
 fn log_append_time_and_delete_horizon() {
-    let dir = tempfile::tempdir().unwrap();
     let mut log = Vec::new();
     encode_batch(&mut log, 0, T, &[NewRecord::value(b"v")]);
     log[22] |= 0x48; // LogAppendTime + delete horizon
     log[35..43].copy_from_slice(&(T + 5).to_be_bytes()); // maxTimestamp
     fix_crc(&mut log);
-    let path = dir.path().join("00000000000000000000.log");
-    std::fs::write(&path, &log).unwrap();
-    let o = dump(&["--deep-iteration"], &[&path]);
+    let o = dump_segment_zero(&log, &["--deep-iteration"]);
     let l = lines(&o.stdout);
     assert!(
         l[2].contains(&format!(
@@ -710,16 +708,13 @@ fn unreadable_files_exit_1_and_others_still_dump() {
 /// characters (`Utils.utf8`) and prints every record of the batch.
 #[test]
 fn a_header_key_that_is_not_utf8_keeps_the_batch_records() {
-    let dir = tempfile::tempdir().unwrap();
     let mut log = Vec::new();
     let h: &[(&str, Option<&[u8]>)] = &[("zq", Some(b"1"))];
     hello_world(&mut log, h);
     let at = log.windows(2).position(|w| w == b"zq").unwrap();
     log[at] = 0xff;
     fix_crc(&mut log);
-    let path = dir.path().join("00000000000000000000.log");
-    std::fs::write(&path, &log).unwrap();
-    let o = dump(&["--print-data-log"], &[&path]);
+    let o = dump_segment_zero(&log, &["--print-data-log"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let l = lines(&o.stdout);
     assert!(l[2].ends_with(" isvalid: true"), "{}", l[2]);
@@ -741,14 +736,11 @@ fn a_header_key_that_is_not_utf8_keeps_the_batch_records() {
 /// dumped; not folded into "invalid bytes".
 #[test]
 fn a_batch_with_an_unknown_codec_is_named_and_the_walk_goes_on() {
-    let dir = tempfile::tempdir().unwrap();
     let (mut log, starts) = sample_log();
     let first = starts[0]..starts[1];
     log[first.start + 22] |= 5;
     fix_crc(&mut log[first.clone()]);
-    let path = dir.path().join("00000000000000000000.log");
-    std::fs::write(&path, &log).unwrap();
-    let o = dump(&["--deep-iteration"], &[&path]);
+    let o = dump_segment_zero(&log, &["--deep-iteration"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let l = lines(&o.stdout);
     let crc = crc_of_raw(&log[first.clone()]);
@@ -789,9 +781,7 @@ fn decoder_log(dir: &Path) -> PathBuf {
             NewRecord::value(b"ab"),
         ],
     );
-    let path = dir.join("00000000000000000000.log");
-    std::fs::write(&path, &log).unwrap();
-    path
+    segment_zero(dir, &log)
 }
 
 /// `--key-decoder-class`/`--value-decoder-class` take Kafka's decoders under
@@ -901,18 +891,24 @@ fn dump_version_prints_the_version() {
     assert!(text.contains(env!("CARGO_PKG_VERSION")), "{text}");
 }
 
+/// What `commitfs args` (a help or a man page) prints, with the man
+/// page's escapes (`\&`, `\-`) taken out.
+fn help_text(args: &[&str]) -> String {
+    let out = bounded::run(
+        Command::new(env!("CARGO_BIN_EXE_commitfs")).args(args),
+        &format!("commitfs {args:?}"),
+    );
+    assert_eq!(out.status.code(), Some(0), "{args:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .replace("\\&", "")
+        .replace("\\-", "-")
+}
+
 /// Help and the man page name every file kind dump reads.
 #[test]
 fn help_and_man_page_list_every_file_kind() {
     for args in [&["dump", "--help"][..], &["help"][..], &["man", "dump"][..]] {
-        let out = bounded::run(
-            Command::new(env!("CARGO_BIN_EXE_commitfs")).args(args),
-            &format!("commitfs {args:?}"),
-        );
-        assert_eq!(out.status.code(), Some(0), "{args:?}");
-        let text = String::from_utf8_lossy(&out.stdout)
-            .replace("\\&", "")
-            .replace("\\-", "-");
+        let text = help_text(args);
         for kind in [
             ".log",
             ".index",
@@ -930,14 +926,7 @@ fn help_and_man_page_list_every_file_kind() {
 #[test]
 fn help_and_man_page_name_every_decoder() {
     for args in [&["dump", "--help"][..], &["man", "dump"][..]] {
-        let out = bounded::run(
-            Command::new(env!("CARGO_BIN_EXE_commitfs")).args(args),
-            &format!("commitfs {args:?}"),
-        );
-        assert_eq!(out.status.code(), Some(0), "{args:?}");
-        let text = String::from_utf8_lossy(&out.stdout)
-            .replace("\\&", "")
-            .replace("\\-", "-");
+        let text = help_text(args);
         for (option, topic) in [
             ("--offsets-decoder", "__consumer_offsets"),
             ("--transaction-log-decoder", "__transaction_state"),

@@ -44,92 +44,113 @@ fn cluster_metadata_log_of_a_real_broker() {
     let log = fixture("__cluster_metadata-0/00000000000000000000.log");
     let (code, out, err) = dump(&["--cluster-metadata-decoder"], &[&log]);
     assert_eq!(code, 0, "{err}");
-    let meta = |o: i64, ts: i64, k: i32, v: i32| {
-        format!(
-            "| offset: {o} CreateTime: {ts} keySize: {k} valueSize: {v} sequence: -1 headerKeys: []"
-        )
+    let payload = |ty: &str, version: i32, data: &str| {
+        format!(r#"payload: {{"type":"{ty}","version":{version},"data":{data}}}"#)
     };
-    let want = [
+    // (offset, CreateTime, keySize, valueSize, what the record decodes to)
+    let want: [(i64, i64, i32, i32, String); 11] = [
         (
             0,
-            format!(
-                "{} LeaderChange: {{\"version\":0,\"leaderId\":1,\"voters\":[{{\"voterId\":1}}],\"grantingVoters\":[{{\"voterId\":1}}]}}",
-                meta(0, 1725272014353, 4, 19)
-            ),
+            1725272014353,
+            4,
+            19,
+            r#"LeaderChange: {"version":0,"leaderId":1,"voters":[{"voterId":1}],"grantingVoters":[{"voterId":1}]}"#
+                .to_string(),
         ),
         (
             1,
-            format!(
-                "{} payload: {{\"type\":\"BEGIN_TRANSACTION_RECORD\",\"version\":0,\"data\":{{\"name\":\"Bootstrap records\"}}}}",
-                meta(1, 1725272014403, -1, 24)
-            ),
+            1725272014403,
+            -1,
+            24,
+            payload("BEGIN_TRANSACTION_RECORD", 0, r#"{"name":"Bootstrap records"}"#),
         ),
         (
             2,
-            format!(
-                "{} payload: {{\"type\":\"FEATURE_LEVEL_RECORD\",\"version\":0,\"data\":{{\"name\":\"metadata.version\",\"featureLevel\":20}}}}",
-                meta(2, 1725272014403, -1, 23)
+            1725272014403,
+            -1,
+            23,
+            payload(
+                "FEATURE_LEVEL_RECORD",
+                0,
+                r#"{"name":"metadata.version","featureLevel":20}"#,
             ),
         ),
         (
             3,
-            format!(
-                "{} payload: {{\"type\":\"ZK_MIGRATION_STATE_RECORD\",\"version\":0,\"data\":{{\"zkMigrationState\":0}}}}",
-                meta(3, 1725272014403, -1, 5)
-            ),
+            1725272014403,
+            -1,
+            5,
+            payload("ZK_MIGRATION_STATE_RECORD", 0, r#"{"zkMigrationState":0}"#),
         ),
-        (
-            4,
-            format!(
-                "{} payload: {{\"type\":\"END_TRANSACTION_RECORD\",\"version\":0,\"data\":{{}}}}",
-                meta(4, 1725272014403, -1, 4)
-            ),
-        ),
+        (4, 1725272014403, -1, 4, payload("END_TRANSACTION_RECORD", 0, "{}")),
         (
             5,
-            format!(
-                "{} payload: {{\"type\":\"REGISTER_CONTROLLER_RECORD\",\"version\":0,\"data\":{{\"controllerId\":1,\"incarnationId\":\"IINQdyyYTmm1sC6Dj-riIA\",\"zkMigrationReady\":false,\"endPoints\":[{{\"name\":\"CONTROLLER\",\"host\":\"ryans-laptop\",\"port\":9093,\"securityProtocol\":0}}],\"features\":[{{\"name\":\"metadata.version\",\"minSupportedVersion\":1,\"maxSupportedVersion\":20}}]}}}}",
-                meta(5, 1725272014480, -1, 78)
+            1725272014480,
+            -1,
+            78,
+            payload(
+                "REGISTER_CONTROLLER_RECORD",
+                0,
+                r#"{"controllerId":1,"incarnationId":"IINQdyyYTmm1sC6Dj-riIA","zkMigrationReady":false,"endPoints":[{"name":"CONTROLLER","host":"ryans-laptop","port":9093,"securityProtocol":0}],"features":[{"name":"metadata.version","minSupportedVersion":1,"maxSupportedVersion":20}]}"#,
             ),
         ),
         (
             6,
-            format!(
-                "{} payload: {{\"type\":\"REGISTER_BROKER_RECORD\",\"version\":3,\"data\":{{\"brokerId\":1,\"isMigratingZkBroker\":false,\"incarnationId\":\"iSVO518sQIiDDdNEcPZBBA\",\"brokerEpoch\":6,\"endPoints\":[{{\"name\":\"PLAINTEXT\",\"host\":\"localhost\",\"port\":9092,\"securityProtocol\":0}}],\"features\":[{{\"name\":\"metadata.version\",\"minSupportedVersion\":1,\"maxSupportedVersion\":20}}],\"rack\":null,\"fenced\":true,\"inControlledShutdown\":false,\"logDirs\":[\"{DIR}\"]}}}}",
-                meta(6, 1725272014514, -1, 104)
+            1725272014514,
+            -1,
+            104,
+            payload(
+                "REGISTER_BROKER_RECORD",
+                3,
+                &format!(
+                    r#"{{"brokerId":1,"isMigratingZkBroker":false,"incarnationId":"iSVO518sQIiDDdNEcPZBBA","brokerEpoch":6,"endPoints":[{{"name":"PLAINTEXT","host":"localhost","port":9092,"securityProtocol":0}}],"features":[{{"name":"metadata.version","minSupportedVersion":1,"maxSupportedVersion":20}}],"rack":null,"fenced":true,"inControlledShutdown":false,"logDirs":["{DIR}"]}}"#
+                ),
             ),
         ),
         (
             7,
-            format!(
-                "{} payload: {{\"type\":\"BROKER_REGISTRATION_CHANGE_RECORD\",\"version\":0,\"data\":{{\"brokerId\":1,\"brokerEpoch\":6,\"fenced\":-1}}}}",
-                meta(7, 1725272014594, -1, 19)
+            1725272014594,
+            -1,
+            19,
+            payload(
+                "BROKER_REGISTRATION_CHANGE_RECORD",
+                0,
+                r#"{"brokerId":1,"brokerEpoch":6,"fenced":-1}"#,
             ),
         ),
-        (
-            8,
-            format!(
-                "{} payload: {{\"type\":\"NO_OP_RECORD\",\"version\":0,\"data\":{{}}}}",
-                meta(8, 1725272014908, -1, 4)
-            ),
-        ),
+        (8, 1725272014908, -1, 4, payload("NO_OP_RECORD", 0, "{}")),
         (
             22,
-            format!(
-                "{} payload: {{\"type\":\"TOPIC_RECORD\",\"version\":0,\"data\":{{\"name\":\"foo\",\"topicId\":\"{TOPIC}\"}}}}",
-                meta(22, 1725272021745, -1, 24)
+            1725272021745,
+            -1,
+            24,
+            payload(
+                "TOPIC_RECORD",
+                0,
+                &format!(r#"{{"name":"foo","topicId":"{TOPIC}"}}"#),
             ),
         ),
         (
             23,
-            format!(
-                "{} payload: {{\"type\":\"PARTITION_RECORD\",\"version\":1,\"data\":{{\"partitionId\":0,\"topicId\":\"{TOPIC}\",\"replicas\":[1],\"isr\":[1],\"removingReplicas\":[],\"addingReplicas\":[],\"leader\":1,\"leaderEpoch\":0,\"partitionEpoch\":0,\"directories\":[\"{DIR}\"]}}}}",
-                meta(23, 1725272021745, -1, 65)
+            1725272021745,
+            -1,
+            65,
+            payload(
+                "PARTITION_RECORD",
+                1,
+                &format!(
+                    r#"{{"partitionId":0,"topicId":"{TOPIC}","replicas":[1],"isr":[1],"removingReplicas":[],"addingReplicas":[],"leader":1,"leaderEpoch":0,"partitionEpoch":0,"directories":["{DIR}"]}}"#
+                ),
             ),
         ),
     ];
-    for (offset, line) in &want {
-        assert_eq!(line_of(&out, *offset), line);
+    for (o, ts, k, v, decoded) in &want {
+        assert_eq!(
+            line_of(&out, *o),
+            format!(
+                "| offset: {o} CreateTime: {ts} keySize: {k} valueSize: {v} sequence: -1 headerKeys: [] {decoded}"
+            )
+        );
     }
     // Every record decodes.
     assert!(!out.contains("skipping"), "{out}");

@@ -43,6 +43,16 @@ fn wait_for(mgr: &LogManager, name: &str, ok: impl Fn(&PartitionLog) -> bool) ->
     }
 }
 
+/// The names of the files the partition's directory holds.
+fn file_names(p: &PartitionLog) -> Vec<String> {
+    p.local()
+        .files()
+        .unwrap()
+        .into_iter()
+        .map(|f| f.name)
+        .collect()
+}
+
 fn whole_stream(p: &PartitionLog) -> String {
     let len = p.stream_len().unwrap() as usize;
     let mut buf = vec![0; len + 10];
@@ -63,6 +73,23 @@ fn broker(index_interval: u64) -> (tempfile::TempDir, KafkaWriter) {
     (tmp, w)
 }
 
+/// A broker's `t-0` of `batches` batches of `records` records each, and a
+/// read-only manager that has opened it at that end.
+fn opened_after(
+    index_interval: u64,
+    batches: usize,
+    records: usize,
+) -> (tempfile::TempDir, KafkaWriter, LogManager) {
+    let (tmp, mut w) = broker(index_interval);
+    for _ in 0..batches {
+        w.append(records);
+    }
+    let mgr = open_ro(tmp.path());
+    let end = (batches * records) as i64;
+    assert_eq!(mgr.partition("t-0").unwrap().log_end_offset(), end);
+    (tmp, w, mgr)
+}
+
 /// A broker's `t-0` of `sealed` segments of ten records in five batches,
 /// then an active one of one record, its checkpoints at the log end.
 fn sealed_segments(sealed: usize) -> (tempfile::TempDir, KafkaWriter) {
@@ -80,14 +107,8 @@ fn sealed_segments(sealed: usize) -> (tempfile::TempDir, KafkaWriter) {
 
 #[test]
 fn appends_to_the_active_segment_are_followed() {
-    let (tmp, mut w) = broker(100);
-    for _ in 0..5 {
-        w.append(3);
-    }
-    let mgr = open_ro(tmp.path());
-    let p = mgr.partition("t-0").unwrap();
-    assert_eq!(p.log_end_offset(), 15);
-    assert_eq!(whole_stream(&p), stream(0, 15));
+    let (_tmp, mut w, mgr) = opened_after(100, 5, 3);
+    assert_eq!(whole_stream(&mgr.partition("t-0").unwrap()), stream(0, 15));
     for _ in 0..40 {
         w.append(2);
     }
@@ -138,12 +159,7 @@ fn a_half_written_batch_is_never_shown() {
 
 #[test]
 fn rolls_are_followed_and_sealed_segments_are_not_scanned() {
-    let (tmp, mut w) = broker(0);
-    for _ in 0..10 {
-        w.append(1);
-    }
-    let mgr = open_ro(tmp.path());
-    assert_eq!(mgr.partition("t-0").unwrap().log_end_offset(), 10);
+    let (_tmp, mut w, mgr) = opened_after(0, 10, 1);
     // One roll between two looks, then three.
     w.roll();
     w.append(5);
@@ -187,13 +203,7 @@ fn retention_and_checkpoints_are_followed() {
         Err(StorageError::OffsetOutOfRange { .. })
     ));
     assert_eq!(whole_stream(&p), stream(10, 31));
-    let names: Vec<String> = p
-        .local()
-        .files()
-        .unwrap()
-        .into_iter()
-        .map(|f| f.name)
-        .collect();
+    let names = file_names(&p);
     assert!(!names.contains(&seg_name(0, "log")), "{names:?}");
     assert!(matches!(
         p.local().file(&seg_name(0, "index")),
@@ -260,12 +270,7 @@ fn partitions_created_and_deleted_are_followed() {
 
 #[test]
 fn a_log_cut_underneath_is_read_again() {
-    let (tmp, mut w) = broker(4096);
-    for _ in 0..6 {
-        w.append(2);
-    }
-    let mgr = open_ro(tmp.path());
-    assert_eq!(mgr.partition("t-0").unwrap().log_end_offset(), 12);
+    let (tmp, w, mgr) = opened_after(4096, 6, 2);
     // A follower truncating to offset 8: the `.log` is cut at that batch.
     let log = w.path(0, "log");
     let batch = w.active_size() / 6;
@@ -332,12 +337,6 @@ fn a_compacted_segment_swapped_in_is_read_again() {
     assert_eq!(read_value(&p, 13).unwrap(), value(13));
     assert!(matches!(p.read(12), Err(StorageError::RecordNotFound(12))));
     assert_eq!(p.log_start_offset(), 0);
-    let names: Vec<String> = p
-        .local()
-        .files()
-        .unwrap()
-        .into_iter()
-        .map(|f| f.name)
-        .collect();
+    let names = file_names(&p);
     assert!(!names.contains(&seg_name(10, "log")), "{names:?}");
 }

@@ -461,6 +461,7 @@ fn confluent_group_commits_survive_a_kill9_and_kcat_g_resumes_there() {
 mod protocol {
     //! The coordinator's answers to raw requests, state by state.
     use super::*;
+    use crate::kafka_support::requests::txn_coordinator;
     use bytes::Bytes;
     use kafka_protocol::ResponseError;
     use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
@@ -547,12 +548,8 @@ mod protocol {
         ];
         let s = Server::start(&data, &opts);
         let mut c = Conn::new(&s.addr);
-        let find = FindCoordinatorRequest::default()
-            .with_key_type(1)
-            .with_coordinator_keys(vec![sb("tx")]);
-        let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 4, &find);
         assert_eq!(
-            (r.coordinators[0].error_code, r.coordinators[0].node_id.0),
+            txn_coordinator(&mut c, "tx"),
             (0, 0),
             "this broker coordinates transactions too"
         );

@@ -22,7 +22,7 @@ use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
 use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions, PartitionLog};
-use kafka_support::{Conn, Server, python, require, run_python};
+use kafka_support::{Conn, PY_CONSUME_ISOLATED, Server, python, require, run_python};
 
 fn now() -> i64 {
     std::time::SystemTime::now()
@@ -153,40 +153,6 @@ fn a_read_committed_fetch_stops_at_the_last_stable_offset_and_lists_the_aborts()
     assert_eq!(latest(&mut c, 0), 8);
 }
 
-const CONSUME: &str = r#"
-import sys, time
-addr, client, isolation = sys.argv[1], sys.argv[2], sys.argv[3]
-values = []
-if client == 'confluent':
-    from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({'bootstrap.servers': addr, 'group.id': 'rc', 'enable.auto.commit': False,
-                  'isolation.level': isolation, 'enable.partition.eof': True})
-    c.assign([TopicPartition('t', 0, 0)])
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error():
-            # The end of what this isolation level may read.
-            if m.error().code() == -191:
-                break
-            continue
-        values.append(m.value().decode())
-    c.close()
-else:
-    from kafka import KafkaConsumer, TopicPartition
-    c = KafkaConsumer(bootstrap_servers=addr, enable_auto_commit=False, consumer_timeout_ms=5000,
-                      isolation_level=isolation)
-    tp = TopicPartition('t', 0)
-    c.assign([tp])
-    c.seek_to_beginning(tp)
-    for m in c:
-        values.append(m.value.decode())
-    c.close()
-print(','.join(values))
-"#;
-
 /// Clients we did not write apply the aborted list and the markers.
 #[test]
 fn confluent_kafka_and_kafka_python_read_committed_skip_the_abort() {
@@ -194,9 +160,17 @@ fn confluent_kafka_and_kafka_python_read_committed_skip_the_abort() {
     let (_tmp, data) = data_dir();
     let s = Server::start(&data, &[]);
     for client in ["confluent", "kafka-python"] {
-        let out = run_python(&py, CONSUME, &[&s.addr, client, "read_committed"]);
+        let out = run_python(
+            &py,
+            PY_CONSUME_ISOLATED,
+            &[&s.addr, client, "t", "read_committed"],
+        );
         assert_eq!(out.trim(), "plain,committed,after", "{client}");
-        let out = run_python(&py, CONSUME, &[&s.addr, client, "read_uncommitted"]);
+        let out = run_python(
+            &py,
+            PY_CONSUME_ISOLATED,
+            &[&s.addr, client, "t", "read_uncommitted"],
+        );
         assert_eq!(
             out.trim(),
             "plain,aborted,committed,after,open,last",

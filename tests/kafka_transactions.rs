@@ -16,19 +16,15 @@ use kafka_protocol::messages::add_partitions_to_txn_request::{
 use kafka_protocol::messages::add_partitions_to_txn_response::AddPartitionsToTxnResponse;
 use kafka_protocol::messages::end_txn_request::EndTxnRequest;
 use kafka_protocol::messages::end_txn_response::EndTxnResponse;
-use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
-use kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
 use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
 use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
-use kafka_protocol::messages::produce_request::{
-    PartitionProduceData, ProduceRequest, TopicProduceData,
-};
 use kafka_protocol::messages::produce_response::ProduceResponse;
 use kafka_protocol::messages::{ApiKey, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
-use kafka_support::{Conn, Server, data_dir, python, require, run_python};
+use kafka_support::requests::{produce_request, txn_coordinator};
+use kafka_support::{Conn, PY_CONSUME_ISOLATED, Server, data_dir, python, require, run_python};
 
 fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
@@ -119,19 +115,9 @@ fn produce(
     topic: &str,
     records: Bytes,
 ) -> (i16, i64, Option<String>) {
-    let req = ProduceRequest::default()
-        .with_acks(-1)
+    let req = produce_request(topic, 0, records)
         .with_timeout_ms(5000)
-        .with_transactional_id(txn_id.map(|t| TransactionalId(sb(t))))
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(TopicName(sb(topic)))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(records)),
-                ]),
-        ]);
+        .with_transactional_id(txn_id.map(|t| TransactionalId(sb(t))));
     let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
     let p = &r.responses[0].partition_responses[0];
     (
@@ -189,14 +175,7 @@ fn a_transaction_through_raw_requests_commits_and_aborts() {
     let s = Server::start(&data, &[]);
     let mut c = Conn::new(&s.addr);
 
-    let find = FindCoordinatorRequest::default()
-        .with_key_type(1)
-        .with_coordinator_keys(vec![sb("tx")]);
-    let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 4, &find);
-    assert_eq!(
-        (r.coordinators[0].error_code, r.coordinators[0].node_id.0),
-        (0, 0)
-    );
+    assert_eq!(txn_coordinator(&mut c, "tx"), (0, 0));
 
     let r = init(&mut c, 4, "tx", 60_000);
     assert_eq!(r.error_code, 0);
@@ -507,39 +486,6 @@ else:
 print('done')
 "#;
 
-const CONSUME: &str = r#"
-import sys, time
-addr, client, topic, isolation = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-values = []
-if client == 'confluent':
-    from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({'bootstrap.servers': addr, 'group.id': 'rc', 'enable.auto.commit': False,
-                  'isolation.level': isolation, 'enable.partition.eof': True})
-    c.assign([TopicPartition(topic, 0, 0)])
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error():
-            if m.error().code() == -191:
-                break
-            continue
-        values.append(m.value().decode())
-    c.close()
-else:
-    from kafka import KafkaConsumer, TopicPartition
-    c = KafkaConsumer(bootstrap_servers=addr, enable_auto_commit=False, consumer_timeout_ms=5000,
-                      isolation_level=isolation)
-    tp = TopicPartition(topic, 0)
-    c.assign([tp])
-    c.seek_to_beginning(tp)
-    for m in c:
-        values.append(m.value.decode())
-    c.close()
-print(','.join(values))
-"#;
-
 /// confluent-kafka's and kafka-python's transactional producers commit,
 /// abort and commit again; both clients' read_committed consumers read
 /// the committed records only, their read_uncommitted ones all of them;
@@ -560,7 +506,11 @@ fn confluent_kafka_and_kafka_python_transactions_commit_and_abort() {
         let out = run_python(&py, PRODUCE, &[&s.addr, producer, topic]);
         assert_eq!(out.trim(), "done", "{producer}");
         for consumer in ["confluent", "kafka-python"] {
-            let out = run_python(&py, CONSUME, &[&s.addr, consumer, topic, "read_committed"]);
+            let out = run_python(
+                &py,
+                PY_CONSUME_ISOLATED,
+                &[&s.addr, consumer, topic, "read_committed"],
+            );
             assert_eq!(
                 out.trim(),
                 names(&["c0", "c2"]),
@@ -568,7 +518,7 @@ fn confluent_kafka_and_kafka_python_transactions_commit_and_abort() {
             );
             let out = run_python(
                 &py,
-                CONSUME,
+                PY_CONSUME_ISOLATED,
                 &[&s.addr, consumer, topic, "read_uncommitted"],
             );
             assert_eq!(out.trim(), names(&["c0", "a1", "c2"]), "{consumer}");
@@ -643,7 +593,11 @@ fn a_vanished_producers_transaction_is_aborted_after_its_timeout() {
         &[0i64.to_be_bytes(), 2i64.to_be_bytes(), 3i64.to_be_bytes()].concat()[..]
     );
     for consumer in ["confluent", "kafka-python"] {
-        let out = run_python(&py, CONSUME, &[&s.addr, consumer, "t", "read_committed"]);
+        let out = run_python(
+            &py,
+            PY_CONSUME_ISOLATED,
+            &[&s.addr, consumer, "t", "read_committed"],
+        );
         assert_eq!(out.trim(), "after", "{consumer}");
     }
 }
@@ -849,14 +803,14 @@ fn a_consume_transform_produce_loop_is_exactly_once() {
     assert_eq!(out.trim(), n.to_string());
     let read = run_python(
         &py,
-        CONSUME,
+        PY_CONSUME_ISOLATED,
         &[&s.addr, "confluent", "out", "read_committed"],
     );
     let want: Vec<String> = values.iter().map(|v| v.to_uppercase()).collect();
     assert_eq!(read.trim(), want.join(","));
     let all = run_python(
         &py,
-        CONSUME,
+        PY_CONSUME_ISOLATED,
         &[&s.addr, "kafka-python", "out", "read_uncommitted"],
     );
     assert!(
@@ -868,7 +822,7 @@ fn a_consume_transform_produce_loop_is_exactly_once() {
     assert_eq!(out.trim(), n.to_string());
     let read = run_python(
         &py,
-        CONSUME,
+        PY_CONSUME_ISOLATED,
         &[&s.addr, "kafka-python", "out-kp", "read_committed"],
     );
     assert_eq!(read.trim(), want.join(","), "kafka-python's loop");
@@ -1132,15 +1086,7 @@ fn ends_in_open_transaction(dir: &std::path::Path) -> bool {
 #[test]
 fn a_consume_transform_produce_loop_is_exactly_once_through_kills() {
     let Some(py) = require(python()) else { return };
-    let seed: u64 = std::env::var("COMMITFS_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed = kafka_support::seed_from_env("COMMITFS_TEST_SEED");
     println!("COMMITFS_TEST_SEED={seed}");
     let mut rng = seed | 1;
     let mut next = move |below: u64| {
@@ -1221,7 +1167,7 @@ fn a_consume_transform_produce_loop_is_exactly_once_through_kills() {
     assert_eq!(out.trim(), "done");
     let read = run_python(
         &py,
-        CONSUME,
+        PY_CONSUME_ISOLATED,
         &[&s.addr, "confluent", "out", "read_committed"],
     );
     let mut got: Vec<&str> = read.trim().split(',').collect();

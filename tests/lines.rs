@@ -4,15 +4,17 @@
 //! batch of its own against `max.message.bytes`; kafka-protocol's encoder,
 //! which we did not write, says how large that batch is.
 
+#[path = "support/batch.rs"]
+mod batch;
+
 use std::ffi::OsStr;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use commitfs::backend::local::LocalBackend;
 use commitfs::fs::{AccessMode, NoPassthrough, Tree};
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 
 const ROOT: u64 = 1;
 const WRITE: AccessMode = AccessMode {
@@ -22,28 +24,16 @@ const WRITE: AccessMode = AccessMode {
 
 /// The size kafka-protocol gives a batch holding one record of `value_len` bytes.
 fn their_batch_size(value_len: usize) -> usize {
-    let record = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: 0,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 1_700_000_000_000,
-        key: None,
-        value: Some(vec![b'x'; value_len].into()),
-        headers: Default::default(),
-    };
-    let mut buf = bytes::BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, [&record], &options).expect("encodes");
-    buf.len()
+    let value = Bytes::from(vec![b'x'; value_len]);
+    batch::encode(
+        (-1, -1),
+        None,
+        false,
+        1_700_000_000_000,
+        [(None, Some(value))],
+        Compression::None,
+    )
+    .len()
 }
 
 /// The longest value whose one-record batch fits `max`.

@@ -1,11 +1,15 @@
 //! The consumer stream (`value\n` per record from the log start), checked
 //! against a model built from the records themselves.
 
+#[path = "support/read_stream.rs"]
+mod read_stream;
+
 use std::fs;
 
 use commitfs::record::NewRecord;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions, PartitionLog};
 use proptest::prelude::*;
+use read_stream::read_stream;
 
 fn config() -> LogConfig {
     let mut c = LogConfig::default();
@@ -33,21 +37,6 @@ fn model(from: usize, to: usize) -> Vec<u8> {
     out
 }
 
-fn read_all(log: &commitfs::storage::PartitionLog, chunk: usize) -> Vec<u8> {
-    let len = log.stream_len().unwrap() as usize;
-    let mut out = vec![0u8; len];
-    let mut pos = 0;
-    while pos < len {
-        let end = (pos + chunk).min(len);
-        let n = log.read_stream(pos as u64, &mut out[pos..end]).unwrap();
-        assert!(n > 0, "no progress at {pos} of {len}");
-        pos += n;
-    }
-    let mut past = [0u8; 8];
-    assert_eq!(log.read_stream(len as u64, &mut past).unwrap(), 0);
-    out
-}
-
 #[test]
 fn stream_matches_the_records_across_segments_reopens_and_retention() {
     let tmp = tempfile::tempdir().unwrap();
@@ -65,8 +54,8 @@ fn stream_matches_the_records_across_segments_reopens_and_retention() {
         }
     }
     assert!(log.segment_bases().len() >= 2, "{:?}", log.segment_bases());
-    assert_eq!(read_all(&log, 4096), model(0, n));
-    assert_eq!(read_all(&log, 1_000_000), model(0, n));
+    assert_eq!(read_stream(&log, 4096), model(0, n));
+    assert_eq!(read_stream(&log, 1_000_000), model(0, n));
     drop(log);
     mgr.close().unwrap();
 
@@ -79,10 +68,10 @@ fn stream_matches_the_records_across_segments_reopens_and_retention() {
 
     // Delete records inside the first segment: the stream starts at the new log start.
     log.delete_records_before(5).unwrap();
-    assert_eq!(read_all(&log, 65536), model(5, n));
+    assert_eq!(read_stream(&log, 65536), model(5, n));
     let second = log.segment_bases()[1];
     log.delete_records_before(second + 3).unwrap();
-    assert_eq!(read_all(&log, 65536), model(second as usize + 3, n));
+    assert_eq!(read_stream(&log, 65536), model(second as usize + 3, n));
     drop(log);
     mgr.close().unwrap();
 }
@@ -107,7 +96,7 @@ fn tampered_stream_lengths_are_dropped_after_an_unclean_start() {
         0,
         "recovery revisited the first segment"
     );
-    assert_eq!(read_all(&log, 777), model(0, 50));
+    assert_eq!(read_stream(&log, 777), model(0, 50));
     drop(log);
     mgr.close().unwrap();
 }
@@ -158,7 +147,7 @@ fn fifty_sealed(dir: &std::path::Path) -> (LogManager, std::sync::Arc<PartitionL
     let recs: Vec<NewRecord> = vals.iter().map(|v| NewRecord::value(v)).collect();
     log.append(&recs).unwrap();
     log.roll().unwrap();
-    assert_eq!(read_all(&log, 777), model(0, 50));
+    assert_eq!(read_stream(&log, 777), model(0, 50));
     (mgr, log)
 }
 
@@ -206,7 +195,7 @@ fn a_clean_reopen_keeps_counting_from_the_saved_length() {
     let mut expect = model(0, 2000);
     expect.extend_from_slice(b"tail\n");
     assert_eq!(log.stream_len().unwrap() as usize, expect.len());
-    assert_eq!(read_all(&log, 100_000), expect);
+    assert_eq!(read_stream(&log, 100_000), expect);
     drop(log);
     mgr.close().unwrap();
 }
@@ -228,7 +217,7 @@ fn a_saved_length_without_its_size_is_counted_again() {
     let mgr = LogManager::open(tmp.path(), config(), OpenOptions::default()).unwrap();
     let log = mgr.partition("t-0").unwrap();
     assert_eq!(log.stream_len().unwrap() as usize, model(0, 50).len());
-    assert_eq!(read_all(&log, 777), model(0, 50));
+    assert_eq!(read_stream(&log, 777), model(0, 50));
     drop(log);
     mgr.close().unwrap();
     assert_eq!(fs::read_to_string(&lengths).unwrap(), saved);

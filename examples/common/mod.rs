@@ -1,5 +1,6 @@
 //! What the benchmarks share: which `commitfs` binary they measure, a
-//! `commitfs serve` they start and stop, and the producer's delivery count.
+//! `commitfs serve` they start and stop, the producer's settings and
+//! delivery count, and the shell commands they time.
 
 #![allow(dead_code)]
 
@@ -9,9 +10,12 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use rdkafka::ClientContext;
+use commitfs::storage::{LogConfig, LogManager, OpenOptions};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::BaseConsumer;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 /// The `commitfs` built beside the running example (`target/release/`), or
 /// `COMMITFS_BIN` when set.
@@ -39,6 +43,48 @@ pub fn serve_logging_to(cmd: &mut Command, log: &Path) -> Result<(), String> {
     .stdout(Stdio::null())
     .stderr(file);
     Ok(())
+}
+
+/// `sh -c cmd`, which must succeed; returns its wall time.
+pub fn sh(cmd: &str) -> Result<f64, String> {
+    let t = Instant::now();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("sh: {e}"))?;
+    let s = t.elapsed().as_secs_f64();
+    if !out.status.success() {
+        return Err(format!(
+            "`{cmd}` failed with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(s)
+}
+
+/// A `commitfs serve` on one PLAINTEXT listener (port 0) over a new data dir
+/// in `dir` holding `partitions`, its stderr going to the returned log.
+pub fn plaintext_serve(
+    bin: &Path,
+    dir: &Path,
+    partitions: &[&str],
+) -> Result<(Command, PathBuf), String> {
+    let data = dir.join("data");
+    let log = dir.join("serve.log");
+    let mgr = LogManager::open(&data, LogConfig::default(), OpenOptions::default())
+        .map_err(|e| e.to_string())?;
+    for p in partitions {
+        mgr.create_partition(p).map_err(|e| e.to_string())?;
+    }
+    mgr.close().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(bin);
+    cmd.args(["serve", "--listeners", "PLAINTEXT://127.0.0.1:0"])
+        .arg(&data);
+    serve_logging_to(&mut cmd, &log)?;
+    Ok((cmd, log))
 }
 
 /// A `commitfs serve` a benchmark started, stopped on drop as an operator
@@ -141,6 +187,56 @@ impl ProducerContext for Deliveries {
             }
         }
     }
+}
+
+/// Sets `c` up for bulk idempotent produce: large batches, and a queue that
+/// holds every record so that sends are not turned back while the first
+/// batches are in flight (as commitfs's own producer,
+/// crates/cluster/src/config.rs).
+pub fn bulk_idempotent(c: &mut ClientConfig) -> &mut ClientConfig {
+    c.set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .set("batch.size", "1000000")
+        .set("queue.buffering.max.messages", "2000000")
+}
+
+/// Sends each of `values` with [`send`], serving delivery reports every 1024
+/// sends; the caller's flush waits for the rest.
+pub fn send_all(
+    p: &BaseProducer<Deliveries>,
+    topic: &str,
+    values: &[Vec<u8>],
+) -> Result<(), String> {
+    for (i, v) in values.iter().enumerate() {
+        send(p, topic, v)?;
+        if i % 1024 == 1023 {
+            p.poll(Duration::ZERO);
+        }
+    }
+    Ok(())
+}
+
+/// A consumer of partition 0 of `topic` from offset 0, set up by `c` and
+/// then as a reader that is assigned by hand, and the assignment to give it
+/// once the caller's clock runs. The group is never joined and nothing is
+/// committed, but librdkafka's assign needs a group.id (without one,
+/// "Unknown group"), which `c` names. librdkafka waits
+/// fetch.queue.backoff.ms (1 s) before fetching again once its prefetch
+/// thresholds are met; 10 ms as in crates/cluster/src/config.rs.
+pub fn assigned_consumer(
+    c: &mut ClientConfig,
+    topic: &str,
+) -> Result<(BaseConsumer, TopicPartitionList), String> {
+    c.set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("fetch.queue.backoff.ms", "10")
+        .set("fetch.wait.max.ms", "100");
+    let k: BaseConsumer = c.create().map_err(|e| e.to_string())?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Offset(0))
+        .map_err(|e| e.to_string())?;
+    Ok((k, tpl))
 }
 
 /// Produces `value` to partition 0 of `topic`, polling (1 ms at a time)

@@ -13,15 +13,13 @@ use kafka_protocol::messages::list_offsets_request::{
     ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
 };
 use kafka_protocol::messages::list_offsets_response::ListOffsetsResponse;
-use kafka_protocol::messages::produce_request::{
-    PartitionProduceData, ProduceRequest, TopicProduceData,
-};
 use kafka_protocol::messages::produce_response::ProduceResponse;
 use kafka_protocol::messages::{ApiKey, BrokerId, ProducerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
 use super::kafka_support::Conn;
+use super::kafka_support::requests::produce_request;
 use super::system::TOPIC;
 
 fn topic() -> TopicName {
@@ -55,18 +53,7 @@ pub fn init_producer(c: &mut Conn) -> (i64, i16) {
 
 /// Produce v9 (acks -1) of one batch to t-0: (error code, base offset).
 pub fn produce(c: &mut Conn, records: Bytes) -> (i16, i64) {
-    let req = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(topic())
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(records)),
-                ]),
-        ]);
+    let req = produce_request(TOPIC, 0, records);
     let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req);
     let p = &r.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)

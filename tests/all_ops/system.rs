@@ -9,11 +9,10 @@
 //! follower there.
 
 use std::ffi::OsStr;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::copy_tree::copy_tree;
+use crate::copy_tree::{copy_tree, remove_tree};
 
 use commitfs::backend::local::LocalBackend;
 use commitfs::fs::Tree;
@@ -142,8 +141,9 @@ impl Sys {
         self.follower = Some(open_follower(self.dir.path(), &self.config));
     }
 
-    /// An unmount and a mount: the listener stops, `destroy`, a clean close.
-    pub fn remount(&mut self) {
+    /// The session down to its tree and manager: its connection dropped,
+    /// its listener stopped.
+    fn stop_listener(&mut self) -> (Tree, Arc<LogManager>) {
         let Mounted {
             mgr,
             tree,
@@ -152,6 +152,12 @@ impl Sys {
         } = self.mounted.take().expect("mounted");
         drop(conn);
         stop(server, &mgr);
+        (tree, mgr)
+    }
+
+    /// An unmount and a mount: the listener stops, `destroy`, a clean close.
+    pub fn remount(&mut self) {
+        let (tree, mgr) = self.stop_listener();
         tree.destroy();
         drop(tree);
         mgr.close().expect("a clean close");
@@ -163,16 +169,9 @@ impl Sys {
     /// starts on a copy of the directory (the page cache's view, as a new
     /// process would find it); the follower starts again on the copy.
     pub fn crash(&mut self) {
-        let Mounted {
-            mgr,
-            tree,
-            server,
-            conn,
-        } = self.mounted.take().expect("mounted");
-        drop(conn);
         // The listener's threads hold the manager: they go, as the
         // process's would, but nothing is closed.
-        stop(server, &mgr);
+        let (tree, mgr) = self.stop_listener();
         drop(tree);
         drop(mgr);
         let copy = temp_dir();
@@ -222,14 +221,7 @@ impl Drop for Sys {
         self.mounted = None;
         self.follower = None;
         for dir in std::iter::once(&self.dir).chain(&self.crashed) {
-            for _ in 0..100 {
-                match fs::remove_dir_all(dir.path()) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        std::thread::sleep(std::time::Duration::from_millis(10))
-                    }
-                    _ => break,
-                }
-            }
+            remove_tree(dir.path());
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use commitfs::storage::PartitionLog;
 
+use super::read_stream::read_stream;
 use super::{compacted, consumed, open, put};
 
 /// `value\n` per record a `read_uncommitted` consumer reads from the log start.
@@ -13,22 +14,6 @@ fn consumer_stream(log: &PartitionLog) -> Vec<u8> {
         out.extend_from_slice(value.unwrap_or_default().as_bytes());
         out.push(b'\n');
     }
-    out
-}
-
-/// The whole `log` stream, read in `chunk`-byte reads up to its length,
-/// and nothing past it.
-fn stream(log: &PartitionLog, chunk: usize) -> Vec<u8> {
-    let len = log.stream_len().unwrap() as usize;
-    let mut out = vec![0u8; len];
-    let mut pos = 0;
-    while pos < len {
-        let end = (pos + chunk).min(len);
-        let n = log.read_stream(pos as u64, &mut out[pos..end]).unwrap();
-        assert!(n > 0, "no bytes at {pos} of a stream of {len}");
-        pos += n;
-    }
-    assert_eq!(log.read_stream(len as u64, &mut [0u8; 8]).unwrap(), 0);
     out
 }
 
@@ -72,8 +57,8 @@ fn a_pass_between_a_roll_and_a_read_leaves_every_view_right() {
     let offsets: Vec<i64> = consumed(&log).iter().map(|(o, _, _)| *o).collect();
     assert_eq!(log.record_offsets(0, usize::MAX).unwrap(), offsets);
     assert_eq!(log.stream_len().unwrap() as usize, want.len());
-    assert_eq!(stream(&log, 4096), want);
-    assert_eq!(stream(&log, 7), want);
+    assert_eq!(read_stream(&log, 4096), want);
+    assert_eq!(read_stream(&log, 7), want);
     assert_eq!(committed(&log), want);
     drop(log);
     mgr.close().unwrap();
@@ -81,7 +66,7 @@ fn a_pass_between_a_roll_and_a_read_leaves_every_view_right() {
     let mgr = open(tmp.path());
     let log = mgr.partition("c-0").unwrap();
     assert_eq!(log.stream_len().unwrap() as usize, want.len());
-    assert_eq!(stream(&log, 4096), want);
+    assert_eq!(read_stream(&log, 4096), want);
     assert_eq!(committed(&log), want);
     drop(log);
     mgr.close().unwrap();
@@ -134,7 +119,7 @@ fn a_read_only_follower_sees_a_pass() {
     }
     let before = consumer_stream(&log);
     follow_until(&ro, "c-0", "the writer's 3,000 lines", |p| {
-        p.stream_len().unwrap() as usize == before.len() && stream(p, 65536) == before
+        p.stream_len().unwrap() as usize == before.len() && read_stream(p, 65536) == before
     });
     log.roll().unwrap();
     put(&log, &[("kroll", Some("roll"))]);
@@ -143,8 +128,8 @@ fn a_read_only_follower_sees_a_pass() {
     assert_eq!(want.iter().filter(|b| **b == b'\n').count(), 21);
     follow_until(&ro, "c-0", "the cleaned 21 lines", |p| {
         p.stream_len().unwrap() as usize == want.len()
-            && stream(p, 65536) == want
-            && stream(p, 5) == want
+            && read_stream(p, 65536) == want
+            && read_stream(p, 5) == want
     });
     drop(log);
     mgr.close().unwrap();

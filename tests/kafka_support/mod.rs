@@ -119,6 +119,21 @@ pub fn python() -> Result<PathBuf, String> {
 
 /// Runs a Python script with the venv's Python, bounded; panics with its
 /// output on failure, or saying which script hung.
+/// Starts `script` under the venv's Python with `args`, its stdout and
+/// stderr piped, for [`bounded::finish`] to wait for.
+pub fn spawn_python(py: &Path, script: &str, args: &[&str], what: &str) -> bounded::Running {
+    bounded::spawn(
+        Command::new(py)
+            .arg("-c")
+            .arg(script)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        what,
+    )
+}
+
 pub fn run_python(py: &Path, script: &str, args: &[&str]) -> String {
     let what = format!(
         "the Python client script {:?} {args:?}",
@@ -132,6 +147,58 @@ pub fn run_python(py: &Path, script: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Reads partition 0 of a topic from its start with a consumer of one of
+/// two clients at an isolation level (arguments: address, `confluent` or
+/// `kafka-python`, topic, `read_committed` or `read_uncommitted`) and
+/// prints the values, comma separated.
+pub const PY_CONSUME_ISOLATED: &str = r#"
+import sys, time
+addr, client, topic, isolation = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+values = []
+if client == 'confluent':
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({'bootstrap.servers': addr, 'group.id': 'rc', 'enable.auto.commit': False,
+                  'isolation.level': isolation, 'enable.partition.eof': True})
+    c.assign([TopicPartition(topic, 0, 0)])
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        if m.error():
+            # The end of what this isolation level may read.
+            if m.error().code() == -191:
+                break
+            continue
+        values.append(m.value().decode())
+    c.close()
+else:
+    from kafka import KafkaConsumer, TopicPartition
+    c = KafkaConsumer(bootstrap_servers=addr, enable_auto_commit=False, consumer_timeout_ms=5000,
+                      isolation_level=isolation)
+    tp = TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek_to_beginning(tp)
+    for m in c:
+        values.append(m.value.decode())
+    c.close()
+print(','.join(values))
+"#;
+
+/// A test's random seed: the environment variable `var` when it is set,
+/// to replay a run, else the clock.
+pub fn seed_from_env(var: &str) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        })
 }
 
 /// A script's name for messages: its first import of a client.
@@ -236,14 +303,7 @@ impl Server {
     /// [`Server::start`] with the daemon's log at `log_path` (off a disk
     /// the test fills, say).
     pub fn start_logging_to(data: &Path, log_path: &Path, opts: &[&str]) -> Server {
-        Server::spawn(
-            data,
-            log_path,
-            opts,
-            None,
-            "PLAINTEXT://127.0.0.1:0",
-            PARK_LOG,
-        )
+        Server::plaintext(data, log_path, opts, None, &[])
     }
 
     /// [`Server::start`] with `listeners` of its own (one bound address,
@@ -272,41 +332,26 @@ impl Server {
     /// (RLIMIT_NOFILE, soft and hard).
     pub fn start_limited(data: &Path, opts: &[&str], nofile: u64) -> Server {
         let log_path = data.with_extension("serve.log");
-        Server::spawn(
-            data,
-            &log_path,
-            opts,
-            Some(nofile),
-            "PLAINTEXT://127.0.0.1:0",
-            PARK_LOG,
-        )
-    }
-
-    fn spawn(
-        data: &Path,
-        log_path: &Path,
-        opts: &[&str],
-        nofile: Option<u64>,
-        listeners: &str,
-        rust_log: &str,
-    ) -> Server {
-        Server::spawn_args(data, log_path, opts, nofile, listeners, rust_log, &[], &[])
+        Server::plaintext(data, &log_path, opts, Some(nofile), &[])
     }
 
     /// [`Server::start`] with `env` set for the daemon (`FAILPOINTS` of a
     /// daemon built with the `failpoints` feature).
     pub fn start_with_env(data: &Path, opts: &[&str], env: &[(&str, &str)]) -> Server {
         let log_path = data.with_extension("serve.log");
-        Server::spawn_args(
-            data,
-            &log_path,
-            opts,
-            None,
-            "PLAINTEXT://127.0.0.1:0",
-            PARK_LOG,
-            &[],
-            env,
-        )
+        Server::plaintext(data, &log_path, opts, None, env)
+    }
+
+    /// One PLAINTEXT listener, with parked fetches logged.
+    fn plaintext(
+        data: &Path,
+        log_path: &Path,
+        opts: &[&str],
+        nofile: Option<u64>,
+        env: &[(&str, &str)],
+    ) -> Server {
+        let listeners = "PLAINTEXT://127.0.0.1:0";
+        Server::spawn_args(data, log_path, opts, nofile, listeners, PARK_LOG, &[], env)
     }
 
     #[allow(clippy::too_many_arguments)]

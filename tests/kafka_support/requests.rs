@@ -11,6 +11,8 @@ use kafka_protocol::messages::create_partitions_request::{
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsResponse;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
+use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
+use kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
@@ -90,6 +92,16 @@ pub fn produce_request(topic: &str, partition: i32, records: Bytes) -> ProduceRe
                         .with_records(Some(records)),
                 ]),
         ])
+}
+
+/// FindCoordinator v4 of the transactional id `id`: the code and the
+/// coordinator's node id.
+pub fn txn_coordinator(c: &mut Conn, id: &str) -> (i16, i32) {
+    let find = FindCoordinatorRequest::default()
+        .with_key_type(1)
+        .with_coordinator_keys(vec![StrBytes::from_string(id.to_string())]);
+    let r: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 4, &find);
+    (r.coordinators[0].error_code, r.coordinators[0].node_id.0)
 }
 
 /// Produce v9 (acks -1) of `records` to partition 0 of `topic`: its answer.

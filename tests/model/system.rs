@@ -3,11 +3,10 @@
 //! through the same `Backend` trait): how to get the tree, remount it
 //! cleanly, crash it, and run a retention pass, and its [`Profile`].
 
-use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::copy_tree::copy_tree;
+use crate::copy_tree::{copy_tree, remove_tree};
 
 use super::ops::Op;
 use commitfs::backend::local::LocalBackend;
@@ -186,14 +185,7 @@ impl Drop for LocalSystem {
     fn drop(&mut self) {
         self.mounted = None;
         for dir in std::iter::once(&self.dir).chain(&self.crashed) {
-            for _ in 0..100 {
-                match fs::remove_dir_all(dir.path()) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        std::thread::sleep(std::time::Duration::from_millis(10))
-                    }
-                    _ => break,
-                }
-            }
+            remove_tree(dir.path());
         }
     }
 }

@@ -1,5 +1,6 @@
 //! A data directory copied as a crash would leave it: what the tests that
-//! "crash" a live session open next.
+//! "crash" a live session open next; and such directories removed once the
+//! test is done.
 
 use std::fs::{self, File};
 use std::os::fd::AsRawFd;
@@ -56,4 +57,18 @@ fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
         pos = hole;
     }
     Ok(())
+}
+
+/// Removes a data directory while a roll's background flush of the session
+/// just gone may still write to it (a checkpoint created during the
+/// removal): removal is retried until it holds.
+pub fn remove_tree(dir: &Path) {
+    for _ in 0..100 {
+        match fs::remove_dir_all(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            _ => break,
+        }
+    }
 }
