@@ -12,9 +12,11 @@
 //! is opened lazily, as at load.
 //!
 //! Following changes the log, so it goes through the writer lock (nothing
-//! else writes a read-only log). What it learns that is the partition's (a
-//! log start offset the writer moved, segments whose stream lengths are
-//! stale) it hands up in [`Seen`].
+//! else writes a read-only log). A segment whose file changed underneath
+//! (replaced, cut) is opened again as a new segment, so nothing learned of
+//! the old one applies to it (see `stream`). What it learns that is the
+//! partition's (a log start offset the writer moved, the tail moved) it
+//! hands up in [`Seen`].
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::DirEntryExt;
@@ -58,9 +60,6 @@ struct Look<'a> {
 pub(crate) struct Seen {
     /// The directory is gone (the writer deleted the partition).
     pub vanished: bool,
-    /// Segments whose bytes changed underneath (gone, replaced, read
-    /// again): what was learned of them is stale.
-    pub stale: Vec<i64>,
     /// The active segment grew, rolled or was read again: what was counted
     /// of it as it was appended is stale.
     pub tail_moved: bool,
@@ -223,7 +222,6 @@ impl LogWriter<'_> {
             }
         }
         let seen = &mut look.seen;
-        seen.stale.extend(gone.iter().chain(replaced));
         if let Some(first) = log.first_segment_base() {
             seen.log_start = seen.log_start.max(first);
         }
@@ -316,7 +314,6 @@ impl LogWriter<'_> {
             .unwrap_or(old.base_offset);
         log.segments.insert(Arc::new(seg));
         let seen = &mut look.seen;
-        seen.stale.push(old.base_offset);
         seen.tail_moved = true;
         log.log_end_offset.store(next, Ordering::Release);
         seen.log_start = seen.log_start.min(next);

@@ -113,25 +113,17 @@ impl PartitionLog {
     }
 
     /// Kafka's `UnifiedLog.replaceSegments`: the cleaned segment at `base`
-    /// takes the place of `old`. Stream lengths of the segments replaced
-    /// are dropped, on disk too, before any file is renamed, and are not
-    /// learned again until the swap is done, so none is ever saved for the
-    /// segment that takes their base. A failure of the renames takes the
-    /// partition offline; the next load completes or undoes the swap.
+    /// takes the place of `old`. Nothing learned of the segments replaced
+    /// is dropped here: the cleaned one is a new segment, of another file,
+    /// and every view keeps what it learned against the segment and file
+    /// it counted on (see `stream`), whichever path replaced it. A failure
+    /// of the renames takes the partition offline; the next load completes
+    /// or undoes the swap.
     pub(crate) fn replace_segments(&self, base: i64, old: &[Arc<LogSegment>]) -> Result<()> {
         self.health.guard("a swap of cleaned segments", || {
             let config = self.config();
             let mut w = self.local.writer()?;
-            let mut bases: Vec<i64> = old.iter().map(|s| s.base_offset).collect();
-            bases.push(base);
-            {
-                let mut stream = self.stream.lock();
-                stream.retire(&bases);
-                self.save_stream(&mut stream)?;
-            }
-            let swapped = w.replace_segments(base, old, &config);
-            self.stream.lock().replaced(&bases);
-            swapped?;
+            w.replace_segments(base, old, &config)?;
             for seg in old.iter().filter(|s| s.base_offset != base) {
                 self.producers.remove_snapshot(seg.base_offset)?;
             }

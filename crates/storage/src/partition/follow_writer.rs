@@ -37,12 +37,6 @@ impl PartitionLog {
         // Under the writer lock, so that two readers never replay the same
         // batches.
         let replayed = self.follow_producer_state(before, seen.log_start);
-        if !seen.stale.is_empty() {
-            let mut stream = self.stream.lock();
-            for base in &seen.stale {
-                stream.forget(*base);
-            }
-        }
         if seen.tail_moved {
             self.tally.forget();
         }

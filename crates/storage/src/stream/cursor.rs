@@ -73,12 +73,6 @@ impl Cursors {
         }
         self.list.push(c);
     }
-
-    /// Drops the cursors of segment `base` (its file changed underneath).
-    pub fn forget(&mut self, base: i64) {
-        self.list
-            .retain(|c| c.segment.upgrade().is_some_and(|s| s.base_offset != base));
-    }
 }
 
 static WINDOWS: Mutex<Vec<(Weak<LogSegment>, ReadWindow)>> = Mutex::new(Vec::new());

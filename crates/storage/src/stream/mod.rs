@@ -26,7 +26,7 @@
 //! is bound to that segment at its first use. An append grows the active
 //! segment only, which the append tally follows.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 use std::sync::{Arc, Weak};
@@ -400,7 +400,6 @@ impl ViewState {
         seg: &Arc<LogSegment>,
         tally: Option<&AppendTally>,
         filter: &mut Filter,
-        retiring: &BTreeSet<i64>,
     ) -> Result<u64> {
         if !seg.is_active()
             && let Some(k) = self.sealed.get_mut(&seg.base_offset)
@@ -422,7 +421,7 @@ impl ViewState {
         let size = seg.size()?;
         let map = self.map(seg, filter)?;
         let (len, whole) = (map.len, map.covered >= size);
-        if !seg.is_active() && whole && !retiring.contains(&seg.base_offset) {
+        if !seg.is_active() && whole {
             let known = Known {
                 len,
                 size: Some(size),
@@ -488,14 +487,13 @@ impl ViewState {
         log_start: i64,
         tally: Option<&AppendTally>,
         filter: &mut Filter,
-        retiring: &BTreeSet<i64>,
     ) -> Result<u64> {
         let mut total = 0;
         for seg in segments {
             if filter.end().is_some_and(|end| seg.base_offset >= end) {
                 break;
             }
-            total += self.segment_len(seg, tally, filter, retiring)?;
+            total += self.segment_len(seg, tally, filter)?;
         }
         let prefix = match segments.first() {
             Some(first) => self.prefix(first, log_start, filter)?,
@@ -504,7 +502,6 @@ impl ViewState {
         Ok(total.saturating_sub(prefix))
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn read(
         &mut self,
         segments: &[Arc<LogSegment>],
@@ -513,7 +510,6 @@ impl ViewState {
         buf: &mut [u8],
         tally: Option<&AppendTally>,
         filter: &mut Filter,
-        retiring: &BTreeSet<i64>,
     ) -> Result<usize> {
         let Some(first) = segments.first() else {
             return Ok(0);
@@ -524,7 +520,7 @@ impl ViewState {
             if filled == buf.len() || filter.end().is_some_and(|end| seg.base_offset >= end) {
                 break;
             }
-            let len = self.segment_len(seg, tally, filter, retiring)?;
+            let len = self.segment_len(seg, tally, filter)?;
             if p >= len {
                 p -= len;
                 continue;
@@ -628,13 +624,6 @@ impl ViewState {
         }
     }
 
-    fn forget(&mut self, base: i64) {
-        self.cursors.forget(base);
-        self.dirty |= self.sealed.remove(&base).is_some();
-        self.maps.remove(&base);
-        self.prefix = None;
-    }
-
     fn save(&mut self, dir: &Path, live: &[Live], writable: bool) -> Result<()> {
         let before = self.sealed.len();
         let live_at = |b: &i64| {
@@ -701,8 +690,6 @@ impl ViewState {
 pub(crate) struct Stream {
     all: ViewState,
     committed: ViewState,
-    /// Bases of segments being replaced: their lengths are not kept.
-    retiring: BTreeSet<i64>,
 }
 
 impl Stream {
@@ -711,7 +698,6 @@ impl Stream {
         Stream {
             all: ViewState::new(STREAM_LENGTHS_FILE, BTreeMap::new(), false),
             committed: ViewState::new(COMMITTED_LENGTHS_FILE, BTreeMap::new(), false),
-            retiring: BTreeSet::new(),
         }
     }
 
@@ -721,34 +707,23 @@ impl Stream {
         Stream {
             all: ViewState::load(dir, STREAM_LENGTHS_FILE, invalid_from),
             committed: ViewState::load(dir, COMMITTED_LENGTHS_FILE, invalid_from),
-            retiring: BTreeSet::new(),
         }
     }
 
-    /// The view's state, the tally of appends where it counts them, and
-    /// the segments being replaced.
+    /// The view's state and the tally of appends where it counts them.
     fn parts<'s, 't>(
         &'s mut self,
         view: &View,
         tally: &'t AppendTally,
-    ) -> (
-        &'s mut ViewState,
-        Option<&'t AppendTally>,
-        &'s BTreeSet<i64>,
-    ) {
-        let Stream {
-            all,
-            committed,
-            retiring,
-        } = self;
+    ) -> (&'s mut ViewState, Option<&'t AppendTally>) {
         match view {
             View::All => {
-                all.absorb(tally);
-                (all, Some(tally), retiring)
+                self.all.absorb(tally);
+                (&mut self.all, Some(tally))
             }
             // An append changes the committed length of the active segment
             // only once the last stable offset moves past it.
-            View::Committed { .. } => (committed, None, retiring),
+            View::Committed { .. } => (&mut self.committed, None),
         }
     }
 
@@ -761,8 +736,8 @@ impl Stream {
         view: View,
     ) -> Result<u64> {
         let mut filter = Filter::new(view);
-        let (state, tally, retiring) = self.parts(&view, tally);
-        state.len(segments, log_start, tally, &mut filter, retiring)
+        let (state, tally) = self.parts(&view, tally);
+        state.len(segments, log_start, tally, &mut filter)
     }
 
     /// Copies stream bytes at `pos` into `buf`; returns how many.
@@ -776,34 +751,8 @@ impl Stream {
         view: View,
     ) -> Result<usize> {
         let mut filter = Filter::new(view);
-        let (state, tally, retiring) = self.parts(&view, tally);
-        state.read(segments, log_start, pos, buf, tally, &mut filter, retiring)
-    }
-
-    /// Forgets what was learned of segment `base`: its file changed
-    /// underneath (a read-only mount following another writer, the log
-    /// cleaner's swap).
-    pub fn forget(&mut self, base: i64) {
-        self.all.forget(base);
-        self.committed.forget(base);
-    }
-
-    /// Segments `bases` are about to be replaced: their lengths are
-    /// forgotten and, until [`Stream::replaced`], not learned again, so no
-    /// length of a segment that goes is saved for the one that takes its base.
-    pub fn retire(&mut self, bases: &[i64]) {
-        for b in bases {
-            self.forget(*b);
-            self.retiring.insert(*b);
-        }
-    }
-
-    /// The replacement is done (or did not happen): lengths are learned again.
-    pub fn replaced(&mut self, bases: &[i64]) {
-        for b in bases {
-            self.forget(*b);
-            self.retiring.remove(b);
-        }
+        let (state, tally) = self.parts(&view, tally);
+        state.read(segments, log_start, pos, buf, tally, &mut filter)
     }
 
     /// The persisted `log` length of segment `base`, if it was counted at
