@@ -33,7 +33,7 @@ use kafka_protocol::messages::{GroupId, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 use log::{info, warn};
 
-use super::metadata::TopicPartition;
+use super::metadata::{TopicPartition, TxnMetadata};
 use crate::acl::{self, Operation, ResourceType};
 use crate::broker::Broker;
 use crate::group::commits::CommitArgs;
@@ -365,7 +365,7 @@ pub fn describe(
         }
         match b.txns.describe(id.0.as_str()) {
             Err(e) => d.with_error_code(e.code()),
-            Ok(m) => {
+            Ok(TxnMetadata { current: m, .. }) => {
                 let mut topics: Vec<TopicData> = Vec::new();
                 let may = |t: &str| {
                     acl::allowed_quietly(b, s, Operation::Describe, ResourceType::Topic, t)
