@@ -10,7 +10,6 @@ mod kafka_support;
 use std::path::Path;
 use std::process::Command;
 
-use commitfs::record::internal::OffsetCommit;
 use commitfs::record::{NewRecord, encode_batch};
 use commitfs::storage::{LogConfig, LogManager, OpenOptions};
 use kafka_protocol::messages::delete_records_request::{
@@ -62,22 +61,33 @@ fn data_dir(dir: &Path, cluster_metadata: bool) {
 }
 
 /// A commit record for group `g` of `t-0` at `offset`, as the coordinator
-/// would write it: what a forger puts in `__consumer_offsets`.
+/// would write it: what a forger puts in `__consumer_offsets`. Spelled out
+/// from Kafka's `OffsetCommitKey` (version 1) and `OffsetCommitValue`
+/// (version 3) schemas rather than by commitfs's encoder.
 fn forged_commit(offset: i64) -> Vec<u8> {
-    let (k, v) = OffsetCommit {
-        group: "g".into(),
-        topic: "t".into(),
-        partition: 0,
-        offset,
-        leader_epoch: -1,
-        metadata: String::new(),
-        commit_timestamp: 1_700_000_000_000,
-        expire_timestamp: -1,
-    }
-    .to_record()
-    .unwrap();
+    let string = |s: &str| [&(s.len() as i16).to_be_bytes()[..], s.as_bytes()].concat();
+    let key = [
+        &1i16.to_be_bytes()[..], // version
+        &string("g"),            // group
+        &string("t"),            // topic
+        &0i32.to_be_bytes(),     // partition
+    ]
+    .concat();
+    let value = [
+        &3i16.to_be_bytes()[..],             // version
+        &offset.to_be_bytes(),               // offset
+        &(-1i32).to_be_bytes(),              // leaderEpoch
+        &string(""),                         // metadata
+        &1_700_000_000_000i64.to_be_bytes(), // commitTimestamp
+    ]
+    .concat();
     let mut out = Vec::new();
-    encode_batch(&mut out, 0, 1_700_000_000_000, &[NewRecord::keyed(&k, &v)]);
+    encode_batch(
+        &mut out,
+        0,
+        1_700_000_000_000,
+        &[NewRecord::keyed(&key, &value)],
+    );
     out
 }
 

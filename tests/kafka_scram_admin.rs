@@ -13,7 +13,9 @@ use kafka_protocol::messages::ApiKey;
 use kafka_protocol::messages::alter_user_scram_credentials_request::{
     AlterUserScramCredentialsRequest, ScramCredentialDeletion, ScramCredentialUpsertion,
 };
-use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResponse;
+use kafka_protocol::messages::alter_user_scram_credentials_response::{
+    AlterUserScramCredentialsResponse, AlterUserScramCredentialsResult,
+};
 use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
 use kafka_protocol::messages::describe_user_scram_credentials_request::{
@@ -184,21 +186,17 @@ fn deletion(name: &str, mechanism: i8) -> ScramCredentialDeletion {
         .with_mechanism(mechanism)
 }
 
-fn results(r: AlterUserScramCredentialsResponse) -> Vec<(String, i16, Option<String>)> {
-    r.results
-        .into_iter()
-        .map(|r| {
-            (
-                r.user.to_string(),
-                r.error_code,
-                r.error_message.map(|m| m.to_string()),
-            )
-        })
-        .collect()
+/// The result Kafka gives a user's alteration: compared whole, tagged
+/// fields included.
+fn answered(user: &str, code: i16, text: Option<&str>) -> AlterUserScramCredentialsResult {
+    AlterUserScramCredentialsResult::default()
+        .with_user(s(user))
+        .with_error_code(code)
+        .with_error_message(text.map(s))
 }
 
-fn refused(user: &str, code: i16, text: &str) -> (String, i16, Option<String>) {
-    (user.to_string(), code, Some(text.to_string()))
+fn refused(user: &str, code: i16, text: &str) -> AlterUserScramCredentialsResult {
+    answered(user, code, Some(text))
 }
 
 #[test]
@@ -226,11 +224,13 @@ fn refusals_over_the_raw_protocol() {
         let req = AlterUserScramCredentialsRequest::default()
             .with_deletions(d)
             .with_upsertions(u);
-        results(c.call(ApiKey::AlterUserScramCredentials, 0, &req))
+        let r: AlterUserScramCredentialsResponse =
+            c.call(ApiKey::AlterUserScramCredentials, 0, &req);
+        r.results
     };
     assert_eq!(
         alter(&mut c, vec![], vec![upsertion("alice", 1, 4096)]),
-        [("alice".to_string(), 0, None)]
+        [answered("alice", 0, None)]
     );
     let twice = "A user credential cannot be altered twice in the same request";
     let got = alter(

@@ -11,7 +11,7 @@ use bytes::BytesMut;
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
 use commitfs::record::NewRecord;
-use commitfs::record::state_files::{AbortedTxn, read_txn_index};
+use commitfs::record::state_files::AbortedTxn;
 use commitfs::storage::producer_state::ProducerRefusal;
 use commitfs::storage::{LogConfig, LogManager, OpenOptions, PartitionLog, StorageError};
 
@@ -84,22 +84,38 @@ fn markers(log: &PartitionLog) -> Vec<ControlRecord> {
     out
 }
 
-fn txn_index(log: &PartitionLog) -> Vec<AbortedTxn> {
-    let path = log.local().dir().join(format!("{:020}.txnindex", 0));
+/// An aborted transaction: (producer id, first offset, last offset, last
+/// stable offset).
+type Aborted = (i64, i64, i64, i64);
+
+/// The `.txnindex` of the segment at `base`, read here rather than by
+/// commitfs: entries of 34 bytes as Kafka's `AbortedTxn` lays them out, a
+/// version 0 in two bytes then the four longs.
+fn txn_index(log: &PartitionLog, base: i64) -> Vec<Aborted> {
+    let path = log.local().dir().join(format!("{base:020}.txnindex"));
     let bytes = std::fs::read(&path).unwrap_or_default();
-    let (entries, bad) = read_txn_index(&bytes, "t");
-    assert_eq!(bad, None);
-    entries
+    assert_eq!(bytes.len() % 34, 0, "whole entries only");
+    let entries = bytes.chunks_exact(34).map(|e| {
+        assert_eq!(e[..2], [0, 0], "version 0");
+        let long = |at: usize| i64::from_be_bytes(e[at..at + 8].try_into().unwrap());
+        (long(2), long(10), long(18), long(26))
+    });
+    entries.collect()
 }
 
-fn aborted(pid: i64, first: i64, last: i64, lso: i64) -> AbortedTxn {
-    AbortedTxn {
-        version: 0,
-        producer_id: pid,
-        first_offset: first,
-        last_offset: last,
-        last_stable_offset: lso,
-    }
+/// What the log answers a read_committed fetch with, as [`Aborted`].
+fn aborted_transactions(log: &PartitionLog, from: i64, to: i64) -> Vec<Aborted> {
+    let txns = log.aborted_transactions(from, to).unwrap();
+    let fields = |t: AbortedTxn| {
+        assert_eq!(t.version, 0);
+        (
+            t.producer_id,
+            t.first_offset,
+            t.last_offset,
+            t.last_stable_offset,
+        )
+    };
+    txns.into_iter().map(fields).collect()
 }
 
 #[test]
@@ -120,17 +136,14 @@ fn a_transaction_is_unstable_until_its_marker_and_an_abort_is_indexed() {
     // Producer 7 aborts: stable up to producer 8's open transaction.
     assert_eq!(log.append_end_txn_marker(7, 0, 3, false).unwrap(), 6);
     assert_eq!(log.last_stable_offset(), 4);
-    assert_eq!(txn_index(&log), vec![aborted(7, 2, 6, 4)]);
-    assert_eq!(
-        log.aborted_transactions(0, 7).unwrap(),
-        vec![aborted(7, 2, 6, 4)]
-    );
-    assert_eq!(log.aborted_transactions(7, 100).unwrap(), vec![]);
+    assert_eq!(txn_index(&log, 0), vec![(7, 2, 6, 4)]);
+    assert_eq!(aborted_transactions(&log, 0, 7), vec![(7, 2, 6, 4)]);
+    assert_eq!(aborted_transactions(&log, 7, 100), vec![]);
 
     // Producer 8 commits: nothing open, nothing more indexed.
     assert_eq!(log.append_end_txn_marker(8, 0, 3, true).unwrap(), 7);
     assert_eq!((log.last_stable_offset(), log.high_watermark()), (8, 8));
-    assert_eq!(txn_index(&log).len(), 1);
+    assert_eq!(txn_index(&log, 0).len(), 1);
 
     // The markers as Kafka's reader sees them: transactional control
     // batches, key (version 0, type: 0 ABORT, 1 COMMIT), value (version 0,
@@ -148,17 +161,14 @@ fn a_transaction_is_unstable_until_its_marker_and_an_abort_is_indexed() {
     // A marker of a transaction that wrote nothing here completes none.
     assert_eq!(log.append_end_txn_marker(9, 0, 3, false).unwrap(), 8);
     assert_eq!(log.last_stable_offset(), 9);
-    assert_eq!(txn_index(&log).len(), 1);
+    assert_eq!(txn_index(&log, 0).len(), 1);
     drop(log);
     mgr.close().unwrap();
 
     let mgr = open(tmp.path());
     let log = mgr.partition("t-0").unwrap();
     assert_eq!((log.last_stable_offset(), log.high_watermark()), (9, 9));
-    assert_eq!(
-        log.aborted_transactions(0, 9).unwrap(),
-        vec![aborted(7, 2, 6, 4)]
-    );
+    assert_eq!(aborted_transactions(&log, 0, 9), vec![(7, 2, 6, 4)]);
 }
 
 /// Open transactions come back from the snapshots and the batches after
@@ -248,8 +258,8 @@ fn recovery_rebuilds_the_transaction_index() {
     log.append_end_txn_marker(7, 0, 1, false).unwrap();
     txn(&log, 9, 0, 1);
     log.append_end_txn_marker(8, 0, 1, false).unwrap();
-    let before = txn_index(&log);
-    assert_eq!(before, vec![aborted(7, 0, 3, 2), aborted(8, 2, 5, 4)]);
+    let before = txn_index(&log, 0);
+    assert_eq!(before, vec![(7, 0, 3, 2), (8, 2, 5, 4)]);
     let dir = log.local().dir().to_path_buf();
     let (log_path, index_path) = (
         dir.join(format!("{:020}.log", 0)),
@@ -264,7 +274,7 @@ fn recovery_rebuilds_the_transaction_index() {
     let _ = std::fs::remove_file(tmp.path().join(".kafka_cleanshutdown"));
     let mgr = open(tmp.path());
     let log = mgr.partition("t-0").unwrap();
-    assert_eq!(txn_index(&log), before);
+    assert_eq!(txn_index(&log, 0), before);
     assert_eq!(log.open_transactions(), vec![(4, 9)]);
     drop(log);
     drop(mgr);
@@ -280,7 +290,7 @@ fn recovery_rebuilds_the_transaction_index() {
     let mgr = open(tmp.path());
     let log = mgr.partition("t-0").unwrap();
     assert_eq!(log.high_watermark(), 5);
-    assert_eq!(txn_index(&log), vec![aborted(7, 0, 3, 2)]);
+    assert_eq!(txn_index(&log, 0), vec![(7, 0, 3, 2)]);
     assert_eq!(log.open_transactions(), vec![(2, 8), (4, 9)]);
     assert_eq!(log.last_stable_offset(), 2);
     drop(log);
@@ -339,17 +349,9 @@ fn an_abort_is_indexed_in_its_markers_segment() {
     log.roll().unwrap();
     log.append(&[NewRecord::value(b"plain")]).unwrap();
     assert_eq!(log.append_end_txn_marker(7, 0, 0, false).unwrap(), 3);
-    let index = |base: i64| {
-        let path = log.local().dir().join(format!("{base:020}.txnindex"));
-        let bytes = std::fs::read(&path).unwrap_or_default();
-        read_txn_index(&bytes, "t").0
-    };
-    assert_eq!(index(0), vec![]);
-    assert_eq!(index(2), vec![aborted(7, 0, 3, 4)]);
-    assert_eq!(
-        log.aborted_transactions(0, 4).unwrap(),
-        vec![aborted(7, 0, 3, 4)]
-    );
+    assert_eq!(txn_index(&log, 0), vec![]);
+    assert_eq!(txn_index(&log, 2), vec![(7, 0, 3, 4)]);
+    assert_eq!(aborted_transactions(&log, 0, 4), vec![(7, 0, 3, 4)]);
     drop(log);
     mgr.close().unwrap();
 }

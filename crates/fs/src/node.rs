@@ -283,18 +283,10 @@ mod tests {
         assert_eq!(parse_delete_records(b"1000\n"), Some(1000));
         assert_eq!(parse_delete_records(b" 0 \n"), Some(0));
         assert_eq!(parse_delete_records(b"-1\n"), Some(-1));
-        for bad in [
-            &b""[..],
-            b"\n",
-            b"-2",
-            b"1e3",
-            b"007",
-            b"x",
-            b"1 2",
-            b"\xff",
-        ] {
-            assert_eq!(parse_delete_records(bad), None, "{bad:?}");
+        for bad in ["", "\n", "-2", "1e3", "007", "x", "1 2"] {
+            assert_eq!(parse_delete_records(bad.as_bytes()), None, "{bad:?}");
         }
+        assert_eq!(parse_delete_records(b"\xff"), None, "not UTF-8");
     }
 
     #[test]

@@ -55,7 +55,7 @@ impl Broker {
         let states =
             TxnStateManager::load(TxnStateTopic::new(mgr.clone(), config.txn_state_partitions));
         let held = (states.lock().ids.values())
-            .map(|m| m.producer_id.max(m.prev_producer_id))
+            .map(|m| m.current.producer_id.max(m.current.prev_producer_id))
             .max();
         producer_ids.ensure_above(held.unwrap_or(-1));
         let txns = TxnCoordinator::new(states, mgr.clone(), config.txn_max_timeout_ms);

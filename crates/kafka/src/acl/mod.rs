@@ -27,29 +27,41 @@ pub trait AuthHelper {
     fn authorizer(&self) -> Option<&Authorizer>;
 }
 
-/// Whether `s` may do `op` on the resource `name` of type `rt`: always
-/// with no authorizer. A denial is logged as Kafka's authorizer logs it.
-pub fn allowed(
-    b: &impl AuthHelper,
-    s: &Session,
-    op: Operation,
-    rt: ResourceType,
-    name: &str,
-) -> bool {
-    decide(b, s, op, rt, name, true)
+/// The two checks below differ only in how a denial is logged.
+macro_rules! check {
+    ($(#[$doc:meta])* $name:ident, log_if_denied: $log:literal) => {
+        $(#[$doc])*
+        pub fn $name(
+            b: &impl AuthHelper,
+            s: &Session,
+            op: Operation,
+            rt: ResourceType,
+            name: &str,
+        ) -> bool {
+            let Some(a) = b.authorizer() else {
+                return true;
+            };
+            let host = s.peer.ip();
+            let rule = a.authorize(&s.principal, host, op, rt, name);
+            authorizer::log_decision(&s.principal, host, op, rt, name, &rule, $log);
+            rule.allowed()
+        }
+    };
 }
 
-/// As [`allowed`], a denial logged at TRACE only: Kafka's
-/// `logIfDenied = false`, for checks that filter rather than refuse.
-pub fn allowed_quietly(
-    b: &impl AuthHelper,
-    s: &Session,
-    op: Operation,
-    rt: ResourceType,
-    name: &str,
-) -> bool {
-    decide(b, s, op, rt, name, false)
-}
+check!(
+    /// Whether `s` may do `op` on the resource `name` of type `rt`: always
+    /// with no authorizer. A denial is logged as Kafka's authorizer logs it.
+    allowed,
+    log_if_denied: true
+);
+
+check!(
+    /// As [`allowed`], a denial logged at TRACE only: Kafka's
+    /// `logIfDenied = false`, for checks that filter rather than refuse.
+    allowed_quietly,
+    log_if_denied: false
+);
 
 /// `op` on the CLUSTER resource.
 pub fn cluster(b: &impl AuthHelper, s: &Session, op: Operation) -> bool {
@@ -109,23 +121,6 @@ pub fn authorized_operations(
     (supported_operations(rt).iter())
         .filter(|&&op| allowed_quietly(b, s, op, rt, name))
         .fold(0, |bits, op| bits | 1 << op.code())
-}
-
-fn decide(
-    b: &impl AuthHelper,
-    s: &Session,
-    op: Operation,
-    rt: ResourceType,
-    name: &str,
-    log_if_denied: bool,
-) -> bool {
-    let Some(a) = b.authorizer() else {
-        return true;
-    };
-    let host = s.peer.ip();
-    let rule = a.authorize(&s.principal, host, op, rt, name);
-    authorizer::log_decision(&s.principal, host, op, rt, name, &rule, log_if_denied);
-    rule.allowed()
 }
 
 /// DescribeConfigs' and the AlterConfigs' check of one `ConfigResource`

@@ -13,37 +13,51 @@ pub const WILDCARD_PRINCIPAL: &str = "User:*";
 /// `Resource.CLUSTER_NAME`: the only name a CLUSTER resource has.
 pub const CLUSTER_NAME: &str = "kafka-cluster";
 
+/// Each of Kafka's enums here numbers its constants from 0 in order, and
+/// begins with UNKNOWN and ANY: the macro supplies those two, takes a code
+/// to be a variant's position, and spells its name as Java does, so a table
+/// lists only the rest of the variants and cannot disagree with Kafka's
+/// codes or spelling.
 macro_rules! kafka_enum {
-    ($(#[$m:meta])* $name:ident { $($v:ident = $code:literal $text:literal),* $(,)? }) => {
+    ($(#[$m:meta])* $name:ident { $($v:ident),* $(,)? }) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub enum $name { $($v),* }
+        #[repr(i8)]
+        pub enum $name { Unknown, Any, $($v),* }
 
         impl $name {
-            pub const ALL_VALUES: &'static [$name] = &[$($name::$v),*];
+            pub const ALL_VALUES: &'static [$name] = &[$name::Unknown, $name::Any, $($name::$v),*];
 
             /// `fromCode`: a code not known is UNKNOWN, as in Kafka.
             pub fn from_code(code: i8) -> $name {
-                match code {
-                    $($code => $name::$v,)*
-                    _ => $name::Unknown,
-                }
+                usize::try_from(code)
+                    .ok()
+                    .and_then(|i| $name::ALL_VALUES.get(i).copied())
+                    .unwrap_or($name::Unknown)
             }
 
             pub fn code(self) -> i8 {
-                match self { $($name::$v => $code),* }
+                self as i8
             }
 
             /// The Java enum constant's name.
             pub fn name(self) -> &'static str {
-                match self { $($name::$v => $text),* }
+                match self {
+                    $name::Unknown => "UNKNOWN",
+                    $name::Any => "ANY",
+                    $($name::$v => {
+                        const SPELLED: [u8; java_name_len(stringify!($v))] = java_name(stringify!($v));
+                        const NAME: &str = match std::str::from_utf8(&SPELLED) {
+                            Ok(name) => name,
+                            Err(_) => panic!("a Rust identifier is ASCII"),
+                        };
+                        NAME
+                    })*
+                }
             }
 
             pub fn from_name(text: &str) -> Option<$name> {
-                match text {
-                    $($text => Some($name::$v),)*
-                    _ => None,
-                }
+                $name::ALL_VALUES.iter().copied().find(|v| v.name() == text)
             }
 
             pub fn is_unknown(self) -> bool {
@@ -59,61 +73,61 @@ macro_rules! kafka_enum {
     };
 }
 
+/// A variant's name as the Java constant spells it: `TransactionalId` is
+/// `TRANSACTIONAL_ID`. Worked out at compile time so that `name` stays
+/// `&'static str`; `N` is [`java_name_len`] of the variant.
+const fn java_name<const N: usize>(variant: &str) -> [u8; N] {
+    let v = variant.as_bytes();
+    let mut out = [0; N];
+    let (mut i, mut o) = (0, 0);
+    while i < v.len() {
+        if i > 0 && v[i].is_ascii_uppercase() {
+            out[o] = b'_';
+            o += 1;
+        }
+        out[o] = v[i].to_ascii_uppercase();
+        i += 1;
+        o += 1;
+    }
+    out
+}
+
+/// The length of [`java_name`]: an underscore before each word but the first.
+const fn java_name_len(variant: &str) -> usize {
+    let v = variant.as_bytes();
+    let mut len = v.len();
+    let mut i = 1;
+    while i < v.len() {
+        if v[i].is_ascii_uppercase() {
+            len += 1;
+        }
+        i += 1;
+    }
+    len
+}
+
 kafka_enum!(
     /// `ResourceType`. Kafka takes ACLs on DELEGATION_TOKEN and USER too;
     /// they are kept, though nothing here asks about them.
-    ResourceType {
-        Unknown = 0 "UNKNOWN",
-        Any = 1 "ANY",
-        Topic = 2 "TOPIC",
-        Group = 3 "GROUP",
-        Cluster = 4 "CLUSTER",
-        TransactionalId = 5 "TRANSACTIONAL_ID",
-        DelegationToken = 6 "DELEGATION_TOKEN",
-        User = 7 "USER",
-    }
+    ResourceType { Topic, Group, Cluster, TransactionalId, DelegationToken, User }
 );
 
 kafka_enum!(
     /// `PatternType` (KIP-290): ANY and MATCH only in filters.
-    PatternType {
-        Unknown = 0 "UNKNOWN",
-        Any = 1 "ANY",
-        Match = 2 "MATCH",
-        Literal = 3 "LITERAL",
-        Prefixed = 4 "PREFIXED",
-    }
+    PatternType { Match, Literal, Prefixed }
 );
 
 kafka_enum!(
     /// `AclOperation`.
     Operation {
-        Unknown = 0 "UNKNOWN",
-        Any = 1 "ANY",
-        All = 2 "ALL",
-        Read = 3 "READ",
-        Write = 4 "WRITE",
-        Create = 5 "CREATE",
-        Delete = 6 "DELETE",
-        Alter = 7 "ALTER",
-        Describe = 8 "DESCRIBE",
-        ClusterAction = 9 "CLUSTER_ACTION",
-        DescribeConfigs = 10 "DESCRIBE_CONFIGS",
-        AlterConfigs = 11 "ALTER_CONFIGS",
-        IdempotentWrite = 12 "IDEMPOTENT_WRITE",
-        CreateTokens = 13 "CREATE_TOKENS",
-        DescribeTokens = 14 "DESCRIBE_TOKENS",
+        All, Read, Write, Create, Delete, Alter, Describe, ClusterAction,
+        DescribeConfigs, AlterConfigs, IdempotentWrite, CreateTokens, DescribeTokens,
     }
 );
 
 kafka_enum!(
     /// `AclPermissionType`.
-    Permission {
-        Unknown = 0 "UNKNOWN",
-        Any = 1 "ANY",
-        Deny = 2 "DENY",
-        Allow = 3 "ALLOW",
-    }
+    Permission { Deny, Allow }
 );
 
 /// An `AclBinding`: a resource pattern and an access control entry. The
@@ -325,6 +339,26 @@ pub(crate) mod tests {
         assert_eq!(PatternType::from_code(4), PatternType::Prefixed);
         assert_eq!(Permission::from_code(3), Permission::Allow);
         assert_eq!(ResourceType::TransactionalId.code(), 5);
+        assert_eq!(ResourceType::from_code(-1), ResourceType::Unknown);
+        assert_eq!(ResourceType::from_code(8), ResourceType::Unknown);
+        assert_eq!(ResourceType::User.code(), 7);
+        assert_eq!(Operation::DescribeTokens.code(), 14);
+        assert_eq!(PatternType::Match.code(), 2);
+        assert_eq!(Permission::Deny.code(), 2);
+        // Kafka's spellings, as its `toString` prints them.
+        assert_eq!(ResourceType::TransactionalId.name(), "TRANSACTIONAL_ID");
+        assert_eq!(ResourceType::Any.to_string(), "ANY");
+        assert_eq!(Operation::Unknown.name(), "UNKNOWN");
+        assert_eq!(Operation::ClusterAction.name(), "CLUSTER_ACTION");
+        assert_eq!(Operation::IdempotentWrite.name(), "IDEMPOTENT_WRITE");
+        assert_eq!(PatternType::Prefixed.name(), "PREFIXED");
+        assert_eq!(Permission::Allow.name(), "ALLOW");
+        assert_eq!(
+            Operation::from_name("DESCRIBE_CONFIGS"),
+            Some(Operation::DescribeConfigs)
+        );
+        assert_eq!(Operation::from_name("describe_configs"), None);
+        assert_eq!(Operation::from_name("DescribeConfigs"), None);
     }
 
     #[test]

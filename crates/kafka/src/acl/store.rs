@@ -120,15 +120,20 @@ impl AclStore {
 fn format(acls: &Acls) -> String {
     let mut s = format!("{HEADER}\n");
     for a in acls {
+        // Named whole, so that a field added to a binding cannot be left out
+        // of the file unnoticed.
+        let AclBinding {
+            resource_type: rt,
+            name,
+            pattern_type: pt,
+            principal,
+            host,
+            operation: op,
+            permission: perm,
+        } = a;
+        let (principal, host, name) = (encode(principal), encode(host), encode(name));
         s.push_str(&format!(
-            "{} {} {} {} {} {} {}\n",
-            a.resource_type,
-            a.pattern_type,
-            encode(&a.principal),
-            encode(&a.host),
-            a.operation,
-            a.permission,
-            encode(&a.name)
+            "{rt} {pt} {principal} {host} {op} {perm} {name}\n"
         ));
     }
     s

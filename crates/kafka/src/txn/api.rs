@@ -29,11 +29,11 @@ use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
-use kafka_protocol::messages::{ProducerId, TopicName};
+use kafka_protocol::messages::{GroupId, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 use log::{info, warn};
 
-use super::metadata::TopicPartition;
+use super::metadata::{TopicPartition, TxnMetadata};
 use crate::acl::{self, Operation, ResourceType};
 use crate::broker::Broker;
 use crate::group::commits::CommitArgs;
@@ -177,17 +177,24 @@ pub fn end_txn(b: &Broker, s: &Session, version: i16, r: EndTxnRequest) -> EndTx
     }
 }
 
-/// AddOffsetsToTxn's and TxnOffsetCommit's checks, in Kafka's order: WRITE
-/// on the transactional id, then READ on the group; the error of the
-/// first refused.
-fn refused_for_offsets(b: &Broker, s: &Session, id: &str, group: &str) -> Option<ResponseError> {
-    if !acl::allowed(b, s, Operation::Write, ResourceType::TransactionalId, id) {
+/// The transactional id and group AddOffsetsToTxn and TxnOffsetCommit
+/// both name, and their checks in Kafka's order: WRITE on the id, then READ
+/// on the group; the error of the first refused.
+fn offsets_ids(
+    b: &Broker,
+    s: &Session,
+    id: &TransactionalId,
+    group: &GroupId,
+) -> (String, String, Option<ResponseError>) {
+    let (id, group) = (id.0.to_string(), group.0.to_string());
+    let refused = if !acl::allowed(b, s, Operation::Write, ResourceType::TransactionalId, &id) {
         Some(ResponseError::TransactionalIdAuthorizationFailed)
-    } else if !acl::allowed(b, s, Operation::Read, ResourceType::Group, group) {
+    } else if !acl::allowed(b, s, Operation::Read, ResourceType::Group, &group) {
         Some(ResponseError::GroupAuthorizationFailed)
     } else {
         None
-    }
+    };
+    (id, group, refused)
 }
 
 /// AddOffsetsToTxn v0–3: the group's partition of `__consumer_offsets`
@@ -199,9 +206,8 @@ pub fn add_offsets(
     version: i16,
     r: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
-    let id = r.transactional_id.0.to_string();
-    let group = r.group_id.0.to_string();
-    if let Some(e) = refused_for_offsets(b, s, &id, &group) {
+    let (id, group, refused) = offsets_ids(b, s, &r.transactional_id, &r.group_id);
+    if let Some(e) = refused {
         return AddOffsetsToTxnResponse::default().with_error_code(e.code());
     }
     let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
@@ -238,9 +244,7 @@ pub fn txn_offset_commit(
     version: i16,
     r: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
-    let id = r.transactional_id.0.to_string();
-    let group = r.group_id.0.to_string();
-    let whole = refused_for_offsets(b, s, &id, &group);
+    let (id, group, whole) = offsets_ids(b, s, &r.transactional_id, &r.group_id);
     let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
     // Fields of v3 and up (KIP-447); below, a producer that names no member.
     let (generation, member) = if version >= 3 {
@@ -361,7 +365,7 @@ pub fn describe(
         }
         match b.txns.describe(id.0.as_str()) {
             Err(e) => d.with_error_code(e.code()),
-            Ok(m) => {
+            Ok(TxnMetadata { current: m, .. }) => {
                 let mut topics: Vec<TopicData> = Vec::new();
                 let may = |t: &str| {
                     acl::allowed_quietly(b, s, Operation::Describe, ResourceType::Topic, t)

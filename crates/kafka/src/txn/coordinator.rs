@@ -102,13 +102,13 @@ impl TxnCoordinator {
             return Err(ResponseError::ConcurrentTransactions);
         }
         if let Some((pid, epoch)) = expected
-            && !(m.producer_epoch == NO_PRODUCER_EPOCH
-                || pid == m.producer_id
-                || (pid == m.prev_producer_id && super::metadata::epoch_exhausted(epoch)))
+            && !(m.current.producer_epoch == NO_PRODUCER_EPOCH
+                || pid == m.current.producer_id
+                || (pid == m.current.prev_producer_id && super::metadata::epoch_exhausted(epoch)))
         {
             return Err(ResponseError::ProducerFenced);
         }
-        match m.state {
+        match m.current.state {
             TxnState::PrepareAbort | TxnState::PrepareCommit => {
                 Err(ResponseError::ConcurrentTransactions)
             }
@@ -128,8 +128,8 @@ impl TxnCoordinator {
                 Err(ResponseError::ConcurrentTransactions)
             }
             _ => {
-                let rotate =
-                    m.epoch_exhausted() && expected.is_none_or(|(_, e)| e == m.producer_epoch);
+                let rotate = m.epoch_exhausted()
+                    && expected.is_none_or(|(_, e)| e == m.current.producer_epoch);
                 let transit = if rotate {
                     let pid = next_id().map_err(|_| ResponseError::CoordinatorNotAvailable)?;
                     m.prepare_rotate_producer_id(pid, timeout_ms, now, expected.is_some())
@@ -170,11 +170,14 @@ impl TxnCoordinator {
         self.producer_of(&inner, id, producer_id, epoch)?;
         let m = inner.ids.get_mut(id).expect("checked above");
         if m.pending.is_some()
-            || matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+            || matches!(
+                m.current.state,
+                TxnState::PrepareCommit | TxnState::PrepareAbort
+            )
         {
             return Err(ResponseError::ConcurrentTransactions);
         }
-        if m.state == TxnState::Ongoing && partitions.is_subset(&m.partitions) {
+        if m.current.state == TxnState::Ongoing && partitions.is_subset(&m.current.partitions) {
             return Ok(());
         }
         let transit = m.prepare_add_partitions(partitions, now).map_err(|e| {
@@ -256,7 +259,7 @@ impl TxnCoordinator {
         } else {
             (TxnState::PrepareAbort, TxnState::CompleteAbort)
         };
-        match m.state {
+        match m.current.state {
             TxnState::Ongoing => {}
             // Prepared, and no write of its markers under way (that holds a
             // pending state): the markers failed before, so they are sent
@@ -282,7 +285,7 @@ impl TxnCoordinator {
                 m.has_failed_epoch_fence = true;
                 warn!(
                     "Transactional id {id}: the epoch fence to {} was not written; it was not returned to any client",
-                    m.producer_epoch
+                    m.current.producer_epoch
                 );
             }
             return Err(e);
@@ -304,7 +307,7 @@ impl TxnCoordinator {
             .ids
             .get_mut(id)
             .ok_or(ResponseError::InvalidProducerIdMapping)?;
-        let commit = match m.state {
+        let commit = match m.current.state {
             TxnState::PrepareCommit => true,
             TxnState::PrepareAbort => false,
             _ => return Err(ResponseError::InvalidTxnState),
@@ -312,8 +315,8 @@ impl TxnCoordinator {
         if m.pending.is_some() {
             return Err(ResponseError::ConcurrentTransactions);
         }
-        let (pid, epoch) = (m.producer_id, m.producer_epoch);
-        let partitions: Vec<TopicPartition> = m.partitions.iter().cloned().collect();
+        let (pid, epoch) = (m.current.producer_id, m.current.producer_epoch);
+        let partitions: Vec<TopicPartition> = m.current.partitions.iter().cloned().collect();
         let transit = m.prepare_complete(now).map_err(|e| {
             warn!("{e}");
             ResponseError::UnknownServerError
@@ -370,7 +373,10 @@ impl TxnCoordinator {
                 .ids
                 .iter()
                 .filter(|(_, m)| {
-                    matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+                    matches!(
+                        m.current.state,
+                        TxnState::PrepareCommit | TxnState::PrepareAbort
+                    )
                 })
                 .map(|(id, _)| id.clone())
                 .collect()
@@ -394,10 +400,10 @@ impl TxnCoordinator {
                 .iter()
                 .filter(|(_, m)| {
                     m.pending.is_none()
-                        && m.state == TxnState::Ongoing
-                        && m.start_ms + i64::from(m.timeout_ms) < now
+                        && m.current.state == TxnState::Ongoing
+                        && m.current.start_ms + i64::from(m.current.timeout_ms) < now
                 })
-                .map(|(id, m)| (id.clone(), m.producer_id))
+                .map(|(id, m)| (id.clone(), m.current.producer_id))
                 .collect()
         };
         for (id, pid) in timed_out {
@@ -406,14 +412,17 @@ impl TxnCoordinator {
                 let Some(m) = inner.ids.get_mut(&id) else {
                     continue;
                 };
-                if m.producer_id != pid || m.pending.is_some() || m.state != TxnState::Ongoing {
+                if m.current.producer_id != pid
+                    || m.pending.is_some()
+                    || m.current.state != TxnState::Ongoing
+                {
                     continue;
                 }
                 match m.prepare_fence_epoch() {
                     Ok(fence) => {
                         info!(
                             "Transactional id {id}: its transaction, open since {} for more than its timeout of {} ms, is aborted under epoch {}",
-                            m.start_ms, m.timeout_ms, fence.producer_epoch
+                            m.current.start_ms, m.current.timeout_ms, fence.producer_epoch
                         );
                         fence
                     }
@@ -443,8 +452,8 @@ impl TxnCoordinator {
             .iter()
             .filter(|(id, m)| {
                 m.pending.is_none()
-                    && super::metadata::expirable(m.state)
-                    && m.last_update_ms <= now - expiration_ms
+                    && super::metadata::expirable(m.current.state)
+                    && m.current.last_update_ms <= now - expiration_ms
                     && !self.states.failed(&inner, id)
             })
             .map(|(id, _)| id.clone())
@@ -476,7 +485,7 @@ impl TxnCoordinator {
             return Err(ResponseError::NotCoordinator);
         }
         match inner.ids.get(id) {
-            Some(m) if m.state != TxnState::Dead => Ok(m.clone()),
+            Some(m) if m.current.state != TxnState::Dead => Ok(m.clone()),
             _ => Err(ResponseError::TransactionalIdNotFound),
         }
     }
@@ -504,12 +513,12 @@ impl TxnCoordinator {
             .ids
             .iter()
             .filter(|(_, m)| {
-                m.state != TxnState::Dead
-                    && (producer_ids.is_empty() || producer_ids.contains(&m.producer_id))
-                    && (states.is_empty() || wanted.contains(&m.state))
-                    && !(duration_ms >= 0 && now - m.start_ms <= duration_ms)
+                m.current.state != TxnState::Dead
+                    && (producer_ids.is_empty() || producer_ids.contains(&m.current.producer_id))
+                    && (states.is_empty() || wanted.contains(&m.current.state))
+                    && !(duration_ms >= 0 && now - m.current.start_ms <= duration_ms)
             })
-            .map(|(id, m)| (id.clone(), m.producer_id, m.state))
+            .map(|(id, m)| (id.clone(), m.current.producer_id, m.current.state))
             .collect();
         (unknown, found)
     }
@@ -530,11 +539,16 @@ impl TxnCoordinator {
         let inner = self.states.lock();
         let m = self.producer_of(&inner, id, producer_id, epoch)?;
         if m.pending.is_some()
-            || matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+            || matches!(
+                m.current.state,
+                TxnState::PrepareCommit | TxnState::PrepareAbort
+            )
         {
             return Err(ResponseError::ConcurrentTransactions);
         }
-        if m.state != TxnState::Ongoing || !m.partitions.contains(&(tp.0.to_string(), tp.1)) {
+        if m.current.state != TxnState::Ongoing
+            || !m.current.partitions.contains(&(tp.0.to_string(), tp.1))
+        {
             return Err(ResponseError::InvalidTxnState);
         }
         Ok(append())
@@ -557,10 +571,10 @@ impl TxnCoordinator {
         let Some(m) = inner.ids.get(id) else {
             return Err(ResponseError::InvalidProducerIdMapping);
         };
-        if m.producer_id != producer_id {
+        if m.current.producer_id != producer_id {
             return Err(ResponseError::InvalidProducerIdMapping);
         }
-        if m.producer_epoch != epoch {
+        if m.current.producer_epoch != epoch {
             return Err(ResponseError::ProducerFenced);
         }
         Ok(m)

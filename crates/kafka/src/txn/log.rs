@@ -215,10 +215,10 @@ pub(super) mod tests {
             all.extend(p.ids.unwrap());
         }
         assert_eq!(all.keys().collect::<Vec<_>>(), vec!["a"]);
-        let back = &all["a"];
+        let back = &all["a"].current;
         assert_eq!(back.state, TxnState::Ongoing);
         assert_eq!((back.producer_id, back.producer_epoch), (1000, 0));
-        assert_eq!(back.partitions, a.partitions);
+        assert_eq!(back.partitions, a.current.partitions);
         assert_eq!((back.start_ms, back.last_update_ms), (20, 20));
     }
 }

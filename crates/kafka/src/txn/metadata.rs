@@ -69,17 +69,21 @@ impl std::fmt::Display for IllegalState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProducerFenced;
 
-/// A prepared change (`TxnTransitMetadata`): what the metadata becomes
-/// once it is written.
+/// A transactional id's state as Kafka's `TxnTransitMetadata` carries it:
+/// a prepared change (what the metadata becomes once it is written), and
+/// the metadata's own state as it stands (`TxnMetadata::current`, what
+/// `prepareNoTransit` returns).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transit {
     pub producer_id: i64,
     pub prev_producer_id: i64,
     pub producer_epoch: i16,
+    /// Not in the log: -1 after a load (Kafka's quirk, kept).
     pub last_producer_epoch: i16,
     pub timeout_ms: i32,
     pub state: TxnState,
     pub partitions: BTreeSet<TopicPartition>,
+    /// When the transaction began (its first partition), -1 when none.
     pub start_ms: i64,
     pub last_update_ms: i64,
 }
@@ -111,17 +115,7 @@ impl Transit {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TxnMetadata {
     pub transactional_id: String,
-    pub producer_id: i64,
-    pub prev_producer_id: i64,
-    pub producer_epoch: i16,
-    /// Not in the log: -1 after a load (Kafka's quirk, kept).
-    pub last_producer_epoch: i16,
-    pub timeout_ms: i32,
-    pub state: TxnState,
-    pub partitions: BTreeSet<TopicPartition>,
-    /// When the transaction began (its first partition), -1 when none.
-    pub start_ms: i64,
-    pub last_update_ms: i64,
+    pub current: Transit,
     pub pending: Option<TxnState>,
     pub has_failed_epoch_fence: bool,
 }
@@ -131,15 +125,17 @@ impl TxnMetadata {
     pub fn new(transactional_id: &str, producer_id: i64, timeout_ms: i32, now: i64) -> Self {
         TxnMetadata {
             transactional_id: transactional_id.to_string(),
-            producer_id,
-            prev_producer_id: NO_PRODUCER_ID,
-            producer_epoch: NO_PRODUCER_EPOCH,
-            last_producer_epoch: NO_PRODUCER_EPOCH,
-            timeout_ms,
-            state: TxnState::Empty,
-            partitions: BTreeSet::new(),
-            start_ms: -1,
-            last_update_ms: now,
+            current: Transit {
+                producer_id,
+                prev_producer_id: NO_PRODUCER_ID,
+                producer_epoch: NO_PRODUCER_EPOCH,
+                last_producer_epoch: NO_PRODUCER_EPOCH,
+                timeout_ms,
+                state: TxnState::Empty,
+                partitions: BTreeSet::new(),
+                start_ms: -1,
+                last_update_ms: now,
+            },
             pending: None,
             has_failed_epoch_fence: false,
         }
@@ -149,31 +145,33 @@ impl TxnMetadata {
     pub fn from_log(e: &TxnLogEntry) -> Self {
         TxnMetadata {
             transactional_id: e.transactional_id.clone(),
-            producer_id: e.producer_id,
-            prev_producer_id: NO_PRODUCER_ID,
-            producer_epoch: e.producer_epoch,
-            last_producer_epoch: NO_PRODUCER_EPOCH,
-            timeout_ms: e.timeout_ms,
-            state: e.state,
-            partitions: e
-                .partitions
-                .iter()
-                .flat_map(|(t, ids)| ids.iter().map(move |p| (t.clone(), *p)))
-                .collect(),
-            start_ms: e.start_ms,
-            last_update_ms: e.last_update_ms,
+            current: Transit {
+                producer_id: e.producer_id,
+                prev_producer_id: NO_PRODUCER_ID,
+                producer_epoch: e.producer_epoch,
+                last_producer_epoch: NO_PRODUCER_EPOCH,
+                timeout_ms: e.timeout_ms,
+                state: e.state,
+                partitions: e
+                    .partitions
+                    .iter()
+                    .flat_map(|(t, ids)| ids.iter().map(move |p| (t.clone(), *p)))
+                    .collect(),
+                start_ms: e.start_ms,
+                last_update_ms: e.last_update_ms,
+            },
             pending: None,
             has_failed_epoch_fence: false,
         }
     }
 
     pub fn epoch_exhausted(&self) -> bool {
-        epoch_exhausted(self.producer_epoch)
+        epoch_exhausted(self.current.producer_epoch)
     }
 
     fn has_pending_transaction(&self) -> bool {
         matches!(
-            self.state,
+            self.current.state,
             TxnState::Ongoing | TxnState::PrepareAbort | TxnState::PrepareCommit
         )
     }
@@ -181,26 +179,26 @@ impl TxnMetadata {
     /// `prepareFenceProducerEpoch`: the open transaction is to be aborted
     /// under a new epoch (a second fence after a failed one keeps it).
     pub fn prepare_fence_epoch(&mut self) -> Result<Transit, IllegalState> {
-        if self.producer_epoch == i16::MAX {
+        if self.current.producer_epoch == i16::MAX {
             return Err(IllegalState(
                 "Cannot fence producer with epoch equal to Short.MaxValue since this would overflow"
                     .to_string(),
             ));
         }
         let bumped = if self.has_failed_epoch_fence {
-            self.producer_epoch
+            self.current.producer_epoch
         } else {
-            self.producer_epoch + 1
+            self.current.producer_epoch + 1
         };
         self.prepare(
             TxnState::PrepareEpochFence,
-            self.producer_id,
+            self.current.producer_id,
             bumped,
             NO_PRODUCER_EPOCH,
-            self.timeout_ms,
-            self.partitions.clone(),
-            self.start_ms,
-            self.last_update_ms,
+            self.current.timeout_ms,
+            self.current.partitions.clone(),
+            self.current.start_ms,
+            self.current.last_update_ms,
         )
     }
 
@@ -209,8 +207,8 @@ impl TxnMetadata {
     /// the producer's (never returned to any client).
     pub fn take_fence(&mut self, fence: &Transit) {
         self.pending = None;
-        self.producer_epoch = fence.producer_epoch;
-        self.last_producer_epoch = NO_PRODUCER_EPOCH;
+        self.current.producer_epoch = fence.producer_epoch;
+        self.current.last_producer_epoch = NO_PRODUCER_EPOCH;
     }
 
     /// `prepareIncrementProducerEpoch`: InitProducerId of an existing id;
@@ -225,23 +223,23 @@ impl TxnMetadata {
         if self.epoch_exhausted() {
             return Err(IllegalState(format!(
                 "Cannot allocate any more producer epochs for producerId {}",
-                self.producer_id
+                self.current.producer_id
             )));
         }
-        let bumped = self.producer_epoch + 1;
+        let (epoch, last_epoch) = (
+            self.current.producer_epoch,
+            self.current.last_producer_epoch,
+        );
+        let bumped = epoch + 1;
         let (next, last) = match expected {
             None => (bumped, NO_PRODUCER_EPOCH),
-            Some(e) if self.producer_epoch == NO_PRODUCER_EPOCH || e == self.producer_epoch => {
-                (bumped, self.producer_epoch)
-            }
-            Some(e) if e == self.last_producer_epoch => {
-                (self.producer_epoch, self.last_producer_epoch)
-            }
+            Some(e) if epoch == NO_PRODUCER_EPOCH || e == epoch => (bumped, epoch),
+            Some(e) if e == last_epoch => (epoch, last_epoch),
             Some(_) => return Ok(Err(ProducerFenced)),
         };
         self.prepare(
             TxnState::Empty,
-            self.producer_id,
+            self.current.producer_id,
             next,
             last,
             timeout_ms,
@@ -267,7 +265,7 @@ impl TxnMetadata {
             ));
         }
         let last = if record_last_epoch {
-            self.producer_epoch
+            self.current.producer_epoch
         } else {
             NO_PRODUCER_EPOCH
         };
@@ -290,17 +288,17 @@ impl TxnMetadata {
         added: &BTreeSet<TopicPartition>,
         now: i64,
     ) -> Result<Transit, IllegalState> {
-        let start = match self.state {
+        let start = match self.current.state {
             TxnState::Empty | TxnState::CompleteAbort | TxnState::CompleteCommit => now,
-            _ => self.start_ms,
+            _ => self.current.start_ms,
         };
-        let partitions = self.partitions.union(added).cloned().collect();
+        let partitions = self.current.partitions.union(added).cloned().collect();
         self.prepare(
             TxnState::Ongoing,
-            self.producer_id,
-            self.producer_epoch,
-            self.last_producer_epoch,
-            self.timeout_ms,
+            self.current.producer_id,
+            self.current.producer_epoch,
+            self.current.last_producer_epoch,
+            self.current.timeout_ms,
             partitions,
             start,
             now,
@@ -316,19 +314,19 @@ impl TxnMetadata {
     ) -> Result<Transit, IllegalState> {
         self.prepare(
             state,
-            self.producer_id,
-            self.producer_epoch,
-            self.last_producer_epoch,
-            self.timeout_ms,
-            self.partitions.clone(),
-            self.start_ms,
+            self.current.producer_id,
+            self.current.producer_epoch,
+            self.current.last_producer_epoch,
+            self.current.timeout_ms,
+            self.current.partitions.clone(),
+            self.current.start_ms,
             now,
         )
     }
 
     /// `prepareComplete`: the markers are written.
     pub fn prepare_complete(&mut self, now: i64) -> Result<Transit, IllegalState> {
-        let state = if self.state == TxnState::PrepareCommit {
+        let state = if self.current.state == TxnState::PrepareCommit {
             TxnState::CompleteCommit
         } else {
             TxnState::CompleteAbort
@@ -336,12 +334,12 @@ impl TxnMetadata {
         self.has_failed_epoch_fence = false;
         self.prepare(
             state,
-            self.producer_id,
-            self.producer_epoch,
-            self.producer_epoch,
-            self.timeout_ms,
+            self.current.producer_id,
+            self.current.producer_epoch,
+            self.current.producer_epoch,
+            self.current.timeout_ms,
             BTreeSet::new(),
-            self.start_ms,
+            self.current.start_ms,
             now,
         )
     }
@@ -350,30 +348,20 @@ impl TxnMetadata {
     pub fn prepare_dead(&mut self) -> Result<Transit, IllegalState> {
         self.prepare(
             TxnState::Dead,
-            self.producer_id,
-            self.producer_epoch,
-            self.last_producer_epoch,
-            self.timeout_ms,
+            self.current.producer_id,
+            self.current.producer_epoch,
+            self.current.last_producer_epoch,
+            self.current.timeout_ms,
             BTreeSet::new(),
-            self.start_ms,
-            self.last_update_ms,
+            self.current.start_ms,
+            self.current.last_update_ms,
         )
     }
 
     /// `prepareNoTransit`: the state as it is (a retried EndTxn answered
     /// from the current state).
     pub fn prepare_no_transit(&self) -> Transit {
-        Transit {
-            producer_id: self.producer_id,
-            prev_producer_id: self.prev_producer_id,
-            producer_epoch: self.producer_epoch,
-            last_producer_epoch: self.last_producer_epoch,
-            timeout_ms: self.timeout_ms,
-            state: self.state,
-            partitions: self.partitions.clone(),
-            start_ms: self.start_ms,
-            last_update_ms: self.last_update_ms,
-        }
+        self.current.clone()
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -403,18 +391,18 @@ impl TxnMetadata {
         if state != TxnState::Dead && epoch < 0 {
             return Err(IllegalState(format!("Illegal new producer epoch {epoch}")));
         }
-        if !valid_previous(state).contains(&self.state) {
+        if !valid_previous(state).contains(&self.current.state) {
             return Err(IllegalState(format!(
                 "Preparing transaction state transition to {} failed since the target state {} is not a valid previous state of the current state {}",
                 state.name(),
                 state.name(),
-                self.state.name()
+                self.current.state.name()
             )));
         }
         self.pending = Some(state);
         Ok(Transit {
             producer_id,
-            prev_producer_id: self.producer_id,
+            prev_producer_id: self.current.producer_id,
             producer_epoch: epoch,
             last_producer_epoch: last_epoch,
             timeout_ms,
@@ -445,52 +433,53 @@ impl TxnMetadata {
                 self.transactional_id, t
             )))
         };
+        let cur = &mut self.current;
         if to != t.state {
             return fail();
         }
         let same_producer =
-            t.producer_epoch == self.producer_epoch && t.producer_id == self.producer_id;
+            t.producer_epoch == cur.producer_epoch && t.producer_id == cur.producer_id;
         match to {
             TxnState::Empty => {
-                let bump = t.producer_epoch == self.producer_epoch.wrapping_add(1)
-                    || (t.producer_epoch == 0 && t.producer_id != self.producer_id);
-                if (self.producer_epoch != t.producer_epoch && !bump)
+                let bump = t.producer_epoch == cur.producer_epoch.wrapping_add(1)
+                    || (t.producer_epoch == 0 && t.producer_id != cur.producer_id);
+                if (cur.producer_epoch != t.producer_epoch && !bump)
                     || !t.partitions.is_empty()
                     || t.start_ms != -1
                 {
                     return fail();
                 }
-                self.timeout_ms = t.timeout_ms;
-                self.producer_epoch = t.producer_epoch;
-                self.last_producer_epoch = t.last_producer_epoch;
-                self.producer_id = t.producer_id;
-                self.prev_producer_id = t.prev_producer_id;
+                cur.timeout_ms = t.timeout_ms;
+                cur.producer_epoch = t.producer_epoch;
+                cur.last_producer_epoch = t.last_producer_epoch;
+                cur.producer_id = t.producer_id;
+                cur.prev_producer_id = t.prev_producer_id;
             }
             TxnState::Ongoing => {
                 if !same_producer
-                    || !self.partitions.is_subset(&t.partitions)
-                    || self.timeout_ms != t.timeout_ms
+                    || !cur.partitions.is_subset(&t.partitions)
+                    || cur.timeout_ms != t.timeout_ms
                 {
                     return fail();
                 }
-                self.start_ms = t.start_ms;
-                self.partitions.extend(t.partitions.iter().cloned());
+                cur.start_ms = t.start_ms;
+                cur.partitions.extend(t.partitions.iter().cloned());
             }
             TxnState::PrepareAbort | TxnState::PrepareCommit => {
                 if !same_producer
-                    || self.partitions != t.partitions
-                    || self.timeout_ms != t.timeout_ms
-                    || self.start_ms != t.start_ms
+                    || cur.partitions != t.partitions
+                    || cur.timeout_ms != t.timeout_ms
+                    || cur.start_ms != t.start_ms
                 {
                     return fail();
                 }
             }
             TxnState::CompleteAbort | TxnState::CompleteCommit => {
-                if !same_producer || self.timeout_ms != t.timeout_ms || t.start_ms == -1 {
+                if !same_producer || cur.timeout_ms != t.timeout_ms || t.start_ms == -1 {
                     return fail();
                 }
-                self.start_ms = t.start_ms;
-                self.partitions.clear();
+                cur.start_ms = t.start_ms;
+                cur.partitions.clear();
             }
             TxnState::PrepareEpochFence => return fail(),
             TxnState::Dead => {
@@ -500,9 +489,9 @@ impl TxnMetadata {
                 )));
             }
         }
-        self.last_update_ms = t.last_update_ms;
+        cur.last_update_ms = t.last_update_ms;
         self.pending = None;
-        self.state = to;
+        cur.state = to;
         Ok(())
     }
 }

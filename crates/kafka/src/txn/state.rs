@@ -41,7 +41,7 @@ pub struct TxnStateManager {
 
 /// Why a loaded record is not applied, or `None` when it is one Kafka's
 /// coordinator writes.
-fn refused(id: &str, m: &TxnMetadata, partition: u32, count: u32) -> Option<String> {
+fn refused(id: &str, m: &Transit, partition: u32, count: u32) -> Option<String> {
     let home = partition_for(id, count);
     if home != partition {
         return Some(format!("its id belongs in partition {home}"));
@@ -87,14 +87,14 @@ impl TxnStateManager {
             };
             let mut loaded = 0;
             for (id, m) in ids {
-                if let Some(why) = refused(&id, &m, p.index, count) {
+                if let Some(why) = refused(&id, &m.current, p.index, count) {
                     warn!(
                         "{}: the state of transactional id {id} is not one a coordinator writes ({why}); skipped",
                         p.name
                     );
                     continue;
                 }
-                inner.max_producer_id = inner.max_producer_id.max(m.producer_id);
+                inner.max_producer_id = inner.max_producer_id.max(m.current.producer_id);
                 inner.ids.insert(id, m);
                 loaded += 1;
             }
@@ -213,7 +213,7 @@ mod tests {
         {
             let mut inner = states.lock();
             init(&states, &mut inner, "app", 7);
-            assert_eq!(inner.ids["app"].producer_epoch, 0);
+            assert_eq!(inner.ids["app"].current.producer_epoch, 0);
             assert_eq!(inner.ids["app"].pending, None);
             init(&states, &mut inner, "gone", 8);
             states.expire(&mut inner, "gone").unwrap();
@@ -247,8 +247,8 @@ mod tests {
         let states = TxnStateManager::load(TxnStateTopic::new(mgr.clone(), 1));
         let inner = states.lock();
         assert_eq!(inner.ids.keys().collect::<Vec<_>>(), vec!["app", "ongoing"]);
-        assert_eq!(inner.ids["app"].producer_epoch, 0);
-        assert_eq!(inner.ids["ongoing"].state, TxnState::Ongoing);
+        assert_eq!(inner.ids["app"].current.producer_epoch, 0);
+        assert_eq!(inner.ids["ongoing"].current.state, TxnState::Ongoing);
         assert_eq!(inner.max_producer_id, 4000);
         assert!(inner.failed.is_empty());
     }
@@ -273,7 +273,7 @@ mod tests {
             .unwrap();
         assert!(states.append(&mut inner, "app", &t).is_err());
         let m = &inner.ids["app"];
-        assert_eq!((m.state, m.pending), (TxnState::Empty, None));
-        assert!(m.partitions.is_empty());
+        assert_eq!((m.current.state, m.pending), (TxnState::Empty, None));
+        assert!(m.current.partitions.is_empty());
     }
 }

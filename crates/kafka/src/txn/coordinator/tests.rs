@@ -57,7 +57,7 @@ impl Fixture {
     }
 
     fn state(&self, id: &str) -> TxnState {
-        self.coord.states.lock().ids[id].state
+        self.coord.states.lock().ids[id].current.state
     }
 }
 
@@ -225,10 +225,14 @@ fn the_states_are_loaded_again() {
     let inner = states.lock();
     let m = &inner.ids["app"];
     assert_eq!(
-        (m.state, m.producer_id, m.producer_epoch),
+        (
+            m.current.state,
+            m.current.producer_id,
+            m.current.producer_epoch
+        ),
         (TxnState::Ongoing, pid, epoch)
     );
-    assert_eq!(m.partitions, parts(&[("t", 0)]));
+    assert_eq!(m.current.partitions, parts(&[("t", 0)]));
 }
 
 /// A transaction whose Prepare record is written but whose markers are
@@ -274,9 +278,15 @@ fn a_prepared_transaction_is_completed_by_a_retry_or_at_the_next_start() {
     prepare_only("b", false);
     let states = TxnStateManager::load(TxnStateTopic::new(f.mgr.clone(), 1));
     let again = TxnCoordinator::new(states, f.mgr.clone(), MAX_TIMEOUT_MS);
-    assert_eq!(again.states.lock().ids["b"].state, TxnState::PrepareAbort);
+    assert_eq!(
+        again.states.lock().ids["b"].current.state,
+        TxnState::PrepareAbort
+    );
     again.complete_prepared_at_load(NOW);
-    assert_eq!(again.states.lock().ids["b"].state, TxnState::CompleteAbort);
+    assert_eq!(
+        again.states.lock().ids["b"].current.state,
+        TxnState::CompleteAbort
+    );
     let t1 = f.log("t-1");
     assert_eq!(t1.last_stable_offset(), 2, "the ABORT marker at 1");
     assert_eq!(t1.aborted_transactions(0, 2).unwrap().len(), 1);
@@ -297,7 +307,10 @@ fn a_timed_out_transaction_is_aborted_under_a_new_epoch() {
     assert_eq!(f.state("slow"), TxnState::Ongoing, "not past it yet");
     f.coord.abort_timed_out(NOW + 60_001);
     assert_eq!(f.state("slow"), TxnState::CompleteAbort);
-    assert_eq!(f.coord.states.lock().ids["slow"].producer_epoch, epoch + 1);
+    assert_eq!(
+        f.coord.states.lock().ids["slow"].current.producer_epoch,
+        epoch + 1
+    );
     let log = f.log("t-0");
     assert_eq!(log.last_stable_offset(), 2);
     assert_eq!(log.aborted_transactions(0, 2).unwrap().len(), 1);

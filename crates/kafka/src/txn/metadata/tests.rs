@@ -8,12 +8,16 @@ const PID: i64 = 23423;
 const NOW: i64 = 1_700_000_000_000;
 
 fn meta(epoch: i16, last_epoch: i16, state: TxnState, start: i64) -> TxnMetadata {
+    let m = TxnMetadata::new("txnlId", PID, 30000, NOW);
     TxnMetadata {
-        producer_epoch: epoch,
-        last_producer_epoch: last_epoch,
-        state,
-        start_ms: start,
-        ..TxnMetadata::new("txnlId", PID, 30000, NOW)
+        current: Transit {
+            producer_epoch: epoch,
+            last_producer_epoch: last_epoch,
+            state,
+            start_ms: start,
+            ..m.current
+        },
+        ..m
     }
 }
 
@@ -33,7 +37,11 @@ fn initialize_epoch() {
     let t = bump(&mut m, None, NOW);
     m.complete(&t).unwrap();
     assert_eq!(
-        (m.producer_id, m.producer_epoch, m.last_producer_epoch),
+        (
+            m.current.producer_id,
+            m.current.producer_epoch,
+            m.current.last_producer_epoch
+        ),
         (PID, 0, -1)
     );
 }
@@ -43,7 +51,10 @@ fn normal_epoch_bump() {
     let mut m = meta(735, NO_PRODUCER_EPOCH, Empty, -1);
     let t = bump(&mut m, None, NOW);
     m.complete(&t).unwrap();
-    assert_eq!((m.producer_epoch, m.last_producer_epoch), (736, -1));
+    assert_eq!(
+        (m.current.producer_epoch, m.current.last_producer_epoch),
+        (736, -1)
+    );
 }
 
 #[test]
@@ -58,8 +69,11 @@ fn tolerate_update_time_shift_during_epoch_bump() {
     let mut m = meta(1, NO_PRODUCER_EPOCH, Empty, 1);
     let t = bump(&mut m, Some(1), NOW - 1);
     m.complete(&t).unwrap();
-    assert_eq!((m.producer_epoch, m.last_producer_epoch), (2, 1));
-    assert_eq!((m.start_ms, m.last_update_ms), (1, NOW - 1));
+    assert_eq!(
+        (m.current.producer_epoch, m.current.last_producer_epoch),
+        (2, 1)
+    );
+    assert_eq!((m.current.start_ms, m.current.last_update_ms), (1, NOW - 1));
 }
 
 #[test]
@@ -70,10 +84,14 @@ fn tolerate_update_time_reset_during_producer_id_rotation() {
         .unwrap();
     m.complete(&t).unwrap();
     assert_eq!(
-        (m.producer_id, m.producer_epoch, m.last_producer_epoch),
+        (
+            m.current.producer_id,
+            m.current.producer_epoch,
+            m.current.last_producer_epoch
+        ),
         (PID + 1, 0, 1)
     );
-    assert_eq!((m.start_ms, m.last_update_ms), (1, NOW - 1));
+    assert_eq!((m.current.start_ms, m.current.last_update_ms), (1, NOW - 1));
 }
 
 #[test]
@@ -83,16 +101,28 @@ fn tolerate_time_shift_during_add_partitions() {
         .prepare_add_partitions(&[tp("topic1", 0)].into(), NOW - 1)
         .unwrap();
     m.complete(&t).unwrap();
-    assert_eq!(m.partitions, [tp("topic1", 0)].into());
-    assert_eq!((m.start_ms, m.last_update_ms), (NOW - 1, NOW - 1));
+    assert_eq!(m.current.partitions, [tp("topic1", 0)].into());
+    assert_eq!(
+        (m.current.start_ms, m.current.last_update_ms),
+        (NOW - 1, NOW - 1)
+    );
     // In Ongoing the start time stays.
     let t = m
         .prepare_add_partitions(&[tp("topic2", 0)].into(), NOW - 2)
         .unwrap();
     m.complete(&t).unwrap();
-    assert_eq!(m.partitions, [tp("topic1", 0), tp("topic2", 0)].into());
-    assert_eq!((m.start_ms, m.last_update_ms), (NOW - 1, NOW - 2));
-    assert_eq!((m.producer_epoch, m.last_producer_epoch), (1, -1));
+    assert_eq!(
+        m.current.partitions,
+        [tp("topic1", 0), tp("topic2", 0)].into()
+    );
+    assert_eq!(
+        (m.current.start_ms, m.current.last_update_ms),
+        (NOW - 1, NOW - 2)
+    );
+    assert_eq!(
+        (m.current.producer_epoch, m.current.last_producer_epoch),
+        (1, -1)
+    );
 }
 
 #[test]
@@ -104,13 +134,13 @@ fn tolerate_time_shift_during_prepare_and_complete() {
         let mut m = meta(1, NO_PRODUCER_EPOCH, Ongoing, 1);
         let t = m.prepare_abort_or_commit(prepare, NOW - 1).unwrap();
         m.complete(&t).unwrap();
-        assert_eq!(m.state, prepare);
-        assert_eq!((m.start_ms, m.last_update_ms), (1, NOW - 1));
+        assert_eq!(m.current.state, prepare);
+        assert_eq!((m.current.start_ms, m.current.last_update_ms), (1, NOW - 1));
         let t = m.prepare_complete(NOW - 2).unwrap();
         m.complete(&t).unwrap();
-        assert_eq!(m.state, complete);
-        assert_eq!((m.producer_id, m.producer_epoch), (PID, 1));
-        assert_eq!((m.start_ms, m.last_update_ms), (1, NOW - 2));
+        assert_eq!(m.current.state, complete);
+        assert_eq!((m.current.producer_id, m.current.producer_epoch), (PID, 1));
+        assert_eq!((m.current.start_ms, m.current.last_update_ms), (1, NOW - 2));
     }
 }
 
@@ -128,7 +158,7 @@ fn fence_producer_after_epochs_exhausted() {
     let t = m.prepare_abort_or_commit(PrepareAbort, NOW).unwrap();
     m.complete(&t).unwrap();
     assert_eq!(
-        (t.producer_id, m.producer_epoch, m.state),
+        (t.producer_id, m.current.producer_epoch, m.current.state),
         (PID, i16::MAX, PrepareAbort)
     );
 }
@@ -149,10 +179,10 @@ fn rotate_producer_id() {
     m.complete(&t).unwrap();
     assert_eq!(
         (
-            m.producer_id,
-            m.prev_producer_id,
-            m.producer_epoch,
-            m.last_producer_epoch
+            m.current.producer_id,
+            m.current.prev_producer_id,
+            m.current.producer_epoch,
+            m.current.last_producer_epoch
         ),
         (9893, PID, 0, i16::MAX - 1)
     );
@@ -175,17 +205,26 @@ fn epoch_bumps_with_expected_epochs() {
     let mut m = meta(NO_PRODUCER_EPOCH, NO_PRODUCER_EPOCH, Empty, -1);
     let t = bump(&mut m, Some(735), NOW);
     m.complete(&t).unwrap();
-    assert_eq!((m.producer_epoch, m.last_producer_epoch), (0, -1));
+    assert_eq!(
+        (m.current.producer_epoch, m.current.last_producer_epoch),
+        (0, -1)
+    );
     // The current epoch: bumped, the current one kept as the last.
     let mut m = meta(735, NO_PRODUCER_EPOCH, Empty, -1);
     let t = bump(&mut m, Some(735), NOW);
     m.complete(&t).unwrap();
-    assert_eq!((m.producer_epoch, m.last_producer_epoch), (736, 735));
+    assert_eq!(
+        (m.current.producer_epoch, m.current.last_producer_epoch),
+        (736, 735)
+    );
     // The last epoch (a retry of the bump): answered with the same.
     let mut m = meta(735, 734, Empty, -1);
     let t = bump(&mut m, Some(734), NOW);
     m.complete(&t).unwrap();
-    assert_eq!((m.producer_epoch, m.last_producer_epoch), (735, 734));
+    assert_eq!(
+        (m.current.producer_epoch, m.current.last_producer_epoch),
+        (735, 734)
+    );
     // An older one: fenced.
     let mut m = meta(735, 734, Empty, -1);
     assert_eq!(
@@ -209,7 +248,7 @@ fn a_pending_state_blocks_another_and_an_abandon_frees_it() {
     m.abandon();
     let t = m.prepare_add_partitions(&[tp("t", 1)].into(), NOW).unwrap();
     m.complete(&t).unwrap();
-    assert_eq!(m.partitions, [tp("t", 1)].into());
+    assert_eq!(m.current.partitions, [tp("t", 1)].into());
 }
 
 /// Each state may be reached from Kafka's valid previous states only.
@@ -218,7 +257,7 @@ fn transitions_follow_the_valid_previous_states() {
     for from in TxnState::ALL {
         let reach = |to: TxnState| {
             let mut m = meta(0, NO_PRODUCER_EPOCH, from, 1);
-            m.partitions.insert(tp("t", 0));
+            m.current.partitions.insert(tp("t", 0));
             match to {
                 Empty => m.prepare_increment_epoch(30000, None, NOW).map(|_| ()),
                 Ongoing => m
@@ -264,6 +303,6 @@ fn a_transit_is_its_log_record() {
     );
     assert_eq!((e.producer_id, e.producer_epoch, e.start_ms), (PID, 3, NOW));
     let back = TxnMetadata::from_log(&e);
-    assert_eq!(back.partitions, t.partitions);
-    assert_eq!(back.last_producer_epoch, -1, "not in the log");
+    assert_eq!(back.current.partitions, t.partitions);
+    assert_eq!(back.current.last_producer_epoch, -1, "not in the log");
 }
