@@ -14,10 +14,14 @@ fn a_compacted_partition_through_the_shell() {
     m.ok("echo compact > t-0/config/cleanup.policy");
     m.ok("echo 0 > t-0/config/file.delete.delay.ms");
     // Three writes, two segments sealed: a=1 b=1 | a=2 c=1 | b=2, then a=3 active.
-    m.ok("printf 'a:1\\nb:1\\n' >> t-0/log");
-    m.ok("printf 'a:2\\nc:1\\n' >> t-0/log && echo 1 > t-0/roll");
-    m.ok("printf 'b:2\\n' >> t-0/log && echo 1 > t-0/roll");
-    m.ok("printf 'a:3\\n' >> t-0/log");
+    for write in [
+        "printf 'a:1\\nb:1\\n' >> t-0/log",
+        "printf 'a:2\\nc:1\\n' >> t-0/log && echo 1 > t-0/roll",
+        "printf 'b:2\\n' >> t-0/log && echo 1 > t-0/roll",
+        "printf 'a:3\\n' >> t-0/log",
+    ] {
+        m.ok(write);
+    }
     assert_eq!(m.ok("cat t-0/log"), "1\n1\n2\n1\n2\n3\n");
     let status = m.ok("cat t-0/status");
     assert!(status.contains("cleaner_checkpoint: none"), "{status}");

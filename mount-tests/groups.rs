@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use crate::harness::Mount;
 use crate::kafka_listener::mount_with_listener;
 use crate::kafka_support::bounded::wait_within;
+use crate::kafka_support::consumer_state::{self, CONFLUENT_CONSUMER};
 use crate::kafka_support::{python, require, run_python};
 
 const BOUND: Duration = Duration::from_secs(90);
@@ -51,31 +52,6 @@ while not os.path.exists(os.path.join(work, 'stop')) and time.time() < deadline:
 c.close()
 "#;
 
-/// A confluent-kafka consumer of group `g`: the first offset it reads of
-/// each partition and how many it read, to `<name>.state`, until `stop`.
-const CONFLUENT: &str = r#"
-import sys, os, time
-from confluent_kafka import Consumer
-addr, name, work = sys.argv[1], sys.argv[2], sys.argv[3]
-c = Consumer({'bootstrap.servers': addr, 'group.id': 'g', 'client.id': name,
-              'enable.auto.commit': False, 'auto.offset.reset': 'earliest',
-              'session.timeout.ms': 6000, 'heartbeat.interval.ms': 500})
-c.subscribe(['t'])
-first, count = {}, 0
-deadline = time.time() + 150
-while not os.path.exists(os.path.join(work, 'stop')) and time.time() < deadline:
-    m = c.poll(0.2)
-    if m is not None and not m.error():
-        first.setdefault(str(m.partition()), m.offset())
-        count += 1
-        c.commit(message=m, asynchronous=False)
-    lines = ['count %d' % count] + ['first.%s %d' % kv for kv in sorted(first.items())]
-    with open(os.path.join(work, name + '.tmp'), 'w') as f:
-        f.write('\n'.join(lines) + '\n')
-    os.replace(os.path.join(work, name + '.tmp'), os.path.join(work, name + '.state'))
-c.close()
-"#;
-
 /// The groups kafka-python's admin client lists.
 const LIST_GROUPS: &str = r#"
 import sys
@@ -95,14 +71,64 @@ fn is(s: &State, key: &str, value: &str) -> bool {
     s.get(key).is_some_and(|v| v == value)
 }
 
+/// [`CONFLUENT_CONSUMER`]'s JSON state as a [`State`]: `count` and
+/// `first.<partition>`.
+fn confluent_state(json: &str) -> State {
+    let first = consumer_state::pairs(consumer_state::field(json, "first"));
+    (first.into_iter())
+        .map(|(p, offset)| (format!("first.{p}"), offset.to_string()))
+        .chain([("count".to_string(), consumer_state::count(json).to_string())])
+        .collect()
+}
+
+/// [`KAFKA_PYTHON`]'s state: its `key value` lines.
+fn lines_state(text: &str) -> State {
+    text.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 struct Consumer {
     child: Child,
     state: PathBuf,
+    parse: fn(&str) -> State,
     log: PathBuf,
 }
 
 impl Consumer {
-    fn start(py: &Path, script: &str, args: &[&str], name: &str, work: &Path) -> Consumer {
+    /// A kafka-python consumer of group `g` on topic `t` (see
+    /// [`KAFKA_PYTHON`]), committing until it has read `limit` records.
+    fn kafka_python(py: &Path, addr: &str, name: &str, work: &Path, limit: &str) -> Consumer {
+        let args = [addr, name, work.to_str().unwrap(), limit];
+        let state = work.join(format!("{name}.state"));
+        Consumer::start(py, KAFKA_PYTHON, &args, name, work, (state, lines_state))
+    }
+
+    /// A confluent-kafka consumer of group `g` on topic `t`.
+    fn confluent(py: &Path, addr: &str, name: &str, work: &Path) -> Consumer {
+        let args = [addr, "t", "g", name, work.to_str().unwrap()];
+        let state = work.join(format!("{name}.json"));
+        Consumer::start(
+            py,
+            CONFLUENT_CONSUMER,
+            &args,
+            name,
+            work,
+            (state, confluent_state),
+        )
+    }
+
+    /// `script` run with `args`; it writes its state to `state.0`, read
+    /// with `state.1`.
+    fn start(
+        py: &Path,
+        script: &str,
+        args: &[&str],
+        name: &str,
+        work: &Path,
+        (state, parse): (PathBuf, fn(&str) -> State),
+    ) -> Consumer {
         let log = work.join(format!("{name}.log"));
         let child = Command::new(py)
             .arg("-c")
@@ -115,7 +141,8 @@ impl Consumer {
             .expect("start a Python consumer");
         Consumer {
             child,
-            state: work.join(format!("{name}.state")),
+            state,
+            parse,
             log,
         }
     }
@@ -124,12 +151,7 @@ impl Consumer {
     fn wait(&mut self, what: &str, ready: impl Fn(&State) -> bool) -> State {
         let deadline = Instant::now() + BOUND;
         loop {
-            let state = std::fs::read_to_string(&self.state).ok().map(|s| {
-                s.lines()
-                    .filter_map(|l| l.split_once(' '))
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect::<State>()
-            });
+            let state = (std::fs::read_to_string(&self.state).ok()).map(|s| (self.parse)(&s));
             if let Some(s) = state.filter(|s| ready(s)) {
                 return s;
             }
@@ -209,13 +231,7 @@ fn groups_of_the_listeners_coordinator() {
     m.ok("mkdir t-0 t-1 && seq 0 9 >> t-0/log && seq 0 3 >> t-1/log");
     assert_eq!(m.ok("ls groups"), "");
 
-    let mut py_consumer = Consumer::start(
-        &py,
-        KAFKA_PYTHON,
-        &[&addr, "py", work.to_str().unwrap(), "14"],
-        "py",
-        work,
-    );
+    let mut py_consumer = Consumer::kafka_python(&py, &addr, "py", work, "14");
     let state = py_consumer.wait("its 14 records committed", |s| {
         is(s, "count", "14") && is(s, "committed.0", "10") && is(s, "committed.1", "4")
     });
@@ -286,13 +302,7 @@ fn groups_of_the_listeners_coordinator() {
     );
 
     // The next consumer of the group starts where the files say.
-    let mut confluent = Consumer::start(
-        &py,
-        CONFLUENT,
-        &[&addr, "ck", work.to_str().unwrap()],
-        "ck",
-        work,
-    );
+    let mut confluent = Consumer::confluent(&py, &addr, "ck", work);
     let state = confluent.wait("all 16 records from the reset offsets", |s| {
         is(s, "count", "16")
     });
@@ -325,13 +335,7 @@ fn groups_through_a_cluster_mount_are_the_coordinators() {
     a.ok("mkdir t-0 t-1 && seq 0 9 >> t-0/log && seq 0 3 >> t-1/log");
     let b = Mount::cluster(&addr, &["request.timeout.ms=10000"]);
     assert_eq!(b.ok("ls groups"), "");
-    let consumer = Consumer::start(
-        &py,
-        KAFKA_PYTHON,
-        &[&addr, "py", work.to_str().unwrap(), "14"],
-        "py",
-        work,
-    );
+    let consumer = Consumer::kafka_python(&py, &addr, "py", work, "14");
     let mut consumer = consumer;
     consumer.wait("its 14 records committed", |s| {
         is(s, "count", "14") && is(s, "committed.0", "10") && is(s, "committed.1", "4")

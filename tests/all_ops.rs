@@ -41,6 +41,8 @@
 
 mod kafka_support;
 
+#[path = "support/access.rs"]
+mod access;
 #[path = "support/batch.rs"]
 mod batch;
 #[allow(dead_code)]
@@ -65,6 +67,7 @@ use commitfs::fs::{AccessMode, DirectoryReplier, FsResult, NoPassthrough, NodeTy
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 
+use access::{READ, ROOT, WRITE};
 use kafka::KV;
 use model::{MRec, Model, Seg};
 use system::{PART, Sys, os};
@@ -83,16 +86,6 @@ const FOLLOW_BOUND: Duration = Duration::from_secs(5);
 /// `retention.ms` of a non-compacted case: a retention pass at now + 2
 /// minutes finds every segment expired, one at now finds none.
 const RETENTION_MS: i64 = 60_000;
-
-const ROOT: u64 = 1;
-const READ: AccessMode = AccessMode {
-    read: true,
-    write: false,
-};
-const WRITE: AccessMode = AccessMode {
-    read: false,
-    write: true,
-};
 
 fn now_ms() -> i64 {
     SystemTime::now()

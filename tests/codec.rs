@@ -410,10 +410,6 @@ fn summarize(rel: &str) -> Vec<(usize, i64, i64, String)> {
         .collect()
 }
 
-fn s(position: usize, base: i64, last: i64, codec: &str) -> (usize, i64, i64, String) {
-    (position, base, last, codec.to_string())
-}
-
 #[test]
 fn every_fixture_is_walked_to_its_end() {
     for rel in V2_FILES.iter().chain(MIXED_FILES).chain(LEGACY_FILES) {
@@ -443,66 +439,67 @@ fn pure_v2_fixtures_walk_with_batch_iter() {
     }
 }
 
+/// Each segmentio-kafka-go fixture and its entries as [`summarize`] gives
+/// them.
+type Layout = (&'static str, &'static [(usize, i64, i64, &'static str)]);
+
+const SEGMENTIO_LAYOUTS: &[Layout] = &[
+    ("v2-v2", &[(0, 0, 1, "none"), (150, 2, 3, "none")]),
+    (
+        "v2c-v2-v2c",
+        &[(0, 0, 1, "gzip"), (133, 2, 3, "none"), (285, 4, 5, "gzip")],
+    ),
+    ("v2c-v2c", &[(0, 0, 1, "gzip"), (133, 2, 3, "gzip")]),
+    // v2 batches found after legacy entries.
+    (
+        "v1-v1c-v2-v2c-v2b-v2b-v2b-v2bc-v1b-v1bc",
+        &[
+            (0, 0, 0, "v1"),
+            (72, 1, 1, "v1"),
+            (143, 2, 2, "v1"),
+            (250, 3, 3, "v1"),
+            (356, 4, 4, "none"),
+            (462, 5, 5, "none"),
+            (568, 6, 6, "gzip"),
+            (686, 7, 7, "gzip"),
+            (804, 8, 9, "none"),
+            (957, 10, 11, "gzip"),
+            (1094, 12, 13, "none"),
+            (1244, 14, 15, "gzip"),
+            (1375, 16, 16, "v1"),
+            (1445, 17, 17, "v1"),
+            (1517, 19, 19, "v1"),
+        ],
+    ),
+    (
+        "v2b-v1",
+        &[(0, 0, 1, "none"), (150, 2, 2, "v1"), (222, 3, 3, "v1")],
+    ),
+    (
+        "v2bc-v1-v1c",
+        &[
+            (0, 0, 1, "gzip"),
+            (133, 2, 2, "v1"),
+            (205, 3, 3, "v1"),
+            (277, 5, 5, "v1"),
+        ],
+    ),
+    (
+        "v2bc-v1",
+        &[(0, 0, 1, "gzip"), (133, 2, 2, "v1"), (205, 3, 3, "v1")],
+    ),
+    ("v2bc-v1c", &[(0, 0, 1, "gzip"), (133, 3, 3, "v1")]),
+];
+
 #[test]
 fn segmentio_layouts() {
-    assert_eq!(
-        summarize("segmentio-kafka-go/v2-v2.records.bin"),
-        vec![s(0, 0, 1, "none"), s(150, 2, 3, "none")]
-    );
-    assert_eq!(
-        summarize("segmentio-kafka-go/v2c-v2-v2c.records.bin"),
-        vec![
-            s(0, 0, 1, "gzip"),
-            s(133, 2, 3, "none"),
-            s(285, 4, 5, "gzip")
-        ]
-    );
-    assert_eq!(
-        summarize("segmentio-kafka-go/v2c-v2c.records.bin"),
-        vec![s(0, 0, 1, "gzip"), s(133, 2, 3, "gzip")]
-    );
-    // v2 batches found after legacy entries.
-    assert_eq!(
-        summarize("segmentio-kafka-go/v1-v1c-v2-v2c-v2b-v2b-v2b-v2bc-v1b-v1bc.records.bin"),
-        vec![
-            s(0, 0, 0, "v1"),
-            s(72, 1, 1, "v1"),
-            s(143, 2, 2, "v1"),
-            s(250, 3, 3, "v1"),
-            s(356, 4, 4, "none"),
-            s(462, 5, 5, "none"),
-            s(568, 6, 6, "gzip"),
-            s(686, 7, 7, "gzip"),
-            s(804, 8, 9, "none"),
-            s(957, 10, 11, "gzip"),
-            s(1094, 12, 13, "none"),
-            s(1244, 14, 15, "gzip"),
-            s(1375, 16, 16, "v1"),
-            s(1445, 17, 17, "v1"),
-            s(1517, 19, 19, "v1"),
-        ]
-    );
-    assert_eq!(
-        summarize("segmentio-kafka-go/v2b-v1.records.bin"),
-        vec![s(0, 0, 1, "none"), s(150, 2, 2, "v1"), s(222, 3, 3, "v1")]
-    );
-    assert_eq!(
-        summarize("segmentio-kafka-go/v2bc-v1-v1c.records.bin"),
-        vec![
-            s(0, 0, 1, "gzip"),
-            s(133, 2, 2, "v1"),
-            s(205, 3, 3, "v1"),
-            s(277, 5, 5, "v1"),
-        ]
-    );
-    assert_eq!(
-        summarize("segmentio-kafka-go/v2bc-v1.records.bin"),
-        vec![s(0, 0, 1, "gzip"), s(133, 2, 2, "v1"), s(205, 3, 3, "v1")]
-    );
-    assert_eq!(
-        summarize("segmentio-kafka-go/v2bc-v1c.records.bin"),
-        vec![s(0, 0, 1, "gzip"), s(133, 3, 3, "v1")]
-    );
+    for (name, entries) in SEGMENTIO_LAYOUTS {
+        let want: Vec<(usize, i64, i64, String)> = (entries.iter())
+            .map(|&(position, base, last, codec)| (position, base, last, codec.to_string()))
+            .collect();
+        let rel = format!("segmentio-kafka-go/{name}.records.bin");
+        assert_eq!(summarize(&rel), want, "{rel}");
+    }
 }
 
 #[test]

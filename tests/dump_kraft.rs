@@ -29,6 +29,15 @@ fn fixture(rel: &str) -> PathBuf {
     .collect()
 }
 
+/// A file named `name` holding `bytes`, alone in a directory that lasts as
+/// long as the returned handle: dump goes by the name's suffix.
+fn written(name: &str, bytes: &[u8]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    (dir, path)
+}
+
 fn line_of(out: &str, offset: i64) -> &str {
     let prefix = format!("| offset: {offset} ");
     out.lines()
@@ -225,9 +234,7 @@ fn producer_snapshots() {
     assert_eq!(lines.len(), 3, "{out}");
 
     // A transactional producer, written in Kafka's layout; then a flipped byte.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("00000000000000000042.snapshot");
-    let entry = ProducerEntry {
+    let mut bytes = write_producer_snapshot(&[ProducerEntry {
         producer_id: 7,
         epoch: 3,
         last_sequence: 1,
@@ -236,9 +243,8 @@ fn producer_snapshots() {
         timestamp: 1_700_000_000_000,
         coordinator_epoch: 5,
         current_txn_first_offset: 37,
-    };
-    let mut bytes = write_producer_snapshot(&[entry]);
-    std::fs::write(&path, &bytes).unwrap();
+    }]);
+    let (_dir, path) = written("00000000000000000042.snapshot", &bytes);
     let (_, out, _) = dump(&[], &[&path]);
     assert_eq!(
         out.lines().nth(1).unwrap(),
@@ -259,18 +265,17 @@ fn producer_snapshots() {
 
 #[test]
 fn transaction_index_entries() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("00000000000000000000.txnindex");
-    let a = AbortedTxn {
+    let mut bytes = AbortedTxn {
         version: 0,
         producer_id: 98323,
         first_offset: 5,
         last_offset: 9,
         last_stable_offset: 5,
-    };
-    let mut bytes = a.to_bytes().to_vec();
+    }
+    .to_bytes()
+    .to_vec();
     bytes.extend_from_slice(&[0; 10]); // a torn entry is not read
-    std::fs::write(&path, &bytes).unwrap();
+    let (_dir, path) = written("00000000000000000000.txnindex", &bytes);
     let (code, out, _) = dump(&[], &[&path]);
     assert_eq!(code, 0);
     assert_eq!(

@@ -3,24 +3,19 @@
 //! coordinator's refusals as errnos. The figures come from the memory
 //! backend's group model, written apart from the tree.
 
+#[path = "support/access.rs"]
+mod access;
+
 use std::ffi::OsStr;
 use std::sync::Arc;
 
 use commitfs::backend::Backend;
 use commitfs::backend::groups::{Committed, Groups, Member, TopicPartition};
 use commitfs::backend::mem::MemBackend;
-use commitfs::fs::{AccessMode, NoPassthrough, NodeType, Tree};
+use commitfs::fs::{NoPassthrough, NodeType, Tree};
 use commitfs::record::NewRecord;
 
-const ROOT: u64 = 1;
-const READ: AccessMode = AccessMode {
-    read: true,
-    write: false,
-};
-const WRITE: AccessMode = AccessMode {
-    read: false,
-    write: true,
-};
+use access::{READ, ROOT, WRITE};
 
 fn tp(topic: &str, partition: i32) -> TopicPartition {
     TopicPartition {

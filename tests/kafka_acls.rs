@@ -31,7 +31,7 @@ use kafka_protocol::messages::list_groups_response::ListGroupsResponse;
 use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
 use kafka_protocol::messages::metadata_response::MetadataResponse;
 use kafka_protocol::messages::{ApiKey, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_support::requests::{creatable, create_topics, produce_to, topic_name};
 use kafka_support::{Conn, Server, data_dir_with, python, require, run_python};
 
@@ -64,6 +64,21 @@ fn any_filter() -> DescribeAclsRequest {
         .with_pattern_type_filter(1)
         .with_operation(1)
         .with_permission_type(1)
+}
+
+/// DeleteAcls v3 with one filter matching every ACL of resource type `rt`
+/// (1, ANY, for all of them).
+fn delete_every(c: &mut Conn, rt: i8) -> DeleteAclsResponse {
+    let filter = DeleteAclsFilter::default()
+        .with_resource_name_filter(None)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_resource_type_filter(rt)
+        .with_pattern_type_filter(1)
+        .with_operation(1)
+        .with_permission_type(1);
+    let req = DeleteAclsRequest::default().with_filters(vec![filter]);
+    c.call(ApiKey::DeleteAcls, 3, &req)
 }
 
 fn produce(c: &mut Conn, topic: &str) -> i16 {
@@ -172,17 +187,7 @@ fn no_authorizer_answers_security_disabled() {
         r.results[0].error_message.as_deref(),
         Some("No Authorizer is configured.")
     );
-    let req = DeleteAclsRequest::default().with_filters(vec![
-        DeleteAclsFilter::default()
-            .with_resource_name_filter(None)
-            .with_principal_filter(None)
-            .with_host_filter(None)
-            .with_resource_type_filter(1)
-            .with_pattern_type_filter(1)
-            .with_operation(1)
-            .with_permission_type(1),
-    ]);
-    let r: DeleteAclsResponse = c.call(ApiKey::DeleteAcls, 3, &req);
+    let r = delete_every(&mut c, 1);
     assert_eq!(r.filter_results[0].error_code, 54);
     assert_eq!(produce(&mut c, "t"), 0);
     assert_eq!(metadata(&mut c, None), vec![("t".to_string(), 0)]);
@@ -332,17 +337,7 @@ fn refusals_over_the_raw_protocol() {
         file.contains("TOPIC LITERAL User:bob * WRITE ALLOW orders\n"),
         "{file}"
     );
-    let req = DeleteAclsRequest::default().with_filters(vec![
-        DeleteAclsFilter::default()
-            .with_resource_name_filter(None)
-            .with_principal_filter(None)
-            .with_host_filter(None)
-            .with_resource_type_filter(3)
-            .with_pattern_type_filter(1)
-            .with_operation(1)
-            .with_permission_type(1),
-    ]);
-    let r: DeleteAclsResponse = c.call(ApiKey::DeleteAcls, 3, &req);
+    let r = delete_every(&mut c, 3);
     assert_eq!(r.filter_results[0].error_code, 0);
     assert_eq!(r.filter_results[0].matching_acls.len(), 1);
     assert_eq!(&*r.filter_results[0].matching_acls[0].resource_name, "g-");
@@ -486,44 +481,29 @@ fn a_super_user_grants_with_confluent_kafka() {
     let tmp = tempfile::tempdir().unwrap();
     let data = data_dir_with(tmp.path(), &["orders-0", "secret-0"]);
     let mut server = sasl_server(&data, &[]);
-    let admin = |server: &Server, args: &[&str]| {
-        let mut all = vec![server.addr.as_str(), "admin", ADMIN_PASSWORD];
-        all.extend_from_slice(args);
-        run_python(&py, ADMIN, &all)
+    // A script run as a user: the listener's address and the user's
+    // credentials come first.
+    let py = &py;
+    let as_user = |script: &'static str, user: &'static str, password: &'static str| {
+        move |server: &Server, args: &[&str]| {
+            let mut all = vec![server.addr.as_str(), user, password];
+            all.extend_from_slice(args);
+            run_python(py, script, &all)
+        }
     };
-    let bob = |server: &Server, args: &[&str]| {
-        let mut all = vec![server.addr.as_str(), "bob", BOB_PASSWORD];
-        all.extend_from_slice(args);
-        run_python(&py, CLIENT, &all)
-    };
-    let bob_admin = |server: &Server, args: &[&str]| {
-        let mut all = vec![server.addr.as_str(), "bob", BOB_PASSWORD];
-        all.extend_from_slice(args);
-        run_python(&py, ADMIN, &all)
-    };
+    let admin = as_user(ADMIN, "admin", ADMIN_PASSWORD);
+    let admin_client = as_user(CLIENT, "admin", ADMIN_PASSWORD);
+    let bob = as_user(CLIENT, "bob", BOB_PASSWORD);
+    let bob_admin = as_user(ADMIN, "bob", BOB_PASSWORD);
+    let grant = |acl: &str| says(admin(&server, &["grant", acl]), "granted 1");
 
     // The admin (a super user) produces and reads in a group of its own.
     assert!(admin(&server, &["describe"]).trim().is_empty());
-    let out = run_python(
-        &py,
-        CLIENT,
-        &[&server.addr, "admin", ADMIN_PASSWORD, "produce", "secret"],
+    says(admin_client(&server, &["produce", "secret"]), "produced 3");
+    says(
+        admin_client(&server, &["consume", "secret", "admins", "3"]),
+        "consumed 3",
     );
-    assert!(out.contains("produced 3"), "{out}");
-    let out = run_python(
-        &py,
-        CLIENT,
-        &[
-            &server.addr,
-            "admin",
-            ADMIN_PASSWORD,
-            "consume",
-            "secret",
-            "admins",
-            "3",
-        ],
-    );
-    assert!(out.contains("consumed 3"), "{out}");
 
     // Bob may do nothing yet.
     let out = bob(&server, &["produce", "orders"]);
@@ -538,16 +518,15 @@ fn a_super_user_grants_with_confluent_kafka() {
         out.contains("error CLUSTER_AUTHORIZATION_FAILED") || out.trim().is_empty(),
         "{out}"
     );
-    let out = bob_admin(&server, &["grant", "TOPIC:orders:LITERAL:User:bob:WRITE"]);
-    assert!(out.contains("error CLUSTER_AUTHORIZATION_FAILED"), "{out}");
+    says(
+        bob_admin(&server, &["grant", "TOPIC:orders:LITERAL:User:bob:WRITE"]),
+        "error CLUSTER_AUTHORIZATION_FAILED",
+    );
 
     // WRITE on the topic: a plain and an idempotent producer.
-    let out = admin(&server, &["grant", "TOPIC:orders:LITERAL:User:bob:WRITE"]);
-    assert!(out.contains("granted 1"), "{out}");
-    let out = bob(&server, &["produce", "orders"]);
-    assert!(out.contains("produced 3"), "{out}");
-    let out = bob(&server, &["idempotent", "orders"]);
-    assert!(out.contains("produced 3"), "{out}");
+    grant("TOPIC:orders:LITERAL:User:bob:WRITE");
+    says(bob(&server, &["produce", "orders"]), "produced 3");
+    says(bob(&server, &["idempotent", "orders"]), "produced 3");
 
     // Consuming needs READ on the topic and on the group.
     let out = bob(&server, &["consume", "orders", "readers", "6"]);
@@ -555,28 +534,27 @@ fn a_super_user_grants_with_confluent_kafka() {
         out.contains("refused") && out.contains("AUTHORIZATION_FAILED"),
         "{out}"
     );
-    let out = admin(&server, &["grant", "TOPIC:ord:PREFIXED:User:bob:READ"]);
-    assert!(out.contains("granted 1"), "{out}");
-    let out = bob(&server, &["consume", "orders", "readers", "6"]);
-    assert!(out.contains("refused GROUP_AUTHORIZATION_FAILED"), "{out}");
-    let out = admin(&server, &["grant", "GROUP:readers:LITERAL:User:bob:READ"]);
-    assert!(out.contains("granted 1"), "{out}");
-    let out = bob(&server, &["consume", "orders", "readers", "6"]);
-    assert!(out.contains("consumed 6"), "{out}");
+    grant("TOPIC:ord:PREFIXED:User:bob:READ");
+    says(
+        bob(&server, &["consume", "orders", "readers", "6"]),
+        "refused GROUP_AUTHORIZATION_FAILED",
+    );
+    grant("GROUP:readers:LITERAL:User:bob:READ");
+    says(
+        bob(&server, &["consume", "orders", "readers", "6"]),
+        "consumed 6",
+    );
 
     // A transactional producer needs WRITE on its transactional id.
-    let out = bob(&server, &["transactional", "orders", "tx-bob"]);
-    assert!(
-        out.contains("refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
-        "{out}"
+    says(
+        bob(&server, &["transactional", "orders", "tx-bob"]),
+        "refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
     );
-    let out = admin(
-        &server,
-        &["grant", "TRANSACTIONAL_ID:tx-:PREFIXED:User:bob:WRITE"],
+    grant("TRANSACTIONAL_ID:tx-:PREFIXED:User:bob:WRITE");
+    says(
+        bob(&server, &["transactional", "orders", "tx-bob"]),
+        "committed",
     );
-    assert!(out.contains("granted 1"), "{out}");
-    let out = bob(&server, &["transactional", "orders", "tx-bob"]);
-    assert!(out.contains("committed"), "{out}");
 
     // Bob sees only what he may describe.
     let out = bob_admin(&server, &["list"]);
@@ -611,14 +589,23 @@ fn a_super_user_grants_with_confluent_kafka() {
     assert!(server.stop(), "a clean stop:\n{}", server.log());
     let server = sasl_server(&data, &[]);
     assert_eq!(admin(&server, &["describe"]), described);
-    let out = bob(&server, &["produce", "orders"]);
-    assert!(out.contains("produced 3"), "{out}");
-    let out = admin(&server, &["revoke", "TOPIC:orders:LITERAL:User:bob:WRITE"]);
-    assert!(out.contains("deleted 1"), "{out}");
-    let out = bob(&server, &["produce", "orders"]);
-    assert!(out.contains("TOPIC_AUTHORIZATION_FAILED"), "{out}");
+    says(bob(&server, &["produce", "orders"]), "produced 3");
+    says(
+        admin(&server, &["revoke", "TOPIC:orders:LITERAL:User:bob:WRITE"]),
+        "deleted 1",
+    );
+    says(
+        bob(&server, &["produce", "orders"]),
+        "TOPIC_AUTHORIZATION_FAILED",
+    );
     let log = server.log();
     assert!(!log.contains(BOB_PASSWORD) && !log.contains(ADMIN_PASSWORD));
+}
+
+/// Fails with the whole output unless a client's `out` holds `want`.
+#[track_caller]
+fn says(out: String, want: &str) {
+    assert!(out.contains(want), "{out}");
 }
 
 /// Grants `User:ANONYMOUS` one ACL (ALLOW from any host) over CreateAcls.
@@ -730,45 +717,55 @@ fn describe_configs(c: &mut Conn, rt: i8, name: &str) -> (i16, usize) {
     (r.results[0].error_code, r.results[0].configs.len())
 }
 
-/// AlterConfigs v2 setting `retention.ms` of one resource: its code.
-fn alter_configs(c: &mut Conn, rt: i8, name: &str, value: &str) -> i16 {
-    use kafka_protocol::messages::alter_configs_request::{
-        AlterConfigsRequest, AlterConfigsResource, AlterableConfig,
-    };
-    use kafka_protocol::messages::alter_configs_response::AlterConfigsResponse;
-    let req = AlterConfigsRequest::default().with_resources(vec![
-        AlterConfigsResource::default()
-            .with_resource_type(rt)
-            .with_resource_name(s(name))
-            .with_configs(vec![
-                AlterableConfig::default()
-                    .with_name(s("retention.ms"))
-                    .with_value(Some(s(value))),
-            ]),
-    ]);
-    let r: AlterConfigsResponse = c.call(ApiKey::AlterConfigs, 2, &req);
-    r.responses[0].error_code
+/// The response to `req`, sent at `version` under its own API key.
+fn request<R: Request>(c: &mut Conn, version: i16, req: &R) -> R::Response {
+    c.call(ApiKey::try_from(R::KEY).unwrap(), version, req)
 }
 
-/// IncrementalAlterConfigs v1 SETting `retention.ms` of one resource: its code.
-fn incremental_alter_configs(c: &mut Conn, rt: i8, name: &str, value: &str) -> i16 {
-    use kafka_protocol::messages::incremental_alter_configs_request::{
-        AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
+/// Defines `$fn(c, rt, name, value)`, setting `retention.ms` of one
+/// resource with `$module::$req` at `$version`: its code. AlterConfigs and
+/// IncrementalAlterConfigs each have types of their own, built alike; the
+/// incremental one's config also names its operation (`$op`).
+macro_rules! alter_retention {
+    ($fn:ident, $module:ident::$req:ident, $version:literal $(, $op:literal)?) => {
+        fn $fn(c: &mut Conn, rt: i8, name: &str, value: &str) -> i16 {
+            use kafka_protocol::messages::$module::{AlterConfigsResource, AlterableConfig, $req};
+            let config = AlterableConfig::default()
+                .with_name(s("retention.ms"))
+                .with_value(Some(s(value)));
+            $(let config = config.with_config_operation($op);)?
+            let resource = AlterConfigsResource::default()
+                .with_resource_type(rt)
+                .with_resource_name(s(name))
+                .with_configs(vec![config]);
+            let req = $req::default().with_resources(vec![resource]);
+            request(c, $version, &req).responses[0].error_code
+        }
     };
-    use kafka_protocol::messages::incremental_alter_configs_response::IncrementalAlterConfigsResponse;
-    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
-        AlterConfigsResource::default()
-            .with_resource_type(rt)
-            .with_resource_name(s(name))
-            .with_configs(vec![
-                AlterableConfig::default()
-                    .with_name(s("retention.ms"))
-                    .with_config_operation(0)
-                    .with_value(Some(s(value))),
-            ]),
-    ]);
-    let r: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &req);
-    r.responses[0].error_code
+}
+
+// AlterConfigs v2; IncrementalAlterConfigs v1 SETting (0) the value.
+alter_retention!(alter_configs, alter_configs_request::AlterConfigsRequest, 2);
+alter_retention!(
+    incremental_alter_configs,
+    incremental_alter_configs_request::IncrementalAlterConfigsRequest,
+    1,
+    0
+);
+
+/// All three config APIs on one resource (the alters setting `value`)
+/// refused with `code`, and no configs described.
+fn config_apis_refused(c: &mut Conn, rt: i8, name: &str, value: &str, code: i16) {
+    assert_eq!(describe_configs(c, rt, name), (code, 0));
+    assert_eq!(alter_configs(c, rt, name, value), code);
+    assert_eq!(incremental_alter_configs(c, rt, name, value), code);
+}
+
+/// DescribeConfigs of one resource served, with some configs.
+fn configs_described(c: &mut Conn, rt: i8, name: &str) {
+    let (code, configs) = describe_configs(c, rt, name);
+    assert_eq!(code, 0);
+    assert!(configs > 0);
 }
 
 /// FindCoordinator v3 of `key`, a group's (`key_type` 0) or a
@@ -868,16 +865,9 @@ fn each_api_needs_its_own_acl() {
     // The config APIs: DESCRIBE_CONFIGS and ALTER_CONFIGS on the topic, or
     // on the cluster for the broker's; ALTER_CONFIGS implies
     // DESCRIBE_CONFIGS, not the other way round.
-    assert_eq!(describe_configs(&mut c, TOPIC, "cf"), (denied, 0));
-    assert_eq!(alter_configs(&mut c, TOPIC, "cf", "100000"), denied);
-    assert_eq!(
-        incremental_alter_configs(&mut c, TOPIC, "cf", "100000"),
-        denied
-    );
+    config_apis_refused(&mut c, TOPIC, "cf", "100000", denied);
     grant(&mut c, TOPIC, "cf", DESCRIBE_CONFIGS);
-    let (code, configs) = describe_configs(&mut c, TOPIC, "cf");
-    assert_eq!(code, 0);
-    assert!(configs > 0);
+    configs_described(&mut c, TOPIC, "cf");
     assert_eq!(alter_configs(&mut c, TOPIC, "cf", "100000"), denied);
     assert_eq!(
         incremental_alter_configs(&mut c, TOPIC, "cf", "100000"),
@@ -891,16 +881,9 @@ fn each_api_needs_its_own_acl() {
     let props = std::fs::read_to_string(data.join("cf-0/commitfs.properties")).unwrap();
     assert!(props.contains("retention.ms=200000"), "{props}");
     let cluster = CLUSTER_AUTHORIZATION_FAILED;
-    assert_eq!(describe_configs(&mut c, CLUSTER, "0"), (cluster, 0));
-    assert_eq!(alter_configs(&mut c, CLUSTER, "0", "1"), cluster);
-    assert_eq!(
-        incremental_alter_configs(&mut c, CLUSTER, "0", "1"),
-        cluster
-    );
+    config_apis_refused(&mut c, CLUSTER, "0", "1", cluster);
     grant(&mut c, CLUSTER, "kafka-cluster", DESCRIBE_CONFIGS);
-    let (code, configs) = describe_configs(&mut c, CLUSTER, "0");
-    assert_eq!(code, 0);
-    assert!(configs > 0);
+    configs_described(&mut c, CLUSTER, "0");
     assert_eq!(alter_configs(&mut c, CLUSTER, "0", "1"), cluster);
     grant(&mut c, CLUSTER, "kafka-cluster", ALTER_CONFIGS);
     // Past the check: broker configs are not altered over the wire

@@ -30,6 +30,7 @@ use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponse;
 use kafka_protocol::messages::{ApiKey, GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_support::bounded::{cmd_timeout, run, wait_within};
+use kafka_support::consumer_state::{CONFLUENT_CONSUMER, count, field, pairs};
 use kafka_support::requests::produce_request;
 use kafka_support::{BIN, Conn, Server, python, require};
 
@@ -57,36 +58,6 @@ while not os.path.exists(os.path.join(work, 'stop')) and time.time() < deadline:
     if polled:
         c.commit()
     state = {'assigned': sorted(tp.partition for tp in c.assignment()), 'first': first, 'count': count}
-    with open(os.path.join(work, name + '.tmp'), 'w') as f:
-        json.dump(state, f)
-    os.replace(os.path.join(work, name + '.tmp'), os.path.join(work, name + '.json'))
-c.close()
-"#;
-
-/// A consumer of group `group` driven by confluent-kafka's `subscribe`:
-/// commits each record it reads, synchronously, and writes what it was
-/// assigned, the first offset it read per partition, the count, and the
-/// offsets the coordinator acknowledged per partition to `<name>.json`.
-const CONFLUENT_CONSUMER: &str = r#"
-import sys, os, time, json
-from confluent_kafka import Consumer
-addr, topic, group, name, work = sys.argv[1:6]
-c = Consumer({'bootstrap.servers': addr, 'group.id': group, 'client.id': name,
-              'enable.auto.commit': False, 'auto.offset.reset': 'earliest',
-              'session.timeout.ms': 6000, 'heartbeat.interval.ms': 500})
-c.subscribe([topic])
-first, count, acked = {}, 0, {}
-deadline = time.time() + 150
-while not os.path.exists(os.path.join(work, 'stop')) and time.time() < deadline:
-    m = c.poll(0.2)
-    if m is not None and not m.error():
-        first.setdefault(str(m.partition()), m.offset())
-        count += 1
-        for tp in c.commit(message=m, asynchronous=False):
-            if tp.error is None:
-                acked[str(tp.partition)] = tp.offset
-    state = {'assigned': sorted(tp.partition for tp in c.assignment()), 'first': first,
-             'acked': acked, 'count': count}
     with open(os.path.join(work, name + '.tmp'), 'w') as f:
         json.dump(state, f)
     os.replace(os.path.join(work, name + '.tmp'), os.path.join(work, name + '.json'))
@@ -134,11 +105,7 @@ impl Consumer {
             .filter_map(|p| p.trim().parse().ok())
             .collect();
         let first = pairs(field(&text, "first"));
-        let count = text
-            .rsplit_once("\"count\": ")
-            .and_then(|(_, c)| c.trim_end_matches('}').trim().parse().ok())
-            .unwrap_or(0);
-        (assigned, first, count)
+        (assigned, first, count(&text))
     }
 
     /// Waits (bounded) for the process to end by itself, as it must once
@@ -171,29 +138,6 @@ impl Consumer {
         let text = std::fs::read_to_string(&self.state).unwrap_or_default();
         pairs(field(&text, "acked"))
     }
-}
-
-/// `"p": offset` pairs of a JSON object's inside.
-fn pairs(inside: &str) -> Vec<(i32, i64)> {
-    inside
-        .split(',')
-        .filter_map(|kv| {
-            let (k, v) = kv.split_once(':')?;
-            Some((
-                k.trim().trim_matches('"').parse().ok()?,
-                v.trim().parse().ok()?,
-            ))
-        })
-        .collect()
-}
-
-/// The text between `"name": [` (or `{`) and its closing bracket.
-fn field<'a>(json: &'a str, name: &str) -> &'a str {
-    let Some((_, rest)) = json.split_once(&format!("\"{name}\": ")) else {
-        return "";
-    };
-    let close = if rest.starts_with('[') { ']' } else { '}' };
-    rest[1..].split(close).next().unwrap_or("")
 }
 
 fn wait_until(what: &str, server: &Server, mut f: impl FnMut() -> bool) {

@@ -24,6 +24,8 @@
 //! the local variant's time is the implementation's fsyncs, so
 //! `TMPDIR=/dev/shm` makes it faster.
 
+#[path = "support/access.rs"]
+mod access;
 #[path = "support/copy_tree.rs"]
 mod copy_tree;
 #[path = "kafka_support/mod.rs"]

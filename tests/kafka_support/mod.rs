@@ -12,6 +12,7 @@
 
 #[path = "../support/bounded.rs"]
 pub mod bounded;
+pub mod consumer_state;
 pub mod requests;
 
 use std::io::{ErrorKind, Read, Write};

@@ -13,8 +13,7 @@ use super::configs;
 use super::ops::{Age, Arg, GARBAGE, OffsetArg, Op, Target, VALID_NAMES};
 use super::reference::{Control, Handle, HandleKind, Model, Rec};
 use super::system::System;
-
-pub const ROOT: u64 = 1;
+pub use crate::access::{READ, ROOT, WRITE};
 
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -27,15 +26,6 @@ pub fn now_ms() -> i64 {
 pub fn errno<T>(r: FsResult<T>) -> Result<T, i32> {
     r.map_err(|e| e.errno)
 }
-
-pub const WRITE: AccessMode = AccessMode {
-    read: false,
-    write: true,
-};
-pub const READ: AccessMode = AccessMode {
-    read: true,
-    write: false,
-};
 
 pub struct Harness<S: System> {
     pub sys: S,

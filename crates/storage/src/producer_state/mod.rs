@@ -823,12 +823,11 @@ mod tests {
 
         const PID: i64 = 1;
 
-        /// `appendEntry`: one record at `offset`, committed at once.
+        /// `appendEntry`: one record of producer `pid` at `epoch` with
+        /// sequence `seq`, at `offset`, committed at once.
         fn data(
             s: &mut ProducerStates,
-            pid: i64,
-            epoch: i16,
-            seq: i32,
+            (pid, epoch, seq): (i64, i16, i32),
             offset: i64,
             transactional: bool,
             origin: Origin,
@@ -851,20 +850,30 @@ mod tests {
             offset: i64,
             transactional: bool,
         ) -> Result<Checked, ProducerRefusal> {
-            data(s, pid, epoch, seq, offset, transactional, Origin::Client)
+            data(s, (pid, epoch, seq), offset, transactional, Origin::Client)
         }
 
         /// Client appends of `PID` in turn, each `(epoch, seq, offset)`
-        /// with the answer it gets.
+        /// with the answer it gets; then the last sequence kept.
         fn tries<const N: usize>(
             s: &mut ProducerStates,
             transactional: bool,
             appends: [(i16, i32, i64, Result<Checked, ProducerRefusal>); N],
+            last_seq: i32,
         ) {
             for (epoch, seq, offset, answer) in appends {
                 let got = client(s, PID, epoch, seq, offset, transactional);
                 assert_eq!(got, answer, "epoch {epoch} seq {seq}");
             }
+            assert_eq!(s.producer(PID).unwrap().last_seq(), Some(last_seq));
+        }
+
+        /// States holding `PID`'s first append (epoch 0, sequence 0, at
+        /// offset 0), accepted.
+        fn first_append(transactional: bool) -> ProducerStates {
+            let mut s = ProducerStates::default();
+            client(&mut s, PID, 0, 0, 0, transactional).unwrap();
+            s
         }
 
         fn marker(pid: i64, epoch: i16, commit: bool, offset: i64, coordinator: i32) -> Marker {
@@ -890,28 +899,8 @@ mod tests {
         }
 
         #[test]
-        fn append_txn_marker_with_no_producer_state() {
-            let mut s = ProducerStates::default();
-            assert_eq!(end(&mut s, marker(PID, 2, true, 27, 0)), Ok(None));
-            let p = s.producer(PID).unwrap();
-            assert_eq!((p.epoch, p.last_seq()), (2, None));
-            // Fencing works when the marker is all that is left.
-            tries(
-                &mut s,
-                false,
-                [
-                    (0, 0, 4, Err(ProducerRefusal::InvalidProducerEpoch)),
-                    (2, 17, 4, Err(ProducerRefusal::OutOfOrderSequence)),
-                    (2, 0, 39, Ok(Checked::Append)),
-                ],
-            );
-            assert_eq!(s.producer(PID).unwrap().last_seq(), Some(0));
-        }
-
-        #[test]
         fn a_control_record_bumps_the_producer_epoch() {
-            let mut s = ProducerStates::default();
-            client(&mut s, PID, 0, 0, 0, false).unwrap();
+            let mut s = first_append(false);
             assert_eq!(end(&mut s, marker(PID, 1, false, 1, 0)), Ok(None));
             let p = s.producer(PID).unwrap();
             assert_eq!(
@@ -923,26 +912,20 @@ mod tests {
 
         #[test]
         fn out_of_sequence_after_a_control_record_epoch_bump() {
-            let mut s = ProducerStates::default();
-            client(&mut s, PID, 0, 0, 0, true).unwrap();
+            let mut s = first_append(true);
             client(&mut s, PID, 0, 1, 1, true).unwrap();
             assert!(end(&mut s, marker(PID, 1, false, 2, 0)).unwrap().is_some());
-            tries(
-                &mut s,
-                true,
-                [
-                    (1, 2, 3, Err(ProducerRefusal::OutOfOrderSequence)),
-                    (2, 2, 3, Err(ProducerRefusal::OutOfOrderSequence)),
-                    (1, 0, 3, Ok(Checked::Append)),
-                ],
-            );
-            assert_eq!(s.producer(PID).unwrap().last_seq(), Some(0));
+            let appends = [
+                (1, 2, 3, Err(ProducerRefusal::OutOfOrderSequence)),
+                (2, 2, 3, Err(ProducerRefusal::OutOfOrderSequence)),
+                (1, 0, 3, Ok(Checked::Append)),
+            ];
+            tries(&mut s, true, appends, 0);
         }
 
         #[test]
         fn a_plain_append_while_a_transaction_is_open_is_refused() {
-            let mut s = ProducerStates::default();
-            client(&mut s, PID, 0, 0, 0, true).unwrap();
+            let mut s = first_append(true);
             assert_eq!(
                 client(&mut s, PID, 0, 1, 1, false),
                 Err(ProducerRefusal::InvalidTxnState)
@@ -953,8 +936,7 @@ mod tests {
 
         #[test]
         fn a_snapshot_keeps_an_unfinished_transaction_open() {
-            let mut s = ProducerStates::default();
-            client(&mut s, PID, 0, 0, 0, true).unwrap();
+            let mut s = first_append(true);
             client(&mut s, PID, 0, 1, 1, true).unwrap();
             let entries = s.snapshot_entries(3);
             assert_eq!(entries[0].current_txn_first_offset, 0);
@@ -978,8 +960,7 @@ mod tests {
 
         #[test]
         fn a_snapshot_of_a_finished_or_empty_transaction_holds_none() {
-            let mut s = ProducerStates::default();
-            client(&mut s, PID, 0, 0, 0, true).unwrap();
+            let mut s = first_append(true);
             client(&mut s, PID, 0, 1, 1, true).unwrap();
             end(&mut s, marker(PID, 0, false, 2, 0)).unwrap();
             let back = ProducerStates::from_snapshot(&s.snapshot_entries(3), 1_000);
@@ -998,8 +979,7 @@ mod tests {
 
         #[test]
         fn a_fencing_abort_marker_closes_the_transaction_and_keeps_the_epoch() {
-            let mut s = ProducerStates::default();
-            client(&mut s, PID, 0, 0, 0, true).unwrap();
+            let mut s = first_append(true);
             assert!(end(&mut s, marker(PID, 1, false, 1, 0)).unwrap().is_some());
             let p = s.producer(PID).unwrap();
             assert_eq!((p.current_txn_first_offset, p.batches.len()), (None, 0));
@@ -1042,7 +1022,7 @@ mod tests {
             let mut s = ProducerStates::default();
             for offset in [99, 100] {
                 assert_eq!(
-                    data(&mut s, PID, 0, -1, offset, true, Origin::Coordinator),
+                    data(&mut s, (PID, 0, -1), offset, true, Origin::Coordinator),
                     Ok(Checked::Append)
                 );
             }
@@ -1206,6 +1186,21 @@ mod tests {
             );
             assert_eq!(s.first_unstable_offset(), None);
             assert_eq!(s.replay_marker(marker(PID, 0, false, 15, 0)), None);
+        }
+
+        #[test]
+        fn append_txn_marker_with_no_producer_state() {
+            let mut s = ProducerStates::default();
+            assert_eq!(end(&mut s, marker(PID, 2, true, 27, 0)), Ok(None));
+            let p = s.producer(PID).unwrap();
+            assert_eq!((p.epoch, p.last_seq()), (2, None));
+            // Fencing works when the marker is all that is left.
+            let appends = [
+                (0, 0, 4, Err(ProducerRefusal::InvalidProducerEpoch)),
+                (2, 17, 4, Err(ProducerRefusal::OutOfOrderSequence)),
+                (2, 0, 39, Ok(Checked::Append)),
+            ];
+            tries(&mut s, false, appends, 0);
         }
     }
 }

@@ -40,25 +40,30 @@ fn can(a: &Authorizer, who: &str, op: Operation, rt: ResourceType, name: &str) -
 
 #[test]
 fn implications_of_an_allow() {
-    let a = rules(&[
-        binding(Topic, "r", Literal, "User:bob", "*", Read, Allow),
-        binding(Topic, "w", Literal, "User:bob", "*", Write, Allow),
-        binding(Topic, "d", Literal, "User:bob", "*", Delete, Allow),
-        binding(Topic, "a", Literal, "User:bob", "*", Alter, Allow),
-        binding(Topic, "ac", Literal, "User:bob", "*", AlterConfigs, Allow),
-        binding(Topic, "all", Literal, "User:bob", "*", All, Allow),
-    ]);
+    // Bob allowed one operation on each topic.
+    let grants = [
+        ("r", Read),
+        ("w", Write),
+        ("d", Delete),
+        ("a", Alter),
+        ("ac", AlterConfigs),
+        ("all", All),
+    ];
+    let a = rules(&grants.map(|(t, op)| binding(Topic, t, Literal, "User:bob", "*", op, Allow)));
     for t in ["r", "w", "d", "a", "all"] {
         assert!(can(&a, "User:bob", Describe, Topic, t), "{t}");
     }
-    assert!(!can(&a, "User:bob", Describe, Topic, "ac"));
     assert!(can(&a, "User:bob", DescribeConfigs, Topic, "ac"));
-    assert!(!can(&a, "User:bob", AlterConfigs, Topic, "a"));
-    assert!(
-        !can(&a, "User:bob", Write, Topic, "r"),
-        "READ does not imply WRITE"
-    );
-    assert!(!can(&a, "User:bob", Read, Topic, "w"));
+    // ALTER_CONFIGS does not imply DESCRIBE, ALTER not ALTER_CONFIGS, READ
+    // not WRITE, nor WRITE READ.
+    for (op, t) in [
+        (Describe, "ac"),
+        (AlterConfigs, "a"),
+        (Write, "r"),
+        (Read, "w"),
+    ] {
+        assert!(!can(&a, "User:bob", op, Topic, t), "{op} {t}");
+    }
     for op in [
         Read,
         Write,
@@ -80,34 +85,44 @@ fn deny_wins_and_a_deny_implies_nothing() {
         binding(Topic, "secret", Literal, "User:bob", "*", Read, Deny),
         binding(Topic, "hidden", Literal, "User:bob", "*", All, Deny),
     ]);
-    assert!(!can(&a, "User:bob", Read, Topic, "secret"));
-    assert!(
-        can(&a, "User:bob", Describe, Topic, "secret"),
-        "a DENY of READ is not of DESCRIBE"
-    );
-    assert!(can(&a, "User:alice", Read, Topic, "secret"));
-    assert!(!can(&a, "User:bob", Describe, Topic, "hidden"));
-    assert!(can(&a, "User:bob", Write, Topic, "other"));
+    // A DENY of READ is not of DESCRIBE, and is bob's alone.
+    for (who, op, t) in [
+        ("User:bob", Describe, "secret"),
+        ("User:alice", Read, "secret"),
+        ("User:bob", Write, "other"),
+    ] {
+        assert!(can(&a, who, op, Topic, t), "{who} {op} {t}");
+    }
+    for (op, t) in [(Read, "secret"), (Describe, "hidden")] {
+        assert!(!can(&a, "User:bob", op, Topic, t), "{op} {t}");
+    }
 }
 
 #[test]
 fn prefixed_patterns() {
-    let a = rules(&[
-        binding(Topic, "foo", Prefixed, "User:bob", "*", Read, Allow),
-        binding(Topic, "foobar", Prefixed, "User:bob", "*", Read, Deny),
-        binding(Group, "g-", Prefixed, "User:bob", "*", Read, Allow),
-    ]);
-    assert!(can(&a, "User:bob", Read, Topic, "foo"));
-    assert!(can(&a, "User:bob", Read, Topic, "food"));
-    assert!(!can(&a, "User:bob", Read, Topic, "foobarbaz"));
-    assert!(!can(&a, "User:bob", Read, Topic, "fo"));
-    assert!(can(&a, "User:bob", Read, Group, "g-1"));
-    assert!(!can(&a, "User:bob", Read, Group, "g"));
-    assert!(!can(&a, "User:bob", Read, Topic, "g-1"), "types are apart");
+    // Bob's READ allowed or denied on prefixes.
+    let patterns = [
+        (Topic, "foo", Allow),
+        (Topic, "foobar", Deny),
+        (Group, "g-", Allow),
+    ];
+    let a =
+        rules(&patterns.map(|(rt, p, perm)| binding(rt, p, Prefixed, "User:bob", "*", Read, perm)));
+    let reads = |rt, name| can(&a, "User:bob", Read, rt, name);
+    for t in ["foo", "food"] {
+        assert!(reads(Topic, t), "{t}");
+    }
+    for t in ["foobarbaz", "fo"] {
+        assert!(!reads(Topic, t), "{t}");
+    }
+    assert!(!reads(Topic, "g-1"), "types are apart");
+    assert!(reads(Group, "g-1"));
+    assert!(!reads(Group, "g"));
 }
 
 #[test]
 fn wildcard_principal_and_hosts() {
+    let bob = Principal::parse("User:bob").unwrap();
     let a = rules(&[
         binding(Topic, "t", Literal, "User:*", "*", Read, Allow),
         binding(Topic, "u", Literal, "User:bob", "192.168.0.1", Write, Allow),
@@ -116,19 +131,14 @@ fn wildcard_principal_and_hosts() {
     assert!(can(&a, "User:anyone", Read, Topic, "t"));
     // `matchingPrincipals` always holds `User:*`, whatever the type.
     assert!(can(&a, "Group:x", Read, Topic, "t"));
-    let bob = Principal::parse("User:bob").unwrap();
-    assert!(
-        a.authorize(&bob, ip("192.168.0.1"), Write, Topic, "u")
-            .allowed()
-    );
-    assert!(
-        !a.authorize(&bob, ip("192.168.0.2"), Write, Topic, "u")
-            .allowed()
-    );
-    assert!(
-        !a.authorize(&bob, ip("10.0.0.1"), Write, Topic, "u")
-            .allowed()
-    );
+    for (host, allowed) in [
+        ("192.168.0.1", true),
+        ("192.168.0.2", false),
+        ("10.0.0.1", false),
+    ] {
+        let rule = a.authorize(&bob, ip(host), Write, Topic, "u");
+        assert_eq!(rule.allowed(), allowed, "{host}");
+    }
 }
 
 #[test]
