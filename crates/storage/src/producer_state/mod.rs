@@ -899,6 +899,21 @@ mod tests {
         }
 
         #[test]
+        fn append_txn_marker_with_no_producer_state() {
+            let mut s = ProducerStates::default();
+            assert_eq!(end(&mut s, marker(PID, 2, true, 27, 0)), Ok(None));
+            let p = s.producer(PID).unwrap();
+            assert_eq!((p.epoch, p.last_seq()), (2, None));
+            // Fencing works when the marker is all that is left.
+            let appends = [
+                (0, 0, 4, Err(ProducerRefusal::InvalidProducerEpoch)),
+                (2, 17, 4, Err(ProducerRefusal::OutOfOrderSequence)),
+                (2, 0, 39, Ok(Checked::Append)),
+            ];
+            tries(&mut s, false, appends, 0);
+        }
+
+        #[test]
         fn a_control_record_bumps_the_producer_epoch() {
             let mut s = first_append(false);
             assert_eq!(end(&mut s, marker(PID, 1, false, 1, 0)), Ok(None));
@@ -1186,21 +1201,6 @@ mod tests {
             );
             assert_eq!(s.first_unstable_offset(), None);
             assert_eq!(s.replay_marker(marker(PID, 0, false, 15, 0)), None);
-        }
-
-        #[test]
-        fn append_txn_marker_with_no_producer_state() {
-            let mut s = ProducerStates::default();
-            assert_eq!(end(&mut s, marker(PID, 2, true, 27, 0)), Ok(None));
-            let p = s.producer(PID).unwrap();
-            assert_eq!((p.epoch, p.last_seq()), (2, None));
-            // Fencing works when the marker is all that is left.
-            let appends = [
-                (0, 0, 4, Err(ProducerRefusal::InvalidProducerEpoch)),
-                (2, 17, 4, Err(ProducerRefusal::OutOfOrderSequence)),
-                (2, 0, 39, Ok(Checked::Append)),
-            ];
-            tries(&mut s, false, appends, 0);
         }
     }
 }
