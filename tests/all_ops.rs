@@ -265,6 +265,11 @@ pub struct Harness {
     heads: Vec<Head>,
     /// Look up every record's timestamp by time, not a sample of them.
     strict: bool,
+    /// Read `offset/N` downward at the next look (upward and downward in
+    /// turn), so that the batch the last lookup kept is, at the next look,
+    /// the first one asked for at either end of the log, as a user's next
+    /// `cat` after a pass may be.
+    downward: bool,
 }
 
 impl Harness {
@@ -282,6 +287,7 @@ impl Harness {
             segs: Vec::new(),
             heads: Vec::new(),
             strict,
+            downward: false,
         };
         h.setup();
         h
@@ -828,7 +834,7 @@ impl Harness {
         );
     }
 
-    fn compare_offsets(&self) {
+    fn compare_offsets(&mut self) {
         let listed = self.listing(&[PART, "offset"]);
         let want: Vec<String> = match LS_OFFSET_LISTS_RECORDS {
             true => self.m.data().map(|r| r.offset.to_string()).collect(),
@@ -838,7 +844,12 @@ impl Harness {
         };
         assert_eq!(listed, want, "{}: ls offset/", self.step);
         let from = (self.m.log_start - 1).max(0);
-        for o in from..=self.m.log_end {
+        let mut order: Vec<i64> = (from..=self.m.log_end).collect();
+        if self.downward {
+            order.reverse();
+        }
+        self.downward = !self.downward;
+        for o in order {
             let name = o.to_string();
             let path = [PART, "offset", name.as_str()];
             let ino = self.resolve(&path);
