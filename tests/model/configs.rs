@@ -18,6 +18,10 @@
 //!   as Java prints a double (`0.5`, `1.0`);
 //! - `min.compaction.lag.ms` may not exceed `max.compaction.lag.ms`
 //!   (Kafka's `validateValues`): a write that would make it is refused;
+//! - the tiered storage configs: BOOLEANs (`true` or `false` in any case,
+//!   reading back in lower case) and `local.retention.*` LONGs of at least
+//!   -2; `remote.storage.enable=true` is refused, there being no remote
+//!   storage system to turn on;
 //! - `parse.key` is `true` or `false`;
 //! - `key.separator` keeps its blanks (a space is a separator), loses only
 //!   trailing newlines, must not be empty, and takes the properties-file
@@ -32,6 +36,8 @@ enum Rule {
     Compression,
     TimestampType,
     Bool,
+    /// Kafka's BOOLEAN, unlike the tree's `parse.key`: any case.
+    KafkaBool,
     Separator,
     Policy,
     Ratio,
@@ -61,6 +67,11 @@ const TABLE: &[(&str, &str, Rule)] = &[
         Rule::Long(1),
     ),
     ("delete.retention.ms", "86400000", Rule::Long(0)),
+    ("remote.storage.enable", "false", Rule::KafkaBool),
+    ("local.retention.ms", "-2", Rule::Long(-2)),
+    ("local.retention.bytes", "-2", Rule::Long(-2)),
+    ("remote.log.copy.disable", "false", Rule::KafkaBool),
+    ("remote.log.delete.on.disable", "false", Rule::KafkaBool),
     ("parse.key", "false", Rule::Bool),
     ("key.separator", "\\t", Rule::Separator),
 ];
@@ -141,6 +152,11 @@ pub fn candidates(name: &str) -> &'static [&'static str] {
         "min.compaction.lag.ms" => &["0", "86400000", "172800000", "-1", "x"],
         "max.compaction.lag.ms" => &["86400000", "9223372036854775807", "0", "-1"],
         "delete.retention.ms" => &["0", "86400000", "-1"],
+        "remote.storage.enable" => &["false", "true", " FALSE ", "TRUE", "yes"],
+        "local.retention.ms" | "local.retention.bytes" => &["-2", "-1", "1000", "-3", "x"],
+        "remote.log.copy.disable" | "remote.log.delete.on.disable" => {
+            &["true", "false", " TRUE ", "no", ""]
+        }
         "key.separator" => &[":", "|", " ", "\\t", "::", "\\n", "\\\\", "", "\n"],
         _ => &["1"],
     }
@@ -219,7 +235,8 @@ impl Configs {
         let text = std::str::from_utf8(data).map_err(|_| libc::EINVAL)?;
         let value = validate(rule, text).ok_or(libc::EINVAL)?;
         let before = self.values.insert(name, value);
-        if self.long("min.compaction.lag.ms") > self.long("max.compaction.lag.ms") {
+        let remote = self.values["remote.storage.enable"] == "true";
+        if remote || self.long("min.compaction.lag.ms") > self.long("max.compaction.lag.ms") {
             self.values.insert(name, before.expect("a known config"));
             return Err(libc::EINVAL);
         }
@@ -248,6 +265,10 @@ fn validate(rule: Rule, text: &str) -> Option<String> {
         },
         Rule::TimestampType => matches!(v, "CreateTime" | "LogAppendTime").then(|| v.to_string()),
         Rule::Bool => matches!(v, "true" | "false").then(|| v.to_string()),
+        Rule::KafkaBool => {
+            let v = v.to_lowercase();
+            matches!(v.as_str(), "true" | "false").then_some(v)
+        }
         Rule::Policy => {
             let items: Vec<&str> = match v {
                 "" => Vec::new(),

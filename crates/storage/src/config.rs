@@ -102,7 +102,24 @@ pub struct LogConfig {
     /// `delete.retention.ms`: how long a tombstone outlives the first clean
     /// that keeps it.
     pub delete_retention_ms: i64,
+    /// `remote.storage.enable` (KIP-405). Kept and validated as Kafka does
+    /// so a topic's settings carry over; there is no remote store yet.
+    pub remote_storage_enable: bool,
+    /// `local.retention.ms`; [`LOCAL_RETENTION_FROM_RETENTION`] means
+    /// `retention.ms`.
+    pub local_retention_ms: i64,
+    /// `local.retention.bytes`; [`LOCAL_RETENTION_FROM_RETENTION`] means
+    /// `retention.bytes`.
+    pub local_retention_bytes: i64,
+    /// `remote.log.copy.disable`.
+    pub remote_log_copy_disable: bool,
+    /// `remote.log.delete.on.disable`.
+    pub remote_log_delete_on_disable: bool,
 }
+
+/// Kafka's default of `local.retention.ms` and `local.retention.bytes`:
+/// the local log keeps what `retention.ms` and `retention.bytes` keep.
+pub const LOCAL_RETENTION_FROM_RETENTION: i64 = -2;
 
 /// `cleanup.policy`, a list of `delete` and `compact` as written (Kafka
 /// keeps the list; its flags are what the log obeys).
@@ -210,6 +227,11 @@ impl Default for LogConfig {
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
             delete_retention_ms: 86_400_000,
+            remote_storage_enable: false,
+            local_retention_ms: LOCAL_RETENTION_FROM_RETENTION,
+            local_retention_bytes: LOCAL_RETENTION_FROM_RETENTION,
+            remote_log_copy_disable: false,
+            remote_log_delete_on_disable: false,
         }
     }
 }
@@ -234,6 +256,11 @@ pub const CONFIG_NAMES: &[&str] = &[
     "min.compaction.lag.ms",
     "max.compaction.lag.ms",
     "delete.retention.ms",
+    "remote.storage.enable",
+    "local.retention.ms",
+    "local.retention.bytes",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
 ];
 
 /// Whether `name` is a topic config. A partition's properties file may
@@ -285,6 +312,19 @@ pub(crate) fn parse_int(name: &str, value: &str, min: i64) -> Result<i32, Config
         ));
     }
     Ok(v)
+}
+
+/// Kafka's BOOLEAN: `true` or `false` in any case.
+pub(crate) fn parse_bool(name: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(invalid(
+            name,
+            value,
+            "Expected value to be either true or false",
+        )),
+    }
 }
 
 /// Kafka's `Range.between(0, 1)` on a DOUBLE.
@@ -351,12 +391,27 @@ impl LogConfig {
             "min.compaction.lag.ms" => self.min_compaction_lag_ms = parse_long(name, value, 0)?,
             "max.compaction.lag.ms" => self.max_compaction_lag_ms = parse_long(name, value, 1)?,
             "delete.retention.ms" => self.delete_retention_ms = parse_long(name, value, 0)?,
+            "remote.storage.enable" => self.remote_storage_enable = parse_bool(name, value)?,
+            "local.retention.ms" => {
+                self.local_retention_ms = parse_long(name, value, LOCAL_RETENTION_FROM_RETENTION)?
+            }
+            "local.retention.bytes" => {
+                self.local_retention_bytes =
+                    parse_long(name, value, LOCAL_RETENTION_FROM_RETENTION)?
+            }
+            "remote.log.copy.disable" => self.remote_log_copy_disable = parse_bool(name, value)?,
+            "remote.log.delete.on.disable" => {
+                self.remote_log_delete_on_disable = parse_bool(name, value)?
+            }
             _ => return Err(ConfigError::UnknownName(name.to_string())),
         }
         Ok(())
     }
 
     /// Kafka's `LogConfig.validateValues`: what no single value shows.
+    /// Then its topic checks of tiered storage, with the remote storage
+    /// system off: there is no remote store to turn on (the daemon refuses
+    /// `remote.log.storage.system.enable=true`).
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms {
             return Err(ConfigError::Conflict(format!(
@@ -364,7 +419,125 @@ impl LogConfig {
                 self.min_compaction_lag_ms, self.max_compaction_lag_ms
             )));
         }
+        self.validate_remote_storage(false)
+    }
+
+    /// Kafka's `validateTopicLogConfigValues` for a topic with
+    /// `remote.storage.enable=true`, in Kafka's order, so the first
+    /// refusal is Kafka's. Without remote storage nothing is checked:
+    /// Kafka keeps `local.retention.*` inert then, whatever their values.
+    pub fn validate_remote_storage(&self, system_enabled: bool) -> Result<(), ConfigError> {
+        if !self.remote_storage_enable {
+            return Ok(());
+        }
+        if !system_enabled {
+            return Err(ConfigError::Conflict(
+                "Tiered Storage functionality is disabled in the broker. Topic cannot be \
+                 configured with remote log storage."
+                    .to_string(),
+            ));
+        }
+        if self.cleanup_policy.compact() {
+            return Err(ConfigError::Conflict(
+                "Remote log storage is unsupported for the compacted topics".to_string(),
+            ));
+        }
+        self.validate_local_retention_bytes()?;
+        self.validate_local_retention_ms()?;
+        self.validate_retention_when_copy_disabled()
+    }
+
+    /// Kafka's `validateRemoteStorageRetentionSize`.
+    fn validate_local_retention_bytes(&self) -> Result<(), ConfigError> {
+        let (retention, local) = (self.retention_bytes, self.local_retention_bytes);
+        if retention > -1 && local != LOCAL_RETENTION_FROM_RETENTION {
+            let local_text = local.to_string();
+            if local == -1 {
+                return Err(invalid(
+                    "local.retention.bytes",
+                    &local_text,
+                    format!("Value must not be -1 as retention.bytes value is set as {retention}."),
+                ));
+            }
+            if local > retention {
+                return Err(invalid(
+                    "local.retention.bytes",
+                    &local_text,
+                    format!(
+                        "Value must not be more than retention.bytes property value: {retention}"
+                    ),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// Kafka's `validateRemoteStorageRetentionTime`.
+    fn validate_local_retention_ms(&self) -> Result<(), ConfigError> {
+        let (retention, local) = (self.retention_ms, self.local_retention_ms);
+        if retention != -1 && local != LOCAL_RETENTION_FROM_RETENTION {
+            let local_text = local.to_string();
+            if local == -1 {
+                return Err(invalid(
+                    "local.retention.ms",
+                    &local_text,
+                    format!("Value must not be -1 as retention.ms value is set as {retention}."),
+                ));
+            }
+            if local > retention {
+                return Err(invalid(
+                    "local.retention.ms",
+                    &local_text,
+                    format!("Value must not be more than retention.ms property value: {retention}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Kafka's `validateRetentionConfigsWhenRemoteCopyDisabled`: with no
+    /// more copies to the remote store, the local log is the whole log.
+    fn validate_retention_when_copy_disabled(&self) -> Result<(), ConfigError> {
+        if !self.remote_log_copy_disable {
+            return Ok(());
+        }
+        let from_retention = LOCAL_RETENTION_FROM_RETENTION;
+        if self.local_retention_bytes != from_retention
+            && self.local_retention_bytes != self.retention_bytes
+        {
+            return Err(ConfigError::Conflict(
+                "When `remote.log.copy.disable` is set to true, the `local.retention.bytes` and \
+                 `retention.bytes` must be set to the identical value because there will be no \
+                 more logs copied to the remote storage."
+                    .to_string(),
+            ));
+        }
+        if self.local_retention_ms != from_retention && self.local_retention_ms != self.retention_ms
+        {
+            return Err(ConfigError::Conflict(
+                "When `remote.log.copy.disable` is set to true, the `local.retention.ms` and \
+                 `retention.ms` must be set to the identical value because there will be no \
+                 more logs copied to the remote storage."
+                    .to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Kafka's `LogConfig.localRetentionMs`: what the local log keeps by time.
+    pub fn effective_local_retention_ms(&self) -> i64 {
+        match self.local_retention_ms {
+            LOCAL_RETENTION_FROM_RETENTION => self.retention_ms,
+            ms => ms,
+        }
+    }
+
+    /// Kafka's `LogConfig.localRetentionBytes`.
+    pub fn effective_local_retention_bytes(&self) -> i64 {
+        match self.local_retention_bytes {
+            LOCAL_RETENTION_FROM_RETENTION => self.retention_bytes,
+            bytes => bytes,
+        }
     }
 
     /// Kafka's `LogConfig.maxSegmentMs`: a compacted log rolls by
@@ -398,6 +571,11 @@ impl LogConfig {
             "min.compaction.lag.ms" => self.min_compaction_lag_ms.to_string(),
             "max.compaction.lag.ms" => self.max_compaction_lag_ms.to_string(),
             "delete.retention.ms" => self.delete_retention_ms.to_string(),
+            "remote.storage.enable" => self.remote_storage_enable.to_string(),
+            "local.retention.ms" => self.local_retention_ms.to_string(),
+            "local.retention.bytes" => self.local_retention_bytes.to_string(),
+            "remote.log.copy.disable" => self.remote_log_copy_disable.to_string(),
+            "remote.log.delete.on.disable" => self.remote_log_delete_on_disable.to_string(),
             _ => return None,
         })
     }
@@ -539,6 +717,138 @@ mod tests {
         );
         assert_eq!(java_double(1.0e-4), "1.0E-4");
         assert_eq!(java_double(0.25), "0.25");
+    }
+
+    /// Kafka's tiered storage topic configs: BOOLEANs and LONGs of at
+    /// least -2, -2 standing for `retention.*`, all accepted while remote
+    /// storage is off.
+    #[test]
+    fn tiered_storage_configs_as_kafka_defines_them() {
+        let c = LogConfig::default();
+        for (name, want) in [
+            ("remote.storage.enable", "false"),
+            ("local.retention.ms", "-2"),
+            ("local.retention.bytes", "-2"),
+            ("remote.log.copy.disable", "false"),
+            ("remote.log.delete.on.disable", "false"),
+        ] {
+            assert_eq!(c.get(name).unwrap(), want, "{name}");
+        }
+        assert_eq!(c.effective_local_retention_ms(), c.retention_ms);
+        assert_eq!(c.effective_local_retention_bytes(), c.retention_bytes);
+        let mut c = LogConfig::default();
+        c.set("remote.storage.enable", " FALSE ").unwrap();
+        assert_eq!(c.get("remote.storage.enable").unwrap(), "false");
+        assert_eq!(
+            c.set("remote.log.copy.disable", "yes")
+                .unwrap_err()
+                .to_string(),
+            "Invalid value yes for configuration remote.log.copy.disable: Expected value to be \
+             either true or false"
+        );
+        assert_eq!(
+            c.set("local.retention.ms", "-3").unwrap_err().to_string(),
+            "Invalid value -3 for configuration local.retention.ms: Value must be at least -2"
+        );
+        assert!(c.set("local.retention.bytes", "-3").is_err());
+        c.set("local.retention.ms", "1000").unwrap();
+        assert_eq!(c.effective_local_retention_ms(), 1000);
+        // Inert without remote storage, as in Kafka: above `retention.*`,
+        // or -1, is accepted.
+        c.set("retention.ms", "500").unwrap();
+        c.set("local.retention.bytes", "-1").unwrap();
+        c.set("retention.bytes", "100").unwrap();
+        c.set("remote.log.copy.disable", "true").unwrap();
+        c.set("remote.log.delete.on.disable", "true").unwrap();
+        c.set("cleanup.policy", "compact").unwrap();
+        c.validate().unwrap();
+    }
+
+    /// `remote.storage.enable=true` with the remote storage system off
+    /// (always, for now): Kafka's `validateRemoteStorageOnlyIfSystemEnabled`.
+    #[test]
+    fn remote_storage_is_refused_while_the_system_is_off() {
+        let mut m = BTreeMap::new();
+        m.insert("remote.storage.enable".to_string(), "true".to_string());
+        let want = "Tiered Storage functionality is disabled in the broker. Topic cannot be \
+                    configured with remote log storage.";
+        let e = LogConfig::default().with_overrides(&m).unwrap_err();
+        assert_eq!(e.to_string(), want);
+        let mut c = LogConfig::default();
+        c.set("remote.storage.enable", "true").unwrap();
+        assert_eq!(c.validate().unwrap_err().to_string(), want);
+        c.validate_remote_storage(true).unwrap();
+    }
+
+    /// Kafka's checks of a topic with remote storage, in its order, each
+    /// with its words (the system taken as on, as Kafka's would be).
+    #[test]
+    fn remote_storage_checks_in_kafka_words() {
+        let remote = |pairs: &[(&str, &str)]| {
+            let mut c = LogConfig::default();
+            c.set("remote.storage.enable", "true").unwrap();
+            for (k, v) in pairs {
+                c.set(k, v).unwrap();
+            }
+            c.validate_remote_storage(true).err().map(|e| e.to_string())
+        };
+        assert_eq!(
+            remote(&[("cleanup.policy", "delete,compact")]).unwrap(),
+            "Remote log storage is unsupported for the compacted topics"
+        );
+        assert_eq!(
+            remote(&[("retention.ms", "1000"), ("local.retention.ms", "2000")]).unwrap(),
+            "Invalid value 2000 for configuration local.retention.ms: Value must not be more \
+             than retention.ms property value: 1000"
+        );
+        assert_eq!(
+            remote(&[("local.retention.ms", "-1")]).unwrap(),
+            "Invalid value -1 for configuration local.retention.ms: Value must not be -1 as \
+             retention.ms value is set as 604800000."
+        );
+        assert_eq!(
+            remote(&[("retention.bytes", "100"), ("local.retention.bytes", "200")]).unwrap(),
+            "Invalid value 200 for configuration local.retention.bytes: Value must not be more \
+             than retention.bytes property value: 100"
+        );
+        assert_eq!(
+            remote(&[("retention.bytes", "100"), ("local.retention.bytes", "-1")]).unwrap(),
+            "Invalid value -1 for configuration local.retention.bytes: Value must not be -1 as \
+             retention.bytes value is set as 100."
+        );
+        // Unlimited `retention.*` bounds nothing; -2 follows it.
+        assert_eq!(
+            remote(&[("retention.ms", "-1"), ("local.retention.ms", "5000")]),
+            None
+        );
+        assert_eq!(remote(&[("local.retention.bytes", "5000")]), None);
+        assert_eq!(
+            remote(&[("retention.ms", "1000"), ("local.retention.ms", "1000")]),
+            None
+        );
+        assert_eq!(
+            remote(&[
+                ("remote.log.copy.disable", "true"),
+                ("retention.bytes", "100"),
+                ("local.retention.bytes", "50"),
+            ])
+            .unwrap(),
+            "When `remote.log.copy.disable` is set to true, the `local.retention.bytes` and \
+             `retention.bytes` must be set to the identical value because there will be no more \
+             logs copied to the remote storage."
+        );
+        assert_eq!(
+            remote(&[
+                ("remote.log.copy.disable", "true"),
+                ("retention.ms", "1000"),
+                ("local.retention.ms", "500"),
+            ])
+            .unwrap(),
+            "When `remote.log.copy.disable` is set to true, the `local.retention.ms` and \
+             `retention.ms` must be set to the identical value because there will be no more \
+             logs copied to the remote storage."
+        );
+        assert_eq!(remote(&[("remote.log.copy.disable", "true")]), None);
     }
 
     /// A compacted log rolls by `max.compaction.lag.ms` when that comes
