@@ -59,6 +59,9 @@ fn config_type(name: &str) -> i8 {
         "compression.type" | "message.timestamp.type" => STRING,
         "cleanup.policy" => LIST,
         "min.cleanable.dirty.ratio" => DOUBLE,
+        "remote.storage.enable" | "remote.log.copy.disable" | "remote.log.delete.on.disable" => {
+            BOOLEAN
+        }
         _ => LONG,
     }
 }
@@ -224,6 +227,14 @@ const BROKER_SYNONYMS: &[(&str, Synonyms)] = &[
     (
         "min.cleanable.dirty.ratio",
         &[("log.cleaner.min.cleanable.ratio", Some("0.5"))],
+    ),
+    (
+        "local.retention.ms",
+        &[("log.local.retention.ms", Some("-2"))],
+    ),
+    (
+        "local.retention.bytes",
+        &[("log.local.retention.bytes", Some("-2"))],
     ),
 ];
 
@@ -611,12 +622,13 @@ fn replace_topic(
             format!("no topic {name}"),
         )
     })?;
+    let invalid = |e: ConfigError| (ResponseError::InvalidConfig, e.to_string());
     let mut check = LogConfig::clone(b.mgr.defaults());
     for (k, v) in set {
-        check
-            .set(k, v.unwrap_or_default())
-            .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
+        check.set(k, v.unwrap_or_default()).map_err(invalid)?;
     }
+    // Judged whole before any partition changes, as Kafka judges the set.
+    check.validate().map_err(invalid)?;
     if validate_only {
         return Ok(());
     }
