@@ -101,6 +101,10 @@ const CONFIG_VALUES: &[(&str, &[&str])] = &[
     ),
     ("parse.key", &["true", "false"]),
     ("message.timestamp.type", &["CreateTime", "LogAppendTime"]),
+    // `true` is refused: there is no remote storage system to turn on.
+    ("remote.storage.enable", &["false"]),
+    ("remote.log.copy.disable", &["true", "false"]),
+    ("remote.log.delete.on.disable", &["true", "false"]),
     ("auto.create.topics.enable", &["true", "false"]),
     // `-o` splits at commas: a list's items are given with `;`.
     ("cleanup.policy", &["delete", "compact", "compact;delete"]),
@@ -127,6 +131,8 @@ fn mount_keys() -> Vec<String> {
     keys.extend(cleaner.map(|n| format!("{n}=")));
     let synonyms = commitfs::storage::cleaner::TOPIC_SYNONYMS.iter();
     keys.extend(synonyms.map(|(n, _)| format!("{n}=")));
+    let remote = commitfs::storage::remote_log_config::REMOTE_LOG_CONFIG_NAMES.iter();
+    keys.extend(remote.map(|n| format!("{n}=")));
     keys
 }
 

@@ -9,6 +9,7 @@ use commitfs::backend::LineFormat;
 use commitfs::kafka::ListenerConfig;
 use commitfs::kafka::config::{AUTHORIZER_CONFIG_NAMES, BROKER_CONFIG_NAMES, is_security_name};
 use commitfs::storage::cleaner::{CLEANER_CONFIG_NAMES, CleanerConfig, TOPIC_SYNONYMS};
+use commitfs::storage::remote_log_config::{REMOTE_LOG_CONFIG_NAMES, RemoteLogManagerConfig};
 use commitfs::storage::{CONFIG_NAMES, LogConfig};
 
 use super::logging::LogSettings;
@@ -101,6 +102,8 @@ pub struct DaemonOptions {
     pub max_partitions: Option<usize>,
     /// The log cleaner's settings (`log.cleaner.*`).
     pub cleaner: CleanerConfig,
+    /// Tiered storage's settings (`remote.log.*`): validated, not used.
+    pub remote_log: RemoteLogManagerConfig,
 }
 
 impl Default for DaemonOptions {
@@ -114,6 +117,7 @@ impl Default for DaemonOptions {
             log: LogSettings::default(),
             max_partitions: None,
             cleaner: CleanerConfig::default(),
+            remote_log: RemoteLogManagerConfig::default(),
         }
     }
 }
@@ -121,10 +125,12 @@ impl Default for DaemonOptions {
 impl DaemonOptions {
     /// What no single option shows, once all are taken (Kafka validates the
     /// whole config): the listener's, the log cleaner's (its dedupe buffer
-    /// per thread), the topic defaults' (the compaction lags).
+    /// per thread), tiered storage's (not available: refused when turned
+    /// on), the topic defaults' (the compaction lags, remote storage).
     pub fn check(&self) -> Result<(), String> {
         self.kafka.check()?;
         self.cleaner.validate().map_err(|e| e.to_string())?;
+        self.remote_log.validate().map_err(|e| e.to_string())?;
         self.defaults.validate().map_err(|e| e.to_string())
     }
 
@@ -156,6 +162,9 @@ impl DaemonOptions {
             }
             Some((k, v)) if CLEANER_CONFIG_NAMES.contains(&k) => {
                 self.cleaner.set(k, v).map_err(|e| e.to_string())?;
+            }
+            Some((k, v)) if REMOTE_LOG_CONFIG_NAMES.contains(&k) => {
+                self.remote_log.set(k, v).map_err(|e| e.to_string())?;
             }
             // A broker name of a topic config sets the topic default, as
             // Kafka's synonyms do (`log.cleanup.policy` for `cleanup.policy`).
@@ -310,5 +319,39 @@ mod tests {
             "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread."
         );
         assert!(!o.take("allow_other").unwrap());
+    }
+
+    /// Tiered storage's settings and topic defaults are taken with Kafka's
+    /// validators; turning the remote storage system on is refused.
+    #[test]
+    fn tiered_storage_options() {
+        let mut o = DaemonOptions::default();
+        assert!(o.take("remote.log.manager.task.interval.ms=1000").unwrap());
+        assert_eq!(o.remote_log.task_interval_ms, 1000);
+        assert!(o.take("remote.log.reader.threads=2").unwrap());
+        assert_eq!(
+            o.take("remote.log.manager.copy.max.bytes.per.second=0")
+                .unwrap_err(),
+            "Invalid value 0 for configuration remote.log.manager.copy.max.bytes.per.second: \
+             Value must be at least 1"
+        );
+        assert!(o.take("log.local.retention.ms=1000").unwrap());
+        assert_eq!(o.defaults.local_retention_ms, 1000);
+        assert!(o.take("log.local.retention.bytes=-3").is_err());
+        assert!(o.take("remote.log.storage.system.enable=false").unwrap());
+        o.check().unwrap();
+        assert!(o.take("remote.log.storage.system.enable=true").unwrap());
+        assert!(
+            o.check()
+                .unwrap_err()
+                .contains("tiered storage (KIP-405) is not available in this version")
+        );
+        let mut o = DaemonOptions::default();
+        assert!(o.take("remote.storage.enable=true").unwrap());
+        assert_eq!(
+            o.check().unwrap_err(),
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured \
+             with remote log storage."
+        );
     }
 }

@@ -24,6 +24,7 @@ mod partition;
 pub mod producer_ids;
 pub mod producer_state;
 mod progress;
+pub mod remote_log_config;
 pub mod scheduler;
 pub mod segment;
 mod stream;

@@ -76,6 +76,8 @@ pub const TOPIC_SYNONYMS: &[(&str, &str)] = &[
     ("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms"),
     ("log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms"),
     ("log.cleaner.delete.retention.ms", "delete.retention.ms"),
+    ("log.local.retention.ms", "local.retention.ms"),
+    ("log.local.retention.bytes", "local.retention.bytes"),
 ];
 
 fn double(name: &str, value: &str) -> Result<f64, ConfigError> {
