@@ -52,6 +52,13 @@ impl PartitionConfig {
                 warn!("Ignoring config override of partition {name}: {e}");
             }
         }
+        // Kafka refuses to start with such a topic in its store (a topic
+        // with remote storage when the system is off, say); one partition's
+        // file does not stop the whole directory here, but the log says why
+        // its next config change will be refused.
+        if let Err(e) = config.validate() {
+            warn!("Config overrides of partition {name} do not hold together: {e}");
+        }
         PartitionConfig {
             defaults: defaults.clone(),
             effective: RwLock::new(Arc::new(config)),
