@@ -11,9 +11,7 @@ use kafka_protocol::messages::create_partitions_request::{
     CreatePartitionsRequest, CreatePartitionsTopic,
 };
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsResponse;
-use kafka_protocol::messages::create_topics_request::{
-    CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
-};
+use kafka_protocol::messages::create_topics_request::CreateTopicsRequest;
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic,
@@ -43,7 +41,7 @@ use kafka_protocol::messages::produce_request::{
 use kafka_protocol::messages::produce_response::ProduceResponse;
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_support::{Conn, Server};
+use kafka_support::{Conn, Server, requests};
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -54,20 +52,10 @@ fn name(v: &str) -> TopicName {
 }
 
 fn create(n: &str, partitions: i32, configs: &[(&str, &str)]) -> CreateTopicsRequest {
-    let configs = configs
-        .iter()
-        .map(|(k, v)| {
-            CreatableTopicConfig::default()
-                .with_name(s(k))
-                .with_value(Some(s(v)))
-        })
-        .collect();
     CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(name(n))
-            .with_num_partitions(partitions)
+        requests::creatable(n, partitions)
             .with_replication_factor(1)
-            .with_configs(configs),
+            .with_configs(requests::topic_configs(configs)),
     ])
 }
 

@@ -10,9 +10,8 @@ mod kafka_support;
 
 use std::process::Command;
 
-use kafka_protocol::messages::create_topics_request::{
-    CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
-};
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::messages::create_topics_request::CreateTopicsRequest;
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
 use kafka_protocol::messages::describe_configs_request::{
     DescribeConfigsRequest, DescribeConfigsResource,
@@ -24,9 +23,8 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig, IncrementalAlterConfigsRequest,
 };
 use kafka_protocol::messages::incremental_alter_configs_response::IncrementalAlterConfigsResponse;
-use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_support::{BIN, Conn, Server};
+use kafka_support::{BIN, Conn, Server, bounded, requests};
 
 const INVALID_CONFIG: i16 = 40;
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
@@ -40,20 +38,10 @@ fn s(v: &str) -> StrBytes {
 
 /// CreateTopics of one topic: its error code and message.
 fn create(c: &mut Conn, n: &str, configs: &[(&str, &str)]) -> (i16, String) {
-    let configs = configs
-        .iter()
-        .map(|(k, v)| {
-            CreatableTopicConfig::default()
-                .with_name(s(k))
-                .with_value(Some(s(v)))
-        })
-        .collect();
     let req = CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(TopicName(s(n)))
-            .with_num_partitions(2)
+        requests::creatable(n, 2)
             .with_replication_factor(1)
-            .with_configs(configs),
+            .with_configs(requests::topic_configs(configs)),
     ]);
     let r: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 7, &req);
     let t = &r.topics[0];
@@ -119,6 +107,11 @@ fn synonyms(e: &DescribeConfigsResourceResult) -> Vec<(String, Option<String>, i
         .collect()
 }
 
+/// A synonym as [`synonyms`] lists it.
+fn syn(name: &str, value: &str, source: i8) -> (String, Option<String>, i8) {
+    (name.to_string(), Some(value.to_string()), source)
+}
+
 fn properties(data: &std::path::Path, partition: &str) -> String {
     std::fs::read_to_string(data.join(partition).join("commitfs.properties")).unwrap_or_default()
 }
@@ -144,16 +137,8 @@ fn tiered_storage_configs_are_validated_as_kafka_does() {
     assert_eq!(
         synonyms(&e),
         [
-            (
-                "local.retention.ms".to_string(),
-                Some("1000".to_string()),
-                1
-            ),
-            (
-                "log.local.retention.ms".to_string(),
-                Some("-2".to_string()),
-                5
-            ),
+            syn("local.retention.ms", "1000", 1),
+            syn("log.local.retention.ms", "-2", 5),
         ]
     );
     let e = describe(&mut c, "tiered", "local.retention.bytes");
@@ -253,52 +238,44 @@ fn broker_defaults_of_local_retention() {
     assert_eq!(
         synonyms(&e),
         [
-            (
-                "log.local.retention.bytes".to_string(),
-                Some("4096".to_string()),
-                4
-            ),
-            (
-                "log.local.retention.bytes".to_string(),
-                Some("-2".to_string()),
-                5
-            ),
+            syn("log.local.retention.bytes", "4096", 4),
+            syn("log.local.retention.bytes", "-2", 5),
         ]
     );
 }
 
 /// There is no remote store: the daemon says so and stops.
+/// `serve` with one `-o` setting, bounded: a daemon that took the setting
+/// would serve until killed. Its stderr, after it exited with 2.
+fn refused_at_start(data: &std::path::Path, setting: &str) -> String {
+    let out = bounded::run(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--listeners",
+                "PLAINTEXT://127.0.0.1:0",
+                "-o",
+                setting,
+            ])
+            .arg(data),
+        setting,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
 #[test]
 fn the_remote_storage_system_is_refused_at_start() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let out = Command::new(BIN)
-        .arg("serve")
-        .arg("--listeners")
-        .arg("PLAINTEXT://127.0.0.1:0")
-        .arg("-o")
-        .arg("remote.log.storage.system.enable=true")
-        .arg(&data)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = refused_at_start(&data, "remote.log.storage.system.enable=true");
     assert!(
         stderr.contains("tiered storage (KIP-405) is not available in this version"),
         "{stderr}"
     );
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    let out = Command::new(BIN)
-        .arg("serve")
-        .arg("--listeners")
-        .arg("PLAINTEXT://127.0.0.1:0")
-        .arg("-o")
-        .arg("remote.log.reader.threads=0")
-        .arg(&data)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = refused_at_start(&data, "remote.log.reader.threads=0");
     assert!(
         stderr.contains(
             "Invalid value 0 for configuration remote.log.reader.threads: Value must be at least 1"

@@ -9,7 +9,9 @@ use kafka_protocol::messages::create_partitions_request::{
     CreatePartitionsRequest, CreatePartitionsTopic,
 };
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsResponse;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+use kafka_protocol::messages::create_topics_request::{
+    CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
+};
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
@@ -48,6 +50,19 @@ pub fn creatable(name: &str, partitions: i32) -> CreatableTopic {
         .with_name(topic_name(name))
         .with_num_partitions(partitions)
         .with_replication_factor(-1)
+}
+
+/// A new topic's configs, each `(name, value)`.
+pub fn topic_configs(configs: &[(&str, &str)]) -> Vec<CreatableTopicConfig> {
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    configs
+        .iter()
+        .map(|(k, v)| {
+            CreatableTopicConfig::default()
+                .with_name(s(k))
+                .with_value(Some(s(v)))
+        })
+        .collect()
 }
 
 /// CreateTopics v7 of `topics`: each topic's answer.
