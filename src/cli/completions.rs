@@ -390,6 +390,13 @@ mod tests {
                         format!("{k}0.5")
                     }
                     "log.cleaner.enable=" => format!("{k}false"),
+                    // `true` of the first two is refused: no remote storage system yet.
+                    "remote.storage.enable=" | "remote.log.storage.system.enable=" => {
+                        format!("{k}false")
+                    }
+                    "remote.log.copy.disable=" | "remote.log.delete.on.disable=" => {
+                        format!("{k}true")
+                    }
                     "log.cleaner.dedupe.buffer.size=" => format!("{k}134217728"),
                     "log.cleaner.threads=" => format!("{k}2"),
                     "auto.create.topics.enable=" => format!("{k}true"),
