@@ -697,8 +697,11 @@ impl Partition for MemPartition {
             ));
         }
         let mut config = log.config.clone();
+        // What no single value shows (a compaction lag range, remote storage
+        // with the system off) is judged on the whole, as local storage does.
         config
             .set(name, value)
+            .and_then(|()| config.validate())
             .map_err(|e| BackendError::new(ErrorKind::InvalidConfig, e.to_string()))?;
         log.config = config;
         Ok(())
