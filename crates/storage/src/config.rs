@@ -121,6 +121,32 @@ pub struct LogConfig {
 /// the local log keeps what `retention.ms` and `retention.bytes` keep.
 pub const LOCAL_RETENTION_FROM_RETENTION: i64 = -2;
 
+/// `local.retention.<unit>` against `retention.<unit>` where the latter
+/// bounds it (`bounded`: Kafka tests bytes with `> -1`, ms with `!= -1`),
+/// in Kafka's words.
+fn local_within_retention(
+    unit: &str,
+    local: i64,
+    retention: i64,
+    bounded: bool,
+) -> Result<(), ConfigError> {
+    if !bounded || local == LOCAL_RETENTION_FROM_RETENTION {
+        return Ok(());
+    }
+    let why = if local == -1 {
+        format!("Value must not be -1 as retention.{unit} value is set as {retention}.")
+    } else if local > retention {
+        format!("Value must not be more than retention.{unit} property value: {retention}")
+    } else {
+        return Ok(());
+    };
+    Err(invalid(
+        &format!("local.retention.{unit}"),
+        &local.to_string(),
+        why,
+    ))
+}
+
 /// `cleanup.policy`, a list of `delete` and `compact` as written (Kafka
 /// keeps the list; its flags are what the log obeys).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -449,50 +475,16 @@ impl LogConfig {
 
     /// Kafka's `validateRemoteStorageRetentionSize`.
     fn validate_local_retention_bytes(&self) -> Result<(), ConfigError> {
-        let (retention, local) = (self.retention_bytes, self.local_retention_bytes);
-        if retention > -1 && local != LOCAL_RETENTION_FROM_RETENTION {
-            let local_text = local.to_string();
-            if local == -1 {
-                return Err(invalid(
-                    "local.retention.bytes",
-                    &local_text,
-                    format!("Value must not be -1 as retention.bytes value is set as {retention}."),
-                ));
-            }
-            if local > retention {
-                return Err(invalid(
-                    "local.retention.bytes",
-                    &local_text,
-                    format!(
-                        "Value must not be more than retention.bytes property value: {retention}"
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        let retention = self.retention_bytes;
+        let local = self.local_retention_bytes;
+        local_within_retention("bytes", local, retention, retention > -1)
     }
 
     /// Kafka's `validateRemoteStorageRetentionTime`.
     fn validate_local_retention_ms(&self) -> Result<(), ConfigError> {
-        let (retention, local) = (self.retention_ms, self.local_retention_ms);
-        if retention != -1 && local != LOCAL_RETENTION_FROM_RETENTION {
-            let local_text = local.to_string();
-            if local == -1 {
-                return Err(invalid(
-                    "local.retention.ms",
-                    &local_text,
-                    format!("Value must not be -1 as retention.ms value is set as {retention}."),
-                ));
-            }
-            if local > retention {
-                return Err(invalid(
-                    "local.retention.ms",
-                    &local_text,
-                    format!("Value must not be more than retention.ms property value: {retention}"),
-                ));
-            }
-        }
-        Ok(())
+        let retention = self.retention_ms;
+        let local = self.local_retention_ms;
+        local_within_retention("ms", local, retention, retention != -1)
     }
 
     /// Kafka's `validateRetentionConfigsWhenRemoteCopyDisabled`: with no
